@@ -1,0 +1,312 @@
+// SPDX-License-Identifier: MIT
+/*
+ * rdmactl: inspect a running rdmad. This version speaks to the REST API;
+ * every command prints text, or the daemon's JSON document with --json.
+ */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <sysexits.h>
+
+#include "devprint.h"
+#include "restc.h"
+#include "util.h"
+
+struct ctl {
+	const char *url;
+	bool json;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: rdmactl [--url URL] [--json] COMMAND [ARGS]\n"
+		"Inspect a running rdmad.\n"
+		"\n"
+		"Commands:\n"
+		"  devices                   every RDMA device, used, import capable\n"
+		"  device show IBDEV         device attributes (as pyverbs prints them)\n"
+		"  port IBDEV N              port attributes\n"
+		"  gids IBDEV [N]            GID table of port N (default 1)\n"
+		"  profiles                  profiles and their state\n"
+		"  show PROFILE [KIND NAME]  a profile's objects, or one object\n"
+		"  health | version          daemon liveness, version and uptime\n"
+		"\n"
+		"Options:\n"
+		"  -u, --url URL   daemon REST address: http://HOST:PORT or\n"
+		"                  unix:/PATH (default $RDMAD_URL or %s)\n"
+		"  -j, --json      print the daemon's JSON document\n"
+		"  -h, --help      show this help\n"
+		"  -V, --version   show rdmactl's version\n"
+		"\n"
+		"Exit status: 0 on success, 1 when the daemon answers with an\n"
+		"error, 64 for bad usage, 69 when the daemon cannot be reached.\n",
+		RESTC_DEFAULT_URL);
+}
+
+/* GET path; on success *doc holds the reply. Returns an exit status. */
+static int get(const struct ctl *c, const char *path, json_t **doc)
+{
+	_cleanup_free_ char *body = NULL;
+	json_error_t jerr;
+	json_t *j;
+	int status, r;
+
+	r = restc_request(c->url, "GET", path, &status, &body);
+	if (r < 0) {
+		fprintf(stderr, "rdmactl: cannot reach rdmad at %s: %s\n",
+			c->url, strerror(-r));
+		return EX_UNAVAILABLE;
+	}
+	j = json_loads(body, 0, &jerr);
+	if (!j) {
+		fprintf(stderr, "rdmactl: bad reply from %s (HTTP %d): %s\n",
+			c->url, status, jerr.text);
+		return EX_PROTOCOL;
+	}
+	if (status != 200) {
+		json_t *e = json_object_get(j, "error");
+
+		fprintf(stderr, "rdmactl: %s\n",
+			json_string_value(json_object_get(e, "message"))
+				?: "request failed");
+		json_decref(j);
+		return 1;
+	}
+	*doc = j;
+	return EX_OK;
+}
+
+static const char *str(json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+
+	return s ? s : "-";
+}
+
+static void print_devices(json_t *a)
+{
+	size_t i;
+	json_t *d;
+
+	printf("%-12s %-10s %-20s %-5s %s\n", "DEVICE", "NODE", "GUID", "USED",
+	       "IMPORT");
+	json_array_foreach (a, i, d)
+		printf("%-12s %-10s %-20s %-5s %s\n", str(d, "name"),
+		       str(d, "node_type"), str(d, "node_guid"),
+		       json_is_true(json_object_get(d, "used")) ? "yes" : "no",
+		       json_is_true(json_object_get(d, "import_capable"))
+			       ? "yes"
+			       : str(d, "import_error"));
+}
+
+static void print_gids(json_t *a)
+{
+	size_t i;
+	json_t *g;
+
+	printf("%-5s %-40s %-8s %s\n", "INDEX", "GID", "TYPE", "NETDEV");
+	json_array_foreach (a, i, g)
+		printf("%-5lld %-40s %-8s %s\n",
+		       json_integer_value(json_object_get(g, "index")),
+		       str(g, "gid"), str(g, "type"), str(g, "netdev"));
+}
+
+static void print_profiles(json_t *a)
+{
+	size_t i;
+	json_t *p;
+
+	printf("%-16s %-12s %-8s %-9s %s\n", "PROFILE", "DEVICE", "IBDEV",
+	       "STATE", "OBJECTS");
+	json_array_foreach (a, i, p)
+		printf("%-16s %-12s %-8s %-9s %lld\n", str(p, "name"),
+		       str(p, "device"), str(p, "ibdev"), str(p, "state"),
+		       json_integer_value(json_object_get(p, "objects")));
+}
+
+/* One line of details per object: the keys that matter for its kind. */
+static void print_object_line(json_t *o)
+{
+	static const char *const keys[] = { "handle", "size",	"backing",
+					    "lkey",   "rkey",	"length",
+					    "iova",   "qp_num", "qp_state",
+					    "cqe",    "errno",	"reason" };
+
+	printf("%-7s %-16s %-8s", str(o, "kind"), str(o, "name"),
+	       str(o, "state"));
+	for (size_t k = 0; k < ARRAY_SIZE(keys); k++) {
+		json_t *v = json_object_get(o, keys[k]);
+
+		if (json_is_integer(v))
+			printf(" %s=%lld", keys[k], json_integer_value(v));
+		else if (json_is_string(v))
+			printf(" %s=%s", keys[k], json_string_value(v));
+	}
+	printf("\n");
+}
+
+static void print_profile(json_t *p)
+{
+	size_t i;
+	json_t *o;
+
+	printf("profile %s on %s (%s port %lld): %s%s%s\n", str(p, "name"),
+	       str(p, "device"), str(p, "ibdev"),
+	       json_integer_value(json_object_get(p, "port")), str(p, "state"),
+	       json_object_get(p, "reason") ? ": " : "",
+	       json_object_get(p, "reason") ? str(p, "reason") : "");
+	printf("%-7s %-16s %-8s %s\n", "KIND", "NAME", "STATE", "DETAILS");
+	json_array_foreach (json_object_get(p, "objects"), i, o)
+		print_object_line(o);
+}
+
+static void print_kv(json_t *o)
+{
+	const char *k;
+	json_t *v;
+
+	json_object_foreach (o, k, v) {
+		char *s = json_dumps(v, JSON_ENCODE_ANY);
+
+		printf("%s: %s\n", k, s ? s : "?");
+		free(s);
+	}
+}
+
+struct command {
+	const char *name;
+	int min_args, max_args;
+	const char *path_fmt; /* with %s for the arguments */
+	void (*print)(json_t *doc);
+};
+
+static void print_device(json_t *d)
+{
+	devprint_device(stdout, d);
+}
+
+static void print_port(json_t *p)
+{
+	devprint_port(stdout, p);
+}
+
+static const struct command commands[] = {
+	{ "devices", 0, 0, "/v1/devices", print_devices },
+	{ "device", 2, 2, "/v1/devices/%s", print_device }, /* show IBDEV */
+	{ "port", 2, 2, "/v1/devices/%s/ports/%s", print_port },
+	{ "gids", 1, 2, "/v1/devices/%s/ports/%s/gids", print_gids },
+	{ "profiles", 0, 0, "/v1/profiles", print_profiles },
+	{ "show", 1, 3, NULL, print_profile },
+	{ "health", 0, 0, "/v1/health", print_kv },
+	{ "version", 0, 0, "/v1/version", print_kv },
+};
+
+/* Path segments come from the command line: refuse what would change the
+ * path's shape. */
+static bool safe_segment(const char *s)
+{
+	return *s && !strchr(s, '/') && !strchr(s, '?') && !strchr(s, '#') &&
+	       !strchr(s, ' ') && !streq(s, "..") && !streq(s, ".");
+}
+
+static int run_command(const struct ctl *c, const struct command *cmd,
+		       int argc, char **argv)
+{
+	char path[1024];
+	json_t *doc = NULL;
+	void (*print)(json_t *) = cmd->print;
+	int r;
+
+	if (argc < cmd->min_args || argc > cmd->max_args || argc == 2 &&
+	    streq(cmd->name, "show")) {
+		fprintf(stderr, "rdmactl: wrong number of arguments for '%s'\n",
+			cmd->name);
+		return EX_USAGE;
+	}
+	for (int i = 0; i < argc; i++)
+		if (!safe_segment(argv[i])) {
+			fprintf(stderr, "rdmactl: invalid argument '%s'\n",
+				argv[i]);
+			return EX_USAGE;
+		}
+	if (streq(cmd->name, "device")) {
+		if (!streq(argv[0], "show")) {
+			fprintf(stderr, "rdmactl: usage: device show IBDEV\n");
+			return EX_USAGE;
+		}
+		snprintf(path, sizeof(path), cmd->path_fmt, argv[1]);
+	} else if (streq(cmd->name, "gids")) {
+		snprintf(path, sizeof(path), cmd->path_fmt, argv[0],
+			 argc > 1 ? argv[1] : "1");
+	} else if (streq(cmd->name, "show")) {
+		if (argc == 3) {
+			snprintf(path, sizeof(path), "/v1/profiles/%s/%s/%s",
+				 argv[0], argv[1], argv[2]);
+			print = print_object_line;
+		} else {
+			snprintf(path, sizeof(path), "/v1/profiles/%s", argv[0]);
+		}
+	} else {
+		snprintf(path, sizeof(path), cmd->path_fmt,
+			 argc > 0 ? argv[0] : "", argc > 1 ? argv[1] : "");
+	}
+
+	r = get(c, path, &doc);
+	if (r != EX_OK)
+		return r;
+	if (c->json) {
+		json_dumpf(doc, stdout, JSON_INDENT(2));
+		fputc('\n', stdout);
+	} else {
+		print(doc);
+	}
+	json_decref(doc);
+	return EX_OK;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "url", required_argument, NULL, 'u' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct ctl c = { .url = getenv("RDMAD_URL") };
+	int opt;
+
+	if (!c.url)
+		c.url = RESTC_DEFAULT_URL;
+	while ((opt = getopt_long(argc, argv, "+u:jhV", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'u':
+			c.url = optarg;
+			break;
+		case 'j':
+			c.json = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return EX_OK;
+		case 'V':
+			printf("rdmactl %s\n", RDMAD_VERSION);
+			return EX_OK;
+		default:
+			usage(stderr);
+			return EX_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return EX_USAGE;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+		if (streq(commands[i].name, argv[optind]))
+			return run_command(&c, &commands[i], argc - optind - 1,
+					   argv + optind + 1);
+	fprintf(stderr, "rdmactl: unknown command '%s' (see --help)\n",
+		argv[optind]);
+	return EX_USAGE;
+}

@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: MIT */
+/* A minimal HTTP/1.0 client for rdmactl: one request, one reply. */
+#ifndef RDMAD_RESTC_H
+#define RDMAD_RESTC_H
+
+#include <stddef.h>
+
+#define RESTC_DEFAULT_URL "http://127.0.0.1:8470"
+#define RESTC_MAX_REPLY (16 << 20)
+
+/* url: "http://HOST:PORT", "http://[V6]:PORT" or "unix:/PATH".
+ * Returns 0 with the HTTP status and a NUL-terminated body (to free), or
+ * -errno (-EPROTO for a reply that is not HTTP). */
+int restc_request(const char *url, const char *method, const char *path,
+		  int *status, char **body);
+
+#endif

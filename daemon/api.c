@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: MIT
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "api.h"
+#include "devinfo.h"
+#include "manager.h"
+
+#define MAX_SEGMENTS 8
+
+json_t *api_error(const char *code, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return json_pack("{s:{s:s, s:s}}", "error", "code", code, "message",
+			 msg);
+}
+
+struct request {
+	struct manager *m;
+	const char *seg[MAX_SEGMENTS]; /* path segments after /v1 */
+	size_t n_seg;
+	json_t *reply;
+};
+
+static int reply(struct request *r, int status, json_t *doc)
+{
+	r->reply = doc;
+	if (!doc) {
+		r->reply = api_error("internal", "out of memory");
+		return 500;
+	}
+	return status;
+}
+
+static int not_found(struct request *r, const char *what, const char *name)
+{
+	return reply(r, 404, api_error("not_found", "no %s '%s'", what, name));
+}
+
+static int errno_reply(struct request *r, int err, const char *what)
+{
+	return reply(r, 500, api_error("device_error", "%s: %s", what,
+				       strerror(err < 0 ? -err : err)));
+}
+
+/* ---- /v1/health, /v1/version ---- */
+
+static int get_health(struct request *r)
+{
+	return reply(r, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+static int get_version(struct request *r)
+{
+	return reply(r, 200,
+		     json_pack("{s:s, s:s, s:f}", "name", "rdmad", "version",
+			       RDMAD_VERSION, "uptime",
+			       manager_uptime(r->m)));
+}
+
+/* ---- devices ---- */
+
+static struct ibv_context *open_ibdev(const char *name)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *ctx = NULL;
+
+	errno = ENODEV;
+	for (struct ibv_device **d = list; d && *d; d++)
+		if (streq(ibv_get_device_name(*d), name)) {
+			ctx = ibv_open_device(*d);
+			break;
+		}
+	ibv_free_device_list(list);
+	return ctx;
+}
+
+static void import_json(json_t *j, struct ibv_context *ctx)
+{
+	int e = device_probe_import(ctx);
+
+	json_object_set_new(j, "import_capable", json_boolean(e == 0));
+	if (e)
+		json_object_set_new(j, "import_error", json_string(strerror(-e)));
+}
+
+static int get_devices(struct request *r)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	json_t *a = json_array();
+
+	for (struct ibv_device **d = list; a && d && *d; d++) {
+		const char *name = ibv_get_device_name(*d);
+		struct ibv_context *ctx;
+		json_t *j = NULL;
+
+		if (devinfo_summary(*d, &j) < 0)
+			continue;
+		json_object_set_new(j, "used",
+				    json_boolean(manager_device_used(r->m, name)));
+		ctx = ibv_open_device(*d);
+		if (ctx) {
+			import_json(j, ctx);
+			ibv_close_device(ctx);
+		}
+		json_array_append_new(a, j);
+	}
+	ibv_free_device_list(list);
+	return reply(r, 200, a);
+}
+
+static int parse_port(const char *s, struct ibv_context *ctx)
+{
+	struct ibv_device_attr attr;
+	char *end;
+	long n = strtol(s, &end, 10);
+
+	if (*end || end == s || n < 1 || n > 255)
+		return -EINVAL;
+	if (ibv_query_device(ctx, &attr) || n > attr.phys_port_cnt)
+		return -EINVAL;
+	return (int)n;
+}
+
+static int get_device(struct request *r)
+{
+	const char *ibdev = r->seg[1];
+	struct ibv_context *ctx = open_ibdev(ibdev);
+	json_t *j = NULL;
+	int port = 0, e;
+
+	if (!ctx) {
+		if (errno == ENODEV)
+			return not_found(r, "device", ibdev);
+		return errno_reply(r, errno, ibdev);
+	}
+	if (r->n_seg >= 4) {
+		port = parse_port(r->seg[3], ctx);
+		if (port < 0) {
+			ibv_close_device(ctx);
+			return not_found(r, "port", r->seg[3]);
+		}
+	}
+	if (r->n_seg == 2)
+		e = devinfo_device(ctx, &j);
+	else if (r->n_seg == 4)
+		e = devinfo_port(ctx, (uint8_t)port, &j);
+	else
+		e = devinfo_gids(ctx, (uint8_t)port, &j);
+	if (e == 0 && r->n_seg == 2)
+		import_json(j, ctx);
+	ibv_close_device(ctx);
+	if (e < 0)
+		return errno_reply(r, e, ibdev);
+	return reply(r, 200, j);
+}
+
+/* ---- profiles ---- */
+
+static int get_profiles(struct request *r)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < r->m->n_profiles; i++)
+		json_array_append_new(a, profile_json(r->m->profiles[i], 0));
+	return reply(r, 200, a);
+}
+
+static int get_profile(struct request *r)
+{
+	struct profile *p = manager_profile(r->m, r->seg[1]);
+	struct object *o;
+	int kind;
+
+	if (!p)
+		return not_found(r, "profile", r->seg[1]);
+	if (r->n_seg == 2)
+		return reply(r, 200, profile_json(p, 1));
+	kind = obj_kind_from_name(r->seg[2]);
+	if (kind < 0)
+		return not_found(r, "object kind", r->seg[2]);
+	o = profile_find(p, (enum obj_kind)kind, r->seg[3]);
+	if (!o)
+		return not_found(r, r->seg[2], r->seg[3]);
+	return reply(r, 200, object_json(o));
+}
+
+/* ---- routing ---- */
+
+#define ANY "*"
+
+struct route {
+	const char *method;
+	const char *pattern[MAX_SEGMENTS]; /* after /v1; ANY matches one */
+	int (*handler)(struct request *r);
+};
+
+static const struct route routes[] = {
+	{ "GET", { "health" }, get_health },
+	{ "GET", { "version" }, get_version },
+	{ "GET", { "devices" }, get_devices },
+	{ "GET", { "devices", ANY }, get_device },
+	{ "GET", { "devices", ANY, "ports", ANY }, get_device },
+	{ "GET", { "devices", ANY, "ports", ANY, "gids" }, get_device },
+	{ "GET", { "profiles" }, get_profiles },
+	{ "GET", { "profiles", ANY }, get_profile },
+	{ "GET", { "profiles", ANY, ANY, ANY }, get_profile },
+};
+
+static bool route_matches(const struct route *rt, const struct request *r)
+{
+	size_t n = 0;
+
+	while (n < MAX_SEGMENTS && rt->pattern[n])
+		n++;
+	if (n != r->n_seg)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!streq(rt->pattern[i], ANY) &&
+		    !streq(rt->pattern[i], r->seg[i]))
+			return false;
+	return true;
+}
+
+/* Split "/v1/a/b" into segments of buf. Empty segments are invalid. */
+static int split_path(char *buf, struct request *r)
+{
+	char *save = NULL, *s;
+
+	if (strncmp(buf, "/v1/", 4))
+		return -EINVAL;
+	for (s = strtok_r(buf + 4, "/", &save); s;
+	     s = strtok_r(NULL, "/", &save)) {
+		if (r->n_seg == MAX_SEGMENTS)
+			return -EINVAL;
+		r->seg[r->n_seg++] = s;
+	}
+	return r->n_seg ? 0 : -EINVAL;
+}
+
+int api_handle(struct manager *m, const char *method, const char *path,
+	       json_t **out)
+{
+	struct request r = { .m = m };
+	bool path_known = false;
+	char buf[1024];
+	int status;
+
+	if (strlen(path) >= sizeof(buf)) {
+		*out = api_error("not_found", "path too long");
+		return 404;
+	}
+	strcpy(buf, path);
+	if (split_path(buf, &r) < 0) {
+		*out = api_error("not_found", "no such path: %s", path);
+		return 404;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
+		if (!route_matches(&routes[i], &r))
+			continue;
+		path_known = true;
+		if (!streq(routes[i].method, method))
+			continue;
+		status = routes[i].handler(&r);
+		*out = r.reply;
+		return status;
+	}
+	if (path_known) {
+		*out = api_error("method_not_allowed", "%s is not allowed on %s",
+				 method, path);
+		return 405;
+	}
+	*out = api_error("not_found", "no such path: %s", path);
+	return 404;
+}

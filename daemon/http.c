@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: MIT
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "api.h"
+#include "http.h"
+#include "log.h"
+#include "manager.h"
+
+#define HTTP_MAX_CONNECTIONS 64
+#define HTTP_CONNECTION_TIMEOUT 30 /* seconds */
+
+struct listener {
+	struct manager *m;
+	struct MHD_Daemon *mhd;
+	sd_event_source *io;
+	sd_event_source *timer;
+	char *unix_path; /* to unlink at stop */
+};
+
+struct http {
+	struct listener *l;
+	size_t n;
+};
+
+static enum MHD_Result send_json(struct MHD_Connection *c, int status,
+				 json_t *doc)
+{
+	char *text = json_dumps(doc, JSON_COMPACT);
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+
+	json_decref(doc);
+	if (!text)
+		return MHD_NO;
+	resp = MHD_create_response_from_buffer(strlen(text), text,
+					       MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+				"application/json");
+	ret = MHD_queue_response(c, (unsigned int)status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
+				  const char *url, const char *method,
+				  const char *version, const char *upload,
+				  size_t *upload_size, void **state)
+{
+	struct listener *l = cls;
+	json_t *reply = NULL;
+	int status;
+
+	(void)version;
+	(void)upload;
+	/* The first call only announces the request; bodies are refused
+	 * until an endpoint takes one. */
+	if (!*state) {
+		*state = l;
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		*upload_size = 0;
+		return send_json(c, 413,
+				 api_error("body_not_allowed",
+					   "%s %s takes no request body",
+					   method, url));
+	}
+	status = api_handle(l->m, method, url, &reply);
+	log_debug("%s %s -> %d", method, url, status);
+	return send_json(c, status, reply);
+}
+
+static void listener_rearm(struct listener *l)
+{
+	MHD_UNSIGNED_LONG_LONG ms;
+	uint64_t now;
+
+	if (MHD_get_timeout(l->mhd, &ms) == MHD_YES) {
+		sd_event_now(l->m->event, CLOCK_MONOTONIC, &now);
+		sd_event_source_set_time(l->timer, now + ms * 1000);
+		sd_event_source_set_enabled(l->timer, SD_EVENT_ONESHOT);
+	} else {
+		sd_event_source_set_enabled(l->timer, SD_EVENT_OFF);
+	}
+}
+
+static int on_io(sd_event_source *s, int fd, uint32_t revents, void *ud)
+{
+	struct listener *l = ud;
+
+	(void)s;
+	(void)fd;
+	(void)revents;
+	MHD_run(l->mhd);
+	listener_rearm(l);
+	return 0;
+}
+
+static int on_timer(sd_event_source *s, uint64_t usec, void *ud)
+{
+	(void)s;
+	(void)usec;
+	return on_io(NULL, -1, 0, ud);
+}
+
+/* A listening socket for "unix:/path", "[v6]:port" or "host:port". */
+static int listen_socket(const char *addr, char **unix_path)
+{
+	_cleanup_close_ int fd = -1;
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV };
+	struct addrinfo *ai = NULL;
+	_cleanup_free_ char *host = NULL;
+	const char *port;
+	int one = 1, r;
+
+	if (!strncmp(addr, "unix:", 5)) {
+		struct sockaddr_un sun = { .sun_family = AF_UNIX };
+		const char *path = addr + 5;
+
+		if (strlen(path) >= sizeof(sun.sun_path))
+			return -ENAMETOOLONG;
+		strcpy(sun.sun_path, path);
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+			    0);
+		if (fd < 0)
+			return -errno;
+		unlink(path);
+		if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
+		    listen(fd, 64) < 0)
+			return -errno;
+		*unix_path = strdup(path);
+		if (!*unix_path)
+			return -ENOMEM;
+		return TAKE_FD(fd);
+	}
+
+	port = strrchr(addr, ':');
+	if (addr[0] == '[')
+		host = strndup(addr + 1, (size_t)(port - addr - 2));
+	else
+		host = strndup(addr, (size_t)(port - addr));
+	if (!host)
+		return -ENOMEM;
+	r = getaddrinfo(host, port + 1, &hints, &ai);
+	if (r)
+		return -EADDRNOTAVAIL;
+	fd = socket(ai->ai_family,
+		    ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		r = -errno;
+		freeaddrinfo(ai);
+		return r;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 64) < 0) {
+		r = -errno;
+		freeaddrinfo(ai);
+		return r;
+	}
+	freeaddrinfo(ai);
+	return TAKE_FD(fd);
+}
+
+static int listener_start(struct manager *m, struct listener *l,
+			  const char *addr)
+{
+	const union MHD_DaemonInfo *info;
+	int fd, r;
+
+	l->m = m;
+	fd = listen_socket(addr, &l->unix_path);
+	if (fd < 0)
+		return fd;
+	l->mhd = MHD_start_daemon(
+		MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request,
+		l, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
+		(unsigned int)HTTP_MAX_CONNECTIONS,
+		MHD_OPTION_CONNECTION_TIMEOUT,
+		(unsigned int)HTTP_CONNECTION_TIMEOUT,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
+		MHD_OPTION_END);
+	if (!l->mhd) {
+		close(fd);
+		return -EIO;
+	}
+	info = MHD_get_daemon_info(l->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+	if (!info)
+		return -EIO;
+	r = sd_event_add_io(m->event, &l->io, info->epoll_fd, EPOLLIN, on_io,
+			    l);
+	if (r < 0)
+		return r;
+	r = sd_event_add_time(m->event, &l->timer, CLOCK_MONOTONIC, 0, 0,
+			      on_timer, l);
+	if (r < 0)
+		return r;
+	listener_rearm(l);
+	return 0;
+}
+
+static void listener_stop(struct listener *l)
+{
+	l->io = sd_event_source_disable_unref(l->io);
+	l->timer = sd_event_source_disable_unref(l->timer);
+	if (l->mhd)
+		MHD_stop_daemon(l->mhd); /* closes the listen socket */
+	l->mhd = NULL;
+	if (l->unix_path)
+		unlink(l->unix_path);
+	free(l->unix_path);
+	l->unix_path = NULL;
+}
+
+int http_start(struct manager *m, const char **failed)
+{
+	const struct conf_daemon *d = &m->config->daemon;
+	struct http *h = calloc(1, sizeof(*h));
+	int r;
+
+	if (!h)
+		return -ENOMEM;
+	h->l = calloc(d->n_listen, sizeof(*h->l));
+	if (!h->l) {
+		free(h);
+		return -ENOMEM;
+	}
+	m->http = h;
+	for (size_t i = 0; i < d->n_listen; i++) {
+		r = listener_start(m, &h->l[i], d->listen[i]);
+		h->n++;
+		if (r < 0) {
+			*failed = d->listen[i];
+			http_stop(m);
+			return r;
+		}
+		log_info("REST API on %s", d->listen[i]);
+	}
+	return 0;
+}
+
+void http_stop(struct manager *m)
+{
+	struct http *h = m->http;
+
+	if (!h)
+		return;
+	for (size_t i = 0; i < h->n; i++)
+		listener_stop(&h->l[i]);
+	free(h->l);
+	free(h);
+	m->http = NULL;
+}

@@ -1,0 +1,154 @@
+# SPDX-License-Identifier: MIT
+"""Fixtures for the integration suite: start the real rdmad on a real RDMA
+device (rxe in the VM harness, or the host's own) and look at what it did
+with independent tools (`rdma resource show`, pyverbs)."""
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / "build"
+RDMAD = BUILD / "rdmad"
+RDMACTL = BUILD / "rdmactl"
+
+
+def has_rdma_device():
+    p = Path("/sys/class/infiniband")
+    return p.is_dir() and any(p.iterdir())
+
+
+def pytest_collection_modifyitems(config, items):
+    if has_rdma_device():
+        return
+    if os.environ.get("CI") == "true":
+        raise pytest.UsageError(
+            "CI=true but there is no RDMA device: run the suite through "
+            "tests/vm/run (make check does)")
+    skip = pytest.mark.skip(reason="no RDMA device (use tests/vm/run)")
+    for item in items:
+        item.add_marker(skip)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rdma_res(kind, pid=None):
+    """Objects of one kind the kernel holds, from RDMA netlink."""
+    out = subprocess.run(["rdma", "-d", "-j", "resource", "show", kind],
+                         check=True, capture_output=True, text=True).stdout
+    rows = json.loads(out) if out.strip() else []
+    if pid is not None:
+        rows = [r for r in rows if r.get("pid") == pid]
+    return rows
+
+
+class Daemon:
+    def __init__(self, conf_path, port, tmp):
+        self.conf = conf_path
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.stderr_path = tmp / "rdmad.stderr"
+        self._err = open(self.stderr_path, "w")
+        self.proc = subprocess.Popen(
+            [str(RDMAD), "-c", str(conf_path), "--log-level", "debug"],
+            stdout=self._err, stderr=subprocess.STDOUT)
+        self.pid = self.proc.pid
+
+    def wait_ready(self, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(
+                    f"rdmad exited with {self.proc.returncode}:\n"
+                    + self.log())
+            try:
+                status, _ = self.get("/v1/health")
+                if status == 200:
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError("rdmad did not answer in time:\n" + self.log())
+
+    def request(self, method, path):
+        req = urllib.request.Request(self.url + path, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    def get(self, path):
+        return self.request("GET", path)
+
+    def log(self):
+        self._err.flush()
+        return self.stderr_path.read_text()
+
+    def stop(self, sig=signal.SIGTERM, timeout=60):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout)
+        finally:
+            self._err.close()
+        return rc
+
+
+def daemon_section(port, tmp):
+    return (f'daemon = {{ runtime_dir = "{tmp}"; '
+            f'http = {{ listen = [ "127.0.0.1:{port}" ]; }}; }};\n')
+
+
+@pytest.fixture
+def write_conf(tmp_path):
+    """write_conf(text) -> path of a config file holding text."""
+    n = [0]
+
+    def write(text, name=None):
+        n[0] += 1
+        path = tmp_path / (name or f"rdmad{n[0]}.conf")
+        path.write_text(text)
+        return path
+    return write
+
+
+@pytest.fixture
+def rdmad(tmp_path, write_conf):
+    """rdmad(config_text) starts the daemon and waits until it answers.
+
+    A config without a `daemon` section gets one listening on a free
+    loopback port; the daemon is stopped (SIGTERM) at teardown."""
+    started = []
+
+    def start(text, wait=True):
+        port = free_port()
+        if not re.search(r"^\s*daemon\s*=", text, re.M):
+            text = daemon_section(port, tmp_path) + text
+        d = Daemon(write_conf(text), port, tmp_path)
+        started.append(d)
+        return d.wait_ready() if wait else d
+
+    yield start
+    for d in started:
+        if d.proc.poll() is None:
+            d.stop()
+
+
+def rdmactl(d, *args):
+    """Run build/rdmactl against daemon d."""
+    return subprocess.run([str(RDMACTL), "--url", d.url, *args],
+                          capture_output=True, text=True, timeout=60)

@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: MIT
+/* Table-driven tests of the configuration parser: good inputs give the
+ * expected tree, bad inputs the expected file:line and message. Runs
+ * under ASan/LSan, so every path is also checked for leaks. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <cmocka.h>
+#include <infiniband/verbs.h>
+
+#include "config.h"
+
+#define HEAD                                                                   \
+	"devices = ( { name = \"d\"; match = { ibdev = \"rxe0\"; }; } );\n"
+/* HEAD is line 1; the profile starts on line 2. */
+#define PROFILE(body) HEAD "profiles = ( { name = \"p\"; device = \"d\";\n" body "\n} );\n"
+
+struct bad_case {
+	const char *name;
+	const char *text;
+	int line;
+	const char *msg;
+};
+
+static const struct bad_case bad_cases[] = {
+	{ "syntax: missing value", HEAD "profiles = ( { name = ; } );", 2, "syntax error" },
+	{ "syntax: unterminated group", HEAD "daemon = {\n", 3, "syntax error" },
+	{ "unknown top-level key", HEAD "\nfoo = 1;", 3, "unknown top-level key 'foo'" },
+	{ "unknown daemon key", "daemon = { colour = 1; };", 1, "unknown key 'colour' in daemon" },
+	{ "unknown http key", "daemon = { http = { port = 1; }; };", 1, "unknown key 'port' in http" },
+	{ "unknown device key", "devices = ( { name = \"d\"; match = { ibdev = \"x\"; }; speed = 1; } );", 1, "unknown key 'speed' in device" },
+	{ "unknown match key", "devices = ( { name = \"d\"; match = { vendor = \"x\"; }; } );", 1, "unknown key 'vendor' in match" },
+	{ "match without ibdev", "devices = ( { name = \"d\"; match = { }; } );", 1, "match: missing required key 'ibdev'" },
+	{ "device without name", "devices = ( { match = { ibdev = \"x\"; }; } );", 1, "device: missing required key 'name'" },
+	{ "port out of range", "devices = ( { name = \"d\"; match = { ibdev = \"x\"; }; port = 0; } );", 1, "'port' = 0 is out of range [1, 255]" },
+	{ "port wrong type", "devices = ( { name = \"d\"; match = { ibdev = \"x\"; }; port = \"1\"; } );", 1, "'port' must be an integer, not a string" },
+	{ "devices not a list", "devices = { name = \"d\"; };", 1, "must be a list of groups" },
+	{ "unknown profile key", PROFILE("colour = 1;"), 3, "unknown key 'colour' in profile" },
+	{ "unknown pd key", PROFILE("pd = ( { name = \"a\"; colour = \"red\"; } );"), 3, "unknown key 'colour' in pd" },
+	{ "profile without device", HEAD "profiles = ( { name = \"p\"; } );", 2, "profile: missing required key 'device'" },
+	{ "dangling device", HEAD "profiles = ( { name = \"p\"; device = \"nope\"; } );", 2, "device 'nope' is not declared" },
+	{ "dangling mr pd", PROFILE("memory = ( { name = \"m\"; size = \"1M\"; } );\nmr = ( { name = \"r\"; pd = \"x\"; memory = \"m\"; } );"), 4, "mr 'r': pd 'x' is not declared in profile 'p'" },
+	{ "dangling mr memory", PROFILE("pd = ( { name = \"a\"; } );\nmr = ( { name = \"r\"; pd = \"a\"; memory = \"m\"; } );"), 4, "mr 'r': memory 'm' is not declared" },
+	{ "dangling qp cq", PROFILE("pd = ( { name = \"a\"; } );\nqp = ( { name = \"q\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; recv_cq = \"c\"; } );"), 4, "qp 'q': send_cq 'c' is not declared" },
+	{ "duplicate pd", PROFILE("pd = ( { name = \"a\"; },\n { name = \"a\"; } );"), 4, "duplicate pd 'a'" },
+	{ "duplicate profile", HEAD "profiles = ( { name = \"p\"; device = \"d\"; },\n { name = \"p\"; device = \"d\"; } );", 3, "duplicate profile 'p'" },
+	{ "invalid name", PROFILE("pd = ( { name = \"a/b\"; } );"), 3, "pd name 'a/b' is invalid" },
+	{ "bad size suffix", PROFILE("memory = ( { name = \"m\"; size = \"12Q\"; } );"), 3, "'size' = \"12Q\" is not a size" },
+	{ "negative size", PROFILE("memory = ( { name = \"m\"; size = -5; } );"), 3, "a size cannot be negative" },
+	{ "zero size", PROFILE("memory = ( { name = \"m\"; size = 0; } );"), 3, "'size' must be at least 1" },
+	{ "size overflow", PROFILE("memory = ( { name = \"m\"; size = \"99999999999T\"; } );"), 3, "is not a size" },
+	{ "size too large", PROFILE("memory = ( { name = \"m\"; size = \"2000T\"; } );"), 3, "is larger than 1P" },
+	{ "size wrong type", PROFILE("memory = ( { name = \"m\"; size = true; } );"), 3, "must be a size" },
+	{ "bad backing", PROFILE("memory = ( { name = \"m\"; size = 1; backing = \"tape\"; } );"), 3, "'backing' = \"tape\" is not one of: memfd, hugetlb, file, anonymous" },
+	{ "file without path", PROFILE("memory = ( { name = \"m\"; size = 1; backing = \"file\"; } );"), 3, "backing \"file\" needs a path" },
+	{ "relative path", PROFILE("memory = ( { name = \"m\"; size = 1; backing = \"file\"; path = \"x\"; } );"), 3, "must be absolute" },
+	{ "mr outside memory", PROFILE("memory = ( { name = \"m\"; size = \"1M\"; } );\npd = ( { name = \"a\"; } );\nmr = ( { name = \"r\"; pd = \"a\"; memory = \"m\"; offset = \"1M\"; } );"), 5, "is outside memory 'm'" },
+	{ "mr length too long", PROFILE("memory = ( { name = \"m\"; size = \"1M\"; } );\npd = ( { name = \"a\"; } );\nmr = ( { name = \"r\"; pd = \"a\"; memory = \"m\"; offset = \"4K\"; length = \"1M\"; } );"), 5, "is outside memory 'm'" },
+	{ "bad access flag", PROFILE("memory = ( { name = \"m\"; size = 1; } );\npd = ( { name = \"a\"; } );\nmr = ( { name = \"r\"; pd = \"a\"; memory = \"m\"; access = [ \"remote_fly\" ]; } );"), 5, "\"remote_fly\" is not one of" },
+	{ "remote write without local", PROFILE("memory = ( { name = \"m\"; size = 1; } );\npd = ( { name = \"a\"; } );\nmr = ( { name = \"r\"; pd = \"a\"; memory = \"m\"; access = [ \"remote_write\" ]; } );"), 5, "need local_write" },
+	{ "bad qp type", PROFILE("qp = ( { name = \"q\"; pd = \"a\"; type = \"rd\"; send_cq = \"c\"; recv_cq = \"c\"; } );"), 3, "'type' = \"rd\" is not one of: rc, uc, ud" },
+	{ "bad qp state", PROFILE("qp = ( { name = \"q\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; recv_cq = \"c\"; state = \"rts\"; } );"), 3, "'state' = \"rts\" is not one of: reset, init" },
+	{ "qp cap out of range", PROFILE("qp = ( { name = \"q\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; recv_cq = \"c\"; cap = { max_send_wr = -1; }; } );"), 3, "'max_send_wr' = -1 is out of range" },
+	{ "unknown cap", PROFILE("qp = ( { name = \"q\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; recv_cq = \"c\"; cap = { max_wr = 1; }; } );"), 3, "unknown key 'max_wr' in cap" },
+	{ "ud with remote access", PROFILE("pd = ( { name = \"a\"; } );\ncq = ( { name = \"c\"; } );\nqp = ( { name = \"q\"; pd = \"a\"; type = \"ud\"; send_cq = \"c\"; recv_cq = \"c\"; access = [ \"remote_read\" ]; } );"), 5, "a UD QP takes no remote access flags" },
+	{ "cqe out of range", PROFILE("cq = ( { name = \"c\"; cqe = 0; } );"), 3, "'cqe' = 0 is out of range" },
+	{ "channel not bool", PROFILE("cq = ( { name = \"c\"; channel = 1; } );"), 3, "'channel' must be a boolean" },
+	{ "later kind", PROFILE("srq = ( { name = \"s\"; } );"), 3, "kind 'srq' are not supported by this version" },
+	{ "bad listen", "daemon = { http = { listen = [ \"localhost\" ]; }; };", 1, "is not HOST:PORT" },
+	{ "bad log level", "daemon = { log_level = \"loud\"; };", 1, "'loud' is not one of error" },
+	{ "listen not strings", "daemon = { http = { listen = [ 1 ]; }; };", 1, "must hold strings only" },
+};
+
+static void test_bad(void **state)
+{
+	const struct bad_case *c = *state;
+	struct config *cfg = NULL;
+	char want[64];
+	int found = 0;
+
+	assert_int_equal(config_load_string("t.conf", c->text, &cfg), 0);
+	assert_non_null(cfg);
+	snprintf(want, sizeof(want), "t.conf:%d", c->line);
+	for (size_t i = 0; i < cfg->n_errors; i++) {
+		char got[64];
+
+		snprintf(got, sizeof(got), "%s:%d", cfg->errors[i].loc.file,
+			 cfg->errors[i].loc.line);
+		if (strstr(cfg->errors[i].msg, c->msg)) {
+			if (strcmp(got, want))
+				fail_msg("%s: '%s' reported at %s, want %s",
+					 c->name, c->msg, got, want);
+			found = 1;
+		}
+	}
+	if (!found) {
+		config_print_errors(cfg, stderr);
+		fail_msg("%s: no error containing '%s'", c->name, c->msg);
+	}
+	config_free(cfg);
+}
+
+static const char good_text[] =
+	"daemon = { http = { listen = [ \"127.0.0.1:9\", \"[::1]:10\", "
+	"\"unix:/run/x.sock\" ]; }; log_level = \"debug\"; };\n"
+	"devices = ( { name = \"d\"; match = { ibdev = \"rxe0\"; }; port = 2; "
+	"gid = { index = 1; }; } );\n"
+	"profiles = ( { name = \"p\"; device = \"d\";\n"
+	"  allow = { users = [ \"app\" ]; groups = [ \"rdma\", \"x\" ]; };\n"
+	"  memory = ( { name = \"m\"; size = \"64M\"; backing = \"memfd\"; },\n"
+	"             { name = \"h\"; size = 4096; backing = \"anonymous\"; } );\n"
+	"  pd = ( { name = \"a\"; } );\n"
+	"  mr = ( { name = \"r\"; pd = \"a\"; memory = \"m\"; offset = \"1M\";\n"
+	"           access = [ \"local_write\", \"remote_read\" ]; "
+	"zero_based = true; } );\n"
+	"  cq = ( { name = \"c\"; cqe = 100; channel = true; } );\n"
+	"  qp = ( { name = \"q\"; pd = \"a\"; type = \"ud\"; send_cq = \"c\"; "
+	"recv_cq = \"c\"; cap = { max_send_wr = 7; }; } );\n"
+	"} );\n";
+
+static void test_good(void **state)
+{
+	struct config *cfg = NULL;
+	struct conf_profile *p;
+
+	(void)state;
+	assert_int_equal(config_load_string("good.conf", good_text, &cfg), 0);
+	if (cfg->n_errors)
+		config_print_errors(cfg, stderr);
+	assert_int_equal(cfg->n_errors, 0);
+	assert_int_equal(cfg->daemon.n_listen, 3);
+	assert_string_equal(cfg->daemon.listen[1], "[::1]:10");
+	assert_string_equal(cfg->daemon.log_level, "debug");
+	assert_string_equal(cfg->daemon.runtime_dir, "/run/rdmad");
+	assert_int_equal(cfg->n_devices, 1);
+	assert_int_equal(cfg->devices[0].port, 2);
+	assert_int_equal(cfg->devices[0].gid_index, 1);
+	assert_string_equal(cfg->devices[0].ibdev, "rxe0");
+	assert_int_equal(cfg->n_profiles, 1);
+	p = &cfg->profiles[0];
+	assert_int_equal(p->n_allow_groups, 2);
+	assert_string_equal(p->allow_users[0], "app");
+	assert_int_equal(p->n_memory, 2);
+	assert_int_equal(p->memory[0].size, 64 << 20);
+	assert_int_equal(p->memory[1].backing, MEM_ANONYMOUS);
+	assert_int_equal(p->mr[0].offset, 1 << 20);
+	assert_int_equal(p->mr[0].access,
+			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+	assert_true(p->mr[0].zero_based);
+	assert_int_equal(p->mr[0].loc.line, 8);
+	assert_int_equal(p->cq[0].cqe, 100);
+	assert_true(p->cq[0].channel);
+	assert_int_equal(p->qp[0].type, QPK_UD);
+	assert_int_equal(p->qp[0].cap.max_send_wr, 7);
+	assert_int_equal(p->qp[0].cap.max_recv_wr, 16); /* default */
+	assert_int_equal(p->qp[0].state, QPS_TARGET_INIT);
+	config_free(cfg);
+}
+
+static void test_defaults(void **state)
+{
+	struct config *cfg = NULL;
+
+	(void)state;
+	assert_int_equal(config_load_string("e.conf", "", &cfg), 0);
+	assert_int_equal(cfg->n_errors, 0);
+	assert_int_equal(cfg->daemon.n_listen, 1);
+	assert_string_equal(cfg->daemon.listen[0], "127.0.0.1:8470");
+	assert_string_equal(cfg->daemon.control_socket,
+			    "/run/rdmad/rdmad.sock");
+	config_free(cfg);
+}
+
+static void test_all_errors_reported(void **state)
+{
+	struct config *cfg = NULL;
+
+	(void)state;
+	/* Three independent problems: all three are reported. */
+	assert_int_equal(
+		config_load_string(
+			"m.conf",
+			PROFILE("pd = ( { name = \"a\"; x = 1; } );\n"
+				"cq = ( { name = \"c\"; cqe = 0; } );\n"
+				"memory = ( { name = \"m\"; size = \"1Z\"; } );"),
+			&cfg),
+		0);
+	assert_int_equal(cfg->n_errors, 3);
+	config_free(cfg);
+}
+
+static void test_parse_size(void **state)
+{
+	static const struct {
+		const char *s;
+		int ret;
+		uint64_t v;
+	} t[] = {
+		{ "0", 0, 0 },		   { "4096", 0, 4096 },
+		{ "1K", 0, 1024 },	   { "64M", 0, 64ULL << 20 },
+		{ "3G", 0, 3ULL << 30 },   { "2T", 0, 2ULL << 40 },
+		{ "", -EINVAL, 0 },	   { "K", -EINVAL, 0 },
+		{ "1k", -EINVAL, 0 },	   { "1KB", -EINVAL, 0 },
+		{ "-1", -EINVAL, 0 },	   { " 1", -EINVAL, 0 },
+		{ "1 K", -EINVAL, 0 },	   { "99999999999T", -ERANGE, 0 },
+		{ "99999999999999999999", -ERANGE, 0 },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		uint64_t v = 0;
+		int r = config_parse_size(t[i].s, &v);
+
+		if (r != t[i].ret)
+			fail_msg("'%s': got %d, want %d", t[i].s, r, t[i].ret);
+		if (!r && v != t[i].v)
+			fail_msg("'%s': got %llu", t[i].s,
+				 (unsigned long long)v);
+	}
+}
+
+static void test_missing_file(void **state)
+{
+	struct config *cfg = NULL;
+
+	(void)state;
+	assert_int_equal(config_load("/nonexistent/rdmad.conf", &cfg), 0);
+	assert_int_equal(cfg->n_errors, 1);
+	assert_int_equal(cfg->errors[0].loc.line, 0);
+	assert_non_null(strstr(cfg->errors[0].msg, "No such file"));
+	config_free(cfg);
+}
+
+int main(void)
+{
+	struct CMUnitTest tests[sizeof(bad_cases) / sizeof(bad_cases[0]) + 8];
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++)
+		tests[n++] = (struct CMUnitTest){
+			.name = bad_cases[i].name,
+			.test_func = test_bad,
+			.initial_state = (void *)&bad_cases[i],
+		};
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_good);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_defaults);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_all_errors_reported);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_parse_size);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_missing_file);
+	return _cmocka_run_group_tests("config", tests, n, NULL, NULL);
+}
