@@ -95,7 +95,8 @@ class Daemon:
         return self.request("GET", path)
 
     def log(self):
-        self._err.flush()
+        if not self._err.closed:
+            self._err.flush()
         return self.stderr_path.read_text()
 
     def stop(self, sig=signal.SIGTERM, timeout=60):

@@ -66,12 +66,13 @@ def test_rest_matches_kernel(rdmad):
     assert all(o["state"] == "ready" for o in prof["objects"])
 
     mrs = by_name(prof, "mr")
-    kernel_mrs = {m["rkey"]: m for m in rdma_res("mr", d.pid)}
+    # iproute2 prints keys in hex.
+    kernel_mrs = {int(m["rkey"], 16): m for m in rdma_res("mr", d.pid)}
     for name, length in (("ring", 64 * MIB), ("small", 256 * 1024)):
         mr = mrs[name]
         assert mr["length"] == length
         k = kernel_mrs[mr["rkey"]]
-        assert k["lkey"] == mr["lkey"]
+        assert int(k["lkey"], 16) == mr["lkey"]
         assert k["mrlen"] == length
     assert mrs["ring"]["iova"] == 0
     assert mrs["small"]["iova"] != 0
