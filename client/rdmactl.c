@@ -5,6 +5,7 @@
  */
 #include <getopt.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <sysexits.h>
 
@@ -93,7 +94,7 @@ static void print_devices(json_t *a)
 	       "IMPORT");
 	json_array_foreach (a, i, d)
 		printf("%-12s %-10s %-20s %-5s %s\n", str(d, "name"),
-		       str(d, "node_type"), str(d, "node_guid"),
+		       str(d, "node_type_name"), str(d, "node_guid"),
 		       json_is_true(json_object_get(d, "used")) ? "yes" : "no",
 		       json_is_true(json_object_get(d, "import_capable"))
 			       ? "yes"
@@ -218,8 +219,8 @@ static int run_command(const struct ctl *c, const struct command *cmd,
 	void (*print)(json_t *) = cmd->print;
 	int r;
 
-	if (argc < cmd->min_args || argc > cmd->max_args || argc == 2 &&
-	    streq(cmd->name, "show")) {
+	if (argc < cmd->min_args || argc > cmd->max_args ||
+	    (argc == 2 && streq(cmd->name, "show"))) {
 		fprintf(stderr, "rdmactl: wrong number of arguments for '%s'\n",
 			cmd->name);
 		return EX_USAGE;
