@@ -303,8 +303,8 @@ static void format_row(struct text *t, json_t *doc, const struct row *r)
 	bool neg;
 
 	if (r->fmt == F_STR) {
-		text_add(t, "%s", json_is_string(j) ? json_string_value(j)
-						    : "N/A");
+		text_add(t, "%s",
+			 json_is_string(j) ? json_string_value(j) : "N/A");
 		return;
 	}
 	if (!get_int(j, &v, &neg)) {
@@ -339,8 +339,8 @@ static void format_row(struct text *t, json_t *doc, const struct row *r)
 	}
 }
 
-static void print_rows(FILE *f, json_t *doc, const struct row *rows,
-		       size_t n, int label_width, int value_width)
+static void print_rows(FILE *f, json_t *doc, const struct row *rows, size_t n,
+		       int label_width, int value_width)
 {
 	for (size_t i = 0; i < n; i++) {
 		struct text t = { .len = 0 };

@@ -99,7 +99,7 @@ def test_rest_matches_kernel(rdmad):
     status, lst = d.get("/v1/profiles")
     assert status == 200
     assert [p["name"] for p in lst] == ["ingest"]
-    assert lst[0]["objects"] == 12
+    assert lst[0]["objects"] == 11
 
 
 def test_absent_device_leaves_profile_pending(rdmad):

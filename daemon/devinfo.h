@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Device, port and GID attributes as JSON documents. The key names and value
+ * encoding are described at the top of devinfo.c; the config, REST and
+ * rdmactl --json all use them.
+ */
+#ifndef RDMAD_DEVINFO_H
+#define RDMAD_DEVINFO_H
+
+#include <stdint.h>
+#include <infiniband/verbs.h>
+#include <jansson.h>
+
+/*
+ * Each returns 0 and a new reference in *out, or -errno (*out untouched).
+ * devinfo_port() and devinfo_gids() return -ENOENT for a port number the
+ * device does not have.
+ */
+
+/* Summary plus every ibv_query_device_ex() attribute. */
+int devinfo_device(struct ibv_context *ctx, json_t **out);
+/* Every ibv_query_port() attribute. */
+int devinfo_port(struct ibv_context *ctx, uint8_t port, json_t **out);
+/* Array of the port's valid GIDs: {index, gid, type, netdev}. */
+int devinfo_gids(struct ibv_context *ctx, uint8_t port, json_t **out);
+/* What is known without opening the device: name, node and transport
+ * type, index (-1 if the kernel does not say), node GUID (from sysfs). */
+int devinfo_summary(struct ibv_device *dev, json_t **out);
+
+#endif
