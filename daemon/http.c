@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -14,6 +15,7 @@
 
 #define HTTP_MAX_CONNECTIONS 64
 #define HTTP_CONNECTION_TIMEOUT 30 /* seconds */
+#define HTTP_MAX_BODY (64 * 1024)
 
 struct listener {
 	struct manager *m;
@@ -51,33 +53,78 @@ static enum MHD_Result send_json(struct MHD_Connection *c, int status,
 	return ret;
 }
 
+/* One request in flight: its body, bounded by HTTP_MAX_BODY. */
+struct request {
+	char *body;
+	size_t len;
+	bool too_big;
+};
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 				  const char *url, const char *method,
 				  const char *version, const char *upload,
 				  size_t *upload_size, void **state)
 {
 	struct listener *l = cls;
+	struct request *req = *state;
 	json_t *reply = NULL;
 	int status;
 
 	(void)version;
-	(void)upload;
-	/* The first call only announces the request; bodies are refused
-	 * until an endpoint takes one. */
-	if (!*state) {
-		*state = l;
+	if (!req) {
+		/* The first call only announces the request. */
+		req = calloc(1, sizeof(*req));
+		if (!req)
+			return MHD_NO;
+		*state = req;
 		return MHD_YES;
 	}
 	if (*upload_size) {
+		size_t n = *upload_size;
+
 		*upload_size = 0;
+		if (req->too_big || req->len + n > HTTP_MAX_BODY) {
+			req->too_big = true;
+			return MHD_YES; /* drain, answer at the end */
+		}
+		char *b = realloc(req->body, req->len + n + 1);
+		if (!b)
+			return MHD_NO;
+		memcpy(b + req->len, upload, n);
+		req->len += n;
+		b[req->len] = '\0';
+		req->body = b;
+		return MHD_YES;
+	}
+	if (req->too_big)
+		return send_json(c, 413,
+				 api_error("body_too_large",
+					   "request bodies are limited to %d "
+					   "bytes",
+					   HTTP_MAX_BODY));
+	if (req->len)
 		return send_json(c, 413,
 				 api_error("body_not_allowed",
 					   "%s %s takes no request body",
 					   method, url));
-	}
 	status = api_handle(l->m, method, url, &reply);
 	log_debug("%s %s -> %d", method, url, status);
 	return send_json(c, status, reply);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **state,
+			 enum MHD_RequestTerminationCode code)
+{
+	struct request *req = *state;
+
+	(void)cls;
+	(void)c;
+	(void)code;
+	if (req) {
+		free(req->body);
+		free(req);
+	}
+	*state = NULL;
 }
 
 static void listener_rearm(struct listener *l)
@@ -189,6 +236,7 @@ static int listener_start(struct manager *m, struct listener *l,
 		MHD_OPTION_CONNECTION_TIMEOUT,
 		(unsigned int)HTTP_CONNECTION_TIMEOUT,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
 		MHD_OPTION_END);
 	if (!l->mhd) {
 		close(fd);

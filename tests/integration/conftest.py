@@ -139,6 +139,10 @@ def rdmad(tmp_path, write_conf):
         port = free_port()
         if not re.search(r"^\s*daemon\s*=", text, re.M):
             text = daemon_section(port, tmp_path) + text
+        else:
+            m = re.search(r'"127\.0\.0\.1:(\d+)"', text)
+            if m:
+                port = int(m.group(1))
         d = Daemon(write_conf(text), port, tmp_path)
         started.append(d)
         return d.wait_ready() if wait else d

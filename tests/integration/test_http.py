@@ -1,0 +1,149 @@
+# SPDX-License-Identifier: MIT
+"""The REST front end and rdmactl: listen addresses (TCP and unix socket),
+rdmactl's JSON equals the REST documents, signals, bad requests."""
+
+import json
+import signal
+import socket
+import subprocess
+
+from conftest import RDMAD, RDMACTL, free_port, rdmactl
+
+PROFILE = """
+devices = ( { name = "d0"; match = { ibdev = "rxe0"; }; } );
+profiles = ( { name = "p"; device = "d0";
+               memory = ( { name = "m"; size = "1M"; } );
+               pd = ( { name = "a"; } );
+               mr = ( { name = "r"; pd = "a"; memory = "m"; } ); } );
+"""
+
+
+def unix_get(path, url_path):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(30)
+        s.connect(path)
+        s.sendall(f"GET {url_path} HTTP/1.0\r\nHost: x\r\n\r\n".encode())
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)
+
+
+def test_unix_and_tcp_listeners(rdmad, tmp_path):
+    sock = tmp_path / "http.sock"
+    port = free_port()
+    d = rdmad(f'daemon = {{ http = {{ listen = [ "127.0.0.1:{port}", '
+              f'"unix:{sock}" ]; }}; }};\n' + PROFILE)
+    status, tcp = d.get("/v1/profiles/p")
+    assert status == 200
+    status, via_unix = unix_get(str(sock), "/v1/profiles/p")
+    assert status == 200
+    assert via_unix == tcp
+    r = subprocess.run([str(RDMACTL), "--url", f"unix:{sock}", "--json",
+                        "profiles"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)[0]["name"] == "p"
+    assert d.stop() == 0
+    assert not sock.exists(), "the unix socket is removed at exit"
+
+
+def test_rdmactl_json_is_the_rest_document(rdmad):
+    d = rdmad(PROFILE)
+    for args, path in ((["profiles"], "/v1/profiles"),
+                       (["show", "p"], "/v1/profiles/p"),
+                       (["show", "p", "mr", "r"], "/v1/profiles/p/mr/r"),
+                       (["devices"], "/v1/devices"),
+                       (["gids", "rxe0"], "/v1/devices/rxe0/ports/1/gids")):
+        r = rdmactl(d, "--json", *args)
+        assert r.returncode == 0, (args, r.stderr)
+        status, doc = d.get(path)
+        assert status == 200
+        if args == ["devices"]:
+            for dev in doc:
+                dev.pop("import_error", None)
+            doc_ctl = json.loads(r.stdout)
+            for dev in doc_ctl:
+                dev.pop("import_error", None)
+            assert doc_ctl == doc
+        else:
+            assert json.loads(r.stdout) == doc, args
+
+
+def test_rdmactl_text_and_errors(rdmad):
+    d = rdmad(PROFILE)
+    r = rdmactl(d, "show", "p")
+    assert r.returncode == 0
+    assert "mr      r" in r.stdout and "ready" in r.stdout
+    r = rdmactl(d, "show", "nope")
+    assert r.returncode == 1
+    assert "no profile 'nope'" in r.stderr
+    r = rdmactl(d, "show", "../v1")
+    assert r.returncode == 64
+    r = rdmactl(d, "frobnicate")
+    assert r.returncode == 64
+    r = subprocess.run([str(RDMACTL), "--url", "http://127.0.0.1:1",
+                        "profiles"], capture_output=True, text=True)
+    assert r.returncode == 69
+    assert "cannot reach rdmad" in r.stderr
+
+
+def test_sigint_stops_cleanly_and_sighup_is_survived(rdmad):
+    d = rdmad(PROFILE)
+    d.proc.send_signal(signal.SIGHUP)
+    status, _ = d.get("/v1/health")
+    assert status == 200
+    assert "ignoring" in d.log()
+    assert d.stop(signal.SIGINT) == 0
+
+
+def raw_request(port, data):
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(data)
+        reply = b""
+        while chunk := s.recv(65536):
+            reply += chunk
+    head, _, body = reply.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)
+
+
+def test_request_bodies_are_refused(rdmad):
+    d = rdmad(PROFILE)
+    status, body = raw_request(
+        d.port, b"POST /v1/profiles HTTP/1.0\r\nContent-Length: 5\r\n"
+                b"\r\nhello")
+    assert status == 413
+    assert body["error"]["code"] == "body_not_allowed"
+    big = 100 * 1024
+    status, body = raw_request(
+        d.port, b"POST /v1/profiles HTTP/1.0\r\nContent-Length: %d\r\n"
+                b"\r\n" % big + b"x" * big)
+    assert status == 413
+    assert body["error"]["code"] == "body_too_large"
+    status, _ = d.get("/v1/health")
+    assert status == 200
+
+
+def test_address_in_use_exits_69(write_conf):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        path = write_conf(f'daemon = {{ http = {{ listen = '
+                          f'[ "127.0.0.1:{port}" ]; }}; }};\n' + PROFILE)
+        r = subprocess.run([str(RDMAD), "-c", str(path)],
+                           capture_output=True, text=True, timeout=60)
+    assert r.returncode == 69
+    assert f"cannot listen on 127.0.0.1:{port}" in r.stderr
+
+
+def test_cli_usage():
+    r = subprocess.run([str(RDMAD), "--help"], capture_output=True,
+                       text=True)
+    assert r.returncode == 0 and "--config" in r.stdout
+    r = subprocess.run([str(RDMAD), "--bogus"], capture_output=True,
+                       text=True)
+    assert r.returncode == 64
+    r = subprocess.run([str(RDMAD), "--version"], capture_output=True,
+                       text=True)
+    assert r.returncode == 0 and r.stdout.startswith("rdmad ")
