@@ -41,7 +41,8 @@ static void usage(FILE *f)
 		"  -V, --version   show rdmactl's version\n"
 		"\n"
 		"Exit status: 0 on success, 1 when the daemon answers with an\n"
-		"error, 64 for bad usage, 69 when the daemon cannot be reached.\n",
+		"error, 64 for bad usage, 69 when the daemon cannot be reached,\n"
+		"76 when its reply cannot be understood.\n",
 		RESTC_DEFAULT_URL);
 }
 
@@ -54,6 +55,10 @@ static int get(const struct ctl *c, const char *path, json_t **doc)
 	int status, r;
 
 	r = restc_request(c->url, "GET", path, &status, &body);
+	if (r == -EPROTO) {
+		fprintf(stderr, "rdmactl: %s did not answer in HTTP\n", c->url);
+		return EX_PROTOCOL;
+	}
 	if (r < 0) {
 		fprintf(stderr, "rdmactl: cannot reach rdmad at %s: %s\n",
 			c->url, strerror(-r));
@@ -168,8 +173,13 @@ static void print_kv(json_t *o)
 	json_t *v;
 
 	json_object_foreach (o, k, v) {
-		char *s = json_dumps(v, JSON_ENCODE_ANY);
+		char *s;
 
+		if (json_is_string(v)) {
+			printf("%s: %s\n", k, json_string_value(v));
+			continue;
+		}
+		s = json_dumps(v, JSON_ENCODE_ANY);
 		printf("%s: %s\n", k, s ? s : "?");
 		free(s);
 	}
@@ -280,7 +290,7 @@ int main(int argc, char **argv)
 
 	if (!c.url)
 		c.url = RESTC_DEFAULT_URL;
-	while ((opt = getopt_long(argc, argv, "+u:jhV", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "u:jhV", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'u':
 			c.url = optarg;
@@ -301,6 +311,12 @@ int main(int argc, char **argv)
 	}
 	if (optind >= argc) {
 		usage(stderr);
+		return EX_USAGE;
+	}
+	if (!restc_url_valid(c.url)) {
+		fprintf(stderr,
+			"rdmactl: '%s' is not http://HOST:PORT or unix:/PATH\n",
+			c.url);
 		return EX_USAGE;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)

@@ -38,19 +38,23 @@ static int connect_tcp(const char *hostport)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
 	struct addrinfo *ai, *a;
-	_cleanup_free_ char *host = NULL;
+	_cleanup_free_ char *host = NULL, *service = NULL;
 	const char *port = strrchr(hostport, ':');
 	int fd = -EHOSTUNREACH;
 
 	if (!port || port == hostport)
 		return -EINVAL;
+	/* "http://host:port/" names the same daemon. */
+	service = strndup(port + 1, strcspn(port + 1, "/"));
+	if (!service)
+		return -ENOMEM;
 	if (hostport[0] == '[')
 		host = strndup(hostport + 1, (size_t)(port - hostport - 2));
 	else
 		host = strndup(hostport, (size_t)(port - hostport));
 	if (!host)
 		return -ENOMEM;
-	if (getaddrinfo(host, port + 1, &hints, &ai))
+	if (getaddrinfo(host, service, &hints, &ai))
 		return -EHOSTUNREACH;
 	for (a = ai; a; a = a->ai_next) {
 		fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, 0);
@@ -130,6 +134,19 @@ static int recv_all(int fd, char **out, size_t *out_len)
 	*out = buf;
 	*out_len = len;
 	return 0;
+}
+
+bool restc_url_valid(const char *url)
+{
+	const char *hp = url + 7, *colon;
+
+	if (!strncmp(url, "unix:", 5))
+		return url[5] == '/';
+	if (strncmp(url, "http://", 7))
+		return false;
+	colon = strrchr(hp, ':');
+	return colon && colon > hp && colon[1] &&
+	       strspn(colon + 1, "0123456789/") == strlen(colon + 1);
 }
 
 int restc_request(const char *url, const char *method, const char *path,

@@ -3,6 +3,7 @@
 #ifndef RDMAD_RESTC_H
 #define RDMAD_RESTC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define RESTC_DEFAULT_URL "http://127.0.0.1:8470"
@@ -11,6 +12,9 @@
 /* url: "http://HOST:PORT", "http://[V6]:PORT" or "unix:/PATH".
  * Returns 0 with the HTTP status and a NUL-terminated body (to free), or
  * -errno (-EPROTO for a reply that is not HTTP). */
+/* Is url one of the forms restc_request() takes? */
+bool restc_url_valid(const char *url);
+
 int restc_request(const char *url, const char *method, const char *path,
 		  int *status, char **body);
 

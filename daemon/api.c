@@ -65,21 +65,6 @@ static int get_version(struct request *r)
 
 /* ---- devices ---- */
 
-static struct ibv_context *open_ibdev(const char *name)
-{
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *ctx = NULL;
-
-	errno = ENODEV;
-	for (struct ibv_device **d = list; d && *d; d++)
-		if (streq(ibv_get_device_name(*d), name)) {
-			ctx = ibv_open_device(*d);
-			break;
-		}
-	ibv_free_device_list(list);
-	return ctx;
-}
-
 static void import_json(json_t *j, struct ibv_context *ctx)
 {
 	int e = device_probe_import(ctx);
@@ -110,7 +95,8 @@ static int get_devices(struct request *r)
 		}
 		json_array_append_new(a, j);
 	}
-	ibv_free_device_list(list);
+	if (list)
+		ibv_free_device_list(list);
 	return reply(r, 200, a);
 }
 
@@ -130,7 +116,7 @@ static int parse_port(const char *s, struct ibv_context *ctx)
 static int get_device(struct request *r)
 {
 	const char *ibdev = r->seg[1];
-	struct ibv_context *ctx = open_ibdev(ibdev);
+	struct ibv_context *ctx = devinfo_open(ibdev);
 	json_t *j = NULL;
 	int port = 0, e;
 
@@ -230,17 +216,22 @@ static bool route_matches(const struct route *rt, const struct request *r)
 /* Split "/v1/a/b" into segments of buf. Empty segments are invalid. */
 static int split_path(char *buf, struct request *r)
 {
-	char *save = NULL, *s;
+	char *s;
 
 	if (strncmp(buf, "/v1/", 4))
 		return -EINVAL;
-	for (s = strtok_r(buf + 4, "/", &save); s;
-	     s = strtok_r(NULL, "/", &save)) {
-		if (r->n_seg == MAX_SEGMENTS)
-			return -EINVAL;
+	s = buf + 4;
+	for (;;) {
+		char *slash = strchr(s, '/');
+
+		if (!*s || r->n_seg == MAX_SEGMENTS)
+			return -EINVAL; /* "//", a trailing "/" or too deep */
 		r->seg[r->n_seg++] = s;
+		if (!slash)
+			return 0;
+		*slash = '\0';
+		s = slash + 1;
 	}
-	return r->n_seg ? 0 : -EINVAL;
 }
 
 int api_handle(struct manager *m, const char *method, const char *path,

@@ -6,6 +6,8 @@
  * then checks what a single key cannot: names, references, ranges that
  * depend on other keys.
  */
+#include <arpa/inet.h>
+#include <ctype.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -49,6 +51,8 @@ struct field {
 	int64_t min, max;
 	const struct enum_name *names; /* F_ENUM, F_ACCESS */
 	const struct field *sub;       /* F_GROUP */
+	/* F_STRING, F_STRLIST: NULL when the value is fine, else why not. */
+	const char *(*check)(const char *value);
 };
 
 #define END_OF_TABLE { .key = NULL }
@@ -107,14 +111,59 @@ const char *qp_target_state_name(enum qp_target_state s)
 	return enum_to_name(qp_state_names, s);
 }
 
+static const char *check_listen(const char *s)
+{
+	char host[INET6_ADDRSTRLEN + 2];
+	unsigned char addr[sizeof(struct in6_addr)];
+	const char *colon = strrchr(s, ':');
+	size_t len;
+	char *end;
+	long port;
+
+	if (!strncmp(s, "unix:", 5))
+		return s[5] == '/' ? NULL : "a unix socket path must be absolute";
+	if (!colon || colon == s)
+		goto bad;
+	len = (size_t)(colon - s);
+	if (s[0] == '[') {
+		if (colon[-1] != ']' || len < 3 || len - 2 >= sizeof(host))
+			goto bad;
+		memcpy(host, s + 1, len - 2);
+		host[len - 2] = '\0';
+		if (inet_pton(AF_INET6, host, addr) != 1)
+			goto bad;
+	} else {
+		if (len >= sizeof(host))
+			goto bad;
+		memcpy(host, s, len);
+		host[len] = '\0';
+		if (inet_pton(AF_INET, host, addr) != 1)
+			goto bad;
+	}
+	port = strtol(colon + 1, &end, 10);
+	if (!colon[1] || *end || port < 1 || port > 65535)
+		goto bad;
+	return NULL;
+bad:
+	return "is not IPV4:PORT, [IPV6]:PORT or unix:/PATH (numeric "
+	       "addresses only)";
+}
+
+static const char *check_log_level(const char *s)
+{
+	return log_parse_level(s) < 0 ? "is not one of error, warning, "
+					 "notice, info, debug"
+				       : NULL;
+}
+
 #define FLD(st, k, t, m, ...)                                                  \
 	{ .key = k, .type = t, .offset = offsetof(struct st, m), __VA_ARGS__ }
-#define LIST(st, k, m)                                                         \
+#define LIST(st, k, m, ...)                                                    \
 	{ .key = k, .type = F_STRLIST, .offset = offsetof(struct st, m),       \
-	  .count_offset = offsetof(struct st, n_##m) }
+	  .count_offset = offsetof(struct st, n_##m), __VA_ARGS__ }
 
 static const struct field http_fields[] = {
-	LIST(conf_daemon, "listen", listen),
+	LIST(conf_daemon, "listen", listen, .check = check_listen),
 	FLD(conf_daemon, "token_file", F_STRING, token_file),
 	END_OF_TABLE,
 };
@@ -125,7 +174,8 @@ static const struct field daemon_fields[] = {
 	FLD(conf_daemon, "admin_group", F_STRING, admin_group),
 	{ .key = "http", .type = F_GROUP, .sub = http_fields },
 	FLD(conf_daemon, "include", F_STRING, include),
-	FLD(conf_daemon, "log_level", F_STRING, log_level),
+	FLD(conf_daemon, "log_level", F_STRING, log_level,
+	    .check = check_log_level),
 	END_OF_TABLE,
 };
 
@@ -224,6 +274,12 @@ static const struct field profile_fields[] = {
 	{ .key = "mr", .type = F_IGNORE },
 	{ .key = "cq", .type = F_IGNORE },
 	{ .key = "qp", .type = F_IGNORE },
+	/* Kinds of the spec this version rejects: see later_kinds. */
+	{ .key = "srq", .type = F_IGNORE },
+	{ .key = "mw", .type = F_IGNORE },
+	{ .key = "dm", .type = F_IGNORE },
+	{ .key = "xrcd", .type = F_IGNORE },
+	{ .key = "ah", .type = F_IGNORE },
 	END_OF_TABLE,
 };
 
@@ -282,6 +338,9 @@ static const struct object_list object_lists[] = {
 struct parser {
 	struct config *c;
 	int oom;
+	const char *file; /* interned name of the file being parsed */
+	const char *text; /* its text, for raw literals */
+	char label[96];	  /* "mr 'ring'": the object being parsed */
 };
 
 static const char *intern_file(struct parser *p, const char *file)
@@ -310,7 +369,7 @@ oom:
 static struct conf_loc loc_of(struct parser *p, const config_setting_t *s)
 {
 	return (struct conf_loc){
-		.file = intern_file(p, config_setting_source_file(s)),
+		.file = p->file,
 		.line = config_setting_source_line(s),
 	};
 }
@@ -334,7 +393,9 @@ static void _printf_(3, 4)
 		return;
 	}
 	c->errors = n;
-	n[c->n_errors++] = (struct conf_error){ .loc = loc, .msg = msg };
+	n[c->n_errors] = (struct conf_error){ .loc = loc, .msg = msg,
+					      .seq = c->n_errors };
+	c->n_errors++;
 }
 
 static void _printf_(3, 4)
@@ -355,11 +416,39 @@ static void _printf_(3, 4)
 	free(msg);
 }
 
+/* An error about a value: prefixed with the object it belongs to. */
+static void _printf_(3, 4)
+	field_error(struct parser *p, const config_setting_t *s,
+		    const char *fmt, ...)
+{
+	va_list ap;
+	char *msg;
+
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0) {
+		va_end(ap);
+		p->oom = 1;
+		return;
+	}
+	va_end(ap);
+	if (p->label[0])
+		setting_error(p, s, "%s: %s", p->label, msg);
+	else
+		setting_error(p, s, "%s", msg);
+	free(msg);
+}
+
 void config_print_errors(const struct config *c, FILE *f)
 {
-	for (size_t i = 0; i < c->n_errors; i++)
-		fprintf(f, "%s:%d: %s\n", c->errors[i].loc.file,
-			c->errors[i].loc.line, c->errors[i].msg);
+	for (size_t i = 0; i < c->n_errors; i++) {
+		const struct conf_error *e = &c->errors[i];
+
+		if (e->loc.line > 0)
+			fprintf(f, "%s:%d: %s\n", e->loc.file, e->loc.line,
+				e->msg);
+		else /* about the whole file */
+			fprintf(f, "%s: %s\n", e->loc.file, e->msg);
+	}
 }
 
 /* ---- values ---- */
@@ -437,14 +526,14 @@ static bool expect(struct parser *p, const config_setting_t *s,
 		   const char *what, bool ok)
 {
 	if (!ok)
-		setting_error(p, s, "'%s' must be %s, not %s",
+		field_error(p, s, "'%s' must be %s, not %s",
 			      config_setting_name(s), what,
 			      type_name(config_setting_type(s)));
 	return ok;
 }
 
 static int parse_string_list(struct parser *p, const config_setting_t *s,
-			     char ***out, size_t *n_out)
+			     const struct field *f, char ***out, size_t *n_out)
 {
 	int n = config_setting_length(s);
 	char **v;
@@ -461,8 +550,13 @@ static int parse_string_list(struct parser *p, const config_setting_t *s,
 		const char *str = config_setting_get_string(e);
 
 		if (!str) {
-			setting_error(p, e, "'%s' must hold strings only",
-				      config_setting_name(s));
+			field_error(p, e, "'%s' must hold strings only",
+				    config_setting_name(s));
+			continue;
+		}
+		if (f->check && f->check(str)) {
+			field_error(p, e, "'%s': '%s' %s", f->key, str,
+				    f->check(str));
 			continue;
 		}
 		v[(*n_out)++] = strdup(str);
@@ -489,6 +583,65 @@ static void name_choices(const struct enum_name *t, char *buf, size_t len)
 	for (; t->name && off < len; t++)
 		off += snprintf(buf + off, len - off, "%s%s",
 				off ? ", " : "", t->name);
+}
+
+/* The text of line n (1-based) of the file being parsed, or NULL. */
+static const char *source_line(const struct parser *p, int n)
+{
+	const char *t = p->text;
+
+	if (!t || n < 1)
+		return NULL;
+	while (--n > 0) {
+		t = strchr(t, '\n');
+		if (!t)
+			return NULL;
+		t++;
+	}
+	return t;
+}
+
+/*
+ * libconfig 1.5 silently keeps only the low 32 bits of an integer literal
+ * without an L suffix (5368709120 becomes 1073741824). Read the literal
+ * from the source line again and refuse a value that did not survive.
+ */
+static bool int_literal_ok(struct parser *p, const config_setting_t *s)
+{
+	const char *name = config_setting_name(s);
+	const char *line, *at;
+	long long raw;
+	char *end;
+
+	if (config_setting_type(s) != CONFIG_TYPE_INT || !name)
+		return true;
+	line = source_line(p, config_setting_source_line(s));
+	for (at = line; at && (at = strstr(at, name)); at++) {
+		const char *v = at + strlen(name);
+
+		if (at > line && (isalnum((unsigned char)at[-1]) ||
+				  at[-1] == '_'))
+			continue;
+		v += strspn(v, " \t");
+		if (*v != '=' && *v != ':')
+			continue;
+		v += 1 + strspn(v + 1, " \t");
+		errno = 0;
+		raw = strtoll(v, &end, 0);
+		if (end == v)
+			return true;
+		if (errno == ERANGE || raw != config_setting_get_int64(s)) {
+			field_error(p, s,
+				    "'%s' = %.*s does not fit in 32 bits, "
+				    "which libconfig keeps without a suffix: "
+				    "write %.*sL (or a size string such as "
+				    "\"5G\")",
+				    name, (int)(end - v), v, (int)(end - v), v);
+			return false;
+		}
+		return true;
+	}
+	return true;
 }
 
 static void parse_field(struct parser *p, const struct field *f,
@@ -526,7 +679,7 @@ static bool in_range(struct parser *p, const struct field *f,
 		     const config_setting_t *s, long long v)
 {
 	if (v < f->min || v > f->max) {
-		setting_error(p, s, "'%s' = %lld is out of range [%" PRId64
+		field_error(p, s, "'%s' = %lld is out of range [%" PRId64
 				    ", %" PRId64 "]",
 			      f->key, v, f->min, f->max);
 		return false;
@@ -549,6 +702,11 @@ static void parse_field(struct parser *p, const struct field *f,
 		str = config_setting_get_string(s);
 		if (!expect(p, s, "a string", str))
 			return;
+		if (f->check && f->check(str)) {
+			field_error(p, s, "'%s' = '%s' %s", f->key, str,
+				    f->check(str));
+			return;
+		}
 		free(*(char **)dst);
 		*(char **)dst = strdup(str);
 		if (!*(char **)dst)
@@ -557,7 +715,8 @@ static void parse_field(struct parser *p, const struct field *f,
 	case F_INT:
 	case F_UINT32:
 	case F_UINT16:
-		if (!expect(p, s, "an integer", is_int(s)))
+		if (!expect(p, s, "an integer", is_int(s)) ||
+		    !int_literal_ok(p, s))
 			return;
 		v = config_setting_get_int64(s);
 		if (!in_range(p, f, s, v))
@@ -571,10 +730,12 @@ static void parse_field(struct parser *p, const struct field *f,
 		return;
 	case F_SIZE:
 		if (is_int(s)) {
+			if (!int_literal_ok(p, s))
+				return;
 			v = config_setting_get_int64(s);
 			if (v < 0) {
-				setting_error(p, s,
-					      "'%s' = %lld: a size cannot be "
+				field_error(p, s,
+					    "'%s' = %lld: a size cannot be "
 					      "negative",
 					      f->key, v);
 				return;
@@ -582,8 +743,8 @@ static void parse_field(struct parser *p, const struct field *f,
 			size = (uint64_t)v;
 		} else if ((str = config_setting_get_string(s))) {
 			if (config_parse_size(str, &size) < 0) {
-				setting_error(p, s,
-					      "'%s' = \"%s\" is not a size "
+				field_error(p, s,
+					    "'%s' = \"%s\" is not a size "
 					      "(an integer with an optional K, "
 					      "M, G or T suffix)",
 					      f->key, str);
@@ -594,7 +755,7 @@ static void parse_field(struct parser *p, const struct field *f,
 			return;
 		}
 		if (size < (uint64_t)f->min) {
-			setting_error(p, s, "'%s' must be at least %" PRId64,
+			field_error(p, s, "'%s' must be at least %" PRId64,
 				      f->key, f->min);
 			return;
 		}
@@ -613,8 +774,8 @@ static void parse_field(struct parser *p, const struct field *f,
 		e = lookup_name(f->names, str);
 		if (e < 0) {
 			name_choices(f->names, choices, sizeof(choices));
-			setting_error(p, s,
-				      "'%s' = \"%s\" is not one of: %s",
+			field_error(p, s,
+				    "'%s' = \"%s\" is not one of: %s",
 				      f->key, str, choices);
 			return;
 		}
@@ -638,8 +799,8 @@ static void parse_field(struct parser *p, const struct field *f,
 			if (e < 0) {
 				name_choices(f->names, choices,
 					     sizeof(choices));
-				setting_error(p, el,
-					      "'%s': \"%s\" is not one of: %s",
+				field_error(p, el,
+					    "'%s': \"%s\" is not one of: %s",
 					      f->key, str ? str : "?",
 					      choices);
 				continue;
@@ -650,7 +811,7 @@ static void parse_field(struct parser *p, const struct field *f,
 		return;
 	}
 	case F_STRLIST:
-		parse_string_list(p, s, (char ***)dst,
+		parse_string_list(p, s, f, (char ***)dst,
 				  (size_t *)((char *)obj + f->count_offset));
 		return;
 	case F_GROUP:
@@ -690,6 +851,21 @@ static bool valid_name(const char *s)
 	return true;
 }
 
+/* Name the object being parsed in value errors: "mr 'ring'". */
+static void set_label(struct parser *p, const char *kind,
+		      const config_setting_t *g)
+{
+	const config_setting_t *n = config_setting_is_group(g)
+					    ? config_setting_get_member(g, "name")
+					    : NULL;
+	const char *name = n ? config_setting_get_string(n) : NULL;
+
+	if (name)
+		snprintf(p->label, sizeof(p->label), "%s '%s'", kind, name);
+	else
+		snprintf(p->label, sizeof(p->label), "%s", kind);
+}
+
 static void parse_objects(struct parser *p, const config_setting_t *pg,
 			  struct conf_profile *prof)
 {
@@ -718,7 +894,9 @@ static void parse_objects(struct parser *p, const config_setting_t *pg,
 			*(struct conf_loc *)elem = loc_of(p, g);
 			if (ol->defaults)
 				ol->defaults(elem);
+			set_label(p, ol->key, g);
 			parse_group(p, ol->fields, g, ol->key, elem);
+			p->label[0] = '\0';
 		}
 	}
 	for (size_t k = 0; k < ARRAY_SIZE(later_kinds); k++) {
@@ -751,7 +929,9 @@ static void parse_profiles(struct parser *p, const config_setting_t *list)
 		if (!prof)
 			return;
 		prof->loc = loc_of(p, g);
+		set_label(p, "profile", g);
 		parse_group(p, profile_fields, g, "profile", prof);
+		p->label[0] = '\0';
 		if (config_setting_is_group(g))
 			parse_objects(p, g, prof);
 	}
@@ -776,7 +956,9 @@ static void parse_devices(struct parser *p, const config_setting_t *list)
 		d->loc = loc_of(p, g);
 		d->port = 1;
 		d->gid_index = -1;
+		set_label(p, "device", g);
 		parse_group(p, device_fields, g, "device", d);
+		p->label[0] = '\0';
 	}
 }
 
@@ -789,9 +971,12 @@ static void parse_root(struct parser *p, const config_setting_t *root,
 		const config_setting_t *s = config_setting_get_elem(root, i);
 		const char *key = config_setting_name(s);
 
-		if (streq(key, "daemon") && main_file)
+		if (streq(key, "daemon") && main_file) {
+			snprintf(p->label, sizeof(p->label), "daemon");
 			parse_group(p, daemon_fields, s, "daemon",
 				    &p->c->daemon);
+			p->label[0] = '\0';
+		}
 		else if (streq(key, "devices"))
 			parse_devices(p, s);
 		else if (streq(key, "profiles"))
@@ -804,40 +989,81 @@ static void parse_root(struct parser *p, const config_setting_t *root,
 	}
 }
 
-/* libconfig does not keep errno: ask the file system why. */
-static int read_errno(const char *path)
+#define CONFIG_MAX_FILE (16 << 20)
+
+/* Parse one file's text; name is what locations say. */
+static void parse_text(struct parser *p, const char *name, const char *text,
+		       bool main_file)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	config_t cfg;
+
+	p->file = intern_file(p, name);
+	p->text = text;
+	config_init(&cfg);
+	if (!config_read_string(&cfg, text))
+		add_error(p,
+			  (struct conf_loc){ p->file, config_error_line(&cfg) },
+			  "syntax error: %s", config_error_text(&cfg));
+	else
+		parse_root(p, config_root_setting(&cfg), main_file);
+	config_destroy(&cfg);
+	p->text = NULL;
+}
+
+static int read_text(const char *path, char **out)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t len = 0, cap = 4096;
+	char *buf;
 
 	if (fd < 0)
-		return errno;
-	close(fd);
-	return EIO;
+		return -errno;
+	buf = malloc(cap);
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		ssize_t n;
+
+		if (len + 1 == cap) {
+			char *nb = cap < CONFIG_MAX_FILE ? realloc(buf, cap * 2)
+							 : NULL;
+
+			if (!nb) {
+				free(buf);
+				return cap < CONFIG_MAX_FILE ? -ENOMEM : -EFBIG;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		n = read(fd, buf + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int err = -errno;
+
+			free(buf);
+			return err;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	buf[len] = '\0';
+	*out = buf;
+	return 0;
 }
 
 static void parse_file(struct parser *p, const char *path, bool main_file)
 {
-	config_t cfg;
+	_cleanup_free_ char *text = NULL;
+	int r = read_text(path, &text);
 
-	config_init(&cfg);
-	if (!config_read_file(&cfg, path)) {
-		const char *file = config_error_file(&cfg);
-
-		if (config_error_type(&cfg) == CONFIG_ERR_FILE_IO)
-			add_error(p,
-				  (struct conf_loc){ intern_file(p, path), 0 },
-				  "cannot read: %s", strerror(read_errno(path)));
-		else
-			add_error(p,
-				  (struct conf_loc){
-					  intern_file(p, file ? file : path),
-					  config_error_line(&cfg) },
-				  "syntax error: %s", config_error_text(&cfg));
-		config_destroy(&cfg);
+	if (r < 0) {
+		add_error(p, (struct conf_loc){ intern_file(p, path), 0 },
+			  "cannot read: %s", strerror(-r));
 		return;
 	}
-	parse_root(p, config_root_setting(&cfg), main_file);
-	config_destroy(&cfg);
+	parse_text(p, path, text, main_file);
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -848,17 +1074,33 @@ static int cmp_str(const void *a, const void *b)
 /* Every *.conf of the include directory, in name order. */
 static void parse_include(struct parser *p)
 {
-	const char *dir = p->c->daemon.include;
+	const char *inc = p->c->daemon.include;
+	_cleanup_free_ char *dir = NULL;
 	struct dirent *de;
 	char **names = NULL;
 	size_t n = 0;
 	DIR *d;
 
-	if (!dir)
+	if (!inc)
 		return;
+	/* A relative include is relative to the main file, not to the
+	 * daemon's working directory. */
+	if (inc[0] != '/' && strchr(p->c->path, '/')) {
+		const char *slash = strrchr(p->c->path, '/');
+
+		if (asprintf(&dir, "%.*s/%s", (int)(slash - p->c->path),
+			     p->c->path, inc) < 0)
+			dir = NULL;
+	} else {
+		dir = strdup(inc);
+	}
+	if (!dir) {
+		p->oom = 1;
+		return;
+	}
 	d = opendir(dir);
 	if (!d) {
-		add_error(p, (struct conf_loc){ intern_file(p, NULL), 0 },
+		add_error(p, (struct conf_loc){ intern_file(p, p->c->path), 0 },
 			  "include directory '%s': %s", dir, strerror(errno));
 		return;
 	}
@@ -951,7 +1193,7 @@ static void verify_profile(struct parser *p, struct conf_profile *pr)
 		if (m->size > SIZE_LIMIT)
 			add_error(p, m->loc,
 				  "memory '%s': size %" PRIu64
-				  " is larger than 1P",
+				  " is larger than 1024T",
 				  m->name, m->size);
 		if (m->backing == MEM_FILE && !m->path)
 			add_error(p, m->loc,
@@ -1011,46 +1253,37 @@ static void verify_profile(struct parser *p, struct conf_profile *pr)
 				  "qp '%s': a UD QP takes no remote access "
 				  "flags",
 				  q->name);
+		if (q->type == QPK_UC &&
+		    (q->access & (IBV_ACCESS_REMOTE_READ |
+				  IBV_ACCESS_REMOTE_ATOMIC)))
+			add_error(p, q->loc,
+				  "qp '%s': a UC QP allows remote_write only "
+				  "(no remote_read or remote_atomic)",
+				  q->name);
 	}
 }
 
-static bool valid_listen(const char *s)
+static int cmp_error(const void *a, const void *b)
 {
-	const char *colon;
-	char *end;
-	long port;
+	const struct conf_error *x = a, *y = b;
+	int r = strcmp(x->loc.file, y->loc.file);
 
-	if (!strncmp(s, "unix:", 5))
-		return s[5] == '/';
-	colon = strrchr(s, ':');
-	if (!colon || colon == s)
-		return false;
-	if (s[0] == '[' && colon[-1] != ']')
-		return false;
-	port = strtol(colon + 1, &end, 10);
-	return *end == '\0' && colon[1] && port > 0 && port <= 65535;
+	if (r)
+		return r;
+	if (x->loc.line != y->loc.line)
+		return x->loc.line < y->loc.line ? -1 : 1;
+	/* Same line: the order found. */
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
 static void verify(struct parser *p)
 {
 	struct config *c = p->c;
-	struct conf_loc top = { intern_file(p, NULL), 1 };
 
 	CHECK_NAMES(p, c->devices, c->n_devices, "device");
 	CHECK_NAMES(p, c->profiles, c->n_profiles, "profile");
 	for (size_t i = 0; i < c->n_profiles; i++)
 		verify_profile(p, &c->profiles[i]);
-	for (size_t i = 0; i < c->daemon.n_listen; i++)
-		if (!valid_listen(c->daemon.listen[i]))
-			add_error(p, top,
-				  "daemon.http.listen: '%s' is not HOST:PORT, "
-				  "[V6ADDR]:PORT or unix:/PATH",
-				  c->daemon.listen[i]);
-	if (c->daemon.log_level && log_parse_level(c->daemon.log_level) < 0)
-		add_error(p, top,
-			  "daemon.log_level: '%s' is not one of error, "
-			  "warning, notice, info, debug",
-			  c->daemon.log_level);
 }
 
 /* ---- entry points ---- */
@@ -1093,6 +1326,10 @@ static int finish(struct parser *p)
 {
 	if (!p->oom)
 		verify(p);
+	/* Report in file and line order, whatever pass found them. */
+	if (p->c->n_errors)
+		qsort(p->c->errors, p->c->n_errors, sizeof(*p->c->errors),
+		      cmp_error);
 	if (p->oom || set_defaults(p->c) < 0) {
 		config_free(p->c);
 		return -ENOMEM;
@@ -1122,21 +1359,12 @@ int config_load_string(const char *name, const char *text,
 		       struct config **out)
 {
 	struct parser p = { 0 };
-	config_t cfg;
 	int r;
 
 	r = config_new(name, &p.c);
 	if (r < 0)
 		return r;
-	config_init(&cfg);
-	if (!config_read_string(&cfg, text))
-		add_error(&p,
-			  (struct conf_loc){ intern_file(&p, NULL),
-					     config_error_line(&cfg) },
-			  "syntax error: %s", config_error_text(&cfg));
-	else
-		parse_root(&p, config_root_setting(&cfg), true);
-	config_destroy(&cfg);
+	parse_text(&p, name, text, true);
 	r = finish(&p);
 	if (r < 0)
 		return r;

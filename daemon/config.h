@@ -23,6 +23,7 @@ struct conf_loc {
 struct conf_error {
 	struct conf_loc loc;
 	char *msg;
+	size_t seq; /* order found, to keep sorting stable */
 };
 
 enum mem_backing {

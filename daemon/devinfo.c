@@ -720,3 +720,24 @@ int devinfo_gids(struct ibv_context *ctx, uint8_t port, json_t **out)
 	*out = TAKE_PTR(a);
 	return 0;
 }
+
+struct ibv_context *devinfo_open(const char *ibdev)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *ctx = NULL;
+	int err = ENODEV;
+
+	/* NULL (not an empty list) when the host has no RDMA device. */
+	if (!list)
+		goto out;
+	for (struct ibv_device **d = list; *d; d++)
+		if (streq(ibv_get_device_name(*d), ibdev)) {
+			ctx = ibv_open_device(*d);
+			err = ctx ? 0 : errno;
+			break;
+		}
+	ibv_free_device_list(list);
+out:
+	errno = err;
+	return ctx;
+}

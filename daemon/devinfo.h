@@ -27,4 +27,8 @@ int devinfo_gids(struct ibv_context *ctx, uint8_t port, json_t **out);
  * type, index (-1 if the kernel does not say), node GUID (from sysfs). */
 int devinfo_summary(struct ibv_device *dev, json_t **out);
 
+/* Open the device named ibdev. NULL with errno ENODEV when there is no such
+ * device (or none at all), or ibv_open_device's errno. */
+struct ibv_context *devinfo_open(const char *ibdev);
+
 #endif

@@ -174,6 +174,7 @@ static int listen_socket(const char *addr, char **unix_path)
 	if (!strncmp(addr, "unix:", 5)) {
 		struct sockaddr_un sun = { .sun_family = AF_UNIX };
 		const char *path = addr + 5;
+		struct stat st;
 
 		if (strlen(path) >= sizeof(sun.sun_path))
 			return -ENAMETOOLONG;
@@ -182,7 +183,9 @@ static int listen_socket(const char *addr, char **unix_path)
 			    0);
 		if (fd < 0)
 			return -errno;
-		unlink(path);
+		/* Replace a stale socket of ours, never another file. */
+		if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+			unlink(path);
 		if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
 		    listen(fd, 64) < 0)
 			return -errno;

@@ -34,8 +34,9 @@ static void usage(FILE *f)
 		"  -V, --version         show the version\n"
 		"\n"
 		"Exit status: 0 on a clean stop, 64 for bad usage, 78 for a bad\n"
-		"configuration, 69 when a service cannot start, 70 on internal\n"
-		"errors. See rdmad(8) and rdmad.conf(5).\n",
+		"or unreadable configuration, 69 when the REST API cannot listen,\n"
+		"70 when the event loop fails, 71 when setting up fails.\n"
+		"See rdmad(8) and rdmad.conf(5).\n",
 		CONFIG_DEFAULT_PATH);
 }
 

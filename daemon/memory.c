@@ -31,6 +31,7 @@ static int memory_open(const struct conf_memory *m)
 int memory_create(const struct conf_memory *m, struct memory *mem)
 {
 	_cleanup_close_ int fd = -1;
+	struct stat st;
 	void *addr;
 
 	if (m->size > SIZE_MAX)
@@ -42,7 +43,11 @@ int memory_create(const struct conf_memory *m, struct memory *mem)
 		fd = memory_open(m);
 		if (fd < 0)
 			return fd;
-		if (ftruncate(fd, (off_t)m->size) < 0)
+		if (fstat(fd, &st) < 0)
+			return -errno;
+		/* Grow a file to size, never cut what someone left there. */
+		if ((uint64_t)st.st_size < m->size &&
+		    ftruncate(fd, (off_t)m->size) < 0)
 			return -errno;
 		addr = mmap(NULL, m->size, PROT_READ | PROT_WRITE, MAP_SHARED,
 			    fd, 0);

@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "devinfo.h"
 #include "profile.h"
 
 static const char *const kind_names[OBJ_KIND_MAX] = {
@@ -324,34 +325,19 @@ int profile_new(const struct config *cfg, const struct conf_profile *c,
 	return 0;
 }
 
-static struct ibv_device *find_device(struct ibv_device **list,
-				      const char *ibdev)
-{
-	for (; list && *list; list++)
-		if (streq(ibv_get_device_name(*list), ibdev))
-			return *list;
-	return NULL;
-}
-
 int profile_start(struct profile *p,
 		  void (*progress)(void *ud, const struct object *o),
 		  void *ud)
 {
-	struct ibv_device **list;
-	struct ibv_device *dev;
 	size_t failed = 0;
 
-	list = ibv_get_device_list(NULL);
-	dev = find_device(list, p->dev->ibdev);
-	if (!dev) {
-		ibv_free_device_list(list);
+	p->ctx = devinfo_open(p->dev->ibdev);
+	if (!p->ctx && errno == ENODEV) {
 		profile_set_reason(p, PROFILE_PENDING,
 				   "device '%s' (%s) is not present",
 				   p->dev->name, p->dev->ibdev);
 		return -ENODEV;
 	}
-	p->ctx = ibv_open_device(dev);
-	ibv_free_device_list(list);
 	if (!p->ctx) {
 		int err = errno;
 

@@ -60,4 +60,4 @@ def test_missing_file_is_a_config_error(tmp_path):
     r = subprocess.run([str(RDMAD), "-c", str(tmp_path / "absent.conf")],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 78
-    assert "absent.conf:0: cannot read" in r.stderr
+    assert "absent.conf: cannot read: No such file" in r.stderr

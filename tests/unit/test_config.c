@@ -6,6 +6,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cmocka.h>
 #include <infiniband/verbs.h>
 
@@ -50,7 +53,7 @@ static const struct bad_case bad_cases[] = {
 	{ "negative size", PROFILE("memory = ( { name = \"m\"; size = -5; } );"), 3, "a size cannot be negative" },
 	{ "zero size", PROFILE("memory = ( { name = \"m\"; size = 0; } );"), 3, "'size' must be at least 1" },
 	{ "size overflow", PROFILE("memory = ( { name = \"m\"; size = \"99999999999T\"; } );"), 3, "is not a size" },
-	{ "size too large", PROFILE("memory = ( { name = \"m\"; size = \"2000T\"; } );"), 3, "is larger than 1P" },
+	{ "size too large", PROFILE("memory = ( { name = \"m\"; size = \"2000T\"; } );"), 3, "memory 'm': size 2199023255552000 is larger than 1024T" },
 	{ "size wrong type", PROFILE("memory = ( { name = \"m\"; size = true; } );"), 3, "must be a size" },
 	{ "bad backing", PROFILE("memory = ( { name = \"m\"; size = 1; backing = \"tape\"; } );"), 3, "'backing' = \"tape\" is not one of: memfd, hugetlb, file, anonymous" },
 	{ "file without path", PROFILE("memory = ( { name = \"m\"; size = 1; backing = \"file\"; } );"), 3, "backing \"file\" needs a path" },
@@ -67,8 +70,16 @@ static const struct bad_case bad_cases[] = {
 	{ "cqe out of range", PROFILE("cq = ( { name = \"c\"; cqe = 0; } );"), 3, "'cqe' = 0 is out of range" },
 	{ "channel not bool", PROFILE("cq = ( { name = \"c\"; channel = 1; } );"), 3, "'channel' must be a boolean" },
 	{ "later kind", PROFILE("srq = ( { name = \"s\"; } );"), 3, "kind 'srq' are not supported by this version" },
-	{ "bad listen", "daemon = { http = { listen = [ \"localhost\" ]; }; };", 1, "is not HOST:PORT" },
-	{ "bad log level", "daemon = { log_level = \"loud\"; };", 1, "'loud' is not one of error" },
+	{ "bad listen", "daemon = { http = { listen = [ \"localhost\" ]; }; };", 1, "'localhost' is not IPV4:PORT" },
+	{ "listen by host name", "daemon = {\n http = { listen = [ \"localhost:80\" ]; }; };", 2, "numeric addresses only" },
+	{ "listen bad v6", "daemon = { http = { listen = [ \"[::zz]:80\" ]; }; };", 1, "'[::zz]:80' is not" },
+	{ "listen bad port", "daemon = { http = { listen = [ \"127.0.0.1:0\" ]; }; };", 1, "'127.0.0.1:0' is not" },
+	{ "listen relative unix", "daemon = { http = { listen = [ \"unix:x.sock\" ]; }; };", 1, "must be absolute" },
+	{ "int literal over 32 bits", PROFILE("memory = ( { name = \"m\"; size = 5368709120; } );"), 3, "memory 'm': 'size' = 5368709120 does not fit in 32 bits" },
+	{ "hex literal over 31 bits", PROFILE("qp = ( { name = \"q\"; pd = \"a\"; type = \"ud\"; send_cq = \"c\"; recv_cq = \"c\"; qkey = 0x80000000; } );"), 3, "'qkey' = 0x80000000 does not fit in 32 bits" },
+	{ "uc with remote read", PROFILE("pd = ( { name = \"a\"; } );\ncq = ( { name = \"c\"; } );\nqp = ( { name = \"q\"; pd = \"a\"; type = \"uc\"; send_cq = \"c\"; recv_cq = \"c\"; access = [ \"remote_read\" ]; } );"), 5, "a UC QP allows remote_write only" },
+	{ "value error names its object", PROFILE("cq = ( { name = \"c7\"; cqe = -3; } );"), 3, "cq 'c7': 'cqe' = -3 is out of range" },
+	{ "bad log level", "daemon = {\n log_level = \"loud\"; };", 2, "daemon: 'log_level' = 'loud' is not one of error" },
 	{ "listen not strings", "daemon = { http = { listen = [ 1 ]; }; };", 1, "must hold strings only" },
 };
 
@@ -108,7 +119,7 @@ static const char good_text[] =
 	"gid = { index = 1; }; } );\n"
 	"profiles = ( { name = \"p\"; device = \"d\";\n"
 	"  allow = { users = [ \"app\" ]; groups = [ \"rdma\", \"x\" ]; };\n"
-	"  memory = ( { name = \"m\"; size = \"64M\"; backing = \"memfd\"; },\n"
+	"  memory = ( { name = \"m\"; size = 5368709120L; backing = \"memfd\"; },\n"
 	"             { name = \"h\"; size = 4096; backing = \"anonymous\"; } );\n"
 	"  pd = ( { name = \"a\"; } );\n"
 	"  mr = ( { name = \"r\"; pd = \"a\"; memory = \"m\"; offset = \"1M\";\n"
@@ -142,7 +153,7 @@ static void test_good(void **state)
 	assert_int_equal(p->n_allow_groups, 2);
 	assert_string_equal(p->allow_users[0], "app");
 	assert_int_equal(p->n_memory, 2);
-	assert_int_equal(p->memory[0].size, 64 << 20);
+	assert_int_equal(p->memory[0].size, 5ULL << 30);
 	assert_int_equal(p->memory[1].backing, MEM_ANONYMOUS);
 	assert_int_equal(p->mr[0].offset, 1 << 20);
 	assert_int_equal(p->mr[0].access,
@@ -187,6 +198,10 @@ static void test_all_errors_reported(void **state)
 			&cfg),
 		0);
 	assert_int_equal(cfg->n_errors, 3);
+	/* Reported in line order, whichever pass found them. */
+	assert_int_equal(cfg->errors[0].loc.line, 3);
+	assert_int_equal(cfg->errors[1].loc.line, 4);
+	assert_int_equal(cfg->errors[2].loc.line, 5);
 	config_free(cfg);
 }
 
@@ -232,6 +247,71 @@ static void test_missing_file(void **state)
 	config_free(cfg);
 }
 
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* daemon.include merges every *.conf of a directory, in name order; a
+ * problem in an included file names that file. */
+static void test_include(void **state)
+{
+	char dir[] = "/tmp/rdmad-test-XXXXXX";
+	char main_path[128], inc[128], a[160], b[160], skip[160];
+	char text[512];
+	struct config *cfg = NULL;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(main_path, sizeof(main_path), "%s/rdmad.conf", dir);
+	snprintf(inc, sizeof(inc), "%s/profiles.d", dir);
+	snprintf(a, sizeof(a), "%s/10-a.conf", inc);
+	snprintf(b, sizeof(b), "%s/20-b.conf", inc);
+	snprintf(skip, sizeof(skip), "%s/notes.txt", inc);
+	assert_int_equal(mkdir(inc, 0700), 0);
+	snprintf(text, sizeof(text),
+		 "daemon = { include = \"%s\"; };\n" HEAD, inc);
+	write_file(main_path, text);
+	write_file(a, "profiles = ( { name = \"pa\"; device = \"d\"; } );\n");
+	write_file(b, "\nprofiles = ( { name = \"pb\"; device = \"d\"; } );\n");
+	write_file(skip, "this is not a config");
+
+	assert_int_equal(config_load(main_path, &cfg), 0);
+	if (cfg->n_errors)
+		config_print_errors(cfg, stderr);
+	assert_int_equal(cfg->n_errors, 0);
+	assert_int_equal(cfg->n_profiles, 2);
+	assert_string_equal(cfg->profiles[0].name, "pa");
+	assert_string_equal(cfg->profiles[1].name, "pb");
+	assert_string_equal(cfg->profiles[1].loc.file, b);
+	assert_int_equal(cfg->profiles[1].loc.line, 2);
+	config_free(cfg);
+
+	/* A duplicate across files, and a daemon section where only
+	 * devices and profiles belong. */
+	write_file(b, "daemon = { };\nprofiles = ( { name = \"pa\"; "
+		      "device = \"d\"; } );\n");
+	assert_int_equal(config_load(main_path, &cfg), 0);
+	assert_int_equal(cfg->n_errors, 2);
+	assert_string_equal(cfg->errors[0].loc.file, b);
+	assert_int_equal(cfg->errors[0].loc.line, 1);
+	assert_non_null(strstr(cfg->errors[0].msg, "unknown top-level key 'daemon'"));
+	assert_non_null(strstr(cfg->errors[1].msg, "duplicate profile 'pa'"));
+	assert_non_null(strstr(cfg->errors[1].msg, a));
+	config_free(cfg);
+
+	unlink(a);
+	unlink(b);
+	unlink(skip);
+	rmdir(inc);
+	unlink(main_path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	struct CMUnitTest tests[sizeof(bad_cases) / sizeof(bad_cases[0]) + 8];
@@ -248,5 +328,6 @@ int main(void)
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_all_errors_reported);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_parse_size);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_missing_file);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_include);
 	return _cmocka_run_group_tests("config", tests, n, NULL, NULL);
 }

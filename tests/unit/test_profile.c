@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: MIT
+/* Profiles and backing memory without a device: the paths a host with no
+ * RDMA device (or a profile whose device is gone) takes. The device paths
+ * themselves are tested for real in tests/integration on rxe. */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "config.h"
+#include "memory.h"
+#include "profile.h"
+
+static const char text[] =
+	"devices = ( { name = \"d\"; match = { ibdev = \"no-such-dev0\"; }; } );\n"
+	"profiles = ( { name = \"p\"; device = \"d\";\n"
+	"  memory = ( { name = \"m\"; size = \"1M\"; } );\n"
+	"  pd = ( { name = \"a\"; } );\n"
+	"  mr = ( { name = \"r\"; pd = \"a\"; memory = \"m\"; } ); } );\n";
+
+static void test_absent_device_is_pending(void **state)
+{
+	struct config *cfg = NULL;
+	struct profile *p = NULL;
+	json_t *j;
+
+	(void)state;
+	assert_int_equal(config_load_string("t.conf", text, &cfg), 0);
+	assert_int_equal(cfg->n_errors, 0);
+	assert_int_equal(profile_new(cfg, &cfg->profiles[0], &p), 0);
+	assert_int_equal(p->n_objects, 3);
+	/* On a host without any RDMA device, ibv_get_device_list() returns
+	 * NULL: this must not crash either. */
+	assert_int_equal(profile_start(p, NULL, NULL), -ENODEV);
+	assert_int_equal(p->state, PROFILE_PENDING);
+	assert_non_null(strstr(p->reason, "no-such-dev0"));
+	for (size_t i = 0; i < p->n_objects; i++)
+		assert_int_equal(p->objects[i].state, OBJ_PENDING);
+
+	j = profile_json(p, 1);
+	assert_string_equal(json_string_value(json_object_get(j, "state")),
+			    "pending");
+	assert_int_equal(json_array_size(json_object_get(j, "objects")), 3);
+	json_decref(j);
+	profile_free(p);
+	config_free(cfg);
+}
+
+static int count_fds(void)
+{
+	char path[64];
+	int n = 0;
+
+	for (int fd = 0; fd < 1024; fd++) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		n += access(path, F_OK) == 0;
+	}
+	return n;
+}
+
+static void test_memory_backings(void **state)
+{
+	struct conf_memory c = { .name = "m", .size = 1 << 20 };
+	struct memory mem;
+	int before = count_fds();
+
+	(void)state;
+	c.backing = MEM_MEMFD;
+	assert_int_equal(memory_create(&c, &mem), 0);
+	assert_true(mem.fd >= 0);
+	assert_int_equal(fcntl(mem.fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+	((char *)mem.addr)[c.size - 1] = 7;
+	memory_destroy(&mem);
+	assert_int_equal(mem.fd, -1);
+
+	c.backing = MEM_ANONYMOUS;
+	assert_int_equal(memory_create(&c, &mem), 0);
+	assert_int_equal(mem.fd, -1);
+	((char *)mem.addr)[0] = 1;
+	memory_destroy(&mem);
+	assert_int_equal(count_fds(), before);
+}
+
+static void test_memory_file(void **state)
+{
+	char dir[] = "/tmp/rdmad-mem-XXXXXX", path[128], link[128];
+	struct conf_memory c = { .name = "f", .size = 8192,
+				 .backing = MEM_FILE };
+	struct memory mem;
+	struct stat st;
+	int fd;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/data", dir);
+	snprintf(link, sizeof(link), "%s/link", dir);
+	c.path = path;
+
+	/* Created and grown to size. */
+	assert_int_equal(memory_create(&c, &mem), 0);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, 8192);
+	memory_destroy(&mem);
+
+	/* A larger file is mapped, not cut. */
+	fd = open(path, O_WRONLY);
+	assert_int_equal(ftruncate(fd, 65536), 0);
+	close(fd);
+	assert_int_equal(memory_create(&c, &mem), 0);
+	memory_destroy(&mem);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, 65536);
+
+	/* A symbolic link where the operator named a file is refused. */
+	assert_int_equal(symlink(path, link), 0);
+	c.path = link;
+	assert_int_equal(memory_create(&c, &mem), -ELOOP);
+
+	unlink(link);
+	unlink(path);
+	rmdir(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_absent_device_is_pending),
+		cmocka_unit_test(test_memory_backings),
+		cmocka_unit_test(test_memory_file),
+	};
+
+	return cmocka_run_group_tests_name("profile", tests, NULL, NULL);
+}
