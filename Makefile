@@ -24,6 +24,8 @@ LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
 # rdmactl's own pieces (everything in client/ outside the library).
 CTL_SRC := $(filter-out client/lib% client/rdmactl.c,$(wildcard client/*.c))
 CTL_OBJ := $(CTL_SRC:%.c=$(B)/%.o)
+# The wire protocol: shared by the daemon and librdmad.
+PROTO_OBJ := $(patsubst %.c,$(B)/%.o,$(wildcard proto/*.c))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 
@@ -42,7 +44,7 @@ $(B)/asan/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SAN) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
 
-$(B)/rdmad: $(B)/daemon/main.o $(DAEMON_OBJ)
+$(B)/rdmad: $(B)/daemon/main.o $(DAEMON_OBJ) $(PROTO_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(B)/librdmad.so: $(LIB_OBJ) client/librdmad.map
@@ -61,6 +63,17 @@ $(B)/tests/%: tests/unit/%.c $(ASAN_DAEMON_OBJ) $(ASAN_LIB_OBJ)
 
 unit: $(UNIT_BIN)
 
+# Coverage-guided fuzzing of the protocol decoder (clang's libFuzzer).
+$(B)/fuzz_proto: tests/unit/fuzz_proto.c proto/proto.c
+	@mkdir -p $(dir $@)
+	clang -g -O1 -std=gnu11 -D_GNU_SOURCE -Idaemon -Iproto \
+		-fsanitize=fuzzer,address,undefined $^ \
+		$(shell pkg-config --cflags --libs jansson) -o $@
+
+fuzz: $(B)/fuzz_proto
+	@mkdir -p $(B)/fuzz-corpus
+	$< -max_len=70000 -max_total_time=$${FUZZ_SECONDS:-60} $(B)/fuzz-corpus
+
 deps:
 	@tests/deps
 
@@ -75,5 +88,5 @@ demo: deps
 clean:
 	rm -rf $(B)
 
-.PHONY: all unit deps check demo clean
+.PHONY: all unit fuzz deps check demo clean
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

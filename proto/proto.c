@@ -1,0 +1,589 @@
+// SPDX-License-Identifier: MIT
+/* The attach/control protocol codec and its socket I/O: see proto.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "proto.h"
+#include "util.h"
+
+/* Linux >= 6.5; older C libraries do not name it. It carries an fd. */
+#ifndef SCM_PIDFD
+#define SCM_PIDFD 0x04
+#endif
+
+#define PROTO_FLAGS_KNOWN 0x0000
+
+static const struct proto_type_info {
+	const char *name;
+	unsigned senders; /* enum proto_peer bits */
+	bool fds;
+} types[] = {
+	[PROTO_HELLO] = { "HELLO", PROTO_PEER_CLIENT, false },
+	[PROTO_WELCOME] = { "WELCOME", PROTO_PEER_DAEMON, false },
+	[PROTO_ERROR] = { "ERROR", PROTO_PEER_CLIENT | PROTO_PEER_DAEMON,
+			  false },
+	[PROTO_REQUEST] = { "REQUEST", PROTO_PEER_CLIENT, false },
+	[PROTO_REPLY] = { "REPLY", PROTO_PEER_DAEMON, false },
+	[PROTO_ATTACH] = { "ATTACH", PROTO_PEER_CLIENT, false },
+	[PROTO_ATTACHED] = { "ATTACHED", PROTO_PEER_DAEMON, true },
+	[PROTO_DETACH] = { "DETACH", PROTO_PEER_CLIENT, false },
+	[PROTO_DETACHED] = { "DETACHED", PROTO_PEER_DAEMON, false },
+	[PROTO_REPORT] = { "REPORT", PROTO_PEER_CLIENT, false },
+};
+
+static const struct proto_type_info *type_info(uint16_t type)
+{
+	if (type >= ARRAY_SIZE(types) || !types[type].name)
+		return NULL;
+	return &types[type];
+}
+
+const char *proto_type_name(uint16_t type)
+{
+	const struct proto_type_info *t = type_info(type);
+
+	return t ? t->name : "UNKNOWN";
+}
+
+bool proto_type_allowed(uint16_t type, enum proto_peer sender)
+{
+	const struct proto_type_info *t = type_info(type);
+
+	return t && (t->senders & sender);
+}
+
+bool proto_type_has_fds(uint16_t type)
+{
+	const struct proto_type_info *t = type_info(type);
+
+	return t && t->fds;
+}
+
+void proto_msg_init(struct proto_msg *m)
+{
+	*m = (struct proto_msg)PROTO_MSG_INIT;
+}
+
+void proto_msg_clear(struct proto_msg *m)
+{
+	size_t i;
+
+	json_decref(m->payload);
+	for (i = 0; i < m->n_fds && i < PROTO_MAX_FDS; i++)
+		closep(&m->fds[i]);
+	proto_msg_init(m);
+}
+
+/* ---- header ---- */
+
+static void put_le16(uint8_t *p, uint16_t v)
+{
+	p[0] = v;
+	p[1] = v >> 8;
+}
+
+static void put_le32(uint8_t *p, uint32_t v)
+{
+	p[0] = v;
+	p[1] = v >> 8;
+	p[2] = v >> 16;
+	p[3] = v >> 24;
+}
+
+static uint16_t get_le16(const uint8_t *p)
+{
+	return p[0] | p[1] << 8;
+}
+
+static uint32_t get_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+void proto_hdr_pack(const struct proto_hdr *h, uint8_t out[PROTO_HDR_SIZE])
+{
+	put_le32(out + 0, h->magic);
+	put_le16(out + 4, h->version);
+	put_le16(out + 6, h->type);
+	put_le16(out + 8, h->flags);
+	put_le16(out + 10, h->n_fds);
+	put_le32(out + 12, h->id);
+	put_le32(out + 16, h->length);
+}
+
+void proto_hdr_unpack(const uint8_t in[PROTO_HDR_SIZE], struct proto_hdr *h)
+{
+	h->magic = get_le32(in + 0);
+	h->version = get_le16(in + 4);
+	h->type = get_le16(in + 6);
+	h->flags = get_le16(in + 8);
+	h->n_fds = get_le16(in + 10);
+	h->id = get_le32(in + 12);
+	h->length = get_le32(in + 16);
+}
+
+/* ---- payload ---- */
+
+/*
+ * The deepest nesting of [ and { in a JSON text, strings skipped, in
+ * one flat pass with no recursion; stops early once past max. Exact for
+ * valid JSON; on invalid JSON it agrees with any JSON parser up to the
+ * parser's first error (strings and brackets tokenise the same way), so
+ * a parser run after it never nests deeper than max. -1 for a closing
+ * bracket without an opening one.
+ */
+static int json_depth(const uint8_t *p, size_t len, int max)
+{
+	bool in_string = false;
+	int depth = 0, deepest = 0;
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		uint8_t c = p[i];
+
+		if (in_string) {
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_string = false;
+			continue;
+		}
+		switch (c) {
+		case '"':
+			in_string = true;
+			break;
+		case '[':
+		case '{':
+			if (++depth > deepest) {
+				deepest = depth;
+				if (deepest > max)
+					return deepest;
+			}
+			break;
+		case ']':
+		case '}':
+			if (--depth < 0)
+				return -1;
+			break;
+		}
+	}
+	return deepest;
+}
+
+static bool depth_ok(const uint8_t *p, size_t len)
+{
+	int d = json_depth(p, len, PROTO_MAX_JSON_DEPTH);
+
+	return d >= 0 && d <= PROTO_MAX_JSON_DEPTH;
+}
+
+/* ---- codec ---- */
+
+int proto_encode(const struct proto_msg *m, uint8_t *buf, size_t cap,
+		 size_t *len)
+{
+	const struct proto_type_info *t = type_info(m->type);
+	struct proto_hdr h;
+	size_t room, n;
+
+	if (!t || (m->flags & ~PROTO_FLAGS_KNOWN))
+		return -EINVAL;
+	if (m->n_fds > PROTO_MAX_FDS || (m->n_fds && !t->fds))
+		return -EINVAL;
+	if (m->payload && !json_is_object(m->payload))
+		return -EINVAL;
+	if (cap < PROTO_HDR_SIZE)
+		return -ENOBUFS;
+
+	room = cap - PROTO_HDR_SIZE;
+	if (room > PROTO_MAX_PAYLOAD)
+		room = PROTO_MAX_PAYLOAD;
+	if (m->payload) {
+		n = json_dumpb(m->payload, (char *)buf + PROTO_HDR_SIZE, room,
+			       JSON_COMPACT);
+		if (n == 0) /* even {} is 2 bytes */
+			return -EINVAL;
+	} else {
+		n = 2;
+		if (n <= room)
+			memcpy(buf + PROTO_HDR_SIZE, "{}", n);
+	}
+	if (n > PROTO_MAX_PAYLOAD)
+		return -EMSGSIZE;
+	if (n > room)
+		return -ENOBUFS;
+	/* What we send must decode: the peer checks the same bound. */
+	if (!depth_ok(buf + PROTO_HDR_SIZE, n))
+		return -EINVAL;
+
+	h = (struct proto_hdr){
+		.magic = PROTO_MAGIC,
+		.version = PROTO_VERSION,
+		.type = m->type,
+		.flags = m->flags,
+		.n_fds = m->n_fds,
+		.id = m->id,
+		.length = n,
+	};
+	proto_hdr_pack(&h, buf);
+	*len = PROTO_HDR_SIZE + n;
+	return 0;
+}
+
+/* Unpack the header if there is one with the right magic, and copy
+ * what identifies the message into m, for the ERROR answer. */
+static int peek_header(const uint8_t *buf, size_t len, struct proto_hdr *h,
+		       struct proto_msg *m)
+{
+	if (len < PROTO_HDR_SIZE)
+		return -EBADMSG;
+	proto_hdr_unpack(buf, h);
+	if (h->magic != PROTO_MAGIC)
+		return -EBADMSG;
+	m->type = h->type;
+	m->flags = h->flags;
+	m->id = h->id;
+	return 0;
+}
+
+int proto_decode(const uint8_t *buf, size_t len, size_t n_fds_received,
+		 struct proto_msg *m)
+{
+	const struct proto_type_info *t;
+	const uint8_t *payload;
+	struct proto_hdr h;
+	json_t *doc;
+
+	proto_msg_init(m);
+	if (peek_header(buf, len, &h, m) < 0)
+		return -EBADMSG;
+	if (h.version < PROTO_VERSION_MIN || h.version > PROTO_VERSION_MAX)
+		return -EPROTONOSUPPORT;
+	if (len > PROTO_MAX_FRAME)
+		return -EMSGSIZE;
+	if (h.length != len - PROTO_HDR_SIZE)
+		return -EBADMSG;
+	t = type_info(h.type);
+	if (!t || (h.flags & ~PROTO_FLAGS_KNOWN))
+		return -EBADMSG;
+	if (h.n_fds != n_fds_received || n_fds_received > PROTO_MAX_FDS ||
+	    (n_fds_received && !t->fds))
+		return -EBADMSG;
+
+	payload = buf + PROTO_HDR_SIZE;
+	/* Before jansson sees it: its parser recurses once per level. */
+	if (!depth_ok(payload, h.length))
+		return -EBADMSG;
+	doc = json_loadb((const char *)payload, h.length,
+			 JSON_REJECT_DUPLICATES, NULL);
+	if (!doc)
+		return -EBADMSG; /* jansson reports no ENOMEM apart */
+	if (!json_is_object(doc)) {
+		json_decref(doc);
+		return -EBADMSG;
+	}
+	m->payload = doc;
+	m->n_fds = n_fds_received;
+	return 0;
+}
+
+/* ---- I/O ---- */
+
+/* Room for PROTO_MAX_FDS fds, plus credentials so that a socket with
+ * SO_PASSCRED still gets all its fds, to close them. */
+#define CMSG_ROOM                                                              \
+	(CMSG_SPACE(sizeof(int) * PROTO_MAX_FDS) +                             \
+	 CMSG_SPACE(sizeof(struct ucred)))
+
+union cmsg_buf {
+	struct cmsghdr align;
+	char buf[CMSG_ROOM];
+};
+
+int proto_send(int sock, const struct proto_msg *m)
+{
+	_cleanup_free_ uint8_t *buf = NULL;
+	union cmsg_buf control;
+	struct msghdr mh = { 0 };
+	struct iovec iov;
+	size_t len, i;
+	ssize_t n;
+	int r;
+
+	buf = malloc(PROTO_MAX_FRAME);
+	if (!buf)
+		return -ENOMEM;
+	r = proto_encode(m, buf, PROTO_MAX_FRAME, &len);
+	if (r < 0)
+		return r;
+
+	iov = (struct iovec){ .iov_base = buf, .iov_len = len };
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	if (m->n_fds) {
+		struct cmsghdr *c;
+
+		for (i = 0; i < m->n_fds; i++)
+			if (m->fds[i] < 0)
+				return -EBADF;
+		memset(&control, 0, sizeof(control));
+		mh.msg_control = control.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * m->n_fds);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * m->n_fds);
+		memcpy(CMSG_DATA(c), m->fds, sizeof(int) * m->n_fds);
+	}
+
+	do
+		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	/* A SOCK_SEQPACKET datagram goes whole or not at all. */
+	if ((size_t)n != len)
+		return -EIO;
+	return 0;
+}
+
+static void close_all(int *fds, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		closep(&fds[i]);
+}
+
+/*
+ * Take every fd out of the control data into fds (capacity
+ * PROTO_MAX_FDS), closing whatever does not fit or should not be there.
+ * Returns 0, or -EBADMSG for control data other than SCM_RIGHTS, or
+ * -EMSGSIZE for too many fds; either way every fd is accounted for.
+ */
+static int take_fds(struct msghdr *mh, int *fds, size_t *n_fds)
+{
+	struct cmsghdr *c;
+	int r = 0;
+
+	*n_fds = 0;
+	for (c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+		bool rights = c->cmsg_level == SOL_SOCKET &&
+			      c->cmsg_type == SCM_RIGHTS;
+		bool pidfd = c->cmsg_level == SOL_SOCKET &&
+			     c->cmsg_type == SCM_PIDFD;
+		const uint8_t *data = CMSG_DATA(c);
+		size_t i, n;
+
+		if (!rights && !pidfd) {
+			r = -EBADMSG;
+			continue;
+		}
+		if (c->cmsg_len < CMSG_LEN(0))
+			continue;
+		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (i = 0; i < n; i++) {
+			int fd;
+
+			memcpy(&fd, data + i * sizeof(int), sizeof(int));
+			if (pidfd) {
+				closep(&fd);
+				r = -EBADMSG;
+			} else if (*n_fds < PROTO_MAX_FDS) {
+				fds[(*n_fds)++] = fd;
+			} else {
+				closep(&fd);
+				if (r == 0)
+					r = -EMSGSIZE;
+			}
+		}
+	}
+	return r;
+}
+
+int proto_recv(int sock, struct proto_msg *m)
+{
+	_cleanup_free_ uint8_t *buf = NULL;
+	int fds[PROTO_MAX_FDS];
+	union cmsg_buf control;
+	struct msghdr mh = { 0 };
+	struct iovec iov;
+	size_t n_fds, i;
+	ssize_t n;
+	int r;
+
+	proto_msg_init(m);
+	/* One byte more than allowed, to tell "just fits" from "too big". */
+	buf = malloc(PROTO_MAX_FRAME + 1);
+	if (!buf)
+		return -ENOMEM;
+	iov = (struct iovec){ .iov_base = buf, .iov_len = PROTO_MAX_FRAME + 1 };
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = control.buf;
+	mh.msg_controllen = sizeof(control.buf);
+
+	do
+		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+
+	/* Before anything can fail: every fd must end up owned or closed. */
+	r = take_fds(&mh, fds, &n_fds);
+	if (r == 0 && (mh.msg_flags & MSG_CTRUNC))
+		r = -EMSGSIZE;
+	if (r == 0 && ((mh.msg_flags & MSG_TRUNC) || n > PROTO_MAX_FRAME))
+		r = -EMSGSIZE;
+	if (r == 0 && n == 0 && n_fds == 0)
+		return -EPIPE;
+	if (r == 0) {
+		r = proto_decode(buf, n, n_fds, m);
+	} else {
+		struct proto_hdr h;
+
+		peek_header(buf, n, &h, m);
+	}
+	if (r < 0) {
+		close_all(fds, n_fds);
+		return r;
+	}
+	for (i = 0; i < n_fds; i++)
+		m->fds[i] = fds[i];
+	return 0;
+}
+
+/* ---- versions ---- */
+
+static int build(struct proto_msg *m, uint16_t type, uint32_t id,
+		 json_t *payload)
+{
+	proto_msg_init(m);
+	if (!payload)
+		return -ENOMEM;
+	m->type = type;
+	m->id = id;
+	m->payload = payload;
+	return 0;
+}
+
+int proto_hello(struct proto_msg *m, uint32_t id)
+{
+	return build(m, PROTO_HELLO, id,
+		     json_pack("{s:[i,i]}", "versions", PROTO_VERSION_MIN,
+			       PROTO_VERSION_MAX));
+}
+
+/* An integer JSON value in [1, 65535]. */
+static int get_version(const json_t *v, uint16_t *out)
+{
+	json_int_t i;
+
+	if (!json_is_integer(v))
+		return -EBADMSG;
+	i = json_integer_value(v);
+	if (i < 1 || i > UINT16_MAX)
+		return -EBADMSG;
+	*out = i;
+	return 0;
+}
+
+int proto_negotiate(const json_t *hello, uint16_t *version)
+{
+	const json_t *range = json_object_get(hello, "versions");
+	uint16_t lo, hi;
+
+	if (!json_is_array(range) || json_array_size(range) != 2)
+		return -EBADMSG;
+	if (get_version(json_array_get(range, 0), &lo) < 0 ||
+	    get_version(json_array_get(range, 1), &hi) < 0 || lo > hi)
+		return -EBADMSG;
+	if (hi > PROTO_VERSION_MAX)
+		hi = PROTO_VERSION_MAX;
+	if (hi < lo || hi < PROTO_VERSION_MIN)
+		return -EPROTONOSUPPORT;
+	*version = hi;
+	return 0;
+}
+
+int proto_welcome(struct proto_msg *m, uint32_t id, uint16_t version,
+		  const char *server_version)
+{
+	return build(m, PROTO_WELCOME, id,
+		     json_pack("{s:i, s:s, s:s}", "version", version, "server",
+			       "rdmad", "server_version",
+			       server_version ? server_version : ""));
+}
+
+int proto_welcome_version(const json_t *welcome, uint16_t *version)
+{
+	uint16_t v;
+
+	if (get_version(json_object_get(welcome, "version"), &v) < 0)
+		return -EBADMSG;
+	if (v < PROTO_VERSION_MIN || v > PROTO_VERSION_MAX)
+		return -EPROTONOSUPPORT;
+	*version = v;
+	return 0;
+}
+
+/* ---- errors ---- */
+
+static const struct {
+	int err;
+	const char *code;
+	const char *message;
+} errors[] = {
+	{ EBADMSG, "bad_message", "malformed message" },
+	{ EPROTONOSUPPORT, "unsupported_version",
+	  "unsupported protocol version" },
+	{ EMSGSIZE, "message_too_large",
+	  "message larger than 65536 bytes or with more than 32 file "
+	  "descriptors" },
+	{ EPIPE, "connection_closed", "connection closed by peer" },
+	{ ECONNRESET, "connection_reset", "connection reset by peer" },
+	{ EAGAIN, "would_block", "no message available" },
+	{ EINVAL, "invalid_message", "invalid message" },
+	{ ENOBUFS, "no_buffer_space", "buffer too small for message" },
+	{ ENOMEM, "internal", "out of memory" },
+};
+
+/* The table's sentence for EMSGSIZE spells the limits out. */
+_Static_assert(PROTO_MAX_FRAME == 65536 && PROTO_MAX_FDS == 32,
+	       "update the EMSGSIZE sentence");
+
+const char *proto_strerror(int err)
+{
+	size_t i;
+
+	if (err < 0)
+		err = -err;
+	for (i = 0; i < ARRAY_SIZE(errors); i++)
+		if (errors[i].err == err)
+			return errors[i].message;
+	return strerror(err);
+}
+
+const char *proto_error_code(int err)
+{
+	size_t i;
+
+	if (err < 0)
+		err = -err;
+	for (i = 0; i < ARRAY_SIZE(errors); i++)
+		if (errors[i].err == err)
+			return errors[i].code;
+	return "internal";
+}
+
+int proto_error(struct proto_msg *m, uint32_t id, int err)
+{
+	return build(m, PROTO_ERROR, id,
+		     json_pack("{s:{s:s, s:s}}", "error", "code",
+			       proto_error_code(err), "message",
+			       proto_strerror(err)));
+}

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libFuzzer target for proto_decode. The first input byte is the number
+ * of fds "received" with the frame (mod PROTO_MAX_FDS + 2, so that the
+ * cap is crossed too), the rest is the datagram. Whatever decodes must
+ * hold the codec's promises: an object no deeper than the limit, fds
+ * accounted, and encode(decode(x)) decoding to the same document.
+ *
+ *   clang -g -O1 -std=gnu11 -D_GNU_SOURCE \
+ *     -fsanitize=fuzzer,address,undefined -Idaemon -Iproto \
+ *     proto/proto.c tests/unit/fuzz_proto.c -ljansson -o build/fuzz_proto
+ *   build/fuzz_proto -max_len=70000 -max_total_time=60 CORPUS_DIR
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "proto.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Depth of a decoded document; recursion is safe: it is bounded. */
+static int depth(const json_t *j)
+{
+	const char *key;
+	json_t *v;
+	size_t i;
+	int d = 0;
+
+	if (json_is_object(j)) {
+		json_object_foreach ((json_t *)j, key, v) {
+			if (depth(v) > d)
+				d = depth(v);
+		}
+	} else if (json_is_array(j)) {
+		json_array_foreach (j, i, v) {
+			if (depth(v) > d)
+				d = depth(v);
+		}
+	} else {
+		return 0;
+	}
+	return d + 1;
+}
+
+static void check(bool ok)
+{
+	if (!ok)
+		abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static uint8_t buf[PROTO_MAX_FRAME];
+	struct proto_msg m, again;
+	size_t n_fds, len, i;
+	uint16_t v;
+	int r;
+
+	if (size < 1)
+		return 0;
+	n_fds = data[0] % (PROTO_MAX_FDS + 2);
+	r = proto_decode(data + 1, size - 1, n_fds, &m);
+	check(r == 0 || r == -EBADMSG || r == -EPROTONOSUPPORT ||
+	      r == -EMSGSIZE || r == -ENOMEM);
+	check(m.n_fds == (r == 0 ? n_fds : 0));
+	for (i = 0; i < PROTO_MAX_FDS; i++)
+		check(m.fds[i] == -1);
+	if (r < 0) {
+		check(!m.payload);
+		proto_msg_clear(&m);
+		return 0;
+	}
+
+	check(json_is_object(m.payload));
+	check(depth(m.payload) <= PROTO_MAX_JSON_DEPTH);
+	check(n_fds == 0 || proto_type_has_fds(m.type));
+	(void)proto_type_name(m.type);
+	if (proto_negotiate(m.payload, &v) == 0)
+		check(v >= PROTO_VERSION_MIN && v <= PROTO_VERSION_MAX);
+	if (proto_welcome_version(m.payload, &v) == 0)
+		check(v >= PROTO_VERSION_MIN && v <= PROTO_VERSION_MAX);
+
+	/* Re-encoding may grow (1e5 -> 100000.0), so it may not fit. */
+	r = proto_encode(&m, buf, sizeof(buf), &len);
+	check(r == 0 || r == -EMSGSIZE);
+	if (r == 0) {
+		check(proto_decode(buf, len, n_fds, &again) == 0);
+		check(again.type == m.type && again.flags == m.flags &&
+		      again.id == m.id && again.n_fds == m.n_fds);
+		check(json_equal(again.payload, m.payload));
+		proto_msg_clear(&again);
+	}
+	proto_msg_clear(&m);
+	return 0;
+}
