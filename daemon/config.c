@@ -121,7 +121,8 @@ static const char *check_listen(const char *s)
 	long port;
 
 	if (!strncmp(s, "unix:", 5))
-		return s[5] == '/' ? NULL : "a unix socket path must be absolute";
+		return s[5] == '/' ? NULL
+				   : "is not an absolute unix socket path";
 	if (!colon || colon == s)
 		goto bad;
 	len = (size_t)(colon - s);
@@ -609,15 +610,20 @@ static const char *source_line(const struct parser *p, int n)
 static bool int_literal_ok(struct parser *p, const config_setting_t *s)
 {
 	const char *name = config_setting_name(s);
-	const char *line, *at;
-	long long raw;
-	char *end;
+	long long value = config_setting_get_int64(s);
+	const char *line, *at, *eol, *cut = NULL;
+	int cut_len = 0;
 
 	if (config_setting_type(s) != CONFIG_TYPE_INT || !name)
 		return true;
 	line = source_line(p, config_setting_source_line(s));
-	for (at = line; at && (at = strstr(at, name)); at++) {
+	eol = line ? strchrnul(line, '\n') : NULL;
+	/* The same key may stand several times on one line: the value is
+	 * fine if one of its literals is exactly it. */
+	for (at = line; at && (at = strstr(at, name)) && at < eol; at++) {
 		const char *v = at + strlen(name);
+		long long raw;
+		char *end;
 
 		if (at > line && (isalnum((unsigned char)at[-1]) ||
 				  at[-1] == '_'))
@@ -629,19 +635,22 @@ static bool int_literal_ok(struct parser *p, const config_setting_t *s)
 		errno = 0;
 		raw = strtoll(v, &end, 0);
 		if (end == v)
+			continue;
+		if (errno != ERANGE && raw == value)
 			return true;
-		if (errno == ERANGE || raw != config_setting_get_int64(s)) {
-			field_error(p, s,
-				    "'%s' = %.*s does not fit in 32 bits, "
-				    "which libconfig keeps without a suffix: "
-				    "write %.*sL (or a size string such as "
-				    "\"5G\")",
-				    name, (int)(end - v), v, (int)(end - v), v);
-			return false;
+		if (!cut && (errno == ERANGE || (int32_t)raw == value)) {
+			cut = v;
+			cut_len = (int)(end - v);
 		}
-		return true;
 	}
-	return true;
+	if (!cut)
+		return true;
+	field_error(p, s,
+		    "'%s' = %.*s does not fit in 32 bits, which libconfig "
+		    "keeps without a suffix: write %.*sL (or a size string "
+		    "such as \"5G\")",
+		    name, cut_len, cut, cut_len, cut);
+	return false;
 }
 
 static void parse_field(struct parser *p, const struct field *f,

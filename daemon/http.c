@@ -160,6 +160,17 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *ud)
 	return on_io(NULL, -1, 0, ud);
 }
 
+/* Does a process still listen on this unix socket? */
+static bool socket_in_use(const struct sockaddr_un *sun)
+{
+	_cleanup_close_ int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (probe < 0)
+		return false;
+	return connect(probe, (const struct sockaddr *)sun, sizeof(*sun)) == 0 ||
+	       errno == EAGAIN;
+}
+
 /* A listening socket for "unix:/path", "[v6]:port" or "host:port". */
 static int listen_socket(const char *addr, char **unix_path)
 {
@@ -183,9 +194,13 @@ static int listen_socket(const char *addr, char **unix_path)
 			    0);
 		if (fd < 0)
 			return -errno;
-		/* Replace a stale socket of ours, never another file. */
-		if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+		/* Replace a stale socket, never another kind of file nor a
+		 * socket someone still listens on. */
+		if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) {
+			if (socket_in_use(&sun))
+				return -EADDRINUSE;
 			unlink(path);
+		}
 		if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
 		    listen(fd, 64) < 0)
 			return -errno;

@@ -6,6 +6,7 @@ import json
 import signal
 import socket
 import subprocess
+import time
 
 from conftest import RDMAD, RDMACTL, free_port, rdmactl
 
@@ -147,3 +148,46 @@ def test_cli_usage():
     r = subprocess.run([str(RDMAD), "--version"], capture_output=True,
                        text=True)
     assert r.returncode == 0 and r.stdout.startswith("rdmad ")
+
+
+def test_unix_listen_replaces_only_a_stale_socket(write_conf, tmp_path):
+    sock = tmp_path / "http.sock"
+    conf = write_conf(f'daemon = {{ http = {{ listen = [ "unix:{sock}" ]; '
+                      f'}}; }};\n' + PROFILE)
+
+    # Someone listens there: rdmad must not steal the path.
+    live = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    live.bind(str(sock))
+    live.listen()
+    r = subprocess.run([str(RDMAD), "-c", str(conf)], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 69, r.stderr
+    assert "Address already in use" in r.stderr
+    live.close()
+
+    # A regular file there is left alone.
+    sock.unlink()
+    sock.write_text("precious")
+    r = subprocess.run([str(RDMAD), "-c", str(conf)], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 69
+    assert sock.read_text() == "precious"
+    sock.unlink()
+
+    # A stale socket (nobody listening) is replaced.
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(sock))
+    stale.close()
+    p = subprocess.Popen([str(RDMAD), "-c", str(conf)],
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(300):
+            try:
+                status, _ = unix_get(str(sock), "/v1/health")
+                break
+            except OSError:
+                time.sleep(0.1)
+        assert status == 200
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(60) == 0

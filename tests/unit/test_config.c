@@ -74,7 +74,8 @@ static const struct bad_case bad_cases[] = {
 	{ "listen by host name", "daemon = {\n http = { listen = [ \"localhost:80\" ]; }; };", 2, "numeric addresses only" },
 	{ "listen bad v6", "daemon = { http = { listen = [ \"[::zz]:80\" ]; }; };", 1, "'[::zz]:80' is not" },
 	{ "listen bad port", "daemon = { http = { listen = [ \"127.0.0.1:0\" ]; }; };", 1, "'127.0.0.1:0' is not" },
-	{ "listen relative unix", "daemon = { http = { listen = [ \"unix:x.sock\" ]; }; };", 1, "must be absolute" },
+	{ "listen relative unix", "daemon = { http = { listen = [ \"unix:x.sock\" ]; }; };", 1, "'unix:x.sock' is not an absolute unix socket path" },
+	{ "same key twice on a line, one too big", PROFILE("cq = ( { name = \"a\"; cqe = 64; }, { name = \"b\"; cqe = 4294967424; } );"), 3, "cq 'b': 'cqe' = 4294967424 does not fit in 32 bits" },
 	{ "int literal over 32 bits", PROFILE("memory = ( { name = \"m\"; size = 5368709120; } );"), 3, "memory 'm': 'size' = 5368709120 does not fit in 32 bits" },
 	{ "hex literal over 31 bits", PROFILE("qp = ( { name = \"q\"; pd = \"a\"; type = \"ud\"; send_cq = \"c\"; recv_cq = \"c\"; qkey = 0x80000000; } );"), 3, "'qkey' = 0x80000000 does not fit in 32 bits" },
 	{ "uc with remote read", PROFILE("pd = ( { name = \"a\"; } );\ncq = ( { name = \"c\"; } );\nqp = ( { name = \"q\"; pd = \"a\"; type = \"uc\"; send_cq = \"c\"; recv_cq = \"c\"; access = [ \"remote_read\" ]; } );"), 5, "a UC QP allows remote_write only" },
@@ -125,7 +126,8 @@ static const char good_text[] =
 	"  mr = ( { name = \"r\"; pd = \"a\"; memory = \"m\"; offset = \"1M\";\n"
 	"           access = [ \"local_write\", \"remote_read\" ]; "
 	"zero_based = true; } );\n"
-	"  cq = ( { name = \"c\"; cqe = 100; channel = true; } );\n"
+	"  cq = ( { name = \"c\"; cqe = 100; channel = true; }, "
+	"{ name = \"c2\"; cqe = 200; } );\n"
 	"  qp = ( { name = \"q\"; pd = \"a\"; type = \"ud\"; send_cq = \"c\"; "
 	"recv_cq = \"c\"; cap = { max_send_wr = 7; }; } );\n"
 	"} );\n";
