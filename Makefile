@@ -47,6 +47,12 @@ $(B)/asan/%.o: %.c
 $(B)/rdmad: $(B)/daemon/main.o $(DAEMON_OBJ) $(PROTO_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS)
 
+# The daemon under AddressSanitizer/UBSan, for the integration suite
+# (RDMAD_BIN=build/rdmad-asan).
+$(B)/rdmad-asan: $(B)/asan/daemon/main.o $(ASAN_DAEMON_OBJ) \
+		$(PROTO_OBJ:$(B)/%=$(B)/asan/%)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(PKG_LIBS)
+
 $(B)/librdmad.so: $(LIB_OBJ) client/librdmad.map
 	$(CC) $(CFLAGS) -shared -Wl,-soname,librdmad.so.0 \
 		-Wl,--version-script=client/librdmad.map -o $@ $(LIB_OBJ) \

@@ -15,8 +15,11 @@
 
 struct ctl {
 	const char *url;
+	const char *token_file;
 	bool json;
 };
+
+#define DEFAULT_TOKEN_FILE "/etc/rdmad/token"
 
 static void usage(FILE *f)
 {
@@ -32,11 +35,20 @@ static void usage(FILE *f)
 		"  profiles                  profiles and their state\n"
 		"  show PROFILE [KIND NAME]  a profile's objects, or one object\n"
 		"  health | version          daemon liveness, version and uptime\n"
+		"  config                    the running configuration (JSON)\n"
+		"  reload                    reload the configuration file; prints\n"
+		"                            what changed, or the errors\n"
+		"  selftest PROFILE QP_A QP_B [MR]\n"
+		"                            RDMA write and send/recv between two\n"
+		"                            connected QPs of PROFILE through MR\n"
 		"\n"
 		"Options:\n"
 		"  -u, --url URL   daemon REST address: http://HOST:PORT or\n"
 		"                  unix:/PATH (default $RDMAD_URL or %s)\n"
 		"  -j, --json      print the daemon's JSON document\n"
+		"  -t, --token-file FILE\n"
+		"                  bearer token for reload and selftest (default\n"
+		"                  $RDMAD_TOKEN_FILE or " DEFAULT_TOKEN_FILE ")\n"
 		"  -h, --help      show this help\n"
 		"  -V, --version   show rdmactl's version\n"
 		"\n"
@@ -46,15 +58,60 @@ static void usage(FILE *f)
 		RESTC_DEFAULT_URL);
 }
 
-/* GET path; on success *doc holds the reply. Returns an exit status. */
-static int get(const struct ctl *c, const char *path, json_t **doc)
+/* The token for changes: the first line of the token file, if readable. */
+static char *read_token(const struct ctl *c)
 {
-	_cleanup_free_ char *body = NULL;
+	const char *path = c->token_file ? c->token_file : DEFAULT_TOKEN_FILE;
+	char buf[256];
+	FILE *f = fopen(path, "re");
+
+	if (!f) {
+		if (c->token_file)
+			fprintf(stderr, "rdmactl: cannot read %s: %s\n", path,
+				strerror(errno));
+		return NULL;
+	}
+	if (!fgets(buf, sizeof(buf), f))
+		buf[0] = '\0';
+	fclose(f);
+	buf[strcspn(buf, "\r\n")] = '\0';
+	return buf[0] ? strdup(buf) : NULL;
+}
+
+/* Print a failed reply: its message, and the config errors it lists. */
+static void print_error(json_t *j)
+{
+	json_t *e = json_object_get(j, "error"), *item;
+	size_t i;
+
+	fprintf(stderr, "rdmactl: %s\n",
+		json_string_value(json_object_get(e, "message"))
+			?: "request failed");
+	json_array_foreach (json_object_get(e, "errors"), i, item)
+		fprintf(stderr, "%s:%lld: %s\n",
+			json_string_value(json_object_get(item, "file")),
+			json_integer_value(json_object_get(item, "line")),
+			json_string_value(json_object_get(item, "message")));
+}
+
+/*
+ * One request; on success (2xx) *doc holds the reply. A mutating request
+ * (req_body non-NULL, "{}" at least) carries the token. With keep_failed,
+ * a failed reply that is a document of its own (no "error" key) is still
+ * handed back, with exit status 1. Returns an exit status.
+ */
+static int call(const struct ctl *c, const char *method, const char *path,
+		const char *req_body, bool keep_failed, json_t **doc)
+{
+	_cleanup_free_ char *body = NULL, *token = NULL;
 	json_error_t jerr;
 	json_t *j;
 	int status, r;
 
-	r = restc_request(c->url, "GET", path, &status, &body);
+	if (req_body)
+		token = read_token(c);
+	r = restc_request_ex(c->url, method, path, req_body, token, &status,
+			     &body);
 	if (r == -EPROTO) {
 		fprintf(stderr, "rdmactl: %s did not answer in HTTP\n", c->url);
 		return EX_PROTOCOL;
@@ -70,17 +127,22 @@ static int get(const struct ctl *c, const char *path, json_t **doc)
 			c->url, status, jerr.text);
 		return EX_PROTOCOL;
 	}
-	if (status != 200) {
-		json_t *e = json_object_get(j, "error");
-
-		fprintf(stderr, "rdmactl: %s\n",
-			json_string_value(json_object_get(e, "message"))
-				?: "request failed");
+	if (status / 100 != 2) {
+		if (keep_failed && !json_object_get(j, "error")) {
+			*doc = j;
+			return 1;
+		}
+		print_error(j);
 		json_decref(j);
 		return 1;
 	}
 	*doc = j;
 	return EX_OK;
+}
+
+static int get(const struct ctl *c, const char *path, json_t **doc)
+{
+	return call(c, "GET", path, NULL, false, doc);
 }
 
 static const char *str(json_t *o, const char *key)
@@ -167,6 +229,42 @@ static void print_profile(json_t *p)
 		print_object_line(o);
 }
 
+static void print_reload(json_t *r)
+{
+	size_t i;
+	json_t *ch;
+
+	json_array_foreach (json_object_get(r, "changes"), i, ch)
+		printf("%-8s %-8s %-16s profile %s\n", str(ch, "action"),
+		       str(ch, "kind"), str(ch, "name"), str(ch, "profile"));
+	printf("%zu changes, %lld objects kept\n",
+	       json_array_size(json_object_get(r, "changes")),
+	       json_integer_value(json_object_get(r, "kept")));
+}
+
+static void print_selftest(json_t *r)
+{
+	static const char *const parts[] = { "rdma_write", "send_recv" };
+
+	printf("selftest %s: %s <-> %s through mr %s: %s\n",
+	       str(r, "profile"), str(r, "a"), str(r, "b"), str(r, "mr"),
+	       json_is_true(json_object_get(r, "ok")) ? "ok" : "FAILED");
+	for (size_t i = 0; i < ARRAY_SIZE(parts); i++) {
+		json_t *p = json_object_get(r, parts[i]);
+
+		if (!p)
+			continue;
+		printf("  %-10s %s, %lld bytes, %lld us%s%s\n", parts[i],
+		       json_is_true(json_object_get(p, "ok")) ? "ok" : "failed",
+		       json_integer_value(json_object_get(p, "bytes")),
+		       json_integer_value(json_object_get(p, "usec")),
+		       json_object_get(p, "error") ? ": " : "",
+		       json_object_get(p, "error") ? str(p, "error") : "");
+	}
+	if (json_object_get(r, "error"))
+		printf("  %s\n", str(r, "error"));
+}
+
 static void print_kv(json_t *o)
 {
 	const char *k;
@@ -192,6 +290,12 @@ struct command {
 	void (*print)(json_t *doc);
 };
 
+static void print_json(json_t *d)
+{
+	json_dumpf(d, stdout, JSON_INDENT(2));
+	fputc('\n', stdout);
+}
+
 static void print_device(json_t *d)
 {
 	devprint_device(stdout, d);
@@ -210,6 +314,9 @@ static const struct command commands[] = {
 	{ "profiles", 0, 0, "/v1/profiles", print_profiles },
 	{ "show", 1, 3, NULL, print_profile },
 	{ "health", 0, 0, "/v1/health", print_kv },
+	{ "config", 0, 0, "/v1/config", print_json },
+	{ "reload", 0, 0, "/v1/reload", print_reload },
+	{ "selftest", 3, 4, "/v1/profiles/%s/selftest", print_selftest },
 	{ "version", 0, 0, "/v1/version", print_kv },
 };
 
@@ -263,8 +370,23 @@ static int run_command(const struct ctl *c, const struct command *cmd,
 			 argc > 0 ? argv[0] : "", argc > 1 ? argv[1] : "");
 	}
 
-	r = get(c, path, &doc);
-	if (r != EX_OK)
+	if (streq(cmd->name, "reload")) {
+		r = call(c, "POST", path, "{}", false, &doc);
+	} else if (streq(cmd->name, "selftest")) {
+		json_t *b = json_pack("{s:s, s:s}", "a", argv[1], "b", argv[2]);
+		char *text;
+
+		snprintf(path, sizeof(path), cmd->path_fmt, argv[0]);
+		if (argc > 3)
+			json_object_set_new(b, "mr", json_string(argv[3]));
+		text = json_dumps(b, JSON_COMPACT);
+		json_decref(b);
+		r = text ? call(c, "POST", path, text, true, &doc) : EX_OSERR;
+		free(text);
+	} else {
+		r = get(c, path, &doc);
+	}
+	if (!doc)
 		return r;
 	if (c->json) {
 		json_dumpf(doc, stdout, JSON_INDENT(2));
@@ -273,7 +395,7 @@ static int run_command(const struct ctl *c, const struct command *cmd,
 		print(doc);
 	}
 	json_decref(doc);
-	return EX_OK;
+	return r;
 }
 
 int main(int argc, char **argv)
@@ -281,22 +403,27 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "url", required_argument, NULL, 'u' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "token-file", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct ctl c = { .url = getenv("RDMAD_URL") };
+	struct ctl c = { .url = getenv("RDMAD_URL"),
+			 .token_file = getenv("RDMAD_TOKEN_FILE") };
 	int opt;
 
 	if (!c.url)
 		c.url = RESTC_DEFAULT_URL;
-	while ((opt = getopt_long(argc, argv, "u:jhV", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "u:jt:hV", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'u':
 			c.url = optarg;
 			break;
 		case 'j':
 			c.json = true;
+			break;
+		case 't':
+			c.token_file = optarg;
 			break;
 		case 'h':
 			usage(stdout);

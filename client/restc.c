@@ -152,9 +152,17 @@ bool restc_url_valid(const char *url)
 int restc_request(const char *url, const char *method, const char *path,
 		  int *status, char **body)
 {
+	return restc_request_ex(url, method, path, NULL, NULL, status, body);
+}
+
+int restc_request_ex(const char *url, const char *method, const char *path,
+		     const char *req_body, const char *token, int *status,
+		     char **body)
+{
 	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *req = NULL;
 	_cleanup_free_ char *reply = NULL;
+	_cleanup_free_ char *auth = NULL;
 	size_t len;
 	char *sep;
 	int r;
@@ -167,10 +175,16 @@ int restc_request(const char *url, const char *method, const char *path,
 		return -EINVAL;
 	if (fd < 0)
 		return fd;
+	if (token && asprintf(&auth, "Authorization: Bearer %s\r\n", token) < 0)
+		return -ENOMEM;
 	if (asprintf(&req,
 		     "%s %s HTTP/1.0\r\nHost: rdmad\r\n"
-		     "Accept: application/json\r\n\r\n",
-		     method, path) < 0) {
+		     "Accept: application/json\r\n%s"
+		     "Content-Type: application/json\r\n"
+		     "Content-Length: %zu\r\n\r\n%s",
+		     method, path, auth ? auth : "",
+		     req_body ? strlen(req_body) : 0,
+		     req_body ? req_body : "") < 0) {
 		req = NULL;
 		return -ENOMEM;
 	}

@@ -18,4 +18,10 @@ bool restc_url_valid(const char *url);
 int restc_request(const char *url, const char *method, const char *path,
 		  int *status, char **body);
 
+/* The same with a JSON request body (may be NULL) and a bearer token (may
+ * be NULL). */
+int restc_request_ex(const char *url, const char *method, const char *path,
+		     const char *req_body, const char *token, int *status,
+		     char **body);
+
 #endif

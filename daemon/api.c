@@ -3,8 +3,11 @@
 #include <stdio.h>
 
 #include "api.h"
+#include "config.h"
 #include "devinfo.h"
 #include "manager.h"
+#include "objects.h"
+#include "selftest.h"
 
 #define MAX_SEGMENTS 8
 
@@ -22,6 +25,7 @@ json_t *api_error(const char *code, const char *fmt, ...)
 
 struct request {
 	struct manager *m;
+	const struct api_request *req;
 	const char *seg[MAX_SEGMENTS]; /* path segments after /v1 */
 	size_t n_seg;
 	json_t *reply;
@@ -176,6 +180,110 @@ static int get_profile(struct request *r)
 	return reply(r, 200, object_json(o));
 }
 
+/* ---- configuration ---- */
+
+static int get_config(struct request *r)
+{
+	return reply(r, 200, config_json(r->m->config));
+}
+
+static int post_reload(struct request *r)
+{
+	json_t *result = NULL;
+	int e = manager_reload(r->m, &result);
+
+	if (e == -EINVAL)
+		return reply(r, 422,
+			     json_pack("{s:{s:s, s:s, s:o}}", "error", "code",
+				       "config_invalid", "message",
+				       "the new configuration has errors; "
+				       "nothing was changed",
+				       "errors",
+				       json_incref(json_object_get(result,
+								   "errors"))));
+	if (e < 0)
+		return errno_reply(r, e, "reload");
+	return reply(r, 200, result);
+}
+
+/* ---- data-path self-check ---- */
+
+static struct object *ready_object(struct request *r, struct profile *p,
+				   enum obj_kind kind, const char *name,
+				   int *status)
+{
+	struct object *o = name ? profile_find(p, kind, name) : NULL;
+
+	if (!o) {
+		*status = not_found(r, obj_kind_name(kind), name ? name : "");
+		return NULL;
+	}
+	if (o->state != OBJ_READY) {
+		*status = reply(r, 409,
+				api_error("not_ready", "%s '%s' is %s",
+					  obj_kind_name(kind), name,
+					  obj_state_name(o->state)));
+		return NULL;
+	}
+	return o;
+}
+
+static int post_selftest(struct request *r)
+{
+	struct profile *p = manager_profile(r->m, r->seg[1]);
+	const char *a_name = json_string_value(json_object_get(r->req->body, "a"));
+	const char *b_name = json_string_value(json_object_get(r->req->body, "b"));
+	const char *mr_name =
+		json_string_value(json_object_get(r->req->body, "mr"));
+	struct object *qa, *qb, *mr = NULL;
+	struct selftest_end ea, eb;
+	struct selftest_mr smr;
+	json_t *report = NULL;
+	int status = 0, e;
+
+	if (!p)
+		return not_found(r, "profile", r->seg[1]);
+	if (!a_name || !b_name)
+		return reply(r, 400, api_error("bad_request",
+					       "the body needs \"a\" and "
+					       "\"b\": two QPs of the profile"));
+	if (!(qa = ready_object(r, p, OBJ_QP, a_name, &status)) ||
+	    !(qb = ready_object(r, p, OBJ_QP, b_name, &status)))
+		return status;
+	/* Without a name: the first MR that allows remote writes. */
+	for (size_t i = 0; !mr_name && i < p->n_objects; i++) {
+		struct object *o = &p->objects[i];
+
+		if (o->kind == OBJ_MR && o->state == OBJ_READY &&
+		    (((const struct conf_mr *)o->conf)->access &
+		     IBV_ACCESS_REMOTE_WRITE))
+			mr_name = o->name;
+	}
+	if (!(mr = ready_object(r, p, OBJ_MR, mr_name, &status)))
+		return status;
+	ea = (struct selftest_end){
+		qa->u.qp, qa->u.qp->send_cq, qa->u.qp->recv_cq };
+	eb = (struct selftest_end){
+		qb->u.qp, qb->u.qp->send_cq, qb->u.qp->recv_cq };
+	smr = (struct selftest_mr){
+		.addr = mr->u.mr->addr,
+		.iova = mr->iova,
+		.length = mr->u.mr->length,
+		.lkey = mr->u.mr->lkey,
+		.rkey = mr->u.mr->rkey,
+		.access = ((const struct conf_mr *)mr->conf)->access,
+	};
+	e = selftest_run(&ea, &eb, &smr, 5000, &report);
+	if (!report)
+		return errno_reply(r, e, "selftest");
+	json_object_set_new(report, "profile", json_string(p->conf->name));
+	json_object_set_new(report, "a", json_string(a_name));
+	json_object_set_new(report, "b", json_string(b_name));
+	json_object_set_new(report, "mr", json_string(mr_name));
+	json_object_set_new(report, "ok", json_boolean(e == 0));
+	return reply(r, e == 0 ? 200 : 422, report);
+}
+
 /* ---- routing ---- */
 
 #define ANY "*"
@@ -184,18 +292,22 @@ struct route {
 	const char *method;
 	const char *pattern[MAX_SEGMENTS]; /* after /v1; ANY matches one */
 	int (*handler)(struct request *r);
+	bool mutating; /* needs an authorized request */
 };
 
 static const struct route routes[] = {
-	{ "GET", { "health" }, get_health },
-	{ "GET", { "version" }, get_version },
-	{ "GET", { "devices" }, get_devices },
-	{ "GET", { "devices", ANY }, get_device },
-	{ "GET", { "devices", ANY, "ports", ANY }, get_device },
-	{ "GET", { "devices", ANY, "ports", ANY, "gids" }, get_device },
-	{ "GET", { "profiles" }, get_profiles },
-	{ "GET", { "profiles", ANY }, get_profile },
-	{ "GET", { "profiles", ANY, ANY, ANY }, get_profile },
+	{ "GET", { "health" }, get_health, false },
+	{ "GET", { "version" }, get_version, false },
+	{ "GET", { "devices" }, get_devices, false },
+	{ "GET", { "devices", ANY }, get_device, false },
+	{ "GET", { "devices", ANY, "ports", ANY }, get_device, false },
+	{ "GET", { "devices", ANY, "ports", ANY, "gids" }, get_device, false },
+	{ "GET", { "profiles" }, get_profiles, false },
+	{ "GET", { "profiles", ANY }, get_profile, false },
+	{ "GET", { "profiles", ANY, ANY, ANY }, get_profile, false },
+	{ "GET", { "config" }, get_config, false },
+	{ "POST", { "reload" }, post_reload, true },
+	{ "POST", { "profiles", ANY, "selftest" }, post_selftest, true },
 };
 
 static bool route_matches(const struct route *rt, const struct request *r)
@@ -234,10 +346,11 @@ static int split_path(char *buf, struct request *r)
 	}
 }
 
-int api_handle(struct manager *m, const char *method, const char *path,
+int api_handle(struct manager *m, const struct api_request *req,
 	       json_t **out)
 {
-	struct request r = { .m = m };
+	struct request r = { .m = m, .req = req };
+	const char *method = req->method, *path = req->path;
 	bool path_known = false;
 	char buf[1024];
 	int status;
@@ -257,6 +370,18 @@ int api_handle(struct manager *m, const char *method, const char *path,
 		path_known = true;
 		if (!streq(routes[i].method, method))
 			continue;
+		if (routes[i].mutating && !req->authorized) {
+			*out = req->token_set
+				       ? api_error("unauthorized",
+						   "%s %s needs Authorization: "
+						   "Bearer <token>",
+						   method, path)
+				       : api_error("forbidden",
+						   "no token is configured "
+						   "(daemon.http.token_file): "
+						   "changes over REST are off");
+			return req->token_set ? 401 : 403;
+		}
 		status = routes[i].handler(&r);
 		*out = r.reply;
 		return status;

@@ -9,12 +9,21 @@
 #define RDMAD_API_H
 
 #include <jansson.h>
+#include <stdbool.h>
 
 struct manager;
 
+struct api_request {
+	const char *method;
+	const char *path;
+	json_t *body;	 /* NULL when there is none */
+	bool authorized; /* may change things (REST: the bearer token) */
+	bool token_set;	 /* a token exists to authorize with */
+};
+
 /* Handle one request. Returns an HTTP status code and the reply document
  * in *reply (a new reference; an error document on failure). */
-int api_handle(struct manager *m, const char *method, const char *path,
+int api_handle(struct manager *m, const struct api_request *req,
 	       json_t **reply);
 
 /* {"error":{"code":code,"message":message}} */

@@ -33,7 +33,10 @@ enum field_type {
 	F_ENUM,	  /* int, from names */
 	F_ACCESS, /* unsigned int IBV_ACCESS_* from a list of names */
 	F_STRLIST,
-	F_GROUP,  /* nested table, same struct */
+	F_INT64LIST, /* int64_t array with a count, with min/max */
+	F_INT64,  /* int64_t, with min/max */
+	F_GROUP,  /* nested table, same struct; offset: a bool set when
+		     present, if set_flag */
 	F_IGNORE, /* a known key handled elsewhere */
 };
 
@@ -51,6 +54,7 @@ struct field {
 	int64_t min, max;
 	const struct enum_name *names; /* F_ENUM, F_ACCESS */
 	const struct field *sub;       /* F_GROUP */
+	bool set_flag;		       /* F_GROUP: set the bool at offset */
 	/* F_STRING, F_STRLIST: NULL when the value is fine, else why not. */
 	const char *(*check)(const char *value);
 };
@@ -69,12 +73,36 @@ static const struct enum_name qp_type_names[] = {
 	{ "rc", QPK_RC },
 	{ "uc", QPK_UC },
 	{ "ud", QPK_UD },
+	{ "raw_packet", QPK_RAW_PACKET },
+	{ "xrc_send", QPK_XRC_SEND },
+	{ "xrc_recv", QPK_XRC_RECV },
 	{ NULL, 0 },
 };
 
 static const struct enum_name qp_state_names[] = {
 	{ "reset", QPS_TARGET_RESET },
 	{ "init", QPS_TARGET_INIT },
+	{ "rtr", QPS_TARGET_RTR },
+	{ "rts", QPS_TARGET_RTS },
+	{ NULL, 0 },
+};
+
+static const struct enum_name srq_type_names[] = {
+	{ "basic", SRQK_BASIC },
+	{ "xrc", SRQK_XRC },
+	{ NULL, 0 },
+};
+
+static const struct enum_name gid_type_names[] = {
+	{ "ib", GIDK_IB },
+	{ "roce_v1", GIDK_ROCE_V1 },
+	{ "roce_v2", GIDK_ROCE_V2 },
+	{ NULL, 0 },
+};
+
+static const struct enum_name gid_family_names[] = {
+	{ "ipv4", GIDF_IPV4 },
+	{ "ipv6", GIDF_IPV6 },
 	{ NULL, 0 },
 };
 
@@ -86,6 +114,13 @@ static const struct enum_name access_names[] = {
 	{ "mw_bind", IBV_ACCESS_MW_BIND },
 	{ "relaxed_ordering", IBV_ACCESS_RELAXED_ORDERING },
 	{ NULL, 0 },
+};
+
+static const char *const kind_names[OBJ_KIND_MAX] = {
+	[OBJ_MEMORY] = "memory", [OBJ_XRCD] = "xrcd", [OBJ_PD] = "pd",
+	[OBJ_DM] = "dm",	 [OBJ_MR] = "mr",     [OBJ_MW] = "mw",
+	[OBJ_CQ] = "cq",	 [OBJ_SRQ] = "srq",   [OBJ_QP] = "qp",
+	[OBJ_AH] = "ah",
 };
 
 static const char *enum_to_name(const struct enum_name *t, int v)
@@ -109,6 +144,24 @@ const char *qp_kind_name(enum qp_kind k)
 const char *qp_target_state_name(enum qp_target_state s)
 {
 	return enum_to_name(qp_state_names, s);
+}
+
+const char *srq_kind_name(enum srq_kind k)
+{
+	return enum_to_name(srq_type_names, k);
+}
+
+const char *obj_kind_name(enum obj_kind k)
+{
+	return (unsigned int)k < OBJ_KIND_MAX ? kind_names[k] : "?";
+}
+
+int obj_kind_from_name(const char *name)
+{
+	for (int k = 0; k < OBJ_KIND_MAX; k++)
+		if (streq(kind_names[k], name))
+			return k;
+	return -EINVAL;
 }
 
 static const char *check_listen(const char *s)
@@ -150,6 +203,35 @@ bad:
 	       "addresses only)";
 }
 
+/* A GID: IPv6 notation, or an IPv4 address (taken as IPv4-mapped). */
+int config_parse_gid(const char *s, uint8_t gid[16])
+{
+	struct in_addr a4;
+
+	if (inet_pton(AF_INET6, s, gid) == 1)
+		return 0;
+	if (inet_pton(AF_INET, s, &a4) != 1)
+		return -EINVAL;
+	memset(gid, 0, 10);
+	gid[10] = gid[11] = 0xff;
+	memcpy(gid + 12, &a4, 4);
+	return 0;
+}
+
+static const char *check_gid(const char *s)
+{
+	uint8_t gid[16];
+
+	return config_parse_gid(s, gid) ? "is not a GID (IPv6 notation, or "
+					  "IPv4 for an IPv4-mapped GID)"
+					: NULL;
+}
+
+static const char *check_abs_path(const char *s)
+{
+	return s[0] == '/' ? NULL : "is not an absolute path";
+}
+
 static const char *check_log_level(const char *s)
 {
 	return log_parse_level(s) < 0 ? "is not one of error, warning, "
@@ -181,12 +263,19 @@ static const struct field daemon_fields[] = {
 };
 
 static const struct field match_fields[] = {
-	FLD(conf_device, "ibdev", F_STRING, ibdev, .required = true),
+	FLD(conf_device, "ibdev", F_STRING, ibdev),
+	FLD(conf_device, "guid", F_STRING, guid),
+	FLD(conf_device, "netdev", F_STRING, netdev),
+	FLD(conf_device, "pci", F_STRING, pci),
+	FLD(conf_device, "driver", F_STRING, driver),
 	END_OF_TABLE,
 };
 
 static const struct field gid_fields[] = {
 	FLD(conf_device, "index", F_INT, gid_index, .min = 0, .max = 65535),
+	FLD(conf_device, "type", F_ENUM, gid_type, .names = gid_type_names),
+	FLD(conf_device, "family", F_ENUM, gid_family,
+	    .names = gid_family_names),
 	END_OF_TABLE,
 };
 
@@ -203,12 +292,24 @@ static const struct field memory_fields[] = {
 	FLD(conf_memory, "name", F_STRING, name, .required = true),
 	FLD(conf_memory, "size", F_SIZE, size, .required = true, .min = 1),
 	FLD(conf_memory, "backing", F_ENUM, backing, .names = backing_names),
-	FLD(conf_memory, "path", F_STRING, path),
+	FLD(conf_memory, "path", F_STRING, path, .check = check_abs_path),
+	END_OF_TABLE,
+};
+
+static const struct field xrcd_fields[] = {
+	FLD(conf_xrcd, "name", F_STRING, name, .required = true),
+	FLD(conf_xrcd, "file", F_STRING, file, .check = check_abs_path),
 	END_OF_TABLE,
 };
 
 static const struct field pd_fields[] = {
 	FLD(conf_pd, "name", F_STRING, name, .required = true),
+	END_OF_TABLE,
+};
+
+static const struct field dm_fields[] = {
+	FLD(conf_dm, "name", F_STRING, name, .required = true),
+	FLD(conf_dm, "size", F_SIZE, size, .required = true, .min = 1),
 	END_OF_TABLE,
 };
 
@@ -223,12 +324,32 @@ static const struct field mr_fields[] = {
 	END_OF_TABLE,
 };
 
+static const struct field mw_fields[] = {
+	FLD(conf_mw, "name", F_STRING, name, .required = true),
+	FLD(conf_mw, "pd", F_STRING, pd, .required = true),
+	FLD(conf_mw, "type", F_INT, type, .min = 1, .max = 2),
+	END_OF_TABLE,
+};
+
 static const struct field cq_fields[] = {
 	FLD(conf_cq, "name", F_STRING, name, .required = true),
 	FLD(conf_cq, "cqe", F_INT, cqe, .min = 1, .max = 4194304),
 	FLD(conf_cq, "channel", F_BOOL, channel),
 	FLD(conf_cq, "comp_vector", F_INT, comp_vector, .min = 0,
 	    .max = 1023),
+	END_OF_TABLE,
+};
+
+static const struct field srq_fields[] = {
+	FLD(conf_srq, "name", F_STRING, name, .required = true),
+	FLD(conf_srq, "pd", F_STRING, pd, .required = true),
+	FLD(conf_srq, "type", F_ENUM, type, .names = srq_type_names),
+	FLD(conf_srq, "max_wr", F_UINT32, max_wr, .min = 1, .max = 1 << 24),
+	FLD(conf_srq, "max_sge", F_UINT32, max_sge, .min = 1, .max = 1024),
+	FLD(conf_srq, "srq_limit", F_UINT32, srq_limit, .min = 0,
+	    .max = 1 << 24),
+	FLD(conf_srq, "xrcd", F_STRING, xrcd),
+	FLD(conf_srq, "cq", F_STRING, cq),
 	END_OF_TABLE,
 };
 
@@ -242,13 +363,44 @@ static const struct field qp_cap_fields[] = {
 	END_OF_TABLE,
 };
 
+/* The keys of struct qp_path (qpstate.h), with their ranges. */
+#define PATH(k, lo, hi)                                                        \
+	FLD(conf_qp, #k, F_INT64, path.k, .min = (lo), .max = (hi))
+static const struct field qp_path_fields[] = {
+	FLD(conf_qp, "dgid", F_STRING, path.dgid, .check = check_gid),
+	PATH(port_num, 1, 255),
+	PATH(pkey_index, 0, 65535),
+	PATH(qkey, 0, UINT32_MAX),
+	PATH(dqpn, 0, (1 << 24) - 1),
+	PATH(rq_psn, 0, (1 << 24) - 1),
+	PATH(sq_psn, 0, (1 << 24) - 1),
+	PATH(mtu, 256, 4096),
+	PATH(max_dest_rd_atomic, 0, 255),
+	PATH(min_rnr_timer, 0, 31),
+	PATH(dlid, 0, 65535),
+	PATH(sl, 0, 15),
+	PATH(src_path_bits, 0, 127),
+	PATH(static_rate, 0, 255),
+	PATH(sgid_index, 0, 255),
+	PATH(hop_limit, 0, 255),
+	PATH(traffic_class, 0, 255),
+	PATH(flow_label, 0, (1 << 20) - 1),
+	PATH(timeout, 0, 31),
+	PATH(retry_cnt, 0, 7),
+	PATH(rnr_retry, 0, 7),
+	PATH(max_rd_atomic, 0, 255),
+	END_OF_TABLE,
+};
+
 static const struct field qp_fields[] = {
 	FLD(conf_qp, "name", F_STRING, name, .required = true),
-	FLD(conf_qp, "pd", F_STRING, pd, .required = true),
+	FLD(conf_qp, "pd", F_STRING, pd),
 	FLD(conf_qp, "type", F_ENUM, type, .names = qp_type_names,
 	    .required = true),
-	FLD(conf_qp, "send_cq", F_STRING, send_cq, .required = true),
-	FLD(conf_qp, "recv_cq", F_STRING, recv_cq, .required = true),
+	FLD(conf_qp, "send_cq", F_STRING, send_cq),
+	FLD(conf_qp, "recv_cq", F_STRING, recv_cq),
+	FLD(conf_qp, "srq", F_STRING, srq),
+	FLD(conf_qp, "xrcd", F_STRING, xrcd),
 	{ .key = "cap", .type = F_GROUP, .sub = qp_cap_fields },
 	FLD(conf_qp, "sq_sig_all", F_BOOL, sq_sig_all),
 	FLD(conf_qp, "state", F_ENUM, state, .names = qp_state_names),
@@ -256,12 +408,33 @@ static const struct field qp_fields[] = {
 	FLD(conf_qp, "pkey_index", F_UINT16, pkey_index, .min = 0,
 	    .max = 65535),
 	FLD(conf_qp, "qkey", F_UINT32, qkey, .min = 0, .max = UINT32_MAX),
+	FLD(conf_qp, "peer", F_STRING, peer),
+	{ .key = "path", .type = F_GROUP, .sub = qp_path_fields,
+	  .offset = offsetof(struct conf_qp, has_path), .set_flag = true },
+	END_OF_TABLE,
+};
+
+static const struct field ah_fields[] = {
+	FLD(conf_ah, "name", F_STRING, name, .required = true),
+	FLD(conf_ah, "pd", F_STRING, pd, .required = true),
+	FLD(conf_ah, "dgid", F_STRING, dgid, .required = true,
+	    .check = check_gid),
+	FLD(conf_ah, "sgid_index", F_INT, sgid_index, .min = 0, .max = 255),
+	FLD(conf_ah, "hop_limit", F_INT, hop_limit, .min = 0, .max = 255),
+	FLD(conf_ah, "traffic_class", F_INT, traffic_class, .min = 0,
+	    .max = 255),
+	FLD(conf_ah, "sl", F_INT, sl, .min = 0, .max = 15),
+	FLD(conf_ah, "dlid", F_INT, dlid, .min = 0, .max = 65535),
 	END_OF_TABLE,
 };
 
 static const struct field allow_fields[] = {
 	LIST(conf_profile, "users", allow_users),
 	LIST(conf_profile, "groups", allow_groups),
+	{ .key = "uids", .type = F_INT64LIST,
+	  .offset = offsetof(struct conf_profile, allow_uids),
+	  .count_offset = offsetof(struct conf_profile, n_allow_uids),
+	  .min = 0, .max = UINT32_MAX - 1 },
 	END_OF_TABLE,
 };
 
@@ -270,30 +443,18 @@ static const struct field profile_fields[] = {
 	FLD(conf_profile, "name", F_STRING, name, .required = true),
 	FLD(conf_profile, "device", F_STRING, device, .required = true),
 	{ .key = "allow", .type = F_GROUP, .sub = allow_fields },
+	/* The object lists: parse_objects() reads them. */
 	{ .key = "memory", .type = F_IGNORE },
-	{ .key = "pd", .type = F_IGNORE },
-	{ .key = "mr", .type = F_IGNORE },
-	{ .key = "cq", .type = F_IGNORE },
-	{ .key = "qp", .type = F_IGNORE },
-	/* Kinds of the spec this version rejects: see later_kinds. */
-	{ .key = "srq", .type = F_IGNORE },
-	{ .key = "mw", .type = F_IGNORE },
-	{ .key = "dm", .type = F_IGNORE },
 	{ .key = "xrcd", .type = F_IGNORE },
+	{ .key = "pd", .type = F_IGNORE },
+	{ .key = "dm", .type = F_IGNORE },
+	{ .key = "mr", .type = F_IGNORE },
+	{ .key = "mw", .type = F_IGNORE },
+	{ .key = "cq", .type = F_IGNORE },
+	{ .key = "srq", .type = F_IGNORE },
+	{ .key = "qp", .type = F_IGNORE },
 	{ .key = "ah", .type = F_IGNORE },
 	END_OF_TABLE,
-};
-
-/* Kinds of the spec that this version does not create yet. */
-static const char *const later_kinds[] = { "srq", "mw", "dm", "xrcd", "ah" };
-
-struct object_list {
-	const char *key;
-	const struct field *fields;
-	size_t elem_size;
-	size_t array_offset;
-	size_t count_offset;
-	void (*defaults)(void *elem);
 };
 
 static void qp_defaults(void *elem)
@@ -304,6 +465,9 @@ static void qp_defaults(void *elem)
 				       .max_send_sge = 1, .max_recv_sge = 1 };
 	q->state = QPS_TARGET_INIT;
 	q->qkey = 0x11111111;
+	/* -1: not given (qp_path_init's default or the device's). */
+	memset(&q->path.port_num, 0xff,
+	       sizeof(q->path) - offsetof(struct conf_path, port_num));
 }
 
 static void cq_defaults(void *elem)
@@ -320,19 +484,73 @@ static void mr_defaults(void *elem)
 	m->access = IBV_ACCESS_LOCAL_WRITE;
 }
 
-#define OBJLIST(k, st, arr, def)                                               \
-	{ .key = k, .fields = st##_fields, .elem_size = sizeof(struct conf_##st), \
-	  .array_offset = offsetof(struct conf_profile, arr),                  \
-	  .count_offset = offsetof(struct conf_profile, n_##arr),              \
-	  .defaults = def }
+static void mw_defaults(void *elem)
+{
+	struct conf_mw *m = elem;
 
-static const struct object_list object_lists[] = {
-	OBJLIST("memory", memory, memory, NULL),
-	OBJLIST("pd", pd, pd, NULL),
-	OBJLIST("mr", mr, mr, mr_defaults),
-	OBJLIST("cq", cq, cq, cq_defaults),
-	OBJLIST("qp", qp, qp, qp_defaults),
+	m->type = 1;
+}
+
+static void srq_defaults(void *elem)
+{
+	struct conf_srq *q = elem;
+
+	q->max_wr = 256;
+	q->max_sge = 1;
+}
+
+static void ah_defaults(void *elem)
+{
+	struct conf_ah *a = elem;
+
+	a->sgid_index = -1;
+	a->hop_limit = 64;
+}
+
+struct kind_table {
+	const struct field *fields;
+	size_t size;
+	void (*defaults)(void *elem);
 };
+
+#define KIND(k, st, def)                                                       \
+	[k] = { .fields = st##_fields, .size = sizeof(struct conf_##st),        \
+		.defaults = def }
+
+static const struct kind_table kinds[OBJ_KIND_MAX] = {
+	KIND(OBJ_MEMORY, memory, NULL), KIND(OBJ_XRCD, xrcd, NULL),
+	KIND(OBJ_PD, pd, NULL),		KIND(OBJ_DM, dm, NULL),
+	KIND(OBJ_MR, mr, mr_defaults),	KIND(OBJ_MW, mw, mw_defaults),
+	KIND(OBJ_CQ, cq, cq_defaults),	KIND(OBJ_SRQ, srq, srq_defaults),
+	KIND(OBJ_QP, qp, qp_defaults),	KIND(OBJ_AH, ah, ah_defaults),
+};
+
+size_t conf_obj_size(enum obj_kind k)
+{
+	return kinds[k].size;
+}
+
+const void *conf_obj(const struct conf_profile *p, enum obj_kind k, size_t i)
+{
+	return (const char *)p->objs[k] + i * kinds[k].size;
+}
+
+const char *conf_obj_name(const void *obj)
+{
+	return *(char *const *)((const char *)obj + sizeof(struct conf_loc));
+}
+
+const void *conf_obj_find(const struct conf_profile *p, enum obj_kind k,
+			  const char *name)
+{
+	for (size_t i = 0; name && i < p->n_objs[k]; i++) {
+		const void *o = conf_obj(p, k, i);
+
+		if (conf_obj_name(o) && streq(conf_obj_name(o), name))
+			return o;
+	}
+	return NULL;
+}
 
 /* ---- errors and locations ---- */
 
@@ -436,6 +654,22 @@ static void _printf_(3, 4)
 		setting_error(p, s, "%s: %s", p->label, msg);
 	else
 		setting_error(p, s, "%s", msg);
+	free(msg);
+}
+
+void config_add_error(struct config *c, struct conf_loc loc, const char *fmt,
+		      ...)
+{
+	struct parser p = { .c = c };
+	va_list ap;
+	char *msg;
+
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
+	va_end(ap);
+	if (msg)
+		add_error(&p, loc, "%s", msg);
 	free(msg);
 }
 
@@ -722,6 +956,7 @@ static void parse_field(struct parser *p, const struct field *f,
 			p->oom = 1;
 		return;
 	case F_INT:
+	case F_INT64:
 	case F_UINT32:
 	case F_UINT16:
 		if (!expect(p, s, "an integer", is_int(s)) ||
@@ -732,6 +967,8 @@ static void parse_field(struct parser *p, const struct field *f,
 			return;
 		if (f->type == F_INT)
 			*(int *)dst = (int)v;
+		else if (f->type == F_INT64)
+			*(int64_t *)dst = v;
 		else if (f->type == F_UINT32)
 			*(uint32_t *)dst = (uint32_t)v;
 		else
@@ -823,7 +1060,37 @@ static void parse_field(struct parser *p, const struct field *f,
 		parse_string_list(p, s, f, (char ***)dst,
 				  (size_t *)((char *)obj + f->count_offset));
 		return;
+	case F_INT64LIST: {
+		int n = config_setting_length(s);
+		int64_t *vals;
+
+		if (!expect(p, s, "an array of integers",
+			    config_setting_type(s) == CONFIG_TYPE_ARRAY ||
+				    config_setting_type(s) == CONFIG_TYPE_LIST))
+			return;
+		vals = calloc((size_t)n + 1, sizeof(*vals));
+		if (!vals) {
+			p->oom = 1;
+			return;
+		}
+		free(*(int64_t **)dst);
+		*(int64_t **)dst = vals;
+		for (int i = 0; i < n; i++) {
+			const config_setting_t *el =
+				config_setting_get_elem(s, i);
+
+			if (!expect(p, el, "an integer", is_int(el)) ||
+			    !int_literal_ok(p, el))
+				continue;
+			vals[i] = config_setting_get_int64(el);
+			in_range(p, f, el, vals[i]);
+		}
+		*(size_t *)((char *)obj + f->count_offset) = (size_t)n;
+		return;
+	}
 	case F_GROUP:
+		if (f->set_flag)
+			*(bool *)dst = true;
 		parse_group(p, f->sub, s, f->key, obj);
 		return;
 	case F_IGNORE:
@@ -878,12 +1145,10 @@ static void set_label(struct parser *p, const char *kind,
 static void parse_objects(struct parser *p, const config_setting_t *pg,
 			  struct conf_profile *prof)
 {
-	for (size_t k = 0; k < ARRAY_SIZE(object_lists); k++) {
-		const struct object_list *ol = &object_lists[k];
+	for (int k = 0; k < OBJ_KIND_MAX; k++) {
+		const struct kind_table *kt = &kinds[k];
 		const config_setting_t *list =
-			config_setting_get_member(pg, ol->key);
-		void **array = (void **)((char *)prof + ol->array_offset);
-		size_t *count = (size_t *)((char *)prof + ol->count_offset);
+			config_setting_get_member(pg, kind_names[k]);
 		int n;
 
 		if (!list)
@@ -895,28 +1160,18 @@ static void parse_objects(struct parser *p, const config_setting_t *pg,
 		for (int i = 0; i < n; i++) {
 			const config_setting_t *g =
 				config_setting_get_elem(list, i);
-			void *elem = grow(p, array, count, ol->elem_size);
+			void *elem = grow(p, &prof->objs[k], &prof->n_objs[k],
+					  kt->size);
 
 			if (!elem)
 				return;
-			/* Every object struct starts with its loc. */
 			*(struct conf_loc *)elem = loc_of(p, g);
-			if (ol->defaults)
-				ol->defaults(elem);
-			set_label(p, ol->key, g);
-			parse_group(p, ol->fields, g, ol->key, elem);
+			if (kt->defaults)
+				kt->defaults(elem);
+			set_label(p, kind_names[k], g);
+			parse_group(p, kt->fields, g, kind_names[k], elem);
 			p->label[0] = '\0';
 		}
-	}
-	for (size_t k = 0; k < ARRAY_SIZE(later_kinds); k++) {
-		const config_setting_t *s =
-			config_setting_get_member(pg, later_kinds[k]);
-
-		if (s)
-			setting_error(p, s,
-				      "objects of kind '%s' are not supported "
-				      "by this version of rdmad",
-				      later_kinds[k]);
 	}
 }
 
@@ -965,6 +1220,7 @@ static void parse_devices(struct parser *p, const config_setting_t *list)
 		d->loc = loc_of(p, g);
 		d->port = 1;
 		d->gid_index = -1;
+		d->gid_type = GIDK_ANY;
 		set_label(p, "device", g);
 		parse_group(p, device_fields, g, "device", d);
 		p->label[0] = '\0';
@@ -1141,134 +1397,286 @@ static void parse_include(struct parser *p)
 
 /* ---- verify ---- */
 
-#define FIND(arr, n, nm)                                                       \
-	({                                                                     \
-		__typeof__(&(arr)[0]) _r = NULL;                               \
-		for (size_t _i = 0; _i < (n); _i++)                            \
-			if ((arr)[_i].name && streq((arr)[_i].name, (nm)))     \
-				_r = &(arr)[_i];                               \
-		_r;                                                            \
-	})
-
-/* Names are unique within their kind; report the second one. */
-#define CHECK_NAMES(p, arr, n, what)                                           \
-	for (size_t _i = 0; _i < (n); _i++) {                                  \
-		if (!(arr)[_i].name)                                           \
-			continue;                                              \
-		if (!valid_name((arr)[_i].name))                               \
-			add_error(p, (arr)[_i].loc,                            \
-				  "%s name '%s' is invalid (1-64 of "          \
-				  "A-Z a-z 0-9 _ - .)",                         \
-				  what, (arr)[_i].name);                       \
-		for (size_t _j = 0; _j < _i; _j++)                             \
-			if ((arr)[_j].name &&                                  \
-			    streq((arr)[_j].name, (arr)[_i].name))             \
-				add_error(p, (arr)[_i].loc,                    \
-					  "duplicate %s '%s' (first at "       \
-					  "%s:%d)",                            \
-					  what, (arr)[_i].name,                \
-					  (arr)[_j].loc.file,                  \
-					  (arr)[_j].loc.line);                 \
-	}
-
-static void check_ref(struct parser *p, struct conf_loc loc, bool found,
-		      const char *kind, const char *name, const char *key,
-		      const char *ref, const char *profile)
+static void check_names(struct parser *p, const char *what, const void *arr,
+			size_t n, size_t size)
 {
-	if (ref && !found)
-		add_error(p, loc,
-			  "%s '%s': %s '%s' is not declared in profile '%s'",
-			  kind, name, key, ref, profile);
+	for (size_t i = 0; i < n; i++) {
+		const void *o = (const char *)arr + i * size;
+		const struct conf_loc *loc = o;
+		const char *name = conf_obj_name(o);
+
+		if (!name)
+			continue;
+		if (!valid_name(name))
+			add_error(p, *loc,
+				  "%s name '%s' is invalid (1-64 of A-Z a-z "
+				  "0-9 _ - .)",
+				  what, name);
+		for (size_t j = 0; j < i; j++) {
+			const void *prev = (const char *)arr + j * size;
+			const struct conf_loc *pl = prev;
+
+			if (conf_obj_name(prev) &&
+			    streq(conf_obj_name(prev), name)) {
+				add_error(p, *loc,
+					  "duplicate %s '%s' (first at %s:%d)",
+					  what, name, pl->file, pl->line);
+				break;
+			}
+		}
+	}
+}
+
+/* Which key of which kind names an object of which kind. */
+struct reference {
+	enum obj_kind kind;
+	const char *key;
+	size_t offset; /* char * in struct conf_<kind> */
+	enum obj_kind target;
+};
+
+#define REF(k, st, key_, tgt)                                                  \
+	{ k, #key_, offsetof(struct conf_##st, key_), tgt }
+
+static const struct reference references[] = {
+	REF(OBJ_MR, mr, pd, OBJ_PD),	   REF(OBJ_MR, mr, memory, OBJ_MEMORY),
+	REF(OBJ_MW, mw, pd, OBJ_PD),	   REF(OBJ_SRQ, srq, pd, OBJ_PD),
+	REF(OBJ_SRQ, srq, xrcd, OBJ_XRCD), REF(OBJ_SRQ, srq, cq, OBJ_CQ),
+	REF(OBJ_QP, qp, pd, OBJ_PD),	   REF(OBJ_QP, qp, send_cq, OBJ_CQ),
+	REF(OBJ_QP, qp, recv_cq, OBJ_CQ),  REF(OBJ_QP, qp, srq, OBJ_SRQ),
+	REF(OBJ_QP, qp, xrcd, OBJ_XRCD),   REF(OBJ_QP, qp, peer, OBJ_QP),
+	REF(OBJ_AH, ah, pd, OBJ_PD),
+};
+
+size_t conf_obj_refs(enum obj_kind k, const void *obj, struct conf_ref *out,
+		     size_t max)
+{
+	size_t n = 0;
+
+	for (size_t r = 0; r < ARRAY_SIZE(references) && n < max; r++) {
+		const char *name;
+
+		if (references[r].kind != k)
+			continue;
+		name = *(char *const *)((const char *)obj + references[r].offset);
+		if (name)
+			out[n++] = (struct conf_ref){ references[r].target,
+						      name };
+	}
+	return n;
+}
+
+static void check_references(struct parser *p, const struct conf_profile *pr)
+{
+	for (size_t r = 0; r < ARRAY_SIZE(references); r++) {
+		const struct reference *ref = &references[r];
+
+		for (size_t i = 0; i < pr->n_objs[ref->kind]; i++) {
+			const void *o = conf_obj(pr, ref->kind, i);
+			const char *name =
+				*(char *const *)((const char *)o + ref->offset);
+
+			if (name && !conf_obj_find(pr, ref->target, name))
+				add_error(p, *(const struct conf_loc *)o,
+					  "%s '%s': %s '%s' is not declared "
+					  "in profile '%s'",
+					  kind_names[ref->kind],
+					  conf_obj_name(o), ref->key, name,
+					  pr->name ? pr->name : "?");
+		}
+	}
+}
+
+static void verify_memory(struct parser *p, const struct conf_memory *m)
+{
+	if (m->size > SIZE_LIMIT)
+		add_error(p, m->loc,
+			  "memory '%s': size %" PRIu64 " is larger than 1024T",
+			  m->name, m->size);
+	if (m->backing == MEM_FILE && !m->path)
+		add_error(p, m->loc,
+			  "memory '%s': backing \"file\" needs a path",
+			  m->name);
+	if (m->backing != MEM_FILE && m->path)
+		add_error(p, m->loc,
+			  "memory '%s': path is only for backing \"file\"",
+			  m->name);
+}
+
+static void verify_mr(struct parser *p, const struct conf_profile *pr,
+		      const struct conf_mr *r)
+{
+	const struct conf_memory *m = conf_obj_find(pr, OBJ_MEMORY, r->memory);
+
+	if (m && m->size &&
+	    (r->offset >= m->size || r->length > m->size - r->offset))
+		add_error(p, r->loc,
+			  "mr '%s': offset %" PRIu64 " + length %" PRIu64
+			  " is outside memory '%s' (%" PRIu64 " bytes)",
+			  r->name, r->offset, r->length, m->name, m->size);
+	if ((r->access &
+	     (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	    !(r->access & IBV_ACCESS_LOCAL_WRITE))
+		add_error(p, r->loc,
+			  "mr '%s': remote_write and remote_atomic need "
+			  "local_write",
+			  r->name);
+}
+
+static void verify_srq(struct parser *p, const struct conf_srq *q)
+{
+	if (q->type == SRQK_XRC && (!q->xrcd || !q->cq))
+		add_error(p, q->loc, "srq '%s': an XRC SRQ needs xrcd and cq",
+			  q->name);
+	if (q->type == SRQK_BASIC && (q->xrcd || q->cq))
+		add_error(p, q->loc,
+			  "srq '%s': xrcd and cq are for type \"xrc\" only",
+			  q->name);
+	if (q->srq_limit > q->max_wr)
+		add_error(p, q->loc,
+			  "srq '%s': srq_limit %u is above max_wr %u", q->name,
+			  q->srq_limit, q->max_wr);
+}
+
+/* What each QP type takes: the rest is an error. */
+static void verify_qp_shape(struct parser *p, const struct conf_qp *q)
+{
+	bool xrc_recv = q->type == QPK_XRC_RECV;
+	bool xrc_send = q->type == QPK_XRC_SEND;
+
+	if (!xrc_recv && !q->pd)
+		add_error(p, q->loc, "qp '%s': missing required key 'pd'",
+			  q->name);
+	if (!xrc_recv && !q->send_cq)
+		add_error(p, q->loc, "qp '%s': missing required key 'send_cq'",
+			  q->name);
+	if (!xrc_recv && !xrc_send && !q->recv_cq)
+		add_error(p, q->loc, "qp '%s': missing required key 'recv_cq'",
+			  q->name);
+	if (xrc_recv && (q->send_cq || q->recv_cq || q->srq))
+		add_error(p, q->loc,
+			  "qp '%s': an xrc_recv QP takes no send_cq, recv_cq "
+			  "or srq (its XRC SRQ receives)",
+			  q->name);
+	if (xrc_recv != (q->xrcd != NULL))
+		add_error(p, q->loc,
+			  "qp '%s': xrcd is %s for type \"%s\"", q->name,
+			  xrc_recv ? "required" : "not allowed",
+			  qp_kind_name(q->type));
+	if (xrc_send && (q->recv_cq || q->srq))
+		add_error(p, q->loc,
+			  "qp '%s': an xrc_send QP takes no recv_cq or srq",
+			  q->name);
+	if (q->type == QPK_UD && (q->access & ~IBV_ACCESS_LOCAL_WRITE))
+		add_error(p, q->loc,
+			  "qp '%s': a UD QP takes no remote access flags",
+			  q->name);
+	if (q->type == QPK_UC &&
+	    (q->access & (IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)))
+		add_error(p, q->loc,
+			  "qp '%s': a UC QP allows remote_write only (no "
+			  "remote_read or remote_atomic)",
+			  q->name);
+}
+
+static bool connected_type(enum qp_kind k)
+{
+	return k == QPK_RC || k == QPK_UC || k == QPK_XRC_SEND ||
+	       k == QPK_XRC_RECV;
+}
+
+/* State rtr/rts: where the remote end comes from. */
+static void verify_qp_remote(struct parser *p, const struct conf_profile *pr,
+			     const struct conf_qp *q)
+{
+	bool beyond_init = q->state >= QPS_TARGET_RTR;
+	const struct conf_qp *peer = conf_obj_find(pr, OBJ_QP, q->peer);
+	int64_t mtu = q->path.mtu;
+
+	if (q->peer && q->has_path)
+		add_error(p, q->loc, "qp '%s': give peer or path, not both",
+			  q->name);
+	if (!beyond_init && (q->peer || q->has_path))
+		add_error(p, q->loc,
+			  "qp '%s': peer and path are for state \"rtr\" or "
+			  "\"rts\", not \"%s\"",
+			  q->name, qp_target_state_name(q->state));
+	if (beyond_init && connected_type(q->type) && !q->peer &&
+	    !(q->has_path && q->path.dqpn >= 0))
+		add_error(p, q->loc,
+			  "qp '%s': state \"%s\" needs the remote end: peer = "
+			  "\"QP\", or a path with dqpn",
+			  q->name, qp_target_state_name(q->state));
+	if (q->has_path && mtu >= 0 && mtu != 256 && mtu != 512 &&
+	    mtu != 1024 && mtu != 2048 && mtu != 4096)
+		add_error(p, q->loc,
+			  "qp '%s': path mtu %" PRId64
+			  " is not one of 256, 512, 1024, 2048, 4096",
+			  q->name, mtu);
+	if (!peer)
+		return;
+	if (peer == q) {
+		add_error(p, q->loc, "qp '%s': a QP cannot be its own peer",
+			  q->name);
+		return;
+	}
+	if (!(q->type == QPK_RC || q->type == QPK_UC) ||
+	    peer->type != q->type)
+		add_error(p, q->loc,
+			  "qp '%s': peer '%s' must be of the same type, rc or "
+			  "uc (here %s and %s)",
+			  q->name, peer->name, qp_kind_name(q->type),
+			  qp_kind_name(peer->type));
+	/* A loopback pair: each names the other. */
+	if (!peer->peer || !streq(peer->peer, q->name))
+		add_error(p, q->loc,
+			  "qp '%s': its peer '%s' must name '%s' as peer too",
+			  q->name, peer->name, q->name);
+}
+
+static void verify_device(struct parser *p, const struct conf_device *d)
+{
+	if (!d->ibdev && !d->guid && !d->netdev && !d->pci && !d->driver)
+		add_error(p, d->loc,
+			  "device '%s': match needs at least one of ibdev, "
+			  "guid, netdev, pci, driver",
+			  d->name ? d->name : "?");
+	if (d->gid_index >= 0 &&
+	    (d->gid_type != GIDK_ANY || d->gid_family != GIDF_ANY))
+		add_error(p, d->loc,
+			  "device '%s': gid takes index, or type and family, "
+			  "not both",
+			  d->name ? d->name : "?");
 }
 
 static void verify_profile(struct parser *p, struct conf_profile *pr)
 {
-	const char *pn = pr->name ? pr->name : "?";
-
-	CHECK_NAMES(p, pr->memory, pr->n_memory, "memory");
-	CHECK_NAMES(p, pr->pd, pr->n_pd, "pd");
-	CHECK_NAMES(p, pr->mr, pr->n_mr, "mr");
-	CHECK_NAMES(p, pr->cq, pr->n_cq, "cq");
-	CHECK_NAMES(p, pr->qp, pr->n_qp, "qp");
-
+	for (int k = 0; k < OBJ_KIND_MAX; k++)
+		check_names(p, kind_names[k], pr->objs[k], pr->n_objs[k],
+			    kinds[k].size);
 	if (pr->device && !config_device(p->c, pr->device))
 		add_error(p, pr->loc,
-			  "profile '%s': device '%s' is not declared", pn,
-			  pr->device);
+			  "profile '%s': device '%s' is not declared",
+			  pr->name ? pr->name : "?", pr->device);
+	check_references(p, pr);
 
-	for (size_t i = 0; i < pr->n_memory; i++) {
-		struct conf_memory *m = &pr->memory[i];
+	for (size_t i = 0; i < pr->n_objs[OBJ_MEMORY]; i++)
+		verify_memory(p, conf_obj(pr, OBJ_MEMORY, i));
+	for (size_t i = 0; i < pr->n_objs[OBJ_MR]; i++)
+		verify_mr(p, pr, conf_obj(pr, OBJ_MR, i));
+	for (size_t i = 0; i < pr->n_objs[OBJ_SRQ]; i++)
+		verify_srq(p, conf_obj(pr, OBJ_SRQ, i));
+	for (size_t i = 0; i < pr->n_objs[OBJ_QP]; i++) {
+		const struct conf_qp *q = conf_obj(pr, OBJ_QP, i);
+		const struct conf_srq *srq = conf_obj_find(pr, OBJ_SRQ, q->srq);
 
-		if (m->size > SIZE_LIMIT)
-			add_error(p, m->loc,
-				  "memory '%s': size %" PRIu64
-				  " is larger than 1024T",
-				  m->name, m->size);
-		if (m->backing == MEM_FILE && !m->path)
-			add_error(p, m->loc,
-				  "memory '%s': backing \"file\" needs a path",
-				  m->name);
-		if (m->backing != MEM_FILE && m->path)
-			add_error(p, m->loc,
-				  "memory '%s': path is only for backing "
-				  "\"file\"",
-				  m->name);
-		if (m->path && m->path[0] != '/')
-			add_error(p, m->loc,
-				  "memory '%s': path '%s' must be absolute",
-				  m->name, m->path);
-	}
-	for (size_t i = 0; i < pr->n_mr; i++) {
-		struct conf_mr *r = &pr->mr[i];
-		struct conf_memory *m =
-			r->memory ? FIND(pr->memory, pr->n_memory, r->memory)
-				  : NULL;
-
-		check_ref(p, r->loc, r->pd && FIND(pr->pd, pr->n_pd, r->pd),
-			  "mr", r->name, "pd", r->pd, pn);
-		check_ref(p, r->loc, m, "mr", r->name, "memory",
-			  r->memory, pn);
-		if (m && m->size &&
-		    (r->offset >= m->size ||
-		     r->length > m->size - r->offset))
-			add_error(p, r->loc,
-				  "mr '%s': offset %" PRIu64 " + length %" PRIu64
-				  " is outside memory '%s' (%" PRIu64
-				  " bytes)",
-				  r->name, r->offset, r->length, m->name,
-				  m->size);
-		if ((r->access & (IBV_ACCESS_REMOTE_WRITE |
-				  IBV_ACCESS_REMOTE_ATOMIC)) &&
-		    !(r->access & IBV_ACCESS_LOCAL_WRITE))
-			add_error(p, r->loc,
-				  "mr '%s': remote_write and remote_atomic "
-				  "need local_write",
-				  r->name);
-	}
-	for (size_t i = 0; i < pr->n_qp; i++) {
-		struct conf_qp *q = &pr->qp[i];
-
-		check_ref(p, q->loc, q->pd && FIND(pr->pd, pr->n_pd, q->pd),
-			  "qp", q->name, "pd", q->pd, pn);
-		check_ref(p, q->loc,
-			  q->send_cq && FIND(pr->cq, pr->n_cq, q->send_cq),
-			  "qp", q->name, "send_cq", q->send_cq, pn);
-		check_ref(p, q->loc,
-			  q->recv_cq && FIND(pr->cq, pr->n_cq, q->recv_cq),
-			  "qp", q->name, "recv_cq", q->recv_cq, pn);
-		if (q->type == QPK_UD &&
-		    (q->access & ~IBV_ACCESS_LOCAL_WRITE))
+		verify_qp_shape(p, q);
+		verify_qp_remote(p, pr, q);
+		if (srq && srq->type != SRQK_BASIC)
 			add_error(p, q->loc,
-				  "qp '%s': a UD QP takes no remote access "
-				  "flags",
-				  q->name);
-		if (q->type == QPK_UC &&
-		    (q->access & (IBV_ACCESS_REMOTE_READ |
-				  IBV_ACCESS_REMOTE_ATOMIC)))
-			add_error(p, q->loc,
-				  "qp '%s': a UC QP allows remote_write only "
-				  "(no remote_read or remote_atomic)",
-				  q->name);
+				  "qp '%s': srq '%s' is an XRC SRQ; a %s QP "
+				  "takes a basic one",
+				  q->name, srq->name, qp_kind_name(q->type));
 	}
 }
 
@@ -1289,8 +1697,11 @@ static void verify(struct parser *p)
 {
 	struct config *c = p->c;
 
-	CHECK_NAMES(p, c->devices, c->n_devices, "device");
-	CHECK_NAMES(p, c->profiles, c->n_profiles, "profile");
+	check_names(p, "device", c->devices, c->n_devices, sizeof(*c->devices));
+	check_names(p, "profile", c->profiles, c->n_profiles,
+		    sizeof(*c->profiles));
+	for (size_t i = 0; i < c->n_devices; i++)
+		verify_device(p, &c->devices[i]);
 	for (size_t i = 0; i < c->n_profiles; i++)
 		verify_profile(p, &c->profiles[i]);
 }
@@ -1397,56 +1808,136 @@ static void free_strv(char **v, size_t n)
 	free(v);
 }
 
+/* Free what the fields of table own in obj (strings, lists). */
+static void free_fields(const struct field *table, void *obj)
+{
+	for (const struct field *f = table; f->key; f++) {
+		void *at = (char *)obj + f->offset;
+
+		switch (f->type) {
+		case F_STRING:
+			free(*(char **)at);
+			break;
+		case F_STRLIST:
+			free_strv(*(char ***)at,
+				  *(size_t *)((char *)obj + f->count_offset));
+			break;
+		case F_INT64LIST:
+			free(*(int64_t **)at);
+			break;
+		case F_GROUP:
+			free_fields(f->sub, obj);
+			break;
+		default:
+			break;
+		}
+	}
+}
+
+/* Equal values of every field of table in a and b. */
+static bool fields_equal(const struct field *table, const void *a,
+			 const void *b)
+{
+	for (const struct field *f = table; f->key; f++) {
+		const char *x = (const char *)a + f->offset;
+		const char *y = (const char *)b + f->offset;
+
+		switch (f->type) {
+		case F_STRING: {
+			const char *sx = *(char *const *)x;
+			const char *sy = *(char *const *)y;
+
+			if ((sx == NULL) != (sy == NULL) ||
+			    (sx && !streq(sx, sy)))
+				return false;
+			break;
+		}
+		case F_STRLIST:
+		case F_INT64LIST: {
+			size_t nx = *(const size_t *)((const char *)a +
+						      f->count_offset);
+			size_t ny = *(const size_t *)((const char *)b +
+						      f->count_offset);
+
+			if (nx != ny)
+				return false;
+			for (size_t i = 0; i < nx; i++)
+				if (f->type == F_STRLIST
+					    ? !streq((*(char **const *)x)[i],
+						     (*(char **const *)y)[i])
+					    : (*(int64_t *const *)x)[i] !=
+						      (*(int64_t *const *)y)[i])
+					return false;
+			break;
+		}
+		case F_GROUP:
+			if (f->set_flag && *(const bool *)x != *(const bool *)y)
+				return false;
+			if (!fields_equal(f->sub, a, b))
+				return false;
+			break;
+		case F_INT:
+		case F_ENUM:
+			if (*(const int *)x != *(const int *)y)
+				return false;
+			break;
+		case F_INT64:
+			if (*(const int64_t *)x != *(const int64_t *)y)
+				return false;
+			break;
+		case F_UINT32:
+		case F_ACCESS:
+			if (*(const uint32_t *)x != *(const uint32_t *)y)
+				return false;
+			break;
+		case F_UINT16:
+			if (*(const uint16_t *)x != *(const uint16_t *)y)
+				return false;
+			break;
+		case F_SIZE:
+			if (*(const uint64_t *)x != *(const uint64_t *)y)
+				return false;
+			break;
+		case F_BOOL:
+			if (*(const bool *)x != *(const bool *)y)
+				return false;
+			break;
+		case F_IGNORE:
+			break;
+		}
+	}
+	return true;
+}
+
+bool conf_obj_equal(enum obj_kind k, const void *a, const void *b)
+{
+	return fields_equal(kinds[k].fields, a, b);
+}
+
+bool conf_device_equal(const struct conf_device *a,
+		       const struct conf_device *b)
+{
+	return fields_equal(device_fields, a, b);
+}
+
 static void free_profile(struct conf_profile *pr)
 {
-	free(pr->name);
-	free(pr->device);
-	free_strv(pr->allow_users, pr->n_allow_users);
-	free_strv(pr->allow_groups, pr->n_allow_groups);
-	for (size_t i = 0; i < pr->n_memory; i++) {
-		free(pr->memory[i].name);
-		free(pr->memory[i].path);
+	free_fields(profile_fields, pr);
+	for (int k = 0; k < OBJ_KIND_MAX; k++) {
+		for (size_t i = 0; i < pr->n_objs[k]; i++)
+			free_fields(kinds[k].fields,
+				    (char *)pr->objs[k] + i * kinds[k].size);
+		free(pr->objs[k]);
 	}
-	free(pr->memory);
-	for (size_t i = 0; i < pr->n_pd; i++)
-		free(pr->pd[i].name);
-	free(pr->pd);
-	for (size_t i = 0; i < pr->n_mr; i++) {
-		free(pr->mr[i].name);
-		free(pr->mr[i].pd);
-		free(pr->mr[i].memory);
-	}
-	free(pr->mr);
-	for (size_t i = 0; i < pr->n_cq; i++)
-		free(pr->cq[i].name);
-	free(pr->cq);
-	for (size_t i = 0; i < pr->n_qp; i++) {
-		free(pr->qp[i].name);
-		free(pr->qp[i].pd);
-		free(pr->qp[i].send_cq);
-		free(pr->qp[i].recv_cq);
-	}
-	free(pr->qp);
 }
 
 struct config *config_free(struct config *c)
 {
-	struct conf_daemon *d;
-
 	if (!c)
 		return NULL;
-	d = &c->daemon;
-	free(d->runtime_dir);
-	free(d->control_socket);
-	free(d->admin_group);
-	free_strv(d->listen, d->n_listen);
-	free(d->token_file);
-	free(d->include);
-	free(d->log_level);
-	for (size_t i = 0; i < c->n_devices; i++) {
-		free(c->devices[i].name);
-		free(c->devices[i].ibdev);
-	}
+	free_fields(daemon_fields, &c->daemon);
+	for (size_t i = 0; i < c->n_devices; i++)
+		free_fields(device_fields, &c->devices[i]);
 	free(c->devices);
 	for (size_t i = 0; i < c->n_profiles; i++)
 		free_profile(&c->profiles[i]);
@@ -1458,4 +1949,236 @@ struct config *config_free(struct config *c)
 	free(c->path);
 	free(c);
 	return NULL;
+}
+
+/* ---- the effective configuration, written back out ---- */
+
+static json_t *access_names_json(unsigned int flags)
+{
+	json_t *a = json_array();
+
+	for (const struct enum_name *n = access_names; a && n->name; n++)
+		if (flags & (unsigned int)n->value)
+			json_array_append_new(a, json_string(n->name));
+	return a;
+}
+
+/* Every field of table in obj, into j. Unset values (below the field's
+ * minimum, NULL strings) are left out. */
+static void fields_json(const struct field *table, const void *obj, json_t *j)
+{
+	for (const struct field *f = table; f->key; f++) {
+		const char *at = (const char *)obj + f->offset;
+		json_t *v = NULL;
+
+		switch (f->type) {
+		case F_STRING:
+			if (*(char *const *)at)
+				v = json_string(*(char *const *)at);
+			break;
+		case F_INT:
+		case F_ENUM: {
+			int x = *(const int *)at;
+
+			if (f->type == F_ENUM) {
+				const char *n = enum_to_name(f->names, x);
+
+				v = streq(n, "?") ? NULL : json_string(n);
+			} else if (x >= f->min) {
+				v = json_integer(x);
+			}
+			break;
+		}
+		case F_INT64:
+			if (*(const int64_t *)at >= f->min)
+				v = json_integer(*(const int64_t *)at);
+			break;
+		case F_UINT32:
+			v = json_integer(*(const uint32_t *)at);
+			break;
+		case F_UINT16:
+			v = json_integer(*(const uint16_t *)at);
+			break;
+		case F_SIZE:
+			v = json_integer((json_int_t) * (const uint64_t *)at);
+			break;
+		case F_BOOL:
+			v = json_boolean(*(const bool *)at);
+			break;
+		case F_ACCESS:
+			v = access_names_json(*(const unsigned int *)at);
+			break;
+		case F_STRLIST:
+		case F_INT64LIST: {
+			size_t n = *(const size_t *)((const char *)obj +
+						     f->count_offset);
+
+			if (!n)
+				break;
+			v = json_array();
+			for (size_t i = 0; v && i < n; i++)
+				json_array_append_new(
+					v, f->type == F_STRLIST
+						   ? json_string((*(char **const *)at)[i])
+						   : json_integer((*(int64_t *const *)at)[i]));
+			break;
+		}
+		case F_GROUP:
+			if (f->set_flag && !*(const bool *)at)
+				break;
+			v = json_object();
+			fields_json(f->sub, obj, v);
+			if (!json_object_size(v)) {
+				json_decref(v);
+				v = NULL;
+			}
+			break;
+		case F_IGNORE:
+			break;
+		}
+		if (v)
+			json_object_set_new(j, f->key, v);
+	}
+}
+
+json_t *config_json(const struct config *c)
+{
+	json_t *j = json_object(), *d = json_object(), *devs = json_array(),
+	       *profs = json_array();
+
+	if (!j || !d || !devs || !profs) {
+		json_decref(j);
+		json_decref(d);
+		json_decref(devs);
+		json_decref(profs);
+		return NULL;
+	}
+	fields_json(daemon_fields, &c->daemon, d);
+	json_object_set_new(j, "daemon", d);
+	for (size_t i = 0; i < c->n_devices; i++) {
+		json_t *dev = json_object();
+
+		fields_json(device_fields, &c->devices[i], dev);
+		json_array_append_new(devs, dev);
+	}
+	json_object_set_new(j, "devices", devs);
+	for (size_t i = 0; i < c->n_profiles; i++) {
+		const struct conf_profile *pr = &c->profiles[i];
+		json_t *p = json_object();
+
+		fields_json(profile_fields, pr, p);
+		for (int k = 0; k < OBJ_KIND_MAX; k++) {
+			json_t *list;
+
+			if (!pr->n_objs[k])
+				continue;
+			list = json_array();
+			for (size_t n = 0; n < pr->n_objs[k]; n++) {
+				json_t *o = json_object();
+
+				fields_json(kinds[k].fields,
+					    conf_obj(pr, (enum obj_kind)k, n), o);
+				json_array_append_new(list, o);
+			}
+			json_object_set_new(p, kind_names[k], list);
+		}
+		json_array_append_new(profs, p);
+	}
+	json_object_set_new(j, "profiles", profs);
+	return j;
+}
+
+/* libconfig text for a JSON value: objects are groups, arrays of objects
+ * lists, other arrays arrays. */
+static void print_value(FILE *f, const json_t *v, int depth);
+
+static void print_group(FILE *f, const json_t *o, int depth, bool top)
+{
+	const char *k;
+	json_t *v;
+
+	if (!top)
+		fputs("{\n", f);
+	json_object_foreach ((json_t *)o, k, v) {
+		fprintf(f, "%*s%s = ", (depth + !top) * 2, "", k);
+		print_value(f, v, depth + !top);
+		fputs(";\n", f);
+	}
+	if (!top)
+		fprintf(f, "%*s}", depth * 2, "");
+}
+
+static void print_value(FILE *f, const json_t *v, int depth)
+{
+	size_t i;
+	json_t *e;
+
+	switch (json_typeof(v)) {
+	case JSON_OBJECT:
+		print_group(f, v, depth, false);
+		break;
+	case JSON_ARRAY: {
+		bool groups = json_array_size(v) &&
+			      json_is_object(json_array_get(v, 0));
+
+		if (!groups) {
+			fputs("[ ", f);
+			json_array_foreach ((json_t *)v, i, e) {
+				fputs(i ? ", " : "", f);
+				print_value(f, e, depth);
+			}
+			fputs(" ]", f);
+			break;
+		}
+		fputs("(\n", f);
+		json_array_foreach ((json_t *)v, i, e) {
+			fprintf(f, "%*s", (depth + 1) * 2, "");
+			print_group(f, e, depth + 1, false);
+			fputs(i + 1 < json_array_size(v) ? ",\n" : "\n", f);
+		}
+		fprintf(f, "%*s)", depth * 2, "");
+		break;
+	}
+	case JSON_STRING: {
+		const char *s = json_string_value(v);
+
+		fputc('"', f);
+		for (; *s; s++) {
+			if (*s == '"' || *s == '\\')
+				fputc('\\', f);
+			fputc(*s, f);
+		}
+		fputc('"', f);
+		break;
+	}
+	case JSON_INTEGER: {
+		json_int_t n = json_integer_value(v);
+
+		/* libconfig keeps 32 bits without the L. */
+		fprintf(f, "%lld%s", (long long)n,
+			n > INT32_MAX || n < INT32_MIN ? "L" : "");
+		break;
+	}
+	case JSON_TRUE:
+		fputs("true", f);
+		break;
+	case JSON_FALSE:
+		fputs("false", f);
+		break;
+	default:
+		break;
+	}
+}
+
+int config_print(const struct config *c, FILE *f)
+{
+	json_t *j = config_json(c);
+
+	if (!j)
+		return -ENOMEM;
+	fprintf(f, "# Effective configuration of %s, as rdmad reads it.\n",
+		c->path);
+	print_group(f, j, 0, true);
+	json_decref(j);
+	return 0;
 }

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <jansson.h>
 
 #define CONFIG_DEFAULT_PATH "/etc/rdmad/rdmad.conf"
 #define CONFIG_DEFAULT_LISTEN "127.0.0.1:8470"
@@ -37,13 +38,40 @@ enum qp_kind {
 	QPK_RC,
 	QPK_UC,
 	QPK_UD,
+	QPK_RAW_PACKET,
+	QPK_XRC_SEND,
+	QPK_XRC_RECV,
 };
 
 enum qp_target_state {
 	QPS_TARGET_RESET,
 	QPS_TARGET_INIT,
+	QPS_TARGET_RTR,
+	QPS_TARGET_RTS,
 };
 
+enum srq_kind {
+	SRQK_BASIC,
+	SRQK_XRC,
+};
+
+enum gid_kind {
+	GIDK_ANY = -1,
+	GIDK_IB,
+	GIDK_ROCE_V1,
+	GIDK_ROCE_V2,
+};
+
+enum gid_family {
+	GIDF_ANY,
+	GIDF_IPV4,
+	GIDF_IPV6,
+};
+
+/*
+ * Every conf_<kind> of a profile object starts with loc and name, in that
+ * order: generic code (lookups, the reload diff) relies on it.
+ */
 struct conf_memory {
 	struct conf_loc loc;
 	char *name;
@@ -68,6 +96,19 @@ struct conf_mr {
 	bool zero_based;
 };
 
+struct conf_mw {
+	struct conf_loc loc;
+	char *name;
+	char *pd;
+	int type; /* 1 or 2 */
+};
+
+struct conf_dm {
+	struct conf_loc loc;
+	char *name;
+	uint64_t size;
+};
+
 struct conf_cq {
 	struct conf_loc loc;
 	char *name;
@@ -76,10 +117,39 @@ struct conf_cq {
 	int comp_vector;
 };
 
+struct conf_srq {
+	struct conf_loc loc;
+	char *name;
+	char *pd;
+	enum srq_kind type;
+	uint32_t max_wr;
+	uint32_t max_sge;
+	uint32_t srq_limit;
+	char *xrcd; /* type xrc */
+	char *cq;   /* type xrc */
+};
+
+struct conf_xrcd {
+	struct conf_loc loc;
+	char *name;
+	char *file; /* shareable by inode; NULL: private to the daemon */
+};
+
 struct conf_qp_cap {
 	uint32_t max_send_wr, max_recv_wr;
 	uint32_t max_send_sge, max_recv_sge;
 	uint32_t max_inline_data;
+};
+
+/* The remote end of a QP in the config's vocabulary: the keys of
+ * struct qp_path (qpstate.h). Unset numbers are -1: the device's port
+ * and selected GID, or qp_path_init()'s defaults, fill them. */
+struct conf_path {
+	char *dgid;
+	int64_t port_num, pkey_index, qkey, dqpn, rq_psn, sq_psn, mtu;
+	int64_t max_dest_rd_atomic, min_rnr_timer, dlid, sl, src_path_bits;
+	int64_t static_rate, sgid_index, hop_limit, traffic_class, flow_label;
+	int64_t timeout, retry_cnt, rnr_retry, max_rd_atomic;
 };
 
 struct conf_qp {
@@ -89,41 +159,78 @@ struct conf_qp {
 	enum qp_kind type;
 	char *send_cq;
 	char *recv_cq;
+	char *srq;
+	char *xrcd; /* xrc_recv */
 	struct conf_qp_cap cap;
 	bool sq_sig_all;
 	enum qp_target_state state;
 	unsigned int access; /* qp_access_flags for INIT */
 	uint16_t pkey_index;
 	uint32_t qkey; /* UD */
+	char *peer;    /* rtr/rts: another QP of the profile (loopback) */
+	bool has_path;
+	struct conf_path path;
+};
+
+struct conf_ah {
+	struct conf_loc loc;
+	char *name;
+	char *pd;
+	char *dgid;
+	int sgid_index; /* -1: the device's selected GID */
+	int hop_limit;
+	int traffic_class;
+	int sl;
+	int dlid;
 };
 
 struct conf_device {
 	struct conf_loc loc;
 	char *name;
-	char *ibdev; /* match */
+	/* match: every matcher given must hold */
+	char *ibdev;
+	char *guid;
+	char *netdev;
+	char *pci;
+	char *driver;
 	int port;
 	int gid_index; /* -1: chosen by type/family */
+	enum gid_kind gid_type;
+	enum gid_family gid_family;
+};
+
+/* The object kinds, in dependency order: each kind refers only to kinds
+ * before it (a QP's peer is a link, not a dependency). */
+enum obj_kind {
+	OBJ_MEMORY,
+	OBJ_XRCD,
+	OBJ_PD,
+	OBJ_DM,
+	OBJ_MR,
+	OBJ_MW,
+	OBJ_CQ,
+	OBJ_SRQ,
+	OBJ_QP,
+	OBJ_AH,
+	OBJ_KIND_MAX,
 };
 
 struct conf_profile {
 	struct conf_loc loc;
 	char *name;
 	char *device;
-	struct conf_memory *memory;
-	size_t n_memory;
-	struct conf_pd *pd;
-	size_t n_pd;
-	struct conf_mr *mr;
-	size_t n_mr;
-	struct conf_cq *cq;
-	size_t n_cq;
-	struct conf_qp *qp;
-	size_t n_qp;
+	/* Objects by kind: arrays of struct conf_<kind>. */
+	void *objs[OBJ_KIND_MAX];
+	size_t n_objs[OBJ_KIND_MAX];
 	char **allow_users;
 	size_t n_allow_users;
 	char **allow_groups;
 	size_t n_allow_groups;
+	int64_t *allow_uids;
+	size_t n_allow_uids;
 };
+
+#define CONF_OBJS(prof, kind, type) ((struct conf_##type *)(prof)->objs[kind])
 
 struct conf_daemon {
 	char *runtime_dir;
@@ -173,6 +280,38 @@ const struct conf_device *config_device(const struct config *c,
 const char *mem_backing_name(enum mem_backing b);
 const char *qp_kind_name(enum qp_kind k);
 const char *qp_target_state_name(enum qp_target_state s);
+const char *srq_kind_name(enum srq_kind k);
+const char *obj_kind_name(enum obj_kind k);
+int obj_kind_from_name(const char *name);
+/* Size of struct conf_<kind>. */
+size_t conf_obj_size(enum obj_kind k);
+/* Object i of kind k in profile p, and its name. */
+const void *conf_obj(const struct conf_profile *p, enum obj_kind k, size_t i);
+const char *conf_obj_name(const void *obj);
+const void *conf_obj_find(const struct conf_profile *p, enum obj_kind k,
+			  const char *name);
+/* Do two objects of kind k declare the same thing (ignoring where)? */
+bool conf_obj_equal(enum obj_kind k, const void *a, const void *b);
+/* The objects obj (of kind k) names: its dependencies, and a QP's peer. */
+struct conf_ref {
+	enum obj_kind kind;
+	const char *name;
+};
+#define CONF_MAX_REFS 8
+size_t conf_obj_refs(enum obj_kind k, const void *obj, struct conf_ref *out,
+		     size_t max);
+bool conf_device_equal(const struct conf_device *a,
+		       const struct conf_device *b);
+/* "::ffff:192.0.2.1", "fe80::1" or "192.0.2.1" (IPv4-mapped). */
+int config_parse_gid(const char *s, uint8_t gid[16]);
+/* The effective configuration, every default filled in: as JSON (the
+ * vocabulary of the file), and as libconfig text that reads back the same
+ * (rdmad --dump). */
+json_t *config_json(const struct config *c);
+int config_print(const struct config *c, FILE *f);
+/* Record an error found outside the parser (e.g. a device check). */
+void config_add_error(struct config *c, struct conf_loc loc,
+		      const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Parse "64M" etc. (powers of 1024). Returns 0 or -EINVAL / -ERANGE. */
 int config_parse_size(const char *s, uint64_t *out);
 

@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <strings.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -60,6 +61,62 @@ struct request {
 	bool too_big;
 };
 
+/* Constant time: the comparison does not tell how much of it matched. */
+static bool token_equal(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	unsigned char diff = la != lb;
+
+	for (size_t i = 0; i < la; i++)
+		diff |= (unsigned char)(a[i] ^ b[i % (lb ? lb : 1)]);
+	return diff == 0;
+}
+
+static bool authorized(struct manager *m, struct MHD_Connection *c)
+{
+	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						    MHD_HTTP_HEADER_AUTHORIZATION);
+
+	if (!m->token || !h || strncasecmp(h, "Bearer ", 7))
+		return false;
+	return token_equal(h + 7, m->token);
+}
+
+static enum MHD_Result handle(struct listener *l, struct MHD_Connection *c,
+			      const char *method, const char *url,
+			      const struct request *req)
+{
+	struct api_request ar = {
+		.method = method,
+		.path = url,
+		.authorized = authorized(l->m, c),
+		.token_set = l->m->token != NULL,
+	};
+	json_error_t jerr;
+	json_t *reply = NULL;
+	int status;
+
+	if (req->len) {
+		/* Depth is bounded by the body size limit and jansson's own
+		 * limit (2048). */
+		ar.body = json_loadb(req->body, req->len, JSON_REJECT_DUPLICATES,
+				     &jerr);
+		if (!json_is_object(ar.body)) {
+			json_decref(ar.body);
+			return send_json(c, 400,
+					 api_error("bad_json",
+						   "the body must be a JSON "
+						   "object: %s",
+						   ar.body ? "it is not"
+							   : jerr.text));
+		}
+	}
+	status = api_handle(l->m, &ar, &reply);
+	json_decref(ar.body);
+	log_debug("%s %s -> %d", method, url, status);
+	return send_json(c, status, reply);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 				  const char *url, const char *method,
 				  const char *version, const char *upload,
@@ -67,8 +124,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 {
 	struct listener *l = cls;
 	struct request *req = *state;
-	json_t *reply = NULL;
-	int status;
 
 	(void)version;
 	if (!req) {
@@ -102,14 +157,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 					   "request bodies are limited to %d "
 					   "bytes",
 					   HTTP_MAX_BODY));
-	if (req->len)
+	if (req->len && (streq(method, "GET") || streq(method, "HEAD")))
 		return send_json(c, 413,
 				 api_error("body_not_allowed",
 					   "%s %s takes no request body",
 					   method, url));
-	status = api_handle(l->m, method, url, &reply);
-	log_debug("%s %s -> %d", method, url, status);
-	return send_json(c, status, reply);
+	return handle(l, c, method, url, req);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **state,

@@ -9,6 +9,7 @@
 #include <sysexits.h>
 #include <systemd/sd-daemon.h>
 
+#include "capcheck.h"
 #include "config.h"
 #include "http.h"
 #include "log.h"
@@ -17,6 +18,7 @@
 struct options {
 	const char *config;
 	bool check;
+	bool dump;
 	const char *log_level;
 };
 
@@ -28,7 +30,9 @@ static void usage(FILE *f)
 		"configuration declares and serves them over a REST API.\n"
 		"\n"
 		"  -c, --config FILE     configuration file (default %s)\n"
-		"  -n, --check           validate the configuration and exit\n"
+		"  -n, --check           validate the configuration (and the limits\n"
+		"                        of the devices present) and exit\n"
+		"  -d, --dump            print the effective configuration and exit\n"
 		"  -l, --log-level LEVEL error, warning, notice, info, debug\n"
 		"  -h, --help            show this help\n"
 		"  -V, --version         show the version\n"
@@ -45,6 +49,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 	static const struct option longopts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "check", no_argument, NULL, 'n' },
+		{ "dump", no_argument, NULL, 'd' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -53,13 +58,16 @@ static int parse_args(int argc, char **argv, struct options *o)
 	int c;
 
 	o->config = CONFIG_DEFAULT_PATH;
-	while ((c = getopt_long(argc, argv, "c:nl:hV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:ndl:hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			o->config = optarg;
 			break;
 		case 'n':
 			o->check = true;
+			break;
+		case 'd':
+			o->dump = true;
 			break;
 		case 'l':
 			if (log_parse_level(optarg) < 0) {
@@ -97,17 +105,40 @@ static int on_stop_signal(sd_event_source *s,
 	return sd_event_exit(sd_event_source_get_event(s), 0);
 }
 
+static void config_errors_log(json_t *errors);
+
 static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si,
 		  void *ud)
 {
+	struct manager *m = ud;
+	json_t *result = NULL;
+	int r;
+
 	(void)s;
 	(void)si;
-	(void)ud;
-	/* Reload by diff arrives with the declarative engine; until then a
-	 * SIGHUP must not kill the daemon. */
-	log_warn(0, "SIGHUP: this version cannot reload, restart the "
-		    "service to apply a new configuration; ignoring");
+	log_info("SIGHUP: reloading %s", m->config->path);
+	sd_notify(0, "RELOADING=1");
+	r = manager_reload(m, &result);
+	if (r == -EINVAL)
+		config_errors_log(json_object_get(result, "errors"));
+	else if (r < 0)
+		log_error(r, "reload failed");
+	json_decref(result);
+	sd_notify(0, "READY=1");
 	return 0;
+}
+
+/* A failed reload's errors, one line each, as the parser prints them. */
+static void config_errors_log(json_t *errors)
+{
+	size_t i;
+	json_t *e;
+
+	json_array_foreach (errors, i, e)
+		log_warn(0, "%s:%lld: %s",
+			 json_string_value(json_object_get(e, "file")),
+			 json_integer_value(json_object_get(e, "line")),
+			 json_string_value(json_object_get(e, "message")));
 }
 
 static int setup_signals(struct manager *m)
@@ -126,7 +157,7 @@ static int setup_signals(struct manager *m)
 		r = sd_event_add_signal(m->event, NULL, SIGINT, on_stop_signal,
 					NULL);
 	if (r >= 0)
-		r = sd_event_add_signal(m->event, NULL, SIGHUP, on_hup, NULL);
+		r = sd_event_add_signal(m->event, NULL, SIGHUP, on_hup, m);
 	return r;
 }
 
@@ -142,12 +173,17 @@ static int run(const struct options *o)
 		log_error(r, "cannot load %s", o->config);
 		return EX_OSERR;
 	}
+	/* Limits against the devices present, before anything exists. */
+	if (!config->n_errors)
+		capcheck_config(config);
 	if (config->n_errors) {
 		config_print_errors(config, stderr);
 		fprintf(stderr, "rdmad: %s has %zu error%s\n", o->config,
 			config->n_errors, config->n_errors == 1 ? "" : "s");
 		return EX_CONFIG;
 	}
+	if (o->dump)
+		return config_print(config, stdout) < 0 ? EX_OSERR : EX_OK;
 	if (o->check) {
 		printf("%s: configuration OK (%zu devices, %zu profiles)\n",
 		       o->config, config->n_devices, config->n_profiles);
@@ -156,11 +192,17 @@ static int run(const struct options *o)
 	if (!o->log_level)
 		log_set_level(log_parse_level(config->daemon.log_level));
 
-	r = manager_new(config, &m);
+	/* The manager owns the configuration from here on (a reload
+	 * replaces it). */
+	r = manager_new(TAKE_PTR(config), &m);
 	if (r < 0) {
 		log_error(r, "cannot set up");
 		return EX_OSERR;
 	}
+	r = manager_load_token(m);
+	if (r < 0)
+		log_warn(r, "token file %s: changes over REST are off",
+			 m->config->daemon.token_file);
 	r = setup_signals(m);
 	if (r < 0) {
 		log_error(r, "cannot watch signals");
@@ -183,7 +225,7 @@ static int run(const struct options *o)
 		return EX_SOFTWARE;
 	}
 	log_info("stopped");
-	return EX_OK; /* m is freed before config: it refers to it */
+	return EX_OK;
 }
 
 int main(int argc, char **argv)

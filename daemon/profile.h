@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A profile at run time: its own device context and the objects its
- * configuration declares, created in dependency order and destroyed in
- * reverse. Objects a device refuses are marked failed with the reason;
- * the rest of the profile still runs.
+ * configuration declares, created in dependency order (the kind order of
+ * enum obj_kind) and destroyed in reverse. Objects a device refuses are
+ * failed with the reason; the rest of the profile still runs.
  */
 #ifndef RDMAD_PROFILE_H
 #define RDMAD_PROFILE_H
@@ -15,19 +15,13 @@
 #include "memory.h"
 #include "util.h"
 
-enum obj_kind {
-	OBJ_MEMORY,
-	OBJ_PD,
-	OBJ_MR,
-	OBJ_CQ,
-	OBJ_QP,
-	OBJ_KIND_MAX,
-};
+struct asyncwatch;
 
 enum obj_state {
-	OBJ_PENDING, /* not created (yet) */
+	OBJ_PENDING,  /* not created (yet) */
 	OBJ_READY,
-	OBJ_FAILED,
+	OBJ_FAILED,   /* see err and reason */
+	OBJ_DRAINING, /* removed by a reload, kept while leased */
 };
 
 struct object {
@@ -35,24 +29,33 @@ struct object {
 	const char *name; /* owned by the config */
 	const void *conf; /* struct conf_<kind> */
 	enum obj_state state;
-	int err;      /* positive errno when failed */
-	char *reason; /* when failed */
+	int err;	     /* positive errno when failed */
+	char *reason;	     /* when failed */
+	unsigned int leases; /* sessions holding it (attach protocol) */
 	union {
 		struct memory mem;
+		struct {
+			struct ibv_xrcd *xrcd;
+			int fd;
+		} xrcd;
 		struct ibv_pd *pd;
+		struct ibv_dm *dm;
 		struct ibv_mr *mr;
+		struct ibv_mw *mw;
 		struct {
 			struct ibv_cq *cq;
 			struct ibv_comp_channel *channel;
 		} cq;
+		struct ibv_srq *srq;
 		struct ibv_qp *qp;
+		struct ibv_ah *ah;
 	} u;
 	uint64_t iova; /* mr */
 };
 
 enum profile_state {
-	PROFILE_PENDING, /* device absent */
-	PROFILE_READY,	 /* every object created */
+	PROFILE_PENDING,  /* device absent */
+	PROFILE_READY,	  /* every object created */
 	PROFILE_DEGRADED, /* some objects failed */
 	PROFILE_FAILED,	  /* the device could not be opened */
 };
@@ -60,34 +63,60 @@ enum profile_state {
 struct profile {
 	const struct conf_profile *conf;
 	const struct conf_device *dev;
+	char ibdev[64]; /* the device matched, "" while pending */
+	int gid_index;	/* the GID selected on dev->port, -1 if none */
+	union ibv_gid gid;
+	int import_err; /* 0: the context can be imported; else -errno */
 	struct ibv_context *ctx;
 	enum profile_state state;
 	char *reason;
 	struct object *objects; /* in creation order */
 	size_t n_objects;
+	struct asyncwatch *async; /* the context's async events */
+	/* Objects a reload removed while sessions held them. */
+	struct object *draining;
+	size_t n_draining;
 };
+
+/* What a reload did to one object. */
+enum obj_action {
+	ACT_KEEP,
+	ACT_RECREATE,
+	ACT_CREATE,
+	ACT_REMOVE,
+};
+
+typedef void (*profile_progress_fn)(void *ud, const struct object *o);
 
 /* Build the object list of c (nothing is created yet). */
 int profile_new(const struct config *cfg, const struct conf_profile *c,
 		struct profile **out);
-/* Open the device and create every object. progress() is told each step.
- * Returns 0 when the profile runs (possibly with failed objects). */
-int profile_start(struct profile *p,
-		  void (*progress)(void *ud, const struct object *o),
-		  void *ud);
-/* Destroy every object, children first, and close the context. */
-void profile_stop(struct profile *p);
+/* Find and open the device and create every object. Returns 0 when the
+ * profile runs (possibly with failed objects), -ENODEV when the device is
+ * absent (pending), or -errno when it cannot be opened. */
+int profile_start(struct profile *p, profile_progress_fn progress, void *ud);
+/* Destroy every object, children first, and close the context. reason
+ * says why (NULL: "stopped"); the profile becomes pending. */
+void profile_stop(struct profile *p, const char *reason);
+/*
+ * Take over the running objects of old that next declares the same way
+ * (same attributes, same dependencies), destroy the rest of old (children
+ * first), then create what is new or changed (parents first). old is
+ * left empty, to be freed. report() is told each object's action.
+ */
+int profile_reload(struct profile *next, struct profile *old,
+		   void (*report)(void *ud, const struct object *o,
+				  enum obj_action a),
+		   void *ud);
 struct profile *profile_free(struct profile *p);
 
 struct object *profile_find(struct profile *p, enum obj_kind kind,
 			    const char *name);
-int obj_kind_from_name(const char *name);
-const char *obj_kind_name(enum obj_kind k);
 const char *obj_state_name(enum obj_state s);
+const char *obj_action_name(enum obj_action a);
 const char *profile_state_name(enum profile_state s);
 
 /* JSON documents for the control surfaces. */
-json_t *object_json(const struct object *o);
 json_t *profile_json(const struct profile *p, int detail);
 
 #endif

@@ -55,16 +55,21 @@ def rdma_res(kind, pid=None):
     return rows
 
 
+TOKEN = "rdmad-test-token-0123456789"
+
+
 class Daemon:
-    def __init__(self, conf_path, port, tmp):
+    def __init__(self, conf_path, port, tmp, token=None):
         self.conf = conf_path
+        self.token = token
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.stderr_path = tmp / "rdmad.stderr"
         self._err = open(self.stderr_path, "w")
         self.proc = subprocess.Popen(
             [str(RDMAD), "-c", str(conf_path), "--log-level", "debug"],
-            stdout=self._err, stderr=subprocess.STDOUT)
+            stdin=subprocess.DEVNULL, stdout=self._err,
+            stderr=subprocess.STDOUT)
         self.pid = self.proc.pid
 
     def wait_ready(self, timeout=60):
@@ -83,8 +88,17 @@ class Daemon:
             time.sleep(0.1)
         raise AssertionError("rdmad did not answer in time:\n" + self.log())
 
-    def request(self, method, path):
-        req = urllib.request.Request(self.url + path, method=method)
+    def request(self, method, path, body=None, token=True):
+        """token=True: the daemon's own token; False: none; a string:
+        that one."""
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, method=method,
+                                     data=data)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        tok = self.token if token is True else token or None
+        if tok:
+            req.add_header("Authorization", f"Bearer {tok}")
         try:
             with urllib.request.urlopen(req, timeout=30) as r:
                 return r.status, json.loads(r.read())
@@ -110,8 +124,12 @@ class Daemon:
 
 
 def daemon_section(port, tmp):
+    token = tmp / "token"
+    token.write_text(TOKEN + "\n")
+    token.chmod(0o600)
     return (f'daemon = {{ runtime_dir = "{tmp}"; '
-            f'http = {{ listen = [ "127.0.0.1:{port}" ]; }}; }};\n')
+            f'http = {{ listen = [ "127.0.0.1:{port}" ]; '
+            f'token_file = "{token}"; }}; }};\n')
 
 
 @pytest.fixture
@@ -137,13 +155,15 @@ def rdmad(tmp_path, write_conf):
 
     def start(text, wait=True):
         port = free_port()
+        token = None
         if not re.search(r"^\s*daemon\s*=", text, re.M):
             text = daemon_section(port, tmp_path) + text
+            token = TOKEN
         else:
             m = re.search(r'"127\.0\.0\.1:(\d+)"', text)
             if m:
                 port = int(m.group(1))
-        d = Daemon(write_conf(text), port, tmp_path)
+        d = Daemon(write_conf(text), port, tmp_path, token)
         started.append(d)
         return d.wait_ready() if wait else d
 

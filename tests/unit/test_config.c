@@ -34,7 +34,6 @@ static const struct bad_case bad_cases[] = {
 	{ "unknown http key", "daemon = { http = { port = 1; }; };", 1, "unknown key 'port' in http" },
 	{ "unknown device key", "devices = ( { name = \"d\"; match = { ibdev = \"x\"; }; speed = 1; } );", 1, "unknown key 'speed' in device" },
 	{ "unknown match key", "devices = ( { name = \"d\"; match = { vendor = \"x\"; }; } );", 1, "unknown key 'vendor' in match" },
-	{ "match without ibdev", "devices = ( { name = \"d\"; match = { }; } );", 1, "match: missing required key 'ibdev'" },
 	{ "device without name", "devices = ( { match = { ibdev = \"x\"; }; } );", 1, "device: missing required key 'name'" },
 	{ "port out of range", "devices = ( { name = \"d\"; match = { ibdev = \"x\"; }; port = 0; } );", 1, "'port' = 0 is out of range [1, 255]" },
 	{ "port wrong type", "devices = ( { name = \"d\"; match = { ibdev = \"x\"; }; port = \"1\"; } );", 1, "'port' must be an integer, not a string" },
@@ -57,19 +56,52 @@ static const struct bad_case bad_cases[] = {
 	{ "size wrong type", PROFILE("memory = ( { name = \"m\"; size = true; } );"), 3, "must be a size" },
 	{ "bad backing", PROFILE("memory = ( { name = \"m\"; size = 1; backing = \"tape\"; } );"), 3, "'backing' = \"tape\" is not one of: memfd, hugetlb, file, anonymous" },
 	{ "file without path", PROFILE("memory = ( { name = \"m\"; size = 1; backing = \"file\"; } );"), 3, "backing \"file\" needs a path" },
-	{ "relative path", PROFILE("memory = ( { name = \"m\"; size = 1; backing = \"file\"; path = \"x\"; } );"), 3, "must be absolute" },
+	{ "relative path", PROFILE("memory = ( { name = \"m\"; size = 1; backing = \"file\"; path = \"x\"; } );"), 3, "memory 'm': 'path' = 'x' is not an absolute path" },
 	{ "mr outside memory", PROFILE("memory = ( { name = \"m\"; size = \"1M\"; } );\npd = ( { name = \"a\"; } );\nmr = ( { name = \"r\"; pd = \"a\"; memory = \"m\"; offset = \"1M\"; } );"), 5, "is outside memory 'm'" },
 	{ "mr length too long", PROFILE("memory = ( { name = \"m\"; size = \"1M\"; } );\npd = ( { name = \"a\"; } );\nmr = ( { name = \"r\"; pd = \"a\"; memory = \"m\"; offset = \"4K\"; length = \"1M\"; } );"), 5, "is outside memory 'm'" },
 	{ "bad access flag", PROFILE("memory = ( { name = \"m\"; size = 1; } );\npd = ( { name = \"a\"; } );\nmr = ( { name = \"r\"; pd = \"a\"; memory = \"m\"; access = [ \"remote_fly\" ]; } );"), 5, "\"remote_fly\" is not one of" },
 	{ "remote write without local", PROFILE("memory = ( { name = \"m\"; size = 1; } );\npd = ( { name = \"a\"; } );\nmr = ( { name = \"r\"; pd = \"a\"; memory = \"m\"; access = [ \"remote_write\" ]; } );"), 5, "need local_write" },
 	{ "bad qp type", PROFILE("qp = ( { name = \"q\"; pd = \"a\"; type = \"rd\"; send_cq = \"c\"; recv_cq = \"c\"; } );"), 3, "'type' = \"rd\" is not one of: rc, uc, ud" },
-	{ "bad qp state", PROFILE("qp = ( { name = \"q\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; recv_cq = \"c\"; state = \"rts\"; } );"), 3, "'state' = \"rts\" is not one of: reset, init" },
+	{ "bad qp state", PROFILE("qp = ( { name = \"q\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; recv_cq = \"c\"; state = \"sqd\"; } );"), 3, "'state' = \"sqd\" is not one of: reset, init, rtr, rts" },
 	{ "qp cap out of range", PROFILE("qp = ( { name = \"q\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; recv_cq = \"c\"; cap = { max_send_wr = -1; }; } );"), 3, "'max_send_wr' = -1 is out of range" },
 	{ "unknown cap", PROFILE("qp = ( { name = \"q\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; recv_cq = \"c\"; cap = { max_wr = 1; }; } );"), 3, "unknown key 'max_wr' in cap" },
 	{ "ud with remote access", PROFILE("pd = ( { name = \"a\"; } );\ncq = ( { name = \"c\"; } );\nqp = ( { name = \"q\"; pd = \"a\"; type = \"ud\"; send_cq = \"c\"; recv_cq = \"c\"; access = [ \"remote_read\" ]; } );"), 5, "a UD QP takes no remote access flags" },
 	{ "cqe out of range", PROFILE("cq = ( { name = \"c\"; cqe = 0; } );"), 3, "'cqe' = 0 is out of range" },
 	{ "channel not bool", PROFILE("cq = ( { name = \"c\"; channel = 1; } );"), 3, "'channel' must be a boolean" },
-	{ "later kind", PROFILE("srq = ( { name = \"s\"; } );"), 3, "kind 'srq' are not supported by this version" },
+	{ "match without any matcher", "devices = ( { name = \"d\"; match = { }; } );", 1, "match needs at least one of ibdev, guid, netdev, pci, driver" },
+	{ "gid index and type", "devices = ( { name = \"d\"; match = { ibdev = \"x\"; }; gid = { index = 1; type = \"roce_v2\"; }; } );", 1, "gid takes index, or type and family, not both" },
+	{ "bad gid type", "devices = ( { name = \"d\"; match = { ibdev = \"x\"; }; gid = { type = \"roce_v3\"; }; } );", 1, "'type' = \"roce_v3\" is not one of: ib, roce_v1, roce_v2" },
+	{ "bad gid family", "devices = ( { name = \"d\"; match = { ibdev = \"x\"; }; gid = { family = \"ipx\"; }; } );", 1, "'family' = \"ipx\" is not one of: ipv4, ipv6" },
+	{ "xrc srq without xrcd", PROFILE("pd = ( { name = \"a\"; } );\nsrq = ( { name = \"s\"; pd = \"a\"; type = \"xrc\"; } );"), 4, "srq 's': an XRC SRQ needs xrcd and cq" },
+	{ "basic srq with cq", PROFILE("pd = ( { name = \"a\"; } );\ncq = ( { name = \"c\"; } );\nsrq = ( { name = \"s\"; pd = \"a\"; cq = \"c\"; } );"), 5, "xrcd and cq are for type \"xrc\" only" },
+	{ "srq limit above max_wr", PROFILE("pd = ( { name = \"a\"; } );\nsrq = ( { name = \"s\"; pd = \"a\"; max_wr = 8; srq_limit = 9; } );"), 4, "srq_limit 9 is above max_wr 8" },
+	{ "dangling srq", PROFILE("pd = ( { name = \"a\"; } );\ncq = ( { name = \"c\"; } );\nqp = ( { name = \"q\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; recv_cq = \"c\"; srq = \"s\"; } );"), 5, "qp 'q': srq 's' is not declared" },
+	{ "qp on an xrc srq", PROFILE("xrcd = ( { name = \"x\"; } );\npd = ( { name = \"a\"; } );\ncq = ( { name = \"c\"; } );\nsrq = ( { name = \"s\"; pd = \"a\"; type = \"xrc\"; xrcd = \"x\"; cq = \"c\"; } );\nqp = ( { name = \"q\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; recv_cq = \"c\"; srq = \"s\"; } );"), 7, "srq 's' is an XRC SRQ" },
+	{ "xrc_recv without xrcd", PROFILE("qp = ( { name = \"q\"; type = \"xrc_recv\"; } );"), 3, "xrcd is required for type \"xrc_recv\"" },
+	{ "rc with xrcd", PROFILE("xrcd = ( { name = \"x\"; } );\npd = ( { name = \"a\"; } );\ncq = ( { name = \"c\"; } );\nqp = ( { name = \"q\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; recv_cq = \"c\"; xrcd = \"x\"; } );"), 6, "xrcd is not allowed for type \"rc\"" },
+	{ "xrc_recv with cqs", PROFILE("xrcd = ( { name = \"x\"; } );\ncq = ( { name = \"c\"; } );\nqp = ( { name = \"q\"; type = \"xrc_recv\"; xrcd = \"x\"; send_cq = \"c\"; } );"), 5, "an xrc_recv QP takes no send_cq" },
+	{ "xrc_send with recv_cq", PROFILE("pd = ( { name = \"a\"; } );\ncq = ( { name = \"c\"; } );\nqp = ( { name = \"q\"; pd = \"a\"; type = \"xrc_send\"; send_cq = \"c\"; recv_cq = \"c\"; } );"), 5, "an xrc_send QP takes no recv_cq" },
+	{ "rc without recv_cq", PROFILE("pd = ( { name = \"a\"; } );\ncq = ( { name = \"c\"; } );\nqp = ( { name = \"q\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; } );"), 5, "missing required key 'recv_cq'" },
+	{ "rts without remote", PROFILE("pd = ( { name = \"a\"; } );\ncq = ( { name = \"c\"; } );\nqp = ( { name = \"q\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; recv_cq = \"c\"; state = \"rts\"; } );"), 5, "state \"rts\" needs the remote end" },
+	{ "peer and path", PROFILE("pd = ( { name = \"a\"; } );\ncq = ( { name = \"c\"; } );\nqp = ( { name = \"q\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; recv_cq = \"c\"; state = \"rts\"; peer = \"r\"; path = { dqpn = 5; }; },\n { name = \"r\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; recv_cq = \"c\"; state = \"rts\"; peer = \"q\"; } );"), 5, "give peer or path, not both" },
+	{ "own peer", PROFILE("pd = ( { name = \"a\"; } );\ncq = ( { name = \"c\"; } );\nqp = ( { name = \"q\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; recv_cq = \"c\"; state = \"rts\"; peer = \"q\"; } );"), 5, "a QP cannot be its own peer" },
+	{ "peer not mutual", PROFILE("pd = ( { name = \"a\"; } );\ncq = ( { name = \"c\"; } );\nqp = ( { name = \"q\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; recv_cq = \"c\"; state = \"rts\"; peer = \"r\"; },\n { name = \"r\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; recv_cq = \"c\"; state = \"rts\"; path = { dqpn = 1; }; } );"), 5, "its peer 'r' must name 'q' as peer too" },
+	{ "peer of another type", PROFILE("pd = ( { name = \"a\"; } );\ncq = ( { name = \"c\"; } );\nqp = ( { name = \"q\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; recv_cq = \"c\"; state = \"rts\"; peer = \"r\"; },\n { name = \"r\"; pd = \"a\"; type = \"uc\"; send_cq = \"c\"; recv_cq = \"c\"; state = \"rts\"; peer = \"q\"; } );"), 5, "must be of the same type, rc or uc" },
+	{ "dangling peer", PROFILE("pd = ( { name = \"a\"; } );\ncq = ( { name = \"c\"; } );\nqp = ( { name = \"q\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; recv_cq = \"c\"; state = \"rts\"; peer = \"zz\"; } );"), 5, "qp 'q': peer 'zz' is not declared" },
+	{ "peer in state init", PROFILE("pd = ( { name = \"a\"; } );\ncq = ( { name = \"c\"; } );\nqp = ( { name = \"q\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; recv_cq = \"c\"; peer = \"q2\"; } );"), 5, "peer and path are for state \"rtr\" or \"rts\", not \"init\"" },
+	{ "path mtu", PROFILE("qp = ( { name = \"q\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; recv_cq = \"c\"; state = \"rtr\"; path = { dqpn = 1; mtu = 3000; }; } );"), 3, "path mtu 3000 is not one of 256, 512" },
+	{ "path timeout", PROFILE("qp = ( { name = \"q\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; recv_cq = \"c\"; state = \"rtr\"; path = { dqpn = 1; timeout = 40; }; } );"), 3, "qp 'q': 'timeout' = 40 is out of range [0, 31]" },
+	{ "path unknown key", PROFILE("qp = ( { name = \"q\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; recv_cq = \"c\"; state = \"rtr\"; path = { dqpn = 1; speed = 4; }; } );"), 3, "unknown key 'speed' in path" },
+	{ "path bad dgid", PROFILE("qp = ( { name = \"q\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; recv_cq = \"c\"; state = \"rtr\"; path = { dqpn = 1; dgid = \"::zz\"; }; } );"), 3, "'dgid' = '::zz' is not a GID" },
+	{ "path dqpn over 24 bits", PROFILE("qp = ( { name = \"q\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; recv_cq = \"c\"; state = \"rtr\"; path = { dqpn = 16777216; }; } );"), 3, "'dqpn' = 16777216 is out of range" },
+	{ "ah without dgid", PROFILE("pd = ( { name = \"a\"; } );\nah = ( { name = \"h\"; pd = \"a\"; } );"), 4, "ah: missing required key 'dgid'" },
+	{ "ah bad dgid", PROFILE("pd = ( { name = \"a\"; } );\nah = ( { name = \"h\"; pd = \"a\"; dgid = \"nowhere\"; } );"), 4, "ah 'h': 'dgid' = 'nowhere' is not a GID" },
+	{ "mw type 3", PROFILE("pd = ( { name = \"a\"; } );\nmw = ( { name = \"w\"; pd = \"a\"; type = 3; } );"), 4, "mw 'w': 'type' = 3 is out of range [1, 2]" },
+	{ "dangling mw pd", PROFILE("mw = ( { name = \"w\"; pd = \"a\"; } );"), 3, "mw 'w': pd 'a' is not declared" },
+	{ "dm size zero", PROFILE("dm = ( { name = \"m\"; size = 0; } );"), 3, "dm 'm': 'size' must be at least 1" },
+	{ "xrcd relative file", PROFILE("xrcd = ( { name = \"x\"; file = \"x.xrcd\"; } );"), 3, "'file' = 'x.xrcd' is not an absolute path" },
+	{ "negative uid", PROFILE("allow = { uids = [ -1 ]; };"), 3, "'uids' = -1 is out of range" },
+	{ "unknown allow key", PROFILE("allow = { hosts = [ \"x\" ]; };"), 3, "unknown key 'hosts' in allow" },
 	{ "bad listen", "daemon = { http = { listen = [ \"localhost\" ]; }; };", 1, "'localhost' is not IPV4:PORT" },
 	{ "listen by host name", "daemon = {\n http = { listen = [ \"localhost:80\" ]; }; };", 2, "numeric addresses only" },
 	{ "listen bad v6", "daemon = { http = { listen = [ \"[::zz]:80\" ]; }; };", 1, "'[::zz]:80' is not" },
@@ -99,12 +131,8 @@ static void test_bad(void **state)
 
 		snprintf(got, sizeof(got), "%s:%d", cfg->errors[i].loc.file,
 			 cfg->errors[i].loc.line);
-		if (strstr(cfg->errors[i].msg, c->msg)) {
-			if (strcmp(got, want))
-				fail_msg("%s: '%s' reported at %s, want %s",
-					 c->name, c->msg, got, want);
+		if (strstr(cfg->errors[i].msg, c->msg) && !strcmp(got, want))
 			found = 1;
-		}
 	}
 	if (!found) {
 		config_print_errors(cfg, stderr);
@@ -154,20 +182,22 @@ static void test_good(void **state)
 	p = &cfg->profiles[0];
 	assert_int_equal(p->n_allow_groups, 2);
 	assert_string_equal(p->allow_users[0], "app");
-	assert_int_equal(p->n_memory, 2);
-	assert_int_equal(p->memory[0].size, 5ULL << 30);
-	assert_int_equal(p->memory[1].backing, MEM_ANONYMOUS);
-	assert_int_equal(p->mr[0].offset, 1 << 20);
-	assert_int_equal(p->mr[0].access,
+	assert_int_equal(p->n_objs[OBJ_MEMORY], 2);
+	assert_int_equal(CONF_OBJS(p, OBJ_MEMORY, memory)[0].size, 5ULL << 30);
+	assert_int_equal(CONF_OBJS(p, OBJ_MEMORY, memory)[1].backing,
+			 MEM_ANONYMOUS);
+	assert_int_equal(CONF_OBJS(p, OBJ_MR, mr)[0].offset, 1 << 20);
+	assert_int_equal(CONF_OBJS(p, OBJ_MR, mr)[0].access,
 			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
-	assert_true(p->mr[0].zero_based);
-	assert_int_equal(p->mr[0].loc.line, 8);
-	assert_int_equal(p->cq[0].cqe, 100);
-	assert_true(p->cq[0].channel);
-	assert_int_equal(p->qp[0].type, QPK_UD);
-	assert_int_equal(p->qp[0].cap.max_send_wr, 7);
-	assert_int_equal(p->qp[0].cap.max_recv_wr, 16); /* default */
-	assert_int_equal(p->qp[0].state, QPS_TARGET_INIT);
+	assert_true(CONF_OBJS(p, OBJ_MR, mr)[0].zero_based);
+	assert_int_equal(CONF_OBJS(p, OBJ_MR, mr)[0].loc.line, 8);
+	assert_int_equal(CONF_OBJS(p, OBJ_CQ, cq)[0].cqe, 100);
+	assert_true(CONF_OBJS(p, OBJ_CQ, cq)[0].channel);
+	assert_int_equal(CONF_OBJS(p, OBJ_QP, qp)[0].type, QPK_UD);
+	assert_int_equal(CONF_OBJS(p, OBJ_QP, qp)[0].cap.max_send_wr, 7);
+	/* default */
+	assert_int_equal(CONF_OBJS(p, OBJ_QP, qp)[0].cap.max_recv_wr, 16);
+	assert_int_equal(CONF_OBJS(p, OBJ_QP, qp)[0].state, QPS_TARGET_INIT);
 	config_free(cfg);
 }
 

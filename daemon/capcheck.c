@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: MIT
+#include <inttypes.h>
+
+#include "capcheck.h"
+#include "devinfo.h"
+#include "devmatch.h"
+#include "util.h"
+
+struct caps {
+	const char *ibdev;
+	struct ibv_device_attr_ex ex;
+	struct ibv_port_attr port;
+	int num_comp_vectors;
+};
+
+#define OVER(c, loc, what, name, key, v, max)                                  \
+	do {                                                                   \
+		if ((uint64_t)(v) > (uint64_t)(max))                           \
+			config_add_error(c, loc,                               \
+					 "%s '%s': %s %" PRIu64                \
+					 " is above the %" PRIu64              \
+					 " that %s supports",                  \
+					 what, name, key, (uint64_t)(v),       \
+					 (uint64_t)(max), caps->ibdev);        \
+	} while (0)
+
+static void check_qp(struct config *c, const struct caps *caps,
+		     const struct conf_qp *q)
+{
+	const struct ibv_device_attr *a = &caps->ex.orig_attr;
+
+	OVER(c, q->loc, "qp", q->name, "max_send_wr", q->cap.max_send_wr,
+	     a->max_qp_wr);
+	OVER(c, q->loc, "qp", q->name, "max_recv_wr", q->cap.max_recv_wr,
+	     a->max_qp_wr);
+	OVER(c, q->loc, "qp", q->name, "max_send_sge", q->cap.max_send_sge,
+	     a->max_sge);
+	OVER(c, q->loc, "qp", q->name, "max_recv_sge", q->cap.max_recv_sge,
+	     a->max_sge);
+	if (q->path.port_num > 0)
+		OVER(c, q->loc, "qp", q->name, "path port_num",
+		     q->path.port_num, a->phys_port_cnt);
+	if (q->path.sgid_index >= 0)
+		OVER(c, q->loc, "qp", q->name, "path sgid_index",
+		     q->path.sgid_index, caps->port.gid_tbl_len - 1);
+}
+
+static void check_profile(struct config *c, const struct caps *caps,
+			  const struct conf_profile *pr)
+{
+	const struct ibv_device_attr *a = &caps->ex.orig_attr;
+
+	for (size_t i = 0; i < pr->n_objs[OBJ_MEMORY]; i++) {
+		const struct conf_memory *m = conf_obj(pr, OBJ_MEMORY, i);
+
+		OVER(c, m->loc, "memory", m->name, "size", m->size,
+		     a->max_mr_size);
+	}
+	for (size_t i = 0; i < pr->n_objs[OBJ_CQ]; i++) {
+		const struct conf_cq *q = conf_obj(pr, OBJ_CQ, i);
+
+		OVER(c, q->loc, "cq", q->name, "cqe", q->cqe, a->max_cqe);
+		OVER(c, q->loc, "cq", q->name, "comp_vector", q->comp_vector,
+		     caps->num_comp_vectors - 1);
+	}
+	for (size_t i = 0; i < pr->n_objs[OBJ_SRQ]; i++) {
+		const struct conf_srq *q = conf_obj(pr, OBJ_SRQ, i);
+
+		OVER(c, q->loc, "srq", q->name, "max_wr", q->max_wr,
+		     a->max_srq_wr);
+		OVER(c, q->loc, "srq", q->name, "max_sge", q->max_sge,
+		     a->max_srq_sge);
+	}
+	for (size_t i = 0; i < pr->n_objs[OBJ_QP]; i++)
+		check_qp(c, caps, conf_obj(pr, OBJ_QP, i));
+	/* A device without device memory fails its dm objects at run
+	 * time; one with some has a size limit. */
+	for (size_t i = 0; caps->ex.max_dm_size && i < pr->n_objs[OBJ_DM];
+	     i++) {
+		const struct conf_dm *d = conf_obj(pr, OBJ_DM, i);
+
+		OVER(c, d->loc, "dm", d->name, "size", d->size,
+		     caps->ex.max_dm_size);
+	}
+	for (size_t i = 0; i < pr->n_objs[OBJ_AH]; i++) {
+		const struct conf_ah *h = conf_obj(pr, OBJ_AH, i);
+
+		if (h->sgid_index >= 0)
+			OVER(c, h->loc, "ah", h->name, "sgid_index",
+			     h->sgid_index, caps->port.gid_tbl_len - 1);
+	}
+}
+
+void capcheck_config(struct config *c)
+{
+	for (size_t i = 0; i < c->n_devices; i++) {
+		const struct conf_device *d = &c->devices[i];
+		struct ibv_context *ctx;
+		char ibdev[64];
+		struct caps caps = { .ibdev = ibdev };
+
+		if (devmatch_find(d, ibdev, sizeof(ibdev)) < 0)
+			continue; /* absent: checked when it appears */
+		ctx = devinfo_open(ibdev);
+		if (!ctx)
+			continue;
+		caps.num_comp_vectors = ctx->num_comp_vectors;
+		if (ibv_query_device_ex(ctx, NULL, &caps.ex)) {
+			ibv_close_device(ctx);
+			continue;
+		}
+		if ((unsigned int)d->port > caps.ex.orig_attr.phys_port_cnt) {
+			config_add_error(c, d->loc,
+					 "device '%s': port %d is above the %u "
+					 "ports of %s",
+					 d->name, d->port,
+					 caps.ex.orig_attr.phys_port_cnt,
+					 ibdev);
+			ibv_close_device(ctx);
+			continue;
+		}
+		if (ibv_query_port(ctx, (uint8_t)d->port, &caps.port)) {
+			ibv_close_device(ctx);
+			continue;
+		}
+		if (d->gid_index >= caps.port.gid_tbl_len)
+			config_add_error(c, d->loc,
+					 "device '%s': gid index %d is above "
+					 "the GID table of %s port %d (%d "
+					 "entries)",
+					 d->name, d->gid_index, ibdev, d->port,
+					 caps.port.gid_tbl_len);
+		for (size_t k = 0; k < c->n_profiles; k++)
+			if (c->profiles[k].device &&
+			    streq(c->profiles[k].device, d->name))
+				check_profile(c, &caps, &c->profiles[k]);
+		ibv_close_device(ctx);
+	}
+}

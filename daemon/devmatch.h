@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/* Which RDMA device a device section means, and which GID it uses. */
+#ifndef RDMAD_DEVMATCH_H
+#define RDMAD_DEVMATCH_H
+
+#include <infiniband/verbs.h>
+
+#include "config.h"
+
+/*
+ * The first device (in name order) for which every matcher of d holds:
+ * ibdev (name), guid (node GUID as "xxxx:xxxx:xxxx:xxxx"), netdev (a
+ * network device of one of its GIDs), pci (the PCI address of its parent
+ * device, e.g. "0000:3b:00.0") and driver (the kernel driver of its
+ * parent device, e.g. "mlx5_core"; software devices such as rxe have no
+ * parent device, so pci and driver never match them). Writes its name to
+ * ibdev. Returns 0 or -ENODEV.
+ */
+int devmatch_find(const struct conf_device *d, char *ibdev, size_t len);
+
+/* "ibdev rxe0, netdev veth0": the matchers of d, for messages. */
+void devmatch_describe(const struct conf_device *d, char *buf, size_t len);
+
+/* Does the device named ibdev satisfy d's matchers? */
+bool devmatch_matches(const struct conf_device *d, const char *ibdev);
+
+/*
+ * The GID of d's port to use: the index given, or the first entry whose
+ * type and family match (any when not given; with neither, RoCE v2 IPv4
+ * is preferred, then the first valid entry). Returns 0 or -ENOENT.
+ */
+int devmatch_gid(struct ibv_context *ctx, const struct conf_device *d,
+		 int *index, union ibv_gid *gid);
+
+#endif

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * RDMA devices coming and going (devwatch) and a device context's async
+ * events (asyncwatch), on the daemon's sd-event loop.
+ *
+ * What the kernel does (Linux 6.1, rxe; the exact uevent texts are in
+ * tests/unit/test_devwatch.c), and what it means for the caller:
+ *
+ * - A device without disassociate support (rxe, and every driver that does
+ *   not implement disassociate_ucontext) cannot go away while a context on
+ *   it is open: "rdma link del", or deleting its netdev, blocks in the
+ *   kernel (uninterruptible) until every process has closed its contexts.
+ *   The open context sees nothing: no async event, no POLLERR/POLLHUP, and
+ *   every verb keeps working (even ibv_alloc_pd). The only sign is the
+ *   uevent removing the device's uverbs char device. So on DEVWATCH_REMOVE
+ *   the caller must free everything it holds on the device and close the
+ *   context at once; the kernel then finishes the removal.
+ * - A device with disassociate support (mlx5, mlx4, ...; none here to try)
+ *   does not wait, by the kernel's source: its contexts get
+ *   IBV_EVENT_DEVICE_FATAL on the async fd, then POLLERR, reads fail with
+ *   EIO, and so does every later verb, destroys included, unless the
+ *   environment has RDMAV_ALLOW_DISASSOC_DESTROY set when libibverbs
+ *   initialises (then libibverbs takes EIO from a destroy as success; without
+ *   it the object's user-space memory is never freed). The daemon should set
+ *   it. ibv_close_device() still releases the context.
+ *
+ * On rxe, ibv_destroy_qp/srq/cq/comp_channel, ibv_dealloc_mw, ibv_dereg_mr,
+ * ibv_dealloc_pd and ibv_close_device() all return 0 while the removal
+ * waits, and the removal then completes.
+ */
+#ifndef RDMAD_DEVWATCH_H
+#define RDMAD_DEVWATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <infiniband/verbs.h>
+#include <systemd/sd-event.h>
+
+enum devwatch_action { DEVWATCH_ADD, DEVWATCH_REMOVE };
+
+/*
+ * ADD: ibdev is registered and its uverbs device exists, so it can be opened
+ * (reported on the later of the two uevents: the kernel sends the
+ * infiniband_verbs add first and the infiniband add last, as its "device
+ * ready" mark; ibv_open_device() already worked between the two).
+ * REMOVE: on the first sign of removal, the infiniband_verbs remove; see
+ * above: close everything on ibdev now.
+ * A rename (rdma dev set X name Y) is REMOVE X then ADD Y. Note: a process
+ * that listed the device before the rename still sees the old name in
+ * ibv_get_device_list() (libibverbs 44 caches it), the kernel the new one.
+ * Devices present when devwatch_new() runs are not reported; every REMOVE
+ * follows an ADD or such a device. Callbacks run from the event loop only;
+ * cb may call devwatch_free().
+ */
+typedef void (*devwatch_cb)(void *ud, const char *ibdev,
+			    enum devwatch_action a);
+struct devwatch;
+
+/*
+ * Watch RDMA devices coming and going: kernel uevents for the infiniband
+ * and infiniband_verbs classes over NETLINK_KOBJECT_UEVENT (no udevd
+ * needed), with /sys/class/infiniband_verbs/<uverbsN>/ibdev to name the
+ * device a uverbs device belongs to. Lost uevents (ENOBUFS) are made up for
+ * by comparing with sysfs. Returns 0 or -errno.
+ */
+int devwatch_new(sd_event *e, devwatch_cb cb, void *ud, struct devwatch **out);
+/*
+ * The same on fd, a datagram socket carrying uevents (on an AF_NETLINK
+ * socket only the kernel's, from port 0, are taken; on another, such as one
+ * end of a socketpair in a test, every datagram), with sysfs under
+ * sysfs_root instead of /sys. Takes fd, also on failure.
+ */
+int devwatch_new_fd(sd_event *e, int fd, const char *sysfs_root, devwatch_cb cb,
+		    void *ud, struct devwatch **out);
+/* Accepts NULL; returns NULL. */
+struct devwatch *devwatch_free(struct devwatch *w);
+
+/* IB_DEVICE_NAME_MAX: the longest kernel device name, with its NUL. */
+#define DEVWATCH_NAME_MAX 64
+
+enum devwatch_class {
+	DEVWATCH_CLASS_IB,     /* SUBSYSTEM=infiniband: rxe0 */
+	DEVWATCH_CLASS_UVERBS, /* SUBSYSTEM=infiniband_verbs: uverbs0 */
+};
+
+enum devwatch_uevent_action {
+	DEVWATCH_UEVENT_ADD,
+	DEVWATCH_UEVENT_REMOVE,
+	DEVWATCH_UEVENT_MOVE, /* a rename */
+};
+
+struct devwatch_uevent {
+	enum devwatch_class cls;
+	enum devwatch_uevent_action action;
+	/* SYNTH_UUID: someone wrote to the device's uevent file (udevadm
+	 * trigger); nothing happened to the device. */
+	bool synthetic;
+	char name[DEVWATCH_NAME_MAX];	  /* last component of DEVPATH */
+	char old_name[DEVWATCH_NAME_MAX]; /* MOVE: of DEVPATH_OLD; else "" */
+};
+
+/*
+ * Pure parser of one kernel uevent datagram ("ACTION@DEVPATH\0KEY=VALUE\0
+ * ...", every string NUL-terminated). Returns 1 and fills *ev for an add,
+ * remove or move of an infiniband or infiniband_verbs device; 0 for any
+ * other well-formed uevent and for libudev's messages (which start with
+ * "libudev\0"); -EBADMSG when malformed (*ev is then undefined).
+ */
+int devwatch_parse(const char *buf, size_t len, struct devwatch_uevent *ev);
+
+/*
+ * ev is a copy, valid during the call only. The event was acknowledged
+ * (ibv_ack_async_event) before cb runs, so cb may destroy the objects it
+ * names, free the watcher and close the context.
+ */
+typedef void (*asyncwatch_cb)(void *ud, const struct ibv_async_event *ev);
+struct asyncwatch;
+
+/*
+ * Read ctx's async events on e. ctx->async_fd is made non-blocking and
+ * close-on-exec (and left so). IBV_EVENT_DEVICE_FATAL is delivered like any
+ * other event, but at most once: it ends the event stream, and the watcher
+ * stops reading. When the fd reports POLLERR or POLLHUP, or reading an
+ * event fails other than with EAGAIN, a synthesized IBV_EVENT_DEVICE_FATAL
+ * (element zero) is delivered instead. Returns 0 or -errno.
+ */
+int asyncwatch_new(sd_event *e, struct ibv_context *ctx, asyncwatch_cb cb,
+		   void *ud, struct asyncwatch **out);
+/* Accepts NULL; returns NULL. Call it before ibv_close_device(). */
+struct asyncwatch *asyncwatch_free(struct asyncwatch *w);
+
+#endif

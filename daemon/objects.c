@@ -1,0 +1,738 @@
+// SPDX-License-Identifier: MIT
+/*
+ * One section per kind: create, destroy, and the JSON that shows it. The
+ * keys of the JSON are those of the configuration where they exist.
+ */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "objects.h"
+#include "qpstate.h"
+
+int object_fail(struct object *o, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	free(o->reason);
+	va_start(ap, fmt);
+	if (vasprintf(&o->reason, fmt, ap) < 0)
+		o->reason = NULL;
+	va_end(ap);
+	o->err = err < 0 ? -err : err;
+	if (!o->err)
+		o->err = EIO;
+	o->state = OBJ_FAILED;
+	return -o->err;
+}
+
+/* A dependency of o, which must be ready; fails o otherwise. */
+static struct object *dep(struct profile *p, struct object *o,
+			  enum obj_kind kind, const char *name)
+{
+	struct object *d = profile_find(p, kind, name);
+
+	if (!d || d->state != OBJ_READY) {
+		object_fail(o, EAGAIN, "%s '%s' it depends on is %s",
+			    obj_kind_name(kind), name,
+			    d ? obj_state_name(d->state) : "missing");
+		return NULL;
+	}
+	return d;
+}
+
+/* ---- memory ---- */
+
+static int memory_obj_create(struct profile *p, struct object *o)
+{
+	const struct conf_memory *c = o->conf;
+	int r = memory_create(c, &o->u.mem);
+
+	(void)p;
+	if (r < 0)
+		return object_fail(o, r, "cannot create %s memory: %s",
+				   mem_backing_name(c->backing), strerror(-r));
+	return 0;
+}
+
+static void memory_obj_destroy(struct object *o)
+{
+	memory_destroy(&o->u.mem);
+}
+
+/* ---- xrcd ---- */
+
+static int xrcd_create(struct profile *p, struct object *o)
+{
+	const struct conf_xrcd *c = o->conf;
+	struct ibv_xrcd_init_attr attr = {
+		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+		.fd = -1,
+		.oflags = O_CREAT,
+	};
+
+	o->u.xrcd.fd = -1;
+	if (c->file) {
+		/* Shared with other processes by the file's inode. */
+		o->u.xrcd.fd = open(c->file,
+				    O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+				    0600);
+		if (o->u.xrcd.fd < 0)
+			return object_fail(o, errno, "open %s: %s", c->file,
+					   strerror(errno));
+		attr.fd = o->u.xrcd.fd;
+	}
+	o->u.xrcd.xrcd = ibv_open_xrcd(p->ctx, &attr);
+	if (!o->u.xrcd.xrcd) {
+		int err = errno;
+
+		closep(&o->u.xrcd.fd);
+		o->u.xrcd.fd = -1;
+		return object_fail(o, err,
+				   "ibv_open_xrcd: %s (XRC domains need a "
+				   "device that supports XRC, e.g. mlx5)",
+				   strerror(err));
+	}
+	return 0;
+}
+
+static void xrcd_destroy(struct object *o)
+{
+	if (o->u.xrcd.xrcd)
+		ibv_close_xrcd(o->u.xrcd.xrcd);
+	closep(&o->u.xrcd.fd);
+}
+
+/* ---- pd ---- */
+
+static int pd_create(struct profile *p, struct object *o)
+{
+	o->u.pd = ibv_alloc_pd(p->ctx);
+	if (!o->u.pd)
+		return object_fail(o, errno, "ibv_alloc_pd: %s",
+				   strerror(errno));
+	return 0;
+}
+
+static void pd_destroy(struct object *o)
+{
+	if (o->u.pd)
+		ibv_dealloc_pd(o->u.pd);
+}
+
+/* ---- dm ---- */
+
+static int dm_create(struct profile *p, struct object *o)
+{
+	const struct conf_dm *c = o->conf;
+	struct ibv_alloc_dm_attr attr = { .length = c->size };
+
+	o->u.dm = ibv_alloc_dm(p->ctx, &attr);
+	if (!o->u.dm)
+		return object_fail(o, errno,
+				   "ibv_alloc_dm of %llu bytes: %s (device "
+				   "memory needs a device that has it, e.g. "
+				   "mlx5)",
+				   (unsigned long long)c->size,
+				   strerror(errno));
+	return 0;
+}
+
+static void dm_destroy(struct object *o)
+{
+	if (o->u.dm)
+		ibv_free_dm(o->u.dm);
+}
+
+/* ---- mr ---- */
+
+static int mr_create(struct profile *p, struct object *o)
+{
+	const struct conf_mr *c = o->conf;
+	struct object *pd = dep(p, o, OBJ_PD, c->pd);
+	struct object *mem = pd ? dep(p, o, OBJ_MEMORY, c->memory) : NULL;
+	uint64_t len;
+	char *addr;
+
+	if (!mem)
+		return -o->err;
+	addr = (char *)mem->u.mem.addr + c->offset;
+	len = c->length ? c->length : mem->u.mem.size - c->offset;
+	o->iova = c->zero_based ? 0 : (uintptr_t)addr;
+	o->u.mr = ibv_reg_mr_iova(pd->u.pd, addr, len, o->iova, c->access);
+	if (!o->u.mr)
+		return object_fail(o, errno, "ibv_reg_mr of %llu bytes: %s",
+				   (unsigned long long)len, strerror(errno));
+	return 0;
+}
+
+static void mr_destroy(struct object *o)
+{
+	if (o->u.mr)
+		ibv_dereg_mr(o->u.mr);
+}
+
+/* ---- mw ---- */
+
+static int mw_create(struct profile *p, struct object *o)
+{
+	const struct conf_mw *c = o->conf;
+	struct object *pd = dep(p, o, OBJ_PD, c->pd);
+
+	if (!pd)
+		return -o->err;
+	o->u.mw = ibv_alloc_mw(pd->u.pd,
+			       c->type == 2 ? IBV_MW_TYPE_2 : IBV_MW_TYPE_1);
+	if (!o->u.mw)
+		return object_fail(o, errno, "ibv_alloc_mw type %d: %s",
+				   c->type, strerror(errno));
+	return 0;
+}
+
+static void mw_destroy(struct object *o)
+{
+	if (o->u.mw)
+		ibv_dealloc_mw(o->u.mw);
+}
+
+/* ---- cq ---- */
+
+static int cq_create(struct profile *p, struct object *o)
+{
+	const struct conf_cq *c = o->conf;
+	int err;
+
+	if (c->channel) {
+		o->u.cq.channel = ibv_create_comp_channel(p->ctx);
+		if (!o->u.cq.channel)
+			return object_fail(o, errno,
+					   "ibv_create_comp_channel: %s",
+					   strerror(errno));
+	}
+	o->u.cq.cq = ibv_create_cq(p->ctx, c->cqe, NULL, o->u.cq.channel,
+				   c->comp_vector);
+	if (o->u.cq.cq)
+		return 0;
+	err = errno;
+	if (o->u.cq.channel)
+		ibv_destroy_comp_channel(o->u.cq.channel);
+	o->u.cq.channel = NULL;
+	return object_fail(o, err, "ibv_create_cq with %d entries: %s",
+			   c->cqe, strerror(err));
+}
+
+static void cq_destroy(struct object *o)
+{
+	if (o->u.cq.cq)
+		ibv_destroy_cq(o->u.cq.cq);
+	if (o->u.cq.channel)
+		ibv_destroy_comp_channel(o->u.cq.channel);
+}
+
+/* ---- srq ---- */
+
+static int srq_create(struct profile *p, struct object *o)
+{
+	const struct conf_srq *c = o->conf;
+	struct object *pd = dep(p, o, OBJ_PD, c->pd);
+	struct ibv_srq_init_attr_ex attr = {
+		.attr = { .max_wr = c->max_wr, .max_sge = c->max_sge,
+			  .srq_limit = c->srq_limit },
+	};
+
+	if (!pd)
+		return -o->err;
+	if (c->type == SRQK_BASIC) {
+		o->u.srq = ibv_create_srq(
+			pd->u.pd, &(struct ibv_srq_init_attr){ .attr = attr.attr });
+	} else {
+		struct object *xrcd = dep(p, o, OBJ_XRCD, c->xrcd);
+		struct object *cq = xrcd ? dep(p, o, OBJ_CQ, c->cq) : NULL;
+
+		if (!cq)
+			return -o->err;
+		attr.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+				 IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+		attr.srq_type = IBV_SRQT_XRC;
+		attr.pd = pd->u.pd;
+		attr.xrcd = xrcd->u.xrcd.xrcd;
+		attr.cq = cq->u.cq.cq;
+		o->u.srq = ibv_create_srq_ex(p->ctx, &attr);
+	}
+	if (!o->u.srq)
+		return object_fail(o, errno, "create %s SRQ: %s",
+				   srq_kind_name(c->type), strerror(errno));
+	return 0;
+}
+
+static void srq_destroy(struct object *o)
+{
+	if (o->u.srq)
+		ibv_destroy_srq(o->u.srq);
+}
+
+/* ---- qp ---- */
+
+static const enum ibv_qp_type qp_types[] = {
+	[QPK_RC] = IBV_QPT_RC,
+	[QPK_UC] = IBV_QPT_UC,
+	[QPK_UD] = IBV_QPT_UD,
+	[QPK_RAW_PACKET] = IBV_QPT_RAW_PACKET,
+	[QPK_XRC_SEND] = IBV_QPT_XRC_SEND,
+	[QPK_XRC_RECV] = IBV_QPT_XRC_RECV,
+};
+
+static const enum ibv_qp_state qp_states[] = {
+	[QPS_TARGET_RESET] = IBV_QPS_RESET,
+	[QPS_TARGET_INIT] = IBV_QPS_INIT,
+	[QPS_TARGET_RTR] = IBV_QPS_RTR,
+	[QPS_TARGET_RTS] = IBV_QPS_RTS,
+};
+
+static int qp_create(struct profile *p, struct object *o)
+{
+	const struct conf_qp *c = o->conf;
+	struct ibv_qp_init_attr_ex ia = {
+		.qp_type = qp_types[c->type],
+		.sq_sig_all = c->sq_sig_all,
+		.cap = {
+			.max_send_wr = c->cap.max_send_wr,
+			.max_recv_wr = c->cap.max_recv_wr,
+			.max_send_sge = c->cap.max_send_sge,
+			.max_recv_sge = c->cap.max_recv_sge,
+			.max_inline_data = c->cap.max_inline_data,
+		},
+	};
+
+	if (c->type == QPK_XRC_RECV) {
+		struct object *xrcd = dep(p, o, OBJ_XRCD, c->xrcd);
+
+		if (!xrcd)
+			return -o->err;
+		ia.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+		ia.xrcd = xrcd->u.xrcd.xrcd;
+		ia.cap = (struct ibv_qp_cap){ 0 };
+	} else {
+		struct object *pd = dep(p, o, OBJ_PD, c->pd);
+		struct object *scq = pd ? dep(p, o, OBJ_CQ, c->send_cq) : NULL;
+		struct object *rcq = NULL, *srq = NULL;
+
+		if (!scq)
+			return -o->err;
+		if (c->recv_cq && !(rcq = dep(p, o, OBJ_CQ, c->recv_cq)))
+			return -o->err;
+		if (c->srq && !(srq = dep(p, o, OBJ_SRQ, c->srq)))
+			return -o->err;
+		ia.comp_mask = IBV_QP_INIT_ATTR_PD;
+		ia.pd = pd->u.pd;
+		ia.send_cq = scq->u.cq.cq;
+		ia.recv_cq = rcq ? rcq->u.cq.cq : NULL;
+		ia.srq = srq ? srq->u.srq : NULL;
+		if (c->type == QPK_XRC_SEND)
+			ia.cap.max_recv_wr = ia.cap.max_recv_sge = 0;
+	}
+	o->u.qp = ibv_create_qp_ex(p->ctx, &ia);
+	if (!o->u.qp)
+		return object_fail(o, errno, "ibv_create_qp (%s): %s",
+				   qp_kind_name(c->type), strerror(errno));
+	return 0;
+}
+
+/* The remote end: the peer on this device, then the path block's keys. */
+static int qp_path_of(struct profile *p, struct object *o,
+		      struct qp_path *path)
+{
+	const struct conf_qp *c = o->conf;
+	const struct conf_path *cp = &c->path;
+	struct ibv_port_attr pattr;
+
+	qp_path_init(path);
+	path->port_num = (uint8_t)p->dev->port;
+	path->pkey_index = c->pkey_index;
+	path->qkey = c->qkey;
+	path->access = c->access;
+	if (p->gid_index >= 0) {
+		path->sgid_index = (uint8_t)p->gid_index;
+		path->has_grh = true;
+		path->dgid = p->gid;
+	}
+	if (c->peer) {
+		struct object *peer = dep(p, o, OBJ_QP, c->peer);
+
+		if (!peer)
+			return -o->err;
+		path->dqpn = peer->u.qp->qp_num;
+		/* Same device: on IB, our own LID. */
+		if (!ibv_query_port(p->ctx, path->port_num, &pattr) &&
+		    pattr.link_layer == IBV_LINK_LAYER_INFINIBAND)
+			path->dlid = pattr.lid;
+	}
+#define SET(k)                                                                 \
+	do {                                                                   \
+		if (cp->k >= 0)                                                \
+			path->k = (__typeof__(path->k))cp->k;                  \
+	} while (0)
+	SET(port_num);
+	SET(pkey_index);
+	SET(qkey);
+	SET(dqpn);
+	SET(rq_psn);
+	SET(sq_psn);
+	SET(max_dest_rd_atomic);
+	SET(min_rnr_timer);
+	SET(dlid);
+	SET(sl);
+	SET(src_path_bits);
+	SET(static_rate);
+	SET(sgid_index);
+	SET(hop_limit);
+	SET(traffic_class);
+	SET(flow_label);
+	SET(timeout);
+	SET(retry_cnt);
+	SET(rnr_retry);
+	SET(max_rd_atomic);
+#undef SET
+	if (cp->mtu >= 0)
+		path->mtu = cp->mtu == 256    ? IBV_MTU_256
+			    : cp->mtu == 512  ? IBV_MTU_512
+			    : cp->mtu == 1024 ? IBV_MTU_1024
+			    : cp->mtu == 2048 ? IBV_MTU_2048
+					      : IBV_MTU_4096;
+	if (cp->dgid) {
+		config_parse_gid(cp->dgid, path->dgid.raw);
+		path->has_grh = true;
+	}
+	return 0;
+}
+
+static int qp_connect(struct profile *p, struct object *o)
+{
+	const struct conf_qp *c = o->conf;
+	const char *step = NULL;
+	struct qp_path path;
+	int r;
+
+	if (c->state == QPS_TARGET_RESET)
+		return 0;
+	r = qp_path_of(p, o, &path);
+	if (r < 0)
+		return r;
+	r = qp_modify(o->u.qp, qp_states[c->state], &path, &step);
+	if (r < 0)
+		return object_fail(o, r, "modify_qp %s: %s",
+				   step ? step : "", strerror(-r));
+	return 0;
+}
+
+static void qp_destroy(struct object *o)
+{
+	if (o->u.qp)
+		ibv_destroy_qp(o->u.qp);
+}
+
+/* ---- ah ---- */
+
+static int ah_create(struct profile *p, struct object *o)
+{
+	const struct conf_ah *c = o->conf;
+	struct object *pd = dep(p, o, OBJ_PD, c->pd);
+	struct ibv_ah_attr attr = {
+		.is_global = 1,
+		.port_num = (uint8_t)p->dev->port,
+		.sl = (uint8_t)c->sl,
+		.dlid = (uint16_t)c->dlid,
+		.grh = {
+			.hop_limit = (uint8_t)c->hop_limit,
+			.traffic_class = (uint8_t)c->traffic_class,
+			.sgid_index = (uint8_t)(c->sgid_index >= 0
+							? c->sgid_index
+							: p->gid_index),
+		},
+	};
+
+	if (!pd)
+		return -o->err;
+	config_parse_gid(c->dgid, attr.grh.dgid.raw);
+	o->u.ah = ibv_create_ah(pd->u.pd, &attr);
+	if (!o->u.ah)
+		return object_fail(o, errno, "ibv_create_ah to %s: %s",
+				   c->dgid, strerror(errno));
+	return 0;
+}
+
+static void ah_destroy(struct object *o)
+{
+	if (o->u.ah)
+		ibv_destroy_ah(o->u.ah);
+}
+
+/* ---- dispatch ---- */
+
+struct kind_ops {
+	int (*create)(struct profile *p, struct object *o);
+	void (*destroy)(struct object *o);
+};
+
+static const struct kind_ops kind_ops[OBJ_KIND_MAX] = {
+	[OBJ_MEMORY] = { memory_obj_create, memory_obj_destroy },
+	[OBJ_XRCD] = { xrcd_create, xrcd_destroy },
+	[OBJ_PD] = { pd_create, pd_destroy },
+	[OBJ_DM] = { dm_create, dm_destroy },
+	[OBJ_MR] = { mr_create, mr_destroy },
+	[OBJ_MW] = { mw_create, mw_destroy },
+	[OBJ_CQ] = { cq_create, cq_destroy },
+	[OBJ_SRQ] = { srq_create, srq_destroy },
+	[OBJ_QP] = { qp_create, qp_destroy },
+	[OBJ_AH] = { ah_create, ah_destroy },
+};
+
+static void object_reset(struct object *o)
+{
+	memset(&o->u, 0, sizeof(o->u));
+	if (o->kind == OBJ_MEMORY)
+		o->u.mem.fd = -1;
+	if (o->kind == OBJ_XRCD)
+		o->u.xrcd.fd = -1;
+	o->iova = 0;
+}
+
+void object_forget(struct object *o)
+{
+	object_reset(o);
+	o->state = OBJ_PENDING;
+}
+
+int object_create(struct profile *p, struct object *o)
+{
+	int r;
+
+	object_reset(o);
+	free(o->reason);
+	o->reason = NULL;
+	o->err = 0;
+	r = kind_ops[o->kind].create(p, o);
+	if (r < 0) {
+		/* Whatever the kind holds after a half-way failure. */
+		kind_ops[o->kind].destroy(o);
+		object_reset(o);
+		return r;
+	}
+	o->state = OBJ_READY;
+	return 0;
+}
+
+int object_connect(struct profile *p, struct object *o)
+{
+	if (o->kind != OBJ_QP || o->state != OBJ_READY)
+		return 0;
+	return qp_connect(p, o);
+}
+
+void object_destroy(struct object *o)
+{
+	kind_ops[o->kind].destroy(o);
+	object_reset(o);
+	free(o->reason);
+	o->reason = NULL;
+	o->err = 0;
+	o->state = OBJ_PENDING;
+}
+
+/* ---- JSON ---- */
+
+static json_t *access_json(unsigned int access)
+{
+	static const struct {
+		unsigned int flag;
+		const char *name;
+	} names[] = {
+		{ IBV_ACCESS_LOCAL_WRITE, "local_write" },
+		{ IBV_ACCESS_REMOTE_WRITE, "remote_write" },
+		{ IBV_ACCESS_REMOTE_READ, "remote_read" },
+		{ IBV_ACCESS_REMOTE_ATOMIC, "remote_atomic" },
+		{ IBV_ACCESS_MW_BIND, "mw_bind" },
+		{ IBV_ACCESS_RELAXED_ORDERING, "relaxed_ordering" },
+	};
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < ARRAY_SIZE(names); i++)
+		if (access & names[i].flag)
+			json_array_append_new(a, json_string(names[i].name));
+	return a;
+}
+
+static const char *qp_state_str(enum ibv_qp_state s)
+{
+	static const char *const n[] = {
+		[IBV_QPS_RESET] = "reset", [IBV_QPS_INIT] = "init",
+		[IBV_QPS_RTR] = "rtr",	   [IBV_QPS_RTS] = "rts",
+		[IBV_QPS_SQD] = "sqd",	   [IBV_QPS_SQE] = "sqe",
+		[IBV_QPS_ERR] = "error",
+	};
+
+	return (unsigned int)s < ARRAY_SIZE(n) && n[s] ? n[s] : "unknown";
+}
+
+#define SET_INT(j, k, v) json_object_set_new(j, k, json_integer((json_int_t)(v)))
+#define SET_STR(j, k, v)                                                       \
+	do {                                                                   \
+		if (v)                                                         \
+			json_object_set_new(j, k, json_string(v));             \
+	} while (0)
+
+static void qp_json(const struct object *o, json_t *j)
+{
+	const struct conf_qp *c = o->conf;
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr attr;
+	char gid[INET6_ADDRSTRLEN];
+
+	SET_INT(j, "handle", o->u.qp->handle);
+	SET_STR(j, "type", qp_kind_name(c->type));
+	SET_INT(j, "qp_num", o->u.qp->qp_num);
+	SET_STR(j, "pd", c->pd);
+	SET_STR(j, "send_cq", c->send_cq);
+	SET_STR(j, "recv_cq", c->recv_cq);
+	SET_STR(j, "srq", c->srq);
+	SET_STR(j, "xrcd", c->xrcd);
+	SET_STR(j, "peer", c->peer);
+	/* "state" is the object's; the declared QP state is the target. */
+	SET_STR(j, "target_state", qp_target_state_name(c->state));
+	/* The device's word on the state, not our intention. */
+	if (ibv_query_qp(o->u.qp, &attr,
+			 IBV_QP_STATE | IBV_QP_CAP | IBV_QP_DEST_QPN |
+				 IBV_QP_AV | IBV_QP_PATH_MTU,
+			 &ia))
+		return;
+	SET_STR(j, "qp_state", qp_state_str(attr.qp_state));
+	json_object_set_new(
+		j, "cap",
+		json_pack("{s:i, s:i, s:i, s:i, s:i}", "max_send_wr",
+			  ia.cap.max_send_wr, "max_recv_wr", ia.cap.max_recv_wr,
+			  "max_send_sge", ia.cap.max_send_sge, "max_recv_sge",
+			  ia.cap.max_recv_sge, "max_inline_data",
+			  ia.cap.max_inline_data));
+	if (attr.qp_state == IBV_QPS_RTR || attr.qp_state == IBV_QPS_RTS) {
+		SET_INT(j, "dqpn", attr.dest_qp_num);
+		SET_INT(j, "mtu", 128 << attr.path_mtu);
+		if (attr.ah_attr.is_global &&
+		    inet_ntop(AF_INET6, attr.ah_attr.grh.dgid.raw, gid,
+			      sizeof(gid)))
+			json_object_set_new(j, "dgid", json_string(gid));
+	}
+}
+
+static void ready_json(const struct object *o, json_t *j)
+{
+	switch (o->kind) {
+	case OBJ_MEMORY: {
+		const struct conf_memory *c = o->conf;
+
+		SET_INT(j, "size", c->size);
+		SET_STR(j, "backing", mem_backing_name(c->backing));
+		SET_STR(j, "path", c->path);
+		break;
+	}
+	case OBJ_XRCD: {
+		const struct conf_xrcd *c = o->conf;
+
+		SET_STR(j, "file", c->file);
+		break;
+	}
+	case OBJ_PD:
+		SET_INT(j, "handle", o->u.pd->handle);
+		break;
+	case OBJ_DM: {
+		const struct conf_dm *c = o->conf;
+
+		SET_INT(j, "handle", o->u.dm->handle);
+		SET_INT(j, "size", c->size);
+		break;
+	}
+	case OBJ_MR: {
+		const struct conf_mr *c = o->conf;
+
+		SET_INT(j, "handle", o->u.mr->handle);
+		SET_STR(j, "pd", c->pd);
+		SET_STR(j, "memory", c->memory);
+		SET_INT(j, "lkey", o->u.mr->lkey);
+		SET_INT(j, "rkey", o->u.mr->rkey);
+		SET_INT(j, "length", o->u.mr->length);
+		SET_INT(j, "offset", c->offset);
+		SET_INT(j, "iova", o->iova);
+		json_object_set_new(j, "zero_based",
+				    json_boolean(c->zero_based));
+		json_object_set_new(j, "access", access_json(c->access));
+		break;
+	}
+	case OBJ_MW: {
+		const struct conf_mw *c = o->conf;
+
+		SET_INT(j, "handle", o->u.mw->handle);
+		SET_STR(j, "pd", c->pd);
+		SET_INT(j, "type", c->type);
+		SET_INT(j, "rkey", o->u.mw->rkey);
+		break;
+	}
+	case OBJ_CQ:
+		SET_INT(j, "handle", o->u.cq.cq->handle);
+		SET_INT(j, "cqe", o->u.cq.cq->cqe);
+		json_object_set_new(j, "channel",
+				    json_boolean(o->u.cq.channel != NULL));
+		break;
+	case OBJ_SRQ: {
+		const struct conf_srq *c = o->conf;
+		struct ibv_srq_attr attr;
+		uint32_t num;
+
+		SET_INT(j, "handle", o->u.srq->handle);
+		SET_STR(j, "type", srq_kind_name(c->type));
+		SET_STR(j, "pd", c->pd);
+		if (!ibv_query_srq(o->u.srq, &attr)) {
+			SET_INT(j, "max_wr", attr.max_wr);
+			SET_INT(j, "max_sge", attr.max_sge);
+			SET_INT(j, "srq_limit", attr.srq_limit);
+		}
+		if (c->type == SRQK_XRC && !ibv_get_srq_num(o->u.srq, &num))
+			SET_INT(j, "srq_num", num);
+		break;
+	}
+	case OBJ_QP:
+		qp_json(o, j);
+		break;
+	case OBJ_AH: {
+		const struct conf_ah *c = o->conf;
+
+		SET_INT(j, "handle", o->u.ah->handle);
+		SET_STR(j, "pd", c->pd);
+		SET_STR(j, "dgid", c->dgid);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+json_t *object_json(const struct object *o)
+{
+	json_t *j = json_pack("{s:s, s:s, s:s}", "kind",
+			      obj_kind_name(o->kind), "name", o->name,
+			      "state", obj_state_name(o->state));
+
+	if (!j)
+		return NULL;
+	/* A draining object outlived its configuration: no conf. */
+	if (o->state == OBJ_READY || (o->state == OBJ_DRAINING && o->conf))
+		ready_json(o, j);
+	/* A QP can fail its transition while it exists. */
+	if (o->state == OBJ_FAILED && o->kind == OBJ_QP && o->u.qp)
+		qp_json(o, j);
+	if (o->state == OBJ_FAILED) {
+		SET_INT(j, "errno", o->err);
+		SET_STR(j, "reason", o->reason ? o->reason : "");
+	}
+	SET_INT(j, "leases", o->leases);
+	return j;
+}

@@ -1,0 +1,186 @@
+# SPDX-License-Identifier: MIT
+"""Every object kind on a real device (rxe): created with its declared
+attributes, checked against the kernel's view; what rxe cannot do (XRC,
+device memory) is failed with a reason while the rest runs; a loopback RC
+pair reaches RTS from config alone and moves data."""
+
+import json
+import subprocess
+
+from conftest import RDMAD, rdma_res
+
+KINDS = """
+devices = ( { name = "d0"; match = { netdev = "veth0"; };
+              gid = { type = "roce_v2"; family = "ipv4"; }; } );
+profiles = (
+  { name = "all"; device = "d0";
+    memory = ( { name = "m"; size = "4M"; } );
+    xrcd = ( { name = "x"; } );
+    pd = ( { name = "a"; } );
+    dm = ( { name = "dev"; size = "64K"; } );
+    mr = ( { name = "r"; pd = "a"; memory = "m";
+             access = [ "local_write", "remote_write", "remote_read",
+                        "mw_bind" ]; } );
+    mw = ( { name = "w1"; pd = "a"; type = 1; },
+           { name = "w2"; pd = "a"; type = 2; } );
+    cq = ( { name = "c"; cqe = 128; }, { name = "c2"; cqe = 64; } );
+    srq = ( { name = "s"; pd = "a"; max_wr = 64; max_sge = 2;
+              srq_limit = 8; },
+            { name = "sx"; pd = "a"; type = "xrc"; xrcd = "x"; cq = "c"; } );
+    qp = ( { name = "q0"; pd = "a"; type = "rc"; send_cq = "c";
+             recv_cq = "c"; state = "rts"; peer = "q1";
+             access = [ "remote_write", "remote_read" ]; },
+           { name = "q1"; pd = "a"; type = "rc"; send_cq = "c";
+             recv_cq = "c"; state = "rts"; peer = "q0";
+             access = [ "remote_write", "remote_read" ]; },
+           { name = "u0"; pd = "a"; type = "uc"; send_cq = "c";
+             recv_cq = "c"; state = "rtr"; path = { dqpn = 17; mtu = 512; }; },
+           { name = "d0"; pd = "a"; type = "ud"; send_cq = "c2";
+             recv_cq = "c2"; srq = "s"; state = "rts"; },
+           { name = "xs"; pd = "a"; type = "xrc_send"; send_cq = "c";
+             state = "init"; },
+           { name = "xr"; type = "xrc_recv"; xrcd = "x"; } );
+    ah = ( { name = "h"; pd = "a"; dgid = "192.0.2.1"; } );
+  }
+);
+"""
+
+
+def objects(d, profile):
+    status, p = d.get(f"/v1/profiles/{profile}")
+    assert status == 200
+    return p, {(o["kind"], o["name"]): o for o in p["objects"]}
+
+
+def test_every_kind(rdmad):
+    d = rdmad(KINDS)
+    prof, objs = objects(d, "all")
+    assert prof["ibdev"] == "rxe0"          # matched by netdev
+    assert prof["gid_index"] == 1           # the RoCE v2 IPv4 GID
+    assert prof["import_capable"] is False  # rxe cannot import
+    assert prof["state"] == "degraded"
+
+    # What rxe refuses (no XRC, no device memory): failed with errno and
+    # a sentence.
+    for key in (("xrcd", "x"), ("dm", "dev"), ("qp", "xs")):
+        o = objs[key]
+        assert o["state"] == "failed", o
+        assert o["errno"] in (95, 38), o   # EOPNOTSUPP / ENOSYS
+        assert o["reason"]
+    # ... and what depends on it.
+    for key in (("srq", "sx"), ("qp", "xr")):
+        assert objs[key]["state"] == "failed"
+        assert "xrcd 'x' it depends on is failed" in objs[key]["reason"]
+
+    # The rest runs, as declared.
+    for key in (("memory", "m"), ("pd", "a"), ("mr", "r"), ("mw", "w1"),
+                ("mw", "w2"), ("cq", "c"), ("cq", "c2"), ("srq", "s"),
+                ("qp", "q0"), ("qp", "q1"), ("qp", "u0"), ("qp", "d0"),
+                ("ah", "h")):
+        assert objs[key]["state"] == "ready", (key, objs[key])
+    assert objs[("mw", "w1")]["type"] == 1
+    assert objs[("mw", "w2")]["type"] == 2
+    assert objs[("srq", "s")]["max_wr"] >= 64
+    assert objs[("srq", "s")]["srq_limit"] == 8
+
+    q0, q1 = objs[("qp", "q0")], objs[("qp", "q1")]
+    assert q0["qp_state"] == "rts" and q1["qp_state"] == "rts"
+    assert q0["dqpn"] == q1["qp_num"] and q1["dqpn"] == q0["qp_num"]
+    assert q0["dgid"] == "::ffff:192.0.2.1"
+    u0 = objs[("qp", "u0")]
+    assert u0["qp_state"] == "rtr" and u0["dqpn"] == 17
+    assert u0["mtu"] == 512
+    assert objs[("qp", "d0")]["qp_state"] == "rts"
+
+    # The kernel agrees.
+    kqp = {q["lqpn"]: q for q in rdma_res("qp", d.pid)}
+    assert kqp[q0["qp_num"]]["state"] == "RTS"
+    assert kqp[q0["qp_num"]]["rqpn"] == q1["qp_num"]
+    assert kqp[u0["qp_num"]]["type"] == "UC"
+    assert kqp[u0["qp_num"]]["state"] == "RTR"
+    assert len(rdma_res("srq", d.pid)) == 1
+    assert len(rdma_res("cq", d.pid)) == 2
+    assert len(rdma_res("mr", d.pid)) == 1
+    assert len(rdma_res("pd", d.pid)) == 1
+
+
+def test_selftest_moves_data(rdmad):
+    d = rdmad(KINDS)
+    status, body = d.request("POST", "/v1/profiles/all/selftest",
+                             {"a": "q0", "b": "q1", "mr": "r"})
+    assert status == 200, body
+    assert body["ok"] is True
+    assert body["rdma_write"]["ok"] is True
+    assert body["rdma_write"]["bytes"] > 0
+    assert body["send_recv"]["ok"] is True
+    assert body["send_recv"]["bytes"] > 0
+
+
+def test_selftest_refuses_what_is_not_connected(rdmad):
+    d = rdmad(KINDS)
+    # u0 is a UC QP in RTR: not a connected RC pair in RTS.
+    status, body = d.request("POST", "/v1/profiles/all/selftest",
+                             {"a": "q0", "b": "u0", "mr": "r"})
+    assert status == 422, body
+    assert body["ok"] is False
+    status, body = d.request("POST", "/v1/profiles/all/selftest",
+                             {"a": "q0", "b": "nope"})
+    assert status == 404
+    status, body = d.request("POST", "/v1/profiles/all/selftest",
+                             {"a": "q0", "b": "xr"})
+    assert status == 409  # failed on rxe: not ready
+
+
+def test_mutating_calls_need_the_token(rdmad):
+    d = rdmad(KINDS)
+    status, body = d.request("POST", "/v1/profiles/all/selftest",
+                             {"a": "q0", "b": "q1"}, token=False)
+    assert status == 401
+    assert body["error"]["code"] == "unauthorized"
+    status, body = d.request("POST", "/v1/reload", token="wrong" * 4)
+    assert status == 401
+
+
+def test_dump_reads_back_the_same(write_conf, tmp_path):
+    path = write_conf(KINDS)
+    r = subprocess.run([str(RDMAD), "--dump", "-c", str(path)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    dumped = tmp_path / "dumped.conf"
+    dumped.write_text(r.stdout)
+    r2 = subprocess.run([str(RDMAD), "--dump", "-c", str(dumped)],
+                        capture_output=True, text=True, timeout=60)
+    assert r2.returncode == 0, r2.stderr
+    # The same effective configuration, apart from the header line.
+    assert r.stdout.splitlines()[1:] == r2.stdout.splitlines()[1:]
+    assert 'peer = "q1";' in r.stdout
+    assert "max_send_wr = 16;" in r.stdout  # defaults are shown
+
+
+def test_check_refuses_limits_above_the_device(write_conf):
+    path = write_conf("""
+devices = ( { name = "d0"; match = { ibdev = "rxe0"; }; } );
+profiles = ( { name = "p"; device = "d0";
+  pd = ( { name = "a"; } );
+  cq = ( { name = "c"; cqe = 4000000; } );
+  qp = ( { name = "q"; pd = "a"; type = "rc"; send_cq = "c"; recv_cq = "c";
+           cap = { max_send_sge = 1000; }; } ); } );
+""")
+    r = subprocess.run([str(RDMAD), "--check", "-c", str(path)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 78
+    assert f"{path}:5: cq 'c': cqe 4000000 is above the" in r.stderr
+    assert "that rxe0 supports" in r.stderr
+    assert f"{path}:6: qp 'q': max_send_sge 1000 is above the" in r.stderr
+
+
+def test_config_endpoint_speaks_the_file_vocabulary(rdmad):
+    d = rdmad(KINDS)
+    status, c = d.get("/v1/config")
+    assert status == 200
+    prof = c["profiles"][0]
+    assert prof["name"] == "all"
+    assert prof["qp"][0]["peer"] == "q1"
+    assert prof["mr"][0]["access"] == ["local_write", "remote_write",
+                                       "remote_read", "mw_bind"]
+    assert c["devices"][0]["match"] == {"netdev": "veth0"}

@@ -1,0 +1,185 @@
+# SPDX-License-Identifier: MIT
+"""Reload by diff: keep what is declared the same, recreate what changed
+(and what depends on it), create what is new, remove what is gone; a
+broken configuration changes nothing; the same reload twice changes
+nothing. The kernel's view (rdma resource show) is the judge."""
+
+import signal
+import time
+
+from conftest import rdma_res
+
+BASE = """
+devices = ( { name = "d0"; match = { ibdev = "rxe0"; }; } );
+profiles = (
+  { name = "p"; device = "d0";
+    memory = ( { name = "m"; size = "1M"; }, { name = "keep"; size = "1M"; } );
+    pd = ( { name = "a"; } );
+    mr = ( { name = "r"; pd = "a"; memory = "m"; },
+           { name = "k"; pd = "a"; memory = "keep"; } );
+    cq = ( { name = "c"; }, { name = "gone"; } );
+    qp = ( { name = "q"; pd = "a"; type = "rc"; send_cq = "c";
+             recv_cq = "c"; cap = { max_send_wr = 16; }; } );
+  }
+);
+"""
+
+CHANGED = """
+devices = ( { name = "d0"; match = { ibdev = "rxe0"; }; } );
+profiles = (
+  { name = "p"; device = "d0";
+    memory = ( { name = "m"; size = "2M"; }, { name = "keep"; size = "1M"; } );
+    pd = ( { name = "a"; }, { name = "b"; } );
+    mr = ( { name = "r"; pd = "a"; memory = "m"; },
+           { name = "k"; pd = "a"; memory = "keep"; } );
+    cq = ( { name = "c"; } );
+    qp = ( { name = "q"; pd = "a"; type = "rc"; send_cq = "c";
+             recv_cq = "c"; cap = { max_send_wr = 32; }; } );
+  }
+);
+"""
+
+
+def rewrite(d, text):
+    """Replace the daemon's config, keeping its generated daemon section."""
+    head = d.conf.read_text().split("\ndevices")[0]
+    d.conf.write_text(head + "\n" + text.lstrip())
+
+
+def snapshot(d):
+    """Kernel object ids of the daemon, by kind."""
+    return {
+        "pd": sorted(o["pdn"] for o in rdma_res("pd", d.pid)),
+        "mr": sorted((o["mrn"], o["mrlen"]) for o in rdma_res("mr", d.pid)),
+        "cq": sorted(o["cqn"] for o in rdma_res("cq", d.pid)),
+        "qp": sorted(o["lqpn"] for o in rdma_res("qp", d.pid)),
+    }
+
+
+def handles(d):
+    status, p = d.get("/v1/profiles/p")
+    assert status == 200
+    return {(o["kind"], o["name"]): (o["state"], o.get("handle"),
+                                     o.get("lkey"), o.get("qp_num"))
+            for o in p["objects"]}
+
+
+def changes(body):
+    return sorted((c["kind"], c["name"], c["action"])
+                  for c in body["changes"])
+
+
+def test_reload_applies_exactly_the_difference(rdmad):
+    d = rdmad(BASE)
+    before = handles(d)
+    kernel_before = snapshot(d)
+    assert len(kernel_before["mr"]) == 2 and len(kernel_before["cq"]) == 2
+
+    rewrite(d, CHANGED)
+    status, body = d.request("POST", "/v1/reload")
+    assert status == 200, body
+    assert changes(body) == [
+        ("cq", "gone", "remove"),
+        ("memory", "m", "recreate"),
+        ("mr", "r", "recreate"),      # its memory changed
+        ("pd", "b", "create"),
+        ("qp", "q", "recreate"),      # its cap changed
+    ]
+    assert body["kept"] == 4          # memory keep, pd a, mr k, cq c
+
+    after = handles(d)
+    for key in (("pd", "a"), ("mr", "k"), ("cq", "c")):
+        assert after[key] == before[key], key
+    assert after[("qp", "q")][3] != before[("qp", "q")][3]
+    kernel = snapshot(d)
+    assert len(kernel["pd"]) == 2
+    assert sorted(m[1] for m in kernel["mr"]) == [1 << 20, 2 << 20]
+    assert len(kernel["cq"]) == 1
+    assert kernel["cq"][0] in kernel_before["cq"]        # c kept
+    assert kernel["qp"][0] not in kernel_before["qp"]    # q recreated
+    status, q = d.get("/v1/profiles/p/qp/q")
+    assert q["cap"]["max_send_wr"] >= 32
+
+
+def test_reload_leaves_other_fds_alone(rdmad):
+    """A fresh object's zeroed fd once closed fd 0 at start and, after a
+    reload, whatever had taken fd 0 (the REST listener)."""
+    import os
+    d = rdmad(BASE)
+    assert os.readlink(f"/proc/{d.pid}/fd/0") == "/dev/null"
+    fds = sorted(os.listdir(f"/proc/{d.pid}/fd"), key=int)
+    rewrite(d, CHANGED)
+    for _ in range(3):
+        status, _ = d.request("POST", "/v1/reload")
+        assert status == 200
+        status, _ = d.get("/v1/health")
+        assert status == 200
+    assert os.readlink(f"/proc/{d.pid}/fd/0") == "/dev/null"
+    rewrite(d, BASE)
+    status, _ = d.request("POST", "/v1/reload")
+    assert status == 200
+    # Back to the same objects: the same number of fds.
+    assert len(os.listdir(f"/proc/{d.pid}/fd")) == len(fds)
+
+
+def test_same_reload_twice_changes_nothing(rdmad):
+    d = rdmad(BASE)
+    before, kernel_before = handles(d), snapshot(d)
+    for _ in range(2):
+        status, body = d.request("POST", "/v1/reload")
+        assert status == 200, body
+        assert body["changes"] == []
+        assert body["kept"] == 8
+    assert handles(d) == before
+    assert snapshot(d) == kernel_before
+
+
+def test_broken_config_changes_nothing(rdmad):
+    d = rdmad(BASE)
+    before, kernel_before = handles(d), snapshot(d)
+    rewrite(d, CHANGED.replace('size = "2M"', 'size = "2Q"')
+            .replace('{ name = "b"; }', '{ name = "b"; colour = 1; }'))
+    status, body = d.request("POST", "/v1/reload")
+    assert status == 422, body
+    err = body["error"]
+    assert err["code"] == "config_invalid"
+    messages = [e["message"] for e in err["errors"]]
+    assert any("is not a size" in m for m in messages), messages
+    assert any("unknown key 'colour'" in m for m in messages), messages
+    assert all(e["file"] == str(d.conf) and e["line"] > 0
+               for e in err["errors"])
+    assert handles(d) == before
+    assert snapshot(d) == kernel_before
+
+
+def test_sighup_reloads(rdmad):
+    d = rdmad(BASE)
+    rewrite(d, CHANGED)
+    d.proc.send_signal(signal.SIGHUP)
+    for _ in range(100):
+        if len(rdma_res("pd", d.pid)) == 2:
+            break
+        time.sleep(0.1)
+    assert len(rdma_res("pd", d.pid)) == 2
+    assert "reload: profile p: create pd b" in d.log()
+
+
+def test_profiles_come_and_go(rdmad):
+    d = rdmad(BASE)
+    text = BASE.replace("\n  }\n);", """
+  },
+  { name = "extra"; device = "d0"; pd = ( { name = "z"; } ); }
+);""")
+    rewrite(d, text)
+    status, body = d.request("POST", "/v1/reload")
+    assert status == 200, body
+    assert {"profile": "extra", "kind": "profile",
+            "action": "create"} in body["changes"]
+    assert len(rdma_res("pd", d.pid)) == 2
+    rewrite(d, BASE)
+    status, body = d.request("POST", "/v1/reload")
+    assert {"profile": "extra", "kind": "profile",
+            "action": "remove"} in body["changes"]
+    assert len(rdma_res("pd", d.pid)) == 1
+    status, _ = d.get("/v1/profiles/extra")
+    assert status == 404
