@@ -69,6 +69,21 @@ $(B)/tests/%: tests/unit/%.c $(ASAN_DAEMON_OBJ) $(ASAN_LIB_OBJ)
 
 unit: $(UNIT_BIN)
 
+# Small programs the integration suite drives (tests/integration/helpers).
+HELPERS := $(B)/tests/loopback $(B)/tests/devwatch_probe
+
+$(B)/tests/loopback: tests/integration/helpers/loopback.c \
+		$(B)/daemon/qpstate.o $(B)/daemon/selftest.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(B)/tests/devwatch_probe: tests/integration/helpers/devwatch_probe.c \
+		$(B)/daemon/devwatch.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS)
+
+helpers: $(HELPERS)
+
 # Coverage-guided fuzzing of the protocol decoder (clang's libFuzzer).
 $(B)/fuzz_proto: tests/unit/fuzz_proto.c proto/proto.c
 	@mkdir -p $(dir $@)
@@ -84,7 +99,7 @@ deps:
 	@tests/deps
 
 check: deps
-	$(MAKE) all unit
+	$(MAKE) all unit helpers
 	tests/check
 
 demo: deps
@@ -94,5 +109,5 @@ demo: deps
 clean:
 	rm -rf $(B)
 
-.PHONY: all unit fuzz deps check demo clean
+.PHONY: all unit helpers fuzz deps check demo clean
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

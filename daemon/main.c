@@ -234,6 +234,10 @@ int main(int argc, char **argv)
 	int r;
 
 	log_open("rdmad");
+	/* On a device that disassociates when removed (mlx5), destroys then
+	 * fail with EIO; this tells libibverbs to free our side anyway. It
+	 * must be set before libibverbs initialises. */
+	setenv("RDMAV_ALLOW_DISASSOC_DESTROY", "1", 0);
 	r = parse_args(argc, argv, &o);
 	if (r >= 0)
 		return r;

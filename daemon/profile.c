@@ -20,6 +20,7 @@ static const char *const action_names[] = {
 	[ACT_RECREATE] = "recreate",
 	[ACT_CREATE] = "create",
 	[ACT_REMOVE] = "remove",
+	[ACT_RETRY] = "retry",
 };
 
 static const char *const profile_state_names[] = {
@@ -275,7 +276,7 @@ int profile_reload(struct profile *next, struct profile *old,
 				  enum obj_action a),
 		   void *ud)
 {
-	_cleanup_free_ bool *keep = NULL, *todo = NULL;
+	_cleanup_free_ bool *keep = NULL, *todo = NULL, *retry = NULL;
 
 	/* Another device, or none yet: start over. */
 	if (!old->ctx || !conf_device_equal(next->dev, old->dev)) {
@@ -292,7 +293,8 @@ int profile_reload(struct profile *next, struct profile *old,
 
 	keep = calloc(next->n_objects + 1, sizeof(*keep));
 	todo = calloc(next->n_objects + 1, sizeof(*todo));
-	if (!keep || !todo)
+	retry = calloc(next->n_objects + 1, sizeof(*retry));
+	if (!keep || !todo || !retry)
 		return -ENOMEM;
 	mark_kept(next, old, keep);
 
@@ -319,6 +321,8 @@ int profile_reload(struct profile *next, struct profile *old,
 			report(ud, o, ACT_KEEP);
 		} else {
 			todo[i] = true;
+			retry[i] = was && was->state == OBJ_FAILED &&
+				   conf_obj_equal(o->kind, o->conf, was->conf);
 		}
 	}
 	/* What old still holds goes, children first; leased objects are
@@ -334,13 +338,16 @@ int profile_reload(struct profile *next, struct profile *old,
 		object_destroy(was);
 	}
 	create_objects(next, todo, NULL, NULL);
-	for (size_t i = 0; i < next->n_objects; i++)
+	for (size_t i = 0; i < next->n_objects; i++) {
+		struct object *o = &next->objects[i];
+		struct object *was = profile_find(old, o->kind, o->name);
+
 		if (todo[i])
-			report(ud, &next->objects[i],
-			       profile_find(old, next->objects[i].kind,
-					    next->objects[i].name)
-				       ? ACT_RECREATE
-				       : ACT_CREATE);
+			report(ud, o,
+			       !was	  ? ACT_CREATE
+			       : retry[i] ? ACT_RETRY
+					  : ACT_RECREATE);
+	}
 	update_state(next);
 	profile_stop(old, "replaced by a reload");
 	return 0;

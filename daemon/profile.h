@@ -84,6 +84,7 @@ enum obj_action {
 	ACT_RECREATE,
 	ACT_CREATE,
 	ACT_REMOVE,
+	ACT_RETRY, /* failed before, declared the same: tried again */
 };
 
 typedef void (*profile_progress_fn)(void *ud, const struct object *o);

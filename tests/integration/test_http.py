@@ -89,12 +89,16 @@ def test_rdmactl_text_and_errors(rdmad):
     assert "cannot reach rdmad" in r.stderr
 
 
-def test_sigint_stops_cleanly_and_sighup_is_survived(rdmad):
+def test_sigint_stops_cleanly_and_sighup_reloads(rdmad):
     d = rdmad(PROFILE)
     d.proc.send_signal(signal.SIGHUP)
+    for _ in range(100):
+        if "reloaded" in d.log():
+            break
+        time.sleep(0.1)
+    assert "0 changes, 3 objects kept" in d.log()
     status, _ = d.get("/v1/health")
     assert status == 200
-    assert "ignoring" in d.log()
     assert d.stop(signal.SIGINT) == 0
 
 
@@ -108,21 +112,35 @@ def raw_request(port, data):
     return int(head.split()[1]), json.loads(body)
 
 
-def test_request_bodies_are_refused(rdmad):
+def test_request_bodies_are_checked(rdmad):
     d = rdmad(PROFILE)
     status, body = raw_request(
-        d.port, b"POST /v1/profiles HTTP/1.0\r\nContent-Length: 5\r\n"
-                b"\r\nhello")
+        d.port, b"GET /v1/profiles HTTP/1.0\r\nContent-Length: 2\r\n"
+                b"\r\n{}")
     assert status == 413
     assert body["error"]["code"] == "body_not_allowed"
+    status, body = raw_request(
+        d.port, b"POST /v1/reload HTTP/1.0\r\nContent-Length: 5\r\n"
+                b"\r\nhello")
+    assert status == 400
+    assert body["error"]["code"] == "bad_json"
     big = 100 * 1024
     status, body = raw_request(
-        d.port, b"POST /v1/profiles HTTP/1.0\r\nContent-Length: %d\r\n"
+        d.port, b"POST /v1/reload HTTP/1.0\r\nContent-Length: %d\r\n"
                 b"\r\n" % big + b"x" * big)
     assert status == 413
     assert body["error"]["code"] == "body_too_large"
     status, _ = d.get("/v1/health")
     assert status == 200
+
+
+def test_changes_need_a_configured_token(rdmad, tmp_path):
+    port = free_port()
+    d = rdmad(f'daemon = {{ http = {{ listen = [ "127.0.0.1:{port}" ]; }}; '
+              f'}};\n' + PROFILE)
+    status, body = d.request("POST", "/v1/reload", {})
+    assert status == 403
+    assert "token_file" in body["error"]["message"]
 
 
 def test_address_in_use_exits_69(write_conf):

@@ -7,7 +7,7 @@ pair reaches RTS from config alone and moves data."""
 import json
 import subprocess
 
-from conftest import RDMAD, rdma_res
+from conftest import RDMAD, rdma_res, rdmactl
 
 KINDS = """
 devices = ( { name = "d0"; match = { netdev = "veth0"; };
@@ -184,3 +184,24 @@ def test_config_endpoint_speaks_the_file_vocabulary(rdmad):
     assert prof["mr"][0]["access"] == ["local_write", "remote_write",
                                        "remote_read", "mw_bind"]
     assert c["devices"][0]["match"] == {"netdev": "veth0"}
+
+
+def test_rdmactl_selftest_and_reload(rdmad, tmp_path):
+    d = rdmad(KINDS)
+    token = str(tmp_path / "token")
+    r = rdmactl(d, "--token-file", token, "selftest", "all", "q0", "q1", "r")
+    assert r.returncode == 0, r.stderr
+    assert "selftest all: q0 <-> q1 through mr r: ok" in r.stdout
+    assert "rdma_write ok" in r.stdout and "send_recv  ok" in r.stdout
+    r = rdmactl(d, "--token-file", token, "reload")
+    assert r.returncode == 0, r.stderr
+    # Nothing changed; what failed on rxe is tried again, and says so.
+    lines = r.stdout.splitlines()
+    assert lines[-1] == "5 changes, 13 objects kept"
+    assert all(line.split()[0] == "retry" for line in lines[:-1]), lines
+    assert {line.split()[2] for line in lines[:-1]} == {
+        "x", "dev", "sx", "xs", "xr"}
+    # Without the token: refused, and said so.
+    r = rdmactl(d, "--token-file", "/nonexistent", "reload")
+    assert r.returncode == 1
+    assert "Bearer" in r.stderr
