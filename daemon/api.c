@@ -7,6 +7,8 @@
 #include "devinfo.h"
 #include "manager.h"
 #include "objects.h"
+#include "control.h"
+#include "qpstate.h"
 #include "selftest.h"
 
 #define MAX_SEGMENTS 8
@@ -206,8 +208,6 @@ static int post_reload(struct request *r)
 	return reply(r, 200, result);
 }
 
-/* ---- data-path self-check ---- */
-
 static struct object *ready_object(struct request *r, struct profile *p,
 				   enum obj_kind kind, const char *name,
 				   int *status)
@@ -227,6 +227,70 @@ static struct object *ready_object(struct request *r, struct profile *p,
 	}
 	return o;
 }
+
+/* ---- sessions ---- */
+
+static int get_sessions(struct request *r)
+{
+	return reply(r, 200, control_sessions_json(r->m));
+}
+
+/* ---- QP state change: the remote end in the config's path vocabulary ---- */
+
+static const struct {
+	const char *name;
+	enum ibv_qp_state state;
+} qp_states[] = {
+	{ "reset", IBV_QPS_RESET }, { "init", IBV_QPS_INIT },
+	{ "rtr", IBV_QPS_RTR },	    { "rts", IBV_QPS_RTS },
+	{ "error", IBV_QPS_ERR },
+};
+
+static int patch_qp(struct request *r)
+{
+	struct profile *p = manager_profile(r->m, r->seg[1]);
+	const char *target = json_string_value(json_object_get(r->req->body,
+							       "state"));
+	const json_t *path_doc = json_object_get(r->req->body, "path");
+	const char *step = NULL;
+	struct qp_path path;
+	struct object *o;
+	char err[256];
+	int status = 0, e;
+	size_t i;
+
+	if (!p)
+		return not_found(r, "profile", r->seg[1]);
+	if (!(o = ready_object(r, p, OBJ_QP, r->seg[3], &status)))
+		return status;
+	for (i = 0; target && i < ARRAY_SIZE(qp_states); i++)
+		if (streq(qp_states[i].name, target))
+			break;
+	if (!target || i == ARRAY_SIZE(qp_states))
+		return reply(r, 400, api_error("bad_request",
+					       "\"state\" must be one of reset, "
+					       "init, rtr, rts, error"));
+	/* The profile's own port and GID, then what the body says. */
+	qp_path_init(&path);
+	path.port_num = (uint8_t)p->dev->port;
+	path.qkey = ((const struct conf_qp *)o->conf)->qkey;
+	path.pkey_index = ((const struct conf_qp *)o->conf)->pkey_index;
+	path.access = ((const struct conf_qp *)o->conf)->access;
+	if (p->gid_index >= 0) {
+		path.sgid_index = (uint8_t)p->gid_index;
+		path.has_grh = true;
+	}
+	if (path_doc && qp_path_from_json(path_doc, &path, err, sizeof(err)))
+		return reply(r, 400, api_error("bad_request", "path: %s", err));
+	e = qp_modify(o->u.qp, qp_states[i].state, &path, &step);
+	if (e < 0)
+		return reply(r, 422,
+			     api_error("device_error", "modify_qp %s: %s",
+				       step ? step : "", strerror(-e)));
+	return reply(r, 200, object_json(o));
+}
+
+/* ---- data-path self-check ---- */
 
 static int post_selftest(struct request *r)
 {
@@ -307,6 +371,8 @@ static const struct route routes[] = {
 	{ "GET", { "profiles", ANY, ANY, ANY }, get_profile, false },
 	{ "GET", { "config" }, get_config, false },
 	{ "POST", { "reload" }, post_reload, true },
+	{ "GET", { "sessions" }, get_sessions, false },
+	{ "PATCH", { "profiles", ANY, "qp", ANY }, patch_qp, true },
 	{ "POST", { "profiles", ANY, "selftest" }, post_selftest, true },
 };
 
@@ -370,6 +436,12 @@ int api_handle(struct manager *m, const struct api_request *req,
 		path_known = true;
 		if (!streq(routes[i].method, method))
 			continue;
+		if (routes[i].mutating && !req->authorized && req->via_socket) {
+			*out = api_error("forbidden",
+					 "%s %s needs root or the admin group",
+					 method, path);
+			return 403;
+		}
 		if (routes[i].mutating && !req->authorized) {
 			*out = req->token_set
 				       ? api_error("unauthorized",

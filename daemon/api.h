@@ -19,6 +19,7 @@ struct api_request {
 	json_t *body;	 /* NULL when there is none */
 	bool authorized; /* may change things (REST: the bearer token) */
 	bool token_set;	 /* a token exists to authorize with */
+	bool via_socket; /* the control socket: root or admin_group */
 };
 
 /* Handle one request. Returns an HTTP status code and the reply document

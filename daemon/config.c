@@ -255,6 +255,7 @@ static const struct field daemon_fields[] = {
 	FLD(conf_daemon, "runtime_dir", F_STRING, runtime_dir),
 	FLD(conf_daemon, "control_socket", F_STRING, control_socket),
 	FLD(conf_daemon, "admin_group", F_STRING, admin_group),
+	FLD(conf_daemon, "control_group", F_STRING, control_group),
 	{ .key = "http", .type = F_GROUP, .sub = http_fields },
 	FLD(conf_daemon, "include", F_STRING, include),
 	FLD(conf_daemon, "log_level", F_STRING, log_level,

@@ -236,6 +236,7 @@ struct conf_daemon {
 	char *runtime_dir;
 	char *control_socket;
 	char *admin_group;
+	char *control_group; /* group of the control socket */
 	char **listen;
 	size_t n_listen;
 	char *token_file;

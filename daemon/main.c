@@ -11,6 +11,7 @@
 
 #include "capcheck.h"
 #include "config.h"
+#include "control.h"
 #include "http.h"
 #include "log.h"
 #include "manager.h"
@@ -213,11 +214,18 @@ static int run(const struct options *o)
 		log_error(r, "cannot listen on %s", failed);
 		return EX_UNAVAILABLE;
 	}
+	r = control_start(m);
+	if (r < 0) {
+		log_error(r, "cannot listen on %s",
+			  m->config->daemon.control_socket);
+		return EX_UNAVAILABLE;
+	}
 	manager_start(m);
 	sd_notify(0, "READY=1\nSTATUS=running");
 	log_info("ready: %zu profiles", m->n_profiles);
 
 	r = sd_event_loop(m->event);
+	control_stop(m);
 	http_stop(m);
 	manager_stop(m);
 	if (r < 0) {

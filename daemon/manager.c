@@ -6,6 +6,7 @@
 #include "capcheck.h"
 #include "devmatch.h"
 #include "devwatch.h"
+#include "control.h"
 #include "log.h"
 #include "manager.h"
 
@@ -170,6 +171,7 @@ struct manager *manager_free(struct manager *m)
 {
 	if (!m)
 		return NULL;
+	control_stop(m);
 	manager_stop(m);
 	for (size_t i = 0; i < m->n_profiles; i++)
 		profile_free(m->profiles[i]);

@@ -13,6 +13,7 @@
 
 struct http;
 struct devwatch;
+struct control;
 
 struct manager {
 	sd_event *event;
@@ -20,6 +21,7 @@ struct manager {
 	struct profile **profiles;
 	size_t n_profiles;
 	struct http *http;
+	struct control *control;
 	struct devwatch *devwatch;
 	char *token; /* REST bearer token, NULL: mutating calls refused */
 	struct timespec started; /* CLOCK_MONOTONIC */

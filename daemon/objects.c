@@ -498,6 +498,9 @@ static void object_reset(struct object *o)
 	o->iova = 0;
 }
 
+/* Each creation is a new incarnation: leases name the one they hold. */
+static uint64_t serials;
+
 void object_forget(struct object *o)
 {
 	object_reset(o);
@@ -520,6 +523,7 @@ int object_create(struct profile *p, struct object *o)
 		return r;
 	}
 	o->state = OBJ_READY;
+	o->serial = ++serials;
 	return 0;
 }
 

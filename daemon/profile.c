@@ -316,6 +316,7 @@ int profile_reload(struct profile *next, struct profile *old,
 			o->u = was->u;
 			o->iova = was->iova;
 			o->leases = was->leases;
+			o->serial = was->serial;
 			o->state = OBJ_READY;
 			object_forget(was);
 			report(ud, o, ACT_KEEP);
@@ -351,6 +352,29 @@ int profile_reload(struct profile *next, struct profile *old,
 	update_state(next);
 	profile_stop(old, "replaced by a reload");
 	return 0;
+}
+
+struct object *profile_find_serial(struct profile *p, enum obj_kind kind,
+				   const char *name, uint64_t serial)
+{
+	for (size_t i = 0; i < p->n_objects; i++)
+		if (p->objects[i].serial == serial &&
+		    p->objects[i].kind == kind && streq(p->objects[i].name, name))
+			return &p->objects[i];
+	for (size_t i = 0; i < p->n_draining; i++)
+		if (p->draining[i].serial == serial &&
+		    p->draining[i].kind == kind && streq(p->draining[i].name, name))
+			return &p->draining[i];
+	return NULL;
+}
+
+void profile_release(struct profile *p, struct object *o)
+{
+	if (o->leases)
+		o->leases--;
+	/* The last lease of a removed object: it goes now. */
+	if (o->state == OBJ_DRAINING && !o->leases)
+		destroy_draining(p, false);
 }
 
 struct profile *profile_free(struct profile *p)

@@ -32,6 +32,7 @@ struct object {
 	int err;	     /* positive errno when failed */
 	char *reason;	     /* when failed */
 	unsigned int leases; /* sessions holding it (attach protocol) */
+	uint64_t serial;     /* this incarnation, unique in the daemon */
 	union {
 		struct memory mem;
 		struct {
@@ -110,6 +111,12 @@ int profile_reload(struct profile *next, struct profile *old,
 				  enum obj_action a),
 		   void *ud);
 struct profile *profile_free(struct profile *p);
+
+/* The object of this incarnation (serial), running or draining. */
+struct object *profile_find_serial(struct profile *p, enum obj_kind kind,
+				   const char *name, uint64_t serial);
+/* One lease of o ends; a draining object without leases is destroyed. */
+void profile_release(struct profile *p, struct object *o);
 
 struct object *profile_find(struct profile *p, enum obj_kind kind,
 			    const char *name);

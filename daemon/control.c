@@ -1,0 +1,661 @@
+// SPDX-License-Identifier: MIT
+#include <grp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <pwd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "api.h"
+#include "control.h"
+#include "log.h"
+#include "manager.h"
+#include "objects.h"
+#include "proto.h"
+
+/* One object a session holds: by incarnation, since a reload may put
+ * another object under the same name. */
+struct lease {
+	enum obj_kind kind;
+	char *name;
+	uint64_t serial;
+};
+
+struct attachment {
+	uint32_t id;
+	char *profile;
+	bool shared;
+	struct lease *leases;
+	size_t n_leases;
+	json_t *report; /* local mode: the client's keys */
+};
+
+struct session {
+	struct control *c;
+	struct session *next;
+	unsigned int id;
+	int fd;
+	sd_event_source *io;
+	struct ucred cred;
+	bool admin;
+	bool welcomed;
+	struct attachment *att;
+	size_t n_att;
+};
+
+struct control {
+	struct manager *m;
+	int fd;
+	char *path;
+	sd_event_source *io;
+	struct session *sessions;
+	unsigned int next_session, next_attachment;
+};
+
+/* ---- who the peer is ---- */
+
+/* Is uid (with primary group gid) a member of group? By name or number. */
+static bool in_group(uid_t uid, gid_t gid, const char *group)
+{
+	struct group *gr = getgrnam(group);
+	struct passwd *pw = getpwuid(uid);
+	gid_t want, groups[256];
+	int n = ARRAY_SIZE(groups);
+	char *end;
+
+	if (gr) {
+		want = gr->gr_gid;
+	} else {
+		want = (gid_t)strtoul(group, &end, 10);
+		if (!*group || *end)
+			return false;
+	}
+	if (gid == want)
+		return true;
+	if (!pw || getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) < 0)
+		return false;
+	for (int i = 0; i < n; i++)
+		if (groups[i] == want)
+			return true;
+	return false;
+}
+
+static bool allowed(const struct conf_profile *p, const struct ucred *cr)
+{
+	if (cr->uid == 0)
+		return true;
+	for (size_t i = 0; i < p->n_allow_uids; i++)
+		if ((uid_t)p->allow_uids[i] == cr->uid)
+			return true;
+	for (size_t i = 0; i < p->n_allow_users; i++) {
+		struct passwd *pw = getpwnam(p->allow_users[i]);
+
+		if (pw && pw->pw_uid == cr->uid)
+			return true;
+	}
+	for (size_t i = 0; i < p->n_allow_groups; i++)
+		if (in_group(cr->uid, cr->gid, p->allow_groups[i]))
+			return true;
+	return false;
+}
+
+/* ---- sending ---- */
+
+static int send_json(struct session *s, uint16_t type, uint32_t id,
+		     json_t *payload, const int *fds, size_t n_fds)
+{
+	struct proto_msg m;
+	int r;
+
+	proto_msg_init(&m);
+	m.type = type;
+	m.id = id;
+	m.payload = payload;
+	for (size_t i = 0; i < n_fds; i++)
+		m.fds[i] = fds[i];
+	m.n_fds = n_fds;
+	r = proto_send(s->fd, &m);
+	json_decref(payload);
+	return r;
+}
+
+static int send_error(struct session *s, uint32_t id, const char *code,
+		      const char *fmt, ...) _printf_(4, 5);
+static int send_error(struct session *s, uint32_t id, const char *code,
+		      const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return send_json(s, PROTO_ERROR, id,
+			 json_pack("{s:{s:s, s:s}}", "error", "code", code,
+				   "message", msg),
+			 NULL, 0);
+}
+
+/* ---- leases ---- */
+
+static void release(struct control *c, struct attachment *a)
+{
+	struct profile *p = manager_profile(c->m, a->profile);
+
+	for (size_t i = 0; i < a->n_leases; i++) {
+		struct lease *l = &a->leases[i];
+		struct object *o = p ? profile_find_serial(p, l->kind, l->name,
+							   l->serial)
+				     : NULL;
+
+		if (o)
+			profile_release(p, o);
+		free(l->name);
+	}
+	free(a->leases);
+	free(a->profile);
+	json_decref(a->report);
+	*a = (struct attachment){ 0 };
+}
+
+static int lease(struct attachment *a, struct object *o)
+{
+	struct lease *l = realloc(a->leases, (a->n_leases + 1) * sizeof(*l));
+
+	if (!l)
+		return -ENOMEM;
+	a->leases = l;
+	l[a->n_leases] = (struct lease){ o->kind, strdup(o->name), o->serial };
+	if (!l[a->n_leases].name)
+		return -ENOMEM;
+	a->n_leases++;
+	o->leases++;
+	return 0;
+}
+
+/* ---- ATTACH ---- */
+
+static int attach(struct session *s, uint32_t id, json_t *req)
+{
+	struct control *c = s->c;
+	const char *name = json_string_value(json_object_get(req, "profile"));
+	const char *mode = json_string_value(json_object_get(req, "mode"));
+	struct profile *p = name ? manager_profile(c->m, name) : NULL;
+	int fds[PROTO_MAX_FDS];
+	size_t n_fds = 0;
+	struct attachment *att, a = { 0 };
+	json_t *doc, *mem, *pds, *mrs;
+	bool shared;
+	int r;
+
+	if (!name)
+		return send_error(s, id, "bad_request",
+				  "ATTACH needs \"profile\"");
+	if (!p)
+		return send_error(s, id, "not_found", "no profile '%s'", name);
+	if (!allowed(p->conf, &s->cred))
+		return send_error(s, id, "forbidden",
+				  "uid %u may not attach to profile '%s'",
+				  (unsigned int)s->cred.uid, name);
+	if (!p->ctx || (p->state != PROFILE_READY &&
+			p->state != PROFILE_DEGRADED))
+		return send_error(s, id, "not_ready", "profile '%s' is %s%s%s",
+				  name, profile_state_name(p->state),
+				  p->reason ? ": " : "",
+				  p->reason ? p->reason : "");
+	if (!mode)
+		mode = "auto";
+	if (streq(mode, "auto"))
+		shared = p->import_err == 0;
+	else if (streq(mode, "shared") || streq(mode, "local"))
+		shared = streq(mode, "shared");
+	else
+		return send_error(s, id, "bad_request",
+				  "mode \"%s\" is not auto, shared or local",
+				  mode);
+	if (shared && p->import_err)
+		return send_error(s, id, "not_supported",
+				  "%s cannot share its context (%s): attach "
+				  "in local or auto mode",
+				  p->ibdev, strerror(-p->import_err));
+
+	doc = json_pack("{s:s, s:i, s:s, s:s, s:i, s:i, s:b}", "profile", name,
+			"attachment", (int)++c->next_attachment, "mode",
+			shared ? "shared" : "local", "ibdev", p->ibdev, "port",
+			p->dev->port, "gid_index", p->gid_index,
+			"import_capable", p->import_err == 0);
+	mem = json_array();
+	pds = json_array();
+	mrs = json_array();
+	if (!doc || !mem || !pds || !mrs) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	if (p->import_err)
+		json_object_set_new(doc, "import_error",
+				    json_string(strerror(-p->import_err)));
+	a.id = c->next_attachment;
+	a.shared = shared;
+	a.profile = strdup(name);
+	if (!a.profile) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	if (shared) {
+		json_object_set_new(doc, "cmd_fd", json_integer((json_int_t)n_fds));
+		fds[n_fds++] = p->ctx->cmd_fd;
+	}
+	for (size_t i = 0; i < p->n_objects; i++) {
+		struct object *o = &p->objects[i];
+		json_t *j;
+
+		if (o->state != OBJ_READY)
+			continue;
+		if (o->kind == OBJ_MEMORY && o->u.mem.fd >= 0) {
+			if (n_fds == PROTO_MAX_FDS) {
+				r = -E2BIG;
+				goto fail;
+			}
+			j = object_json(o);
+			json_object_set_new(j, "fd",
+					    json_integer((json_int_t)n_fds));
+			fds[n_fds++] = o->u.mem.fd;
+			json_array_append_new(mem, j);
+		} else if (o->kind == OBJ_PD) {
+			json_array_append_new(
+				pds, json_pack("{s:s, s:i}", "name", o->name,
+					       "handle", (int)o->u.pd->handle));
+		} else if (o->kind == OBJ_MR) {
+			const struct conf_mr *cm = o->conf;
+			struct object *m =
+				profile_find(p, OBJ_MEMORY, cm->memory);
+
+			if (!m || m->u.mem.fd < 0)
+				continue; /* anonymous memory: not shareable */
+			j = object_json(o);
+			json_object_del(j, "leases");
+			json_object_del(j, "state");
+			json_array_append_new(mrs, j);
+		} else {
+			continue;
+		}
+		r = lease(&a, o);
+		if (r < 0)
+			goto fail;
+	}
+	json_object_set_new(doc, "memory", mem);
+	json_object_set_new(doc, "pd", pds);
+	json_object_set_new(doc, "mr", mrs);
+	mem = pds = mrs = NULL;
+
+	att = realloc(s->att, (s->n_att + 1) * sizeof(*att));
+	if (!att) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	s->att = att;
+	r = send_json(s, PROTO_ATTACHED, id, doc, fds, n_fds);
+	if (r < 0) {
+		release(c, &a);
+		return r;
+	}
+	s->att[s->n_att++] = a;
+	log_info("session %u (pid %d uid %u): attached to %s, %s mode", s->id,
+		 (int)s->cred.pid, (unsigned int)s->cred.uid, name,
+		 shared ? "shared" : "local");
+	return 0;
+fail:
+	release(c, &a);
+	json_decref(doc);
+	json_decref(mem);
+	json_decref(pds);
+	json_decref(mrs);
+	return send_error(s, id, "internal", "cannot attach: %s",
+			  strerror(-r));
+}
+
+static struct attachment *find_attachment(struct session *s, json_t *req)
+{
+	json_int_t id = json_integer_value(json_object_get(req, "attachment"));
+
+	for (size_t i = 0; i < s->n_att; i++)
+		if (s->att[i].id == (uint32_t)id)
+			return &s->att[i];
+	return NULL;
+}
+
+static int detach(struct session *s, uint32_t id, json_t *req)
+{
+	struct attachment *a = find_attachment(s, req);
+	uint32_t aid;
+
+	if (!a)
+		return send_error(s, id, "not_found", "no such attachment");
+	aid = a->id;
+	release(s->c, a);
+	*a = s->att[--s->n_att];
+	return send_json(s, PROTO_DETACHED, id,
+			 json_pack("{s:i}", "attachment", (int)aid), NULL, 0);
+}
+
+static int report(struct session *s, uint32_t id, json_t *req)
+{
+	struct attachment *a = find_attachment(s, req);
+
+	if (!a)
+		return send_error(s, id, "not_found", "no such attachment");
+	if (a->shared)
+		return send_error(s, id, "bad_request",
+				  "REPORT is for local mode");
+	json_decref(a->report);
+	a->report = json_incref(json_object_get(req, "mr"));
+	return send_json(s, PROTO_REPLY, id,
+			 json_pack("{s:i, s:{}}", "status", 200, "body"), NULL,
+			 0);
+}
+
+static int request(struct session *s, uint32_t id, json_t *req)
+{
+	struct api_request ar = {
+		.method = json_string_value(json_object_get(req, "method")),
+		.path = json_string_value(json_object_get(req, "path")),
+		.body = json_object_get(req, "body"),
+		.authorized = s->admin,
+		.token_set = true,
+		.via_socket = true,
+	};
+	json_t *reply = NULL;
+	int status;
+
+	if (!ar.method || !ar.path)
+		return send_error(s, id, "bad_request",
+				  "REQUEST needs \"method\" and \"path\"");
+	if (ar.body && !json_is_object(ar.body))
+		return send_error(s, id, "bad_request",
+				  "\"body\" must be an object");
+	status = api_handle(s->c->m, &ar, &reply);
+	return send_json(s, PROTO_REPLY, id,
+			 json_pack("{s:i, s:o}", "status", status, "body",
+				   reply),
+			 NULL, 0);
+}
+
+/* ---- sessions ---- */
+
+static void session_free(struct session *s)
+{
+	struct control *c = s->c;
+
+	for (struct session **pp = &c->sessions; *pp; pp = &(*pp)->next)
+		if (*pp == s) {
+			*pp = s->next;
+			break;
+		}
+	for (size_t i = 0; i < s->n_att; i++)
+		release(c, &s->att[i]);
+	if (s->n_att)
+		log_info("session %u (pid %d uid %u) ended: %zu attachments "
+			 "released",
+			 s->id, (int)s->cred.pid, (unsigned int)s->cred.uid,
+			 s->n_att);
+	free(s->att);
+	sd_event_source_disable_unref(s->io);
+	closep(&s->fd);
+	free(s);
+}
+
+static int on_session(sd_event_source *es, int fd, uint32_t revents,
+		      void *ud)
+{
+	struct session *s = ud;
+	struct proto_msg m;
+	uint16_t version;
+	int r;
+
+	(void)es;
+	(void)fd;
+	(void)revents;
+	proto_msg_init(&m);
+	r = proto_recv(s->fd, &m);
+	if (r == -EAGAIN)
+		return 0;
+	if (r == -EPIPE || r == -ECONNRESET) {
+		session_free(s);
+		return 0;
+	}
+	if (r < 0) {
+		/* Malformed, oversized, unexpected fds (closed by the codec),
+		 * wrong version: say why, then end this session only. */
+		struct proto_msg e;
+
+		log_warn(r, "session %u (pid %d uid %u): bad message", s->id,
+			 (int)s->cred.pid, (unsigned int)s->cred.uid);
+		proto_msg_init(&e);
+		if (proto_error(&e, m.id, r) == 0)
+			proto_send(s->fd, &e);
+		proto_msg_clear(&e);
+		proto_msg_clear(&m);
+		session_free(s);
+		return 0;
+	}
+	if (!proto_type_allowed(m.type, PROTO_PEER_CLIENT) ||
+	    (!s->welcomed && m.type != PROTO_HELLO)) {
+		send_error(s, m.id, "bad_request", "%s is not expected here",
+			   proto_type_name(m.type));
+		proto_msg_clear(&m);
+		session_free(s);
+		return 0;
+	}
+	switch (m.type) {
+	case PROTO_HELLO:
+		r = proto_negotiate(m.payload, &version);
+		if (r < 0) {
+			send_error(s, m.id, "unsupported_version",
+				   "this daemon speaks protocol versions "
+				   "%d to %d",
+				   PROTO_VERSION_MIN, PROTO_VERSION_MAX);
+			proto_msg_clear(&m);
+			session_free(s);
+			return 0;
+		} else {
+			struct proto_msg w;
+
+			proto_msg_init(&w);
+			r = proto_welcome(&w, m.id, version, RDMAD_VERSION);
+			if (r == 0)
+				r = proto_send(s->fd, &w);
+			proto_msg_clear(&w);
+			s->welcomed = r == 0;
+		}
+		break;
+	case PROTO_ATTACH:
+		r = attach(s, m.id, m.payload);
+		break;
+	case PROTO_DETACH:
+		r = detach(s, m.id, m.payload);
+		break;
+	case PROTO_REPORT:
+		r = report(s, m.id, m.payload);
+		break;
+	case PROTO_REQUEST:
+		r = request(s, m.id, m.payload);
+		break;
+	}
+	proto_msg_clear(&m);
+	if (r < 0 && r != -EAGAIN)
+		session_free(s);
+	return 0;
+}
+
+static unsigned int sessions_of(struct control *c, uid_t uid)
+{
+	unsigned int n = 0;
+
+	for (struct session *s = c->sessions; s; s = s->next)
+		n += s->cred.uid == uid;
+	return n;
+}
+
+static int on_accept(sd_event_source *es, int fd, uint32_t revents,
+		     void *ud)
+{
+	struct control *c = ud;
+	const char *admin = c->m->config->daemon.admin_group;
+	socklen_t len = sizeof(struct ucred);
+	struct session *s;
+	int cfd, r;
+
+	(void)es;
+	(void)revents;
+	cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (cfd < 0)
+		return 0;
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		close(cfd);
+		return 0;
+	}
+	s->c = c;
+	s->fd = cfd;
+	s->id = ++c->next_session;
+	if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &s->cred, &len) < 0) {
+		free(s);
+		close(cfd);
+		return 0;
+	}
+	s->admin = s->cred.uid == 0 ||
+		   (admin && in_group(s->cred.uid, s->cred.gid, admin));
+	if (sessions_of(c, s->cred.uid) >= CONTROL_MAX_SESSIONS_PER_UID) {
+		s->next = NULL;
+		send_error(s, 0, "too_many_sessions",
+			   "uid %u has %d sessions already",
+			   (unsigned int)s->cred.uid,
+			   CONTROL_MAX_SESSIONS_PER_UID);
+		close(cfd);
+		free(s);
+		return 0;
+	}
+	r = sd_event_add_io(c->m->event, &s->io, cfd, EPOLLIN, on_session, s);
+	if (r < 0) {
+		close(cfd);
+		free(s);
+		return 0;
+	}
+	s->next = c->sessions;
+	c->sessions = s;
+	log_debug("session %u: pid %d uid %u gid %u%s", s->id,
+		  (int)s->cred.pid, (unsigned int)s->cred.uid,
+		  (unsigned int)s->cred.gid, s->admin ? " (admin)" : "");
+	return 0;
+}
+
+/* ---- the socket ---- */
+
+static int resolve_group(const char *name, gid_t *gid)
+{
+	struct group *gr = getgrnam(name);
+	char *end;
+
+	if (gr) {
+		*gid = gr->gr_gid;
+		return 0;
+	}
+	*gid = (gid_t)strtoul(name, &end, 10);
+	return *name && !*end ? 0 : -ENOENT;
+}
+
+int control_start(struct manager *m)
+{
+	const struct conf_daemon *d = &m->config->daemon;
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct control *c;
+	struct stat st;
+	gid_t gid;
+	int r;
+
+	if (strlen(d->control_socket) >= sizeof(sun.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sun.sun_path, d->control_socket);
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->m = m;
+	c->fd = -1;
+	m->control = c;
+	c->path = strdup(d->control_socket);
+	if (!c->path)
+		return -ENOMEM;
+	if (mkdir(d->runtime_dir, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK,
+		       0);
+	if (c->fd < 0)
+		return -errno;
+	if (lstat(c->path, &st) == 0 && S_ISSOCK(st.st_mode))
+		unlink(c->path);
+	if (bind(c->fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
+	    listen(c->fd, 128) < 0)
+		return -errno;
+	if (chmod(c->path, 0660) < 0)
+		return -errno;
+	if (d->control_group) {
+		r = resolve_group(d->control_group, &gid);
+		if (r < 0)
+			return r;
+		if (chown(c->path, (uid_t)-1, gid) < 0)
+			return -errno;
+	}
+	r = sd_event_add_io(m->event, &c->io, c->fd, EPOLLIN, on_accept, c);
+	if (r < 0)
+		return r;
+	log_info("control socket on %s", c->path);
+	return 0;
+}
+
+void control_stop(struct manager *m)
+{
+	struct control *c = m->control;
+
+	if (!c)
+		return;
+	while (c->sessions)
+		session_free(c->sessions);
+	sd_event_source_disable_unref(c->io);
+	if (c->fd >= 0) {
+		close(c->fd);
+		unlink(c->path);
+	}
+	free(c->path);
+	free(c);
+	m->control = NULL;
+}
+
+json_t *control_sessions_json(struct manager *m)
+{
+	json_t *a = json_array();
+
+	for (struct session *s = m->control ? m->control->sessions : NULL;
+	     a && s; s = s->next) {
+		json_t *atts = json_array();
+
+		for (size_t i = 0; i < s->n_att; i++) {
+			struct attachment *t = &s->att[i];
+			json_t *j = json_pack(
+				"{s:i, s:s, s:s, s:i}", "attachment",
+				(int)t->id, "profile", t->profile, "mode",
+				t->shared ? "shared" : "local", "leases",
+				(int)t->n_leases);
+
+			if (t->report)
+				json_object_set(j, "report", t->report);
+			json_array_append_new(atts, j);
+		}
+		json_array_append_new(
+			a, json_pack("{s:i, s:i, s:i, s:i, s:b, s:o}", "session",
+				     (int)s->id, "pid", (int)s->cred.pid, "uid",
+				     (int)s->cred.uid, "gid", (int)s->cred.gid,
+				     "admin", s->admin, "attachments", atts));
+	}
+	return a;
+}

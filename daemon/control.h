@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control socket (SOCK_SEQPACKET, proto/): sessions of clients that
+ * attach to profiles and use their objects, and the same control
+ * operations as REST. Identity comes from SO_PEERCRED only.
+ */
+#ifndef RDMAD_CONTROL_H
+#define RDMAD_CONTROL_H
+
+#include <jansson.h>
+
+struct manager;
+
+#define CONTROL_MAX_SESSIONS_PER_UID 256
+
+/* Listen on daemon.control_socket (mode 0660, group control_group).
+ * Returns 0 or -errno. */
+int control_start(struct manager *m);
+/* Tell every session goodbye and stop listening. */
+void control_stop(struct manager *m);
+/* [{id, pid, uid, gid, attachments:[{attachment, profile, mode,
+ *   leases, report}]}] for GET /v1/sessions. */
+json_t *control_sessions_json(struct manager *m);
+
+#endif
