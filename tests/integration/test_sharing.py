@@ -22,6 +22,7 @@ from rdmadproto import (ATTACH, ATTACHED, DETACH, DETACHED, ERROR, HELLO,
                         REPORT, REPLY, WELCOME, Client, frame)
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "examples"))
 MIB = 1 << 20
 USER, OTHER = 1000, 1001
 
@@ -349,3 +350,16 @@ sys.exit(1 if errors else 0)
             for k in ("pd", "mr", "qp", "cq")} == kernel0
     status, sessions = d.get("/v1/sessions")
     assert sessions == []
+
+
+def test_shared_mode_is_refused_where_import_is_not(shared):
+    d = shared
+    status, prof = d.get("/v1/profiles/ingest")
+    assert prof["import_capable"] is False
+    assert prof["import_error"] == "Operation not supported"  # EOPNOTSUPP
+    c = Client(d.sock)
+    t, doc, fds = c.call(ATTACH, {"profile": "ingest", "mode": "shared"})
+    assert t == ERROR and fds == []
+    assert doc["error"]["code"] == "not_supported"
+    assert "local or auto" in doc["error"]["message"]
+    c.close()

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""A remote peer, played by pyverbs on the same device in another context
+"""A remote peer for rdmad's examples and tests, played by pyverbs on the same device in another context
 (rxe cannot route between rxe0 and rxe1): it connects its own RC QP to a
 QP of a profile and RDMA-writes into / reads from the daemon's MR."""
 
