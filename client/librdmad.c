@@ -1,12 +1,93 @@
 // SPDX-License-Identifier: MIT
+/*
+ * librdmad: connect to rdmad, attach to profiles, use their objects.
+ * The payloads are those of proto/PROTOCOL.md; the framing is proto.h's.
+ *
+ * All I/O is blocking with a timeout and strictly request/answer: one
+ * request in flight, its answer matched by id. When an answer is lost
+ * (timeout) or garbled, the connection is marked broken and no further
+ * request is sent on it: what the daemon did with the last one is
+ * unknown. Attachments made on it keep working until detached; their
+ * leases end when the connection closes.
+ */
+#include <fcntl.h>
+#include <jansson.h>
+#include <linux/capability.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
 
+#include <infiniband/verbs.h>
+
+#include "proto.h"
 #include "rdmad.h"
 #include "rdmad_internal.h"
+#include "util.h"
+
+#define CLIENT_TIMEOUT_S 30
 
 static __thread char last_error[512];
+
+struct rdmad {
+	int fd;
+	uint32_t last_id;
+	bool broken; /* an answer was lost or garbled: no more requests */
+	uint16_t version;
+	struct rdmad_profile *profiles;
+};
+
+struct client_memory {
+	char *name;
+	int fd; /* until mapped */
+	void *addr; /* MAP_FAILED until mapped */
+	size_t size;
+};
+
+struct client_pd {
+	char *name;
+	uint32_t handle;
+	struct ibv_pd *pd;
+};
+
+struct client_mr {
+	char *name;
+	size_t pd, memory; /* indexes into the profile's arrays */
+	uint32_t handle, rkey;
+	uint64_t offset, length, iova;
+	unsigned int access;
+	bool zero_based;
+	struct ibv_mr *mr;
+};
+
+struct rdmad_profile {
+	struct rdmad *conn;
+	struct rdmad_profile *next;
+	char *name;
+	uint32_t attachment;
+	bool granted; /* the daemon holds an attachment for us */
+	enum rdmad_mode mode;
+	char *ibdev;
+	int port, gid_index;
+	int cmd_fd; /* shared mode, until imported */
+	struct ibv_context *ctx;
+	struct client_memory *mem;
+	size_t n_mem;
+	struct client_pd *pd;
+	size_t n_pd;
+	struct client_mr *mr;
+	size_t n_mr;
+};
+
+/* ---- errors ---- */
 
 const char *rdmad_version(void)
 {
@@ -36,4 +117,1342 @@ int client_set_error(int err, const char *fmt, ...)
 	vsnprintf(last_error, sizeof(last_error), fmt, ap);
 	va_end(ap);
 	return err < 0 ? err : -err;
+}
+
+static const struct {
+	const char *code;
+	int err;
+} error_codes[] = {
+	{ "not_found", ENOENT },
+	{ "forbidden", EACCES },
+	{ "unauthorized", EACCES },
+	{ "bad_request", EINVAL },
+	{ "bad_json", EINVAL },
+	{ "invalid_message", EINVAL },
+	{ "not_ready", EAGAIN },
+	{ "not_supported", EOPNOTSUPP },
+	{ "too_many_sessions", ECONNREFUSED },
+	{ "unsupported_version", EPROTONOSUPPORT },
+	{ "bad_message", EBADMSG },
+	{ "message_too_large", EMSGSIZE },
+	{ "device_error", EIO },
+	{ "internal", EIO },
+};
+
+int client_code_errno(const char *code)
+{
+	size_t i;
+
+	for (i = 0; code && i < ARRAY_SIZE(error_codes); i++)
+		if (streq(code, error_codes[i].code))
+			return error_codes[i].err;
+	return EPROTO;
+}
+
+void client_size_str(uint64_t bytes, char *buf, size_t size)
+{
+	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB",
+					     "PiB", "EiB" };
+	uint64_t unit = 1024, whole, tenths;
+	size_t u = 0;
+
+	if (bytes < 1024) {
+		snprintf(buf, size, "%llu bytes", (unsigned long long)bytes);
+		return;
+	}
+	while (u + 1 < ARRAY_SIZE(units) && bytes / unit >= 1024) {
+		unit *= 1024;
+		u++;
+	}
+	whole = bytes / unit;
+	tenths = ((bytes % unit) / (unit / 1024) * 10 + 1023) / 1024;
+	if ((bytes % unit) && !tenths)
+		tenths = 1;
+	if (tenths >= 10) {
+		whole++;
+		tenths = 0;
+	}
+	if (tenths)
+		snprintf(buf, size, "%llu.%llu %s", (unsigned long long)whole,
+			 (unsigned long long)tenths, units[u]);
+	else
+		snprintf(buf, size, "%llu %s", (unsigned long long)whole,
+			 units[u]);
+}
+
+/* ---- messages ---- */
+
+static void conn_break(struct rdmad *c)
+{
+	c->broken = true;
+}
+
+/* A failure of the socket or of the framing, during what. */
+static int transport_error(int r, const char *what)
+{
+	switch (r) {
+	case -EPIPE:
+	case -ECONNRESET:
+		return client_set_error(r, "rdmad closed the connection (%s)",
+					what);
+	case -ETIMEDOUT:
+		return client_set_error(r, "rdmad did not answer %s within %d s",
+					what, CLIENT_TIMEOUT_S);
+	case -EPROTONOSUPPORT:
+		return client_set_error(r,
+					"rdmad answered %s in a protocol "
+					"version this library does not speak "
+					"(it speaks %d to %d)",
+					what, PROTO_VERSION_MIN,
+					PROTO_VERSION_MAX);
+	case -EBADMSG:
+	case -EMSGSIZE:
+		return client_set_error(r, "bad answer from rdmad to %s: %s",
+					what, proto_strerror(r));
+	default:
+		return client_set_error(r, "%s: %s", what, rdmad_strerror(r));
+	}
+}
+
+/* An ERROR answer: the errno of its code, its message as the last error. */
+static int daemon_error(const struct proto_msg *ans, const char *what)
+{
+	const json_t *e = json_object_get(ans->payload, "error");
+	const char *code = json_string_value(json_object_get(e, "code"));
+	const char *msg = json_string_value(json_object_get(e, "message"));
+	int err = client_code_errno(code);
+
+	if (msg && *msg)
+		return client_set_error(err, "%s", msg);
+	return client_set_error(err, "rdmad refused %s (%s)", what,
+				code ? code : "no reason given");
+}
+
+/*
+ * Send req (its id is set here) and wait for its answer in ans, which
+ * must be of type want. An ERROR answer becomes the errno of its code.
+ * On 0, ans is the caller's to clear; on failure it holds nothing.
+ */
+static int exchange(struct rdmad *c, struct proto_msg *req, uint16_t want,
+		    struct proto_msg *ans)
+{
+	const char *what = proto_type_name(req->type);
+	int r;
+
+	proto_msg_init(ans);
+	if (c->broken)
+		return client_set_error(ENOTCONN,
+					"the connection to rdmad failed "
+					"earlier: connect again");
+	if (++c->last_id == 0)
+		c->last_id = 1;
+	req->id = c->last_id;
+	r = proto_send(c->fd, req);
+	if (r == -EAGAIN)
+		r = -ETIMEDOUT;
+	if (r < 0) {
+		/* Nothing left for a message that could not be encoded. */
+		if (r != -EINVAL && r != -EMSGSIZE && r != -ENOBUFS &&
+		    r != -ENOMEM)
+			conn_break(c);
+		return transport_error(r, what);
+	}
+	r = proto_recv(c->fd, ans);
+	if (r == -EAGAIN)
+		r = -ETIMEDOUT;
+	if (r < 0) {
+		conn_break(c);
+		return transport_error(r, what);
+	}
+	if (ans->type == PROTO_ERROR && ans->id == 0) {
+		/* Not about a request: the daemon is ending the session. */
+		conn_break(c);
+		r = daemon_error(ans, what);
+	} else if (ans->id != req->id) {
+		conn_break(c);
+		r = client_set_error(EPROTO,
+				     "rdmad answered request %u while %u was "
+				     "expected",
+				     ans->id, req->id);
+	} else if (ans->type == PROTO_ERROR) {
+		r = daemon_error(ans, what);
+	} else if (ans->type != want) {
+		conn_break(c);
+		r = client_set_error(EPROTO, "rdmad answered %s with %s, not %s",
+				     what, proto_type_name(ans->type),
+				     proto_type_name(want));
+	}
+	if (r < 0)
+		proto_msg_clear(ans);
+	return r;
+}
+
+/* Build a request of type with payload (taken, may be NULL on ENOMEM). */
+static int request_msg(struct proto_msg *m, uint16_t type, json_t *payload)
+{
+	proto_msg_init(m);
+	if (!payload)
+		return client_set_error(ENOMEM, "out of memory");
+	m->type = type;
+	m->payload = payload;
+	return 0;
+}
+
+/* ---- connecting ---- */
+
+static void conn_free(struct rdmad *c)
+{
+	if (!c)
+		return;
+	closep(&c->fd);
+	free(c);
+}
+
+static void conn_freep(struct rdmad **c)
+{
+	conn_free(*c);
+}
+
+static int conn_hello(struct rdmad *c)
+{
+	struct proto_msg req, ans;
+	uint16_t version;
+	int r;
+
+	r = proto_hello(&req, 0);
+	if (r < 0)
+		return client_set_error(r, "out of memory");
+	r = exchange(c, &req, PROTO_WELCOME, &ans);
+	proto_msg_clear(&req);
+	if (r < 0)
+		return r;
+	r = proto_welcome_version(ans.payload, &version);
+	proto_msg_clear(&ans);
+	if (r == -EPROTONOSUPPORT)
+		return client_set_error(r,
+					"rdmad chose a protocol version "
+					"outside what this library speaks "
+					"(%d to %d)",
+					PROTO_VERSION_MIN, PROTO_VERSION_MAX);
+	if (r < 0)
+		return client_set_error(r, "rdmad's WELCOME names no protocol "
+					   "version");
+	c->version = version;
+	return 0;
+}
+
+struct rdmad *rdmad_connect(const char *socket_path)
+{
+	_cleanup_(conn_freep) struct rdmad *c = NULL;
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct timeval tv = { .tv_sec = CLIENT_TIMEOUT_S };
+	const char *hint = "";
+	int r, err;
+
+	if (!socket_path) {
+		socket_path = secure_getenv("RDMAD_SOCKET");
+		if (!socket_path || !*socket_path)
+			socket_path = RDMAD_DEFAULT_SOCKET;
+	}
+	if (!*socket_path || strlen(socket_path) >= sizeof(sun.sun_path)) {
+		errno = -client_set_error(ENAMETOOLONG,
+					  "socket path '%s' is empty or "
+					  "longer than %zu bytes",
+					  socket_path,
+					  sizeof(sun.sun_path) - 1);
+		return NULL;
+	}
+	strcpy(sun.sun_path, socket_path);
+
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		errno = -client_set_error(ENOMEM, "out of memory");
+		return NULL;
+	}
+	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (c->fd < 0) {
+		err = errno;
+		errno = -client_set_error(err, "cannot create a socket: %s",
+					  strerror(err));
+		return NULL;
+	}
+	/* The send timeout also bounds connect() on a full backlog. */
+	if (setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+	    setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0) {
+		err = errno;
+		errno = -client_set_error(err, "cannot set socket timeouts: %s",
+					  strerror(err));
+		return NULL;
+	}
+	if (connect(c->fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		err = errno;
+		if (err == ENOENT || err == ECONNREFUSED)
+			hint = " (is rdmad running?)";
+		else if (err == EACCES)
+			hint = " (is this user in rdmad's control group?)";
+		else if (err == EAGAIN)
+			err = ETIMEDOUT;
+		errno = -client_set_error(err, "cannot connect to rdmad at %s: "
+					       "%s%s",
+					  socket_path, strerror(err), hint);
+		return NULL;
+	}
+	r = conn_hello(c);
+	if (r < 0) {
+		errno = -r;
+		return NULL;
+	}
+	return TAKE_PTR(c);
+}
+
+/* ---- profiles: parsing ATTACHED ---- */
+
+static void profile_free(struct rdmad_profile *p)
+{
+	size_t i;
+
+	if (!p)
+		return;
+	for (i = 0; i < p->n_mem; i++) {
+		free(p->mem[i].name);
+		closep(&p->mem[i].fd);
+	}
+	for (i = 0; i < p->n_pd; i++)
+		free(p->pd[i].name);
+	for (i = 0; i < p->n_mr; i++)
+		free(p->mr[i].name);
+	free(p->mem);
+	free(p->pd);
+	free(p->mr);
+	closep(&p->cmd_fd);
+	free(p->ibdev);
+	free(p->name);
+	free(p);
+}
+
+static int malformed(const struct rdmad_profile *p, const char *fmt, ...)
+	_printf_(2, 3);
+static int malformed(const struct rdmad_profile *p, const char *fmt, ...)
+{
+	char why[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	return client_set_error(EPROTO,
+				"rdmad's ATTACHED for profile '%s' is "
+				"malformed: %s",
+				p->name, why);
+}
+
+/* A JSON integer in [0, max]. */
+static bool get_uint(const json_t *o, const char *key, uint64_t max,
+		     uint64_t *out)
+{
+	const json_t *v = json_object_get(o, key);
+	json_int_t i;
+
+	if (!json_is_integer(v))
+		return false;
+	i = json_integer_value(v);
+	if (i < 0 || (uint64_t)i > max)
+		return false;
+	*out = (uint64_t)i;
+	return true;
+}
+
+/* A non-empty string, copied. */
+static char *get_name(const json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+
+	return s && *s ? strdup(s) : NULL;
+}
+
+/* Take fd number index of m (each may be taken once). */
+static int take_fd(const struct rdmad_profile *p, struct proto_msg *m,
+		   uint64_t index, const char *what, int *fd)
+{
+	if (index >= m->n_fds)
+		return malformed(p, "%s: fd %llu of %zu", what,
+				 (unsigned long long)index, m->n_fds);
+	if (m->fds[index] < 0)
+		return malformed(p, "%s: fd %llu given twice", what,
+				 (unsigned long long)index);
+	*fd = TAKE_FD(m->fds[index]);
+	return 0;
+}
+
+static json_t *get_array(const json_t *o, const char *key, size_t *n)
+{
+	json_t *a = json_object_get(o, key);
+
+	if (!a) { /* nothing of that kind */
+		*n = 0;
+		return NULL;
+	}
+	*n = json_is_array(a) ? json_array_size(a) : (size_t)-1;
+	return a;
+}
+
+static int parse_memory(struct rdmad_profile *p, struct proto_msg *m)
+{
+	json_t *a, *o;
+	size_t n, i, j;
+	uint64_t v;
+	int r;
+
+	a = get_array(m->payload, "memory", &n);
+	if (n == (size_t)-1)
+		return malformed(p, "\"memory\" is not an array");
+	p->mem = calloc(n ? n : 1, sizeof(*p->mem));
+	if (!p->mem)
+		return client_set_error(ENOMEM, "out of memory");
+	json_array_foreach(a, i, o) {
+		struct client_memory *mem = &p->mem[p->n_mem++];
+
+		mem->fd = -1;
+		mem->addr = MAP_FAILED;
+		mem->name = get_name(o, "name");
+		if (!mem->name)
+			return malformed(p, "memory %zu has no name", i);
+		for (j = 0; j < i; j++)
+			if (streq(p->mem[j].name, mem->name))
+				return malformed(p, "memory '%s' twice",
+						 mem->name);
+		if (!get_uint(o, "size", SIZE_MAX, &v) || v == 0)
+			return malformed(p, "memory '%s': bad size", mem->name);
+		mem->size = v;
+		if (!get_uint(o, "fd", UINT32_MAX, &v))
+			return malformed(p, "memory '%s' has no fd", mem->name);
+		r = take_fd(p, m, v, mem->name, &mem->fd);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int parse_pds(struct rdmad_profile *p, const struct proto_msg *m)
+{
+	json_t *a, *o;
+	size_t n, i, j;
+	uint64_t v;
+
+	a = get_array(m->payload, "pd", &n);
+	if (n == (size_t)-1)
+		return malformed(p, "\"pd\" is not an array");
+	p->pd = calloc(n ? n : 1, sizeof(*p->pd));
+	if (!p->pd)
+		return client_set_error(ENOMEM, "out of memory");
+	json_array_foreach(a, i, o) {
+		struct client_pd *pd = &p->pd[p->n_pd++];
+
+		pd->name = get_name(o, "name");
+		if (!pd->name)
+			return malformed(p, "pd %zu has no name", i);
+		for (j = 0; j < i; j++)
+			if (streq(p->pd[j].name, pd->name))
+				return malformed(p, "pd '%s' twice", pd->name);
+		if (!get_uint(o, "handle", UINT32_MAX, &v))
+			return malformed(p, "pd '%s' has no handle", pd->name);
+		pd->handle = v;
+	}
+	return 0;
+}
+
+static const struct {
+	const char *name;
+	unsigned int flag;
+} access_names[] = {
+	{ "local_write", IBV_ACCESS_LOCAL_WRITE },
+	{ "remote_write", IBV_ACCESS_REMOTE_WRITE },
+	{ "remote_read", IBV_ACCESS_REMOTE_READ },
+	{ "remote_atomic", IBV_ACCESS_REMOTE_ATOMIC },
+	{ "mw_bind", IBV_ACCESS_MW_BIND },
+	{ "relaxed_ordering", IBV_ACCESS_RELAXED_ORDERING },
+};
+
+static int parse_access(const struct rdmad_profile *p, const char *mr,
+			const json_t *a, unsigned int *access)
+{
+	const json_t *v;
+	size_t i, k;
+
+	if (!json_is_array(a))
+		return malformed(p, "mr '%s' has no access list", mr);
+	*access = 0;
+	json_array_foreach(a, i, v) {
+		const char *s = json_string_value(v);
+
+		for (k = 0; s && k < ARRAY_SIZE(access_names); k++)
+			if (streq(s, access_names[k].name))
+				break;
+		if (!s || k == ARRAY_SIZE(access_names))
+			return malformed(p, "mr '%s': unknown access '%s'", mr,
+					 s ? s : "?");
+		*access |= access_names[k].flag;
+	}
+	return 0;
+}
+
+static bool find_index(const struct rdmad_profile *p, bool pd,
+		       const char *name, size_t *out)
+{
+	size_t i, n = pd ? p->n_pd : p->n_mem;
+
+	for (i = 0; name && i < n; i++)
+		if (streq(pd ? p->pd[i].name : p->mem[i].name, name)) {
+			*out = i;
+			return true;
+		}
+	return false;
+}
+
+static int parse_mrs(struct rdmad_profile *p, const struct proto_msg *m)
+{
+	json_t *a, *o;
+	size_t n, i, j;
+	uint64_t v;
+	int r;
+
+	a = get_array(m->payload, "mr", &n);
+	if (n == (size_t)-1)
+		return malformed(p, "\"mr\" is not an array");
+	p->mr = calloc(n ? n : 1, sizeof(*p->mr));
+	if (!p->mr)
+		return client_set_error(ENOMEM, "out of memory");
+	json_array_foreach(a, i, o) {
+		struct client_mr *mr = &p->mr[p->n_mr++];
+		const char *s;
+		size_t size;
+
+		mr->name = get_name(o, "name");
+		if (!mr->name)
+			return malformed(p, "mr %zu has no name", i);
+		for (j = 0; j < i; j++)
+			if (streq(p->mr[j].name, mr->name))
+				return malformed(p, "mr '%s' twice", mr->name);
+		s = json_string_value(json_object_get(o, "pd"));
+		if (!find_index(p, true, s, &mr->pd))
+			return malformed(p, "mr '%s': no pd '%s'", mr->name,
+					 s ? s : "");
+		s = json_string_value(json_object_get(o, "memory"));
+		if (!find_index(p, false, s, &mr->memory))
+			return malformed(p, "mr '%s': no memory '%s'", mr->name,
+					 s ? s : "");
+		size = p->mem[mr->memory].size;
+		if (!get_uint(o, "offset", size - 1, &mr->offset) ||
+		    !get_uint(o, "length", size - mr->offset, &mr->length) ||
+		    mr->length == 0)
+			return malformed(p,
+					 "mr '%s': offset and length do not "
+					 "fit memory '%s' (%zu bytes)",
+					 mr->name, p->mem[mr->memory].name,
+					 size);
+		if (!get_uint(o, "handle", UINT32_MAX, &v))
+			return malformed(p, "mr '%s' has no handle", mr->name);
+		mr->handle = v;
+		if (!get_uint(o, "rkey", UINT32_MAX, &v))
+			return malformed(p, "mr '%s' has no rkey", mr->name);
+		mr->rkey = v;
+		mr->zero_based = json_is_true(json_object_get(o, "zero_based"));
+		if (!get_uint(o, "iova", UINT64_MAX, &mr->iova))
+			return malformed(p, "mr '%s' has no iova", mr->name);
+		if (mr->zero_based)
+			mr->iova = 0;
+		r = parse_access(p, mr->name, json_object_get(o, "access"),
+				 &mr->access);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/*
+ * Fill p from ATTACHED, taking the fds it uses out of m (those it does
+ * not use stay in m, to be closed with it). p->attachment and
+ * p->granted are set first, so that a malformed rest can be detached.
+ */
+static int parse_attached(struct rdmad_profile *p, struct proto_msg *m,
+			  unsigned int flags)
+{
+	const json_t *doc = m->payload;
+	const char *mode = json_string_value(json_object_get(doc, "mode"));
+	uint64_t v;
+	int r;
+
+	if (!get_uint(doc, "attachment", UINT32_MAX, &v))
+		return malformed(p, "no attachment id");
+	p->attachment = v;
+	p->granted = true;
+
+	if (mode && streq(mode, "shared"))
+		p->mode = RDMAD_MODE_SHARED;
+	else if (mode && streq(mode, "local"))
+		p->mode = RDMAD_MODE_LOCAL;
+	else
+		return malformed(p, "mode '%s'", mode ? mode : "");
+	if (((flags & RDMAD_ATTACH_SHARED) && p->mode != RDMAD_MODE_SHARED) ||
+	    ((flags & RDMAD_ATTACH_LOCAL) && p->mode != RDMAD_MODE_LOCAL))
+		return client_set_error(EPROTO,
+					"rdmad attached profile '%s' in %s "
+					"mode, not in the mode asked",
+					p->name, mode);
+
+	p->ibdev = get_name(doc, "ibdev");
+	if (!p->ibdev)
+		return malformed(p, "no ibdev");
+	if (!get_uint(doc, "port", 255, &v) || v == 0)
+		return malformed(p, "no port");
+	p->port = (int)v;
+	if (!get_uint(doc, "gid_index", INT32_MAX, &v))
+		return malformed(p, "no gid_index");
+	p->gid_index = (int)v;
+
+	if (p->mode == RDMAD_MODE_SHARED) {
+		if (!get_uint(doc, "cmd_fd", UINT32_MAX, &v))
+			return malformed(p, "shared mode without cmd_fd");
+		r = take_fd(p, m, v, "cmd_fd", &p->cmd_fd);
+		if (r < 0)
+			return r;
+	}
+	r = parse_memory(p, m);
+	if (r < 0)
+		return r;
+	r = parse_pds(p, m);
+	if (r < 0)
+		return r;
+	return parse_mrs(p, m);
+}
+
+/* ---- profiles: setting up and tearing down ---- */
+
+static int map_memory(struct rdmad_profile *p)
+{
+	size_t i;
+
+	for (i = 0; i < p->n_mem; i++) {
+		struct client_memory *mem = &p->mem[i];
+		struct stat st;
+		int err;
+
+		if (fstat(mem->fd, &st) < 0) {
+			err = errno;
+			return client_set_error(err, "memory '%s': %s",
+						mem->name, strerror(err));
+		}
+		/* Mapping past the end would SIGBUS on first touch. */
+		if (S_ISREG(st.st_mode) && (uint64_t)st.st_size < mem->size)
+			return client_set_error(EPROTO,
+						"memory '%s' has %llu bytes, "
+						"rdmad said %zu",
+						mem->name,
+						(unsigned long long)st.st_size,
+						mem->size);
+		mem->addr = mmap(NULL, mem->size, PROT_READ | PROT_WRITE,
+				 MAP_SHARED, mem->fd, 0);
+		if (mem->addr == MAP_FAILED) {
+			err = errno;
+			return client_set_error(err, "cannot map memory '%s' "
+						     "(%zu bytes): %s",
+						mem->name, mem->size,
+						strerror(err));
+		}
+		/* The mapping keeps the memory alive. */
+		closep(&mem->fd);
+		mem->fd = -1;
+	}
+	return 0;
+}
+
+static void *mr_addr(const struct rdmad_profile *p, const struct client_mr *mr)
+{
+	return (char *)p->mem[mr->memory].addr + mr->offset;
+}
+
+static int import_context(struct rdmad_profile *p)
+{
+	struct stat before, after;
+	int err;
+
+	if (fstat(p->cmd_fd, &before) < 0) {
+		err = errno;
+		return client_set_error(err, "cmd_fd: %s", strerror(err));
+	}
+	errno = 0;
+	p->ctx = ibv_import_device(p->cmd_fd);
+	if (!p->ctx) {
+		err = errno ? errno : EOPNOTSUPP;
+		/* Some of libibverbs' failure paths close the fd, some do
+		 * not: close it only if it still is the same file. */
+		if (fstat(p->cmd_fd, &after) == 0 &&
+		    after.st_dev == before.st_dev &&
+		    after.st_ino == before.st_ino &&
+		    after.st_rdev == before.st_rdev)
+			closep(&p->cmd_fd);
+		p->cmd_fd = -1;
+		return client_set_error(err,
+					"cannot import the context of %s: %s",
+					p->ibdev, strerror(err));
+	}
+	p->cmd_fd = -1; /* the context's now */
+	return 0;
+}
+
+static int setup_shared(struct rdmad_profile *p)
+{
+	size_t i;
+	int r, err;
+
+	r = map_memory(p);
+	if (r < 0)
+		return r;
+	r = import_context(p);
+	if (r < 0)
+		return r;
+	for (i = 0; i < p->n_pd; i++) {
+		struct client_pd *pd = &p->pd[i];
+
+		pd->pd = ibv_import_pd(p->ctx, pd->handle);
+		if (!pd->pd) {
+			err = errno ? errno : EIO;
+			return client_set_error(err,
+						"cannot import pd '%s' "
+						"(handle %u): %s",
+						pd->name, pd->handle,
+						strerror(err));
+		}
+	}
+	for (i = 0; i < p->n_mr; i++) {
+		struct client_mr *mr = &p->mr[i];
+
+		mr->mr = ibv_import_mr(p->pd[mr->pd].pd, mr->handle);
+		if (!mr->mr) {
+			err = errno ? errno : EIO;
+			return client_set_error(err,
+						"cannot import mr '%s' "
+						"(handle %u): %s",
+						mr->name, mr->handle,
+						strerror(err));
+		}
+		/* A handle that names another MR than announced. */
+		if (mr->mr->rkey != mr->rkey || mr->mr->length != mr->length)
+			return client_set_error(
+				EPROTO,
+				"mr '%s' (handle %u) imports with rkey %u "
+				"and %zu bytes, rdmad announced rkey %u and "
+				"%llu bytes",
+				mr->name, mr->handle, mr->mr->rkey,
+				mr->mr->length, mr->rkey,
+				(unsigned long long)mr->length);
+		/* Imported MRs carry no address: give ours, as ibv_reg_mr
+		 * would. */
+		mr->mr->addr = mr_addr(p, mr);
+	}
+	return 0;
+}
+
+static bool has_cap_ipc_lock(void)
+{
+	struct __user_cap_header_struct h = {
+		.version = _LINUX_CAPABILITY_VERSION_3,
+	};
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3] = { 0 };
+
+	/* If we cannot tell, let the kernel judge at registration. */
+	if (syscall(SYS_capget, &h, d) < 0)
+		return true;
+	return d[CAP_TO_INDEX(CAP_IPC_LOCK)].effective &
+	       CAP_TO_MASK(CAP_IPC_LOCK);
+}
+
+/* What this process has pinned already (VmPin), 0 if unknown. */
+static uint64_t pinned_now(void)
+{
+	unsigned long long kb = 0;
+	char line[128];
+	FILE *f = fopen("/proc/self/status", "re");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmPin: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (uint64_t)kb * 1024;
+}
+
+/*
+ * Registering pins the pages, counted against RLIMIT_MEMLOCK (unless
+ * CAP_IPC_LOCK): fail early with the numbers rather than with the
+ * kernel's bare ENOMEM halfway through.
+ */
+static int memlock_check(const struct rdmad_profile *p)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), need = 0, pinned,
+		 total;
+	char s_need[32], s_pinned[64] = "", s_limit[32], s_total[32],
+		s_hard[96] = "";
+	struct rlimit rl;
+	size_t i;
+
+	for (i = 0; i < p->n_mr; i++) {
+		const struct client_mr *mr = &p->mr[i];
+		uint64_t start = mr->offset & ~(page - 1);
+		uint64_t end = (mr->offset + mr->length + page - 1) &
+			       ~(page - 1);
+
+		need += end - start;
+	}
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return 0;
+	pinned = pinned_now();
+	total = need + pinned;
+	if (total <= rl.rlim_cur || has_cap_ipc_lock())
+		return 0;
+
+	client_size_str(need, s_need, sizeof(s_need));
+	client_size_str(rl.rlim_cur, s_limit, sizeof(s_limit));
+	client_size_str(total, s_total, sizeof(s_total));
+	if (pinned) {
+		char s[32];
+
+		client_size_str(pinned, s, sizeof(s));
+		snprintf(s_pinned, sizeof(s_pinned), " (%s pinned already)", s);
+	}
+	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < total) {
+		char s[32];
+
+		client_size_str(rl.rlim_max, s, sizeof(s));
+		snprintf(s_hard, sizeof(s_hard),
+			 "; the hard limit is %s: raising it needs root", s);
+	}
+	return client_set_error(ENOMEM,
+				"local mode registers %s%s but "
+				"RLIMIT_MEMLOCK is %s: raise it to at least "
+				"%s (ulimit -l %llu, LimitMEMLOCK=%lluK)%s",
+				s_need, s_pinned, s_limit, s_total,
+				(unsigned long long)((total + 1023) / 1024),
+				(unsigned long long)((total + 1023) / 1024),
+				s_hard);
+}
+
+static int open_device(struct rdmad_profile *p)
+{
+	struct ibv_device **list;
+	int i, n = 0, err;
+
+	errno = 0;
+	list = ibv_get_device_list(&n);
+	if (!list) {
+		err = errno ? errno : ENODEV;
+		return client_set_error(err, "cannot list RDMA devices: %s",
+					strerror(err));
+	}
+	for (i = 0; i < n; i++)
+		if (streq(ibv_get_device_name(list[i]), p->ibdev))
+			break;
+	if (i == n) {
+		ibv_free_device_list(list);
+		return client_set_error(ENODEV,
+					"RDMA device %s not found in this "
+					"process (%d devices seen)",
+					p->ibdev, n);
+	}
+	errno = 0;
+	p->ctx = ibv_open_device(list[i]);
+	err = errno ? errno : EIO;
+	ibv_free_device_list(list);
+	if (!p->ctx)
+		return client_set_error(err, "cannot open %s: %s", p->ibdev,
+					strerror(err));
+	return 0;
+}
+
+static int report(struct rdmad_profile *p)
+{
+	struct proto_msg req, ans;
+	json_t *mrs = json_array();
+	json_int_t status;
+	size_t i;
+	int r;
+
+	for (i = 0; mrs && i < p->n_mr; i++) {
+		const struct client_mr *mr = &p->mr[i];
+
+		if (json_array_append_new(
+			    mrs, json_pack("{s:s, s:I, s:I, s:I, s:I}", "name",
+					   mr->name, "lkey",
+					   (json_int_t)mr->mr->lkey, "rkey",
+					   (json_int_t)mr->mr->rkey, "iova",
+					   (json_int_t)mr->iova, "length",
+					   (json_int_t)mr->length)) < 0) {
+			json_decref(mrs);
+			mrs = NULL;
+		}
+	}
+	r = request_msg(&req, PROTO_REPORT,
+			mrs ? json_pack("{s:I, s:o}", "attachment",
+					(json_int_t)p->attachment, "mr", mrs)
+			    : NULL);
+	if (r < 0)
+		return r;
+	r = exchange(p->conn, &req, PROTO_REPLY, &ans);
+	proto_msg_clear(&req);
+	if (r < 0)
+		return r;
+	status = json_integer_value(json_object_get(ans.payload, "status"));
+	if (status < 200 || status > 299)
+		r = client_set_error(EPROTO,
+				     "rdmad refused the REPORT of profile "
+				     "'%s' (status %lld)",
+				     p->name, (long long)status);
+	proto_msg_clear(&ans);
+	return r;
+}
+
+static int setup_local(struct rdmad_profile *p)
+{
+	size_t i;
+	int r, err;
+
+	r = memlock_check(p);
+	if (r < 0)
+		return r;
+	r = map_memory(p);
+	if (r < 0)
+		return r;
+	r = open_device(p);
+	if (r < 0)
+		return r;
+	for (i = 0; i < p->n_pd; i++) {
+		struct client_pd *pd = &p->pd[i];
+
+		errno = 0;
+		pd->pd = ibv_alloc_pd(p->ctx);
+		if (!pd->pd) {
+			err = errno ? errno : EIO;
+			return client_set_error(err,
+						"cannot allocate pd '%s' on "
+						"%s: %s",
+						pd->name, p->ibdev,
+						strerror(err));
+		}
+	}
+	for (i = 0; i < p->n_mr; i++) {
+		struct client_mr *mr = &p->mr[i];
+
+		/* The daemon's IOVA (0 when zero-based): one address
+		 * serves both registrations. */
+		errno = 0;
+		mr->mr = ibv_reg_mr_iova(p->pd[mr->pd].pd, mr_addr(p, mr),
+					 mr->length, mr->iova, mr->access);
+		if (!mr->mr) {
+			err = errno ? errno : EIO;
+			return client_set_error(
+				err, "cannot register mr '%s' (%llu bytes) on "
+				     "%s: %s%s",
+				mr->name, (unsigned long long)mr->length,
+				p->ibdev, strerror(err),
+				err == ENOMEM ? " (RLIMIT_MEMLOCK too low?)"
+					      : "");
+		}
+	}
+	return report(p);
+}
+
+/* Undo what setup did, in reverse; the first error is returned. */
+static int profile_teardown(struct rdmad_profile *p)
+{
+	bool shared = p->mode == RDMAD_MODE_SHARED;
+	size_t i;
+	int r = 0, e;
+
+	for (i = p->n_mr; i-- > 0;) {
+		struct client_mr *mr = &p->mr[i];
+
+		if (!mr->mr)
+			continue;
+		if (shared) {
+			ibv_unimport_mr(mr->mr);
+		} else {
+			e = ibv_dereg_mr(mr->mr);
+			if (e && !r)
+				r = client_set_error(e, "cannot deregister mr "
+							"'%s': %s",
+						     mr->name, strerror(e));
+		}
+		mr->mr = NULL;
+	}
+	for (i = p->n_pd; i-- > 0;) {
+		struct client_pd *pd = &p->pd[i];
+
+		if (!pd->pd)
+			continue;
+		if (shared) {
+			ibv_unimport_pd(pd->pd);
+		} else {
+			e = ibv_dealloc_pd(pd->pd);
+			if (e && !r)
+				r = client_set_error(e,
+						     "cannot deallocate pd '%s' "
+						     "(objects still on it?): %s",
+						     pd->name, strerror(e));
+		}
+		pd->pd = NULL;
+	}
+	if (p->ctx) {
+		e = ibv_close_device(p->ctx);
+		if (e && !r)
+			r = client_set_error(errno, "cannot close %s: %s",
+					     p->ibdev, strerror(errno));
+		p->ctx = NULL;
+	}
+	for (i = 0; i < p->n_mem; i++) {
+		struct client_memory *mem = &p->mem[i];
+
+		if (mem->addr != MAP_FAILED)
+			munmap(mem->addr, mem->size);
+		mem->addr = MAP_FAILED;
+		closep(&mem->fd);
+		mem->fd = -1;
+	}
+	closep(&p->cmd_fd);
+	p->cmd_fd = -1;
+	return r;
+}
+
+/* Tell the daemon the attachment is over. */
+static int send_detach(struct rdmad_profile *p)
+{
+	struct proto_msg req, ans;
+	int r;
+
+	r = request_msg(&req, PROTO_DETACH,
+			json_pack("{s:I}", "attachment",
+				  (json_int_t)p->attachment));
+	if (r < 0)
+		return r;
+	r = exchange(p->conn, &req, PROTO_DETACHED, &ans);
+	proto_msg_clear(&req);
+	proto_msg_clear(&ans);
+	p->granted = false;
+	return r;
+}
+
+static void profile_unlink(struct rdmad_profile *p)
+{
+	struct rdmad_profile **pp;
+
+	for (pp = &p->conn->profiles; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+}
+
+/* A failed attach: undo everything, keeping the error that made it fail. */
+static void profile_abort(struct rdmad_profile *p)
+{
+	char saved[sizeof(last_error)];
+
+	memcpy(saved, last_error, sizeof(saved));
+	profile_teardown(p);
+	if (p->granted && !p->conn->broken)
+		send_detach(p);
+	memcpy(last_error, saved, sizeof(saved));
+	profile_free(p);
+}
+
+struct rdmad_profile *rdmad_attach(struct rdmad *c, const char *profile,
+				   unsigned int flags)
+{
+	static const unsigned int known = RDMAD_ATTACH_SHARED |
+					  RDMAD_ATTACH_LOCAL;
+	struct rdmad_profile *p;
+	struct proto_msg req, ans;
+	const char *mode;
+	int r;
+
+	if (!c || !profile || !*profile) {
+		errno = -client_set_error(EINVAL, "rdmad_attach: no connection "
+						  "or no profile name");
+		return NULL;
+	}
+	if ((flags & ~known) || (flags & known) == known) {
+		errno = -client_set_error(EINVAL,
+					  "rdmad_attach: flags 0x%x: at most "
+					  "one of RDMAD_ATTACH_SHARED and "
+					  "RDMAD_ATTACH_LOCAL",
+					  flags);
+		return NULL;
+	}
+	mode = flags & RDMAD_ATTACH_SHARED  ? "shared"
+	       : flags & RDMAD_ATTACH_LOCAL ? "local"
+					    : "auto";
+
+	r = request_msg(&req, PROTO_ATTACH,
+			json_pack("{s:s, s:s}", "profile", profile, "mode",
+				  mode));
+	if (r < 0) {
+		errno = -r;
+		return NULL;
+	}
+	r = exchange(c, &req, PROTO_ATTACHED, &ans);
+	proto_msg_clear(&req);
+	if (r < 0) {
+		errno = -r;
+		return NULL;
+	}
+
+	p = calloc(1, sizeof(*p));
+	if (p) {
+		p->conn = c;
+		p->cmd_fd = -1;
+		p->name = strdup(profile);
+	}
+	if (!p || !p->name) {
+		/* We cannot even keep its id: closing would release it, but
+		 * the connection is the caller's. */
+		free(p);
+		proto_msg_clear(&ans);
+		errno = -client_set_error(ENOMEM, "out of memory");
+		return NULL;
+	}
+	r = parse_attached(p, &ans, flags);
+	proto_msg_clear(&ans); /* closes the fds nothing refers to */
+	if (r == 0)
+		r = p->mode == RDMAD_MODE_SHARED ? setup_shared(p)
+						 : setup_local(p);
+	if (r < 0) {
+		profile_abort(p);
+		errno = -r;
+		return NULL;
+	}
+	p->next = c->profiles;
+	c->profiles = p;
+	return p;
+}
+
+int rdmad_detach(struct rdmad_profile *p)
+{
+	int r, d = 0;
+
+	if (!p)
+		return client_set_error(EINVAL, "rdmad_detach: no profile");
+	r = profile_teardown(p);
+	if (p->granted) {
+		if (p->conn->broken)
+			d = client_set_error(ENOTCONN,
+					     "profile '%s' detached here; the "
+					     "daemon keeps its lease until the "
+					     "connection closes (it failed "
+					     "earlier)",
+					     p->name);
+		else
+			d = send_detach(p);
+	}
+	profile_unlink(p);
+	profile_free(p);
+	return r < 0 ? r : d;
+}
+
+void rdmad_close(struct rdmad *c)
+{
+	int saved = errno;
+
+	if (!c)
+		return;
+	while (c->profiles)
+		rdmad_detach(c->profiles);
+	conn_free(c);
+	errno = saved;
+}
+
+/* ---- accessors ---- */
+
+static struct client_pd *find_pd(struct rdmad_profile *p, const char *name)
+{
+	size_t i;
+
+	if (!p || !name) {
+		errno = -client_set_error(EINVAL, "no profile or no name");
+		return NULL;
+	}
+	for (i = 0; i < p->n_pd; i++)
+		if (streq(p->pd[i].name, name))
+			return &p->pd[i];
+	errno = -client_set_error(ENOENT, "profile '%s' has no pd '%s'",
+				  p->name, name);
+	return NULL;
+}
+
+static struct client_mr *find_mr(struct rdmad_profile *p, const char *name)
+{
+	size_t i;
+
+	if (!p || !name) {
+		errno = -client_set_error(EINVAL, "no profile or no name");
+		return NULL;
+	}
+	for (i = 0; i < p->n_mr; i++)
+		if (streq(p->mr[i].name, name))
+			return &p->mr[i];
+	errno = -client_set_error(ENOENT,
+				  "profile '%s' has no mr '%s' that can be "
+				  "shared (MRs on anonymous memory cannot)",
+				  p->name, name);
+	return NULL;
+}
+
+enum rdmad_mode rdmad_mode(struct rdmad_profile *p)
+{
+	if (!p) {
+		errno = -client_set_error(EINVAL, "rdmad_mode: no profile");
+		return 0;
+	}
+	return p->mode;
+}
+
+struct ibv_context *rdmad_context(struct rdmad_profile *p)
+{
+	if (!p) {
+		errno = -client_set_error(EINVAL, "rdmad_context: no profile");
+		return NULL;
+	}
+	return p->ctx;
+}
+
+int rdmad_port(struct rdmad_profile *p)
+{
+	return p ? p->port : client_set_error(EINVAL, "rdmad_port: no profile");
+}
+
+int rdmad_gid_index(struct rdmad_profile *p)
+{
+	return p ? p->gid_index
+		 : client_set_error(EINVAL, "rdmad_gid_index: no profile");
+}
+
+struct ibv_pd *rdmad_pd(struct rdmad_profile *p, const char *name)
+{
+	struct client_pd *pd = find_pd(p, name);
+
+	return pd ? pd->pd : NULL;
+}
+
+struct ibv_mr *rdmad_mr(struct rdmad_profile *p, const char *name)
+{
+	struct client_mr *mr = find_mr(p, name);
+
+	return mr ? mr->mr : NULL;
+}
+
+const char *rdmad_pd_name(struct rdmad_profile *p, size_t i)
+{
+	return p && i < p->n_pd ? p->pd[i].name : NULL;
+}
+
+const char *rdmad_mr_name(struct rdmad_profile *p, size_t i)
+{
+	return p && i < p->n_mr ? p->mr[i].name : NULL;
+}
+
+void *rdmad_mr_map(struct rdmad_profile *p, const char *name, size_t *len)
+{
+	struct client_mr *mr = find_mr(p, name);
+
+	if (!mr)
+		return NULL;
+	if (len)
+		*len = mr->length;
+	return mr_addr(p, mr);
+}
+
+uint64_t rdmad_mr_iova(struct rdmad_profile *p, const char *name)
+{
+	struct client_mr *mr = find_mr(p, name);
+
+	return mr ? mr->iova : 0;
+}
+
+uint32_t rdmad_mr_rkey(struct rdmad_profile *p, const char *name)
+{
+	struct client_mr *mr = find_mr(p, name);
+
+	return mr ? mr->rkey : 0;
+}
+
+struct ibv_xrcd *rdmad_xrcd(struct rdmad_profile *p, const char *name)
+{
+	errno = -client_set_error(EOPNOTSUPP,
+				  "rdmad_xrcd(%s, %s): not supported yet: "
+				  "rdmad does not pass XRC domains",
+				  p ? p->name : "NULL", name ? name : "NULL");
+	return NULL;
+}
+
+/* ---- control requests ---- */
+
+int rdmad_request(struct rdmad *c, const char *method, const char *path,
+		  const char *body_json, int *status, char **reply_json)
+{
+	struct proto_msg req, ans;
+	json_t *doc, *body = NULL;
+	json_error_t jerr;
+	char *text = NULL;
+	json_int_t st;
+	int r;
+
+	if (!c || !method || !*method || !path || *path != '/')
+		return client_set_error(EINVAL, "rdmad_request: no connection, "
+						"method or path (/v1/...)");
+	if (body_json) {
+		body = json_loads(body_json, JSON_REJECT_DUPLICATES, &jerr);
+		if (!json_is_object(body)) {
+			json_decref(body);
+			return client_set_error(EINVAL,
+						"rdmad_request: the body is "
+						"not a JSON object%s%s",
+						body ? "" : ": ",
+						body ? "" : jerr.text);
+		}
+	}
+	doc = json_pack("{s:s, s:s}", "method", method, "path", path);
+	if (doc && body && json_object_set_new(doc, "body", body) < 0) {
+		json_decref(doc);
+		doc = NULL;
+	} else if (!doc) {
+		json_decref(body);
+	}
+	r = request_msg(&req, PROTO_REQUEST, doc);
+	if (r < 0)
+		return r;
+	r = exchange(c, &req, PROTO_REPLY, &ans);
+	proto_msg_clear(&req);
+	if (r < 0)
+		return r;
+	st = json_integer_value(json_object_get(ans.payload, "status"));
+	if (st < 100 || st > 599) {
+		proto_msg_clear(&ans);
+		return client_set_error(EPROTO,
+					"rdmad's REPLY to %s %s has no status",
+					method, path);
+	}
+	if (reply_json) {
+		json_t *b = json_object_get(ans.payload, "body");
+
+		text = b ? json_dumps(b, JSON_ENCODE_ANY | JSON_COMPACT)
+			 : strdup("null");
+		if (!text) {
+			proto_msg_clear(&ans);
+			return client_set_error(ENOMEM, "out of memory");
+		}
+		*reply_json = text;
+	}
+	if (status)
+		*status = (int)st;
+	proto_msg_clear(&ans);
+	return 0;
 }

@@ -128,7 +128,9 @@ static int call(const struct ctl *c, const char *method, const char *path,
 		return EX_PROTOCOL;
 	}
 	if (status / 100 != 2) {
-		if (keep_failed && !json_object_get(j, "error")) {
+		/* A report of its own ("error" a sentence), not an error
+		 * document ("error" an object). */
+		if (keep_failed && !json_is_object(json_object_get(j, "error"))) {
 			*doc = j;
 			return 1;
 		}

@@ -1,22 +1,142 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * librdmad: the client library of rdmad.
+ * librdmad: the client library of rdmad (see librdmad(3)).
  *
- * This version carries the error reporting and version calls; the attach
- * API of the specification (rdmad_connect, rdmad_attach, ...) comes with
- * the attach protocol.
+ * A process connects to the daemon's unix socket, attaches to a profile
+ * and gets the profile's verbs objects: imported from the daemon's own
+ * context (shared mode) or registered by this process over the same
+ * memory (local mode).
+ *
+ * Conventions: calls returning a pointer return NULL and set errno on
+ * failure; calls returning int return 0 or a negative errno. Either way
+ * rdmad_last_error() then says what went wrong, in this thread.
+ *
+ * Threads: a struct rdmad, and the profiles attached through it, may be
+ * used by one thread at a time (lock around them to share them). Calls
+ * on different connections may run in parallel. The last error is per
+ * thread.
  */
 #ifndef RDMAD_H
 #define RDMAD_H
+
+#include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/* From <infiniband/verbs.h>, which callers include to use them. */
+struct ibv_context;
+struct ibv_pd;
+struct ibv_mr;
+struct ibv_xrcd;
+
+/* A connection to rdmad. */
+struct rdmad;
+/* One attachment to a profile, and the objects it gives. */
+struct rdmad_profile;
+
+/* Where rdmad_connect(NULL) connects, unless $RDMAD_SOCKET is set. */
+#define RDMAD_DEFAULT_SOCKET "/run/rdmad/rdmad.sock"
+
+/* rdmad_attach() flags: at most one of SHARED and LOCAL. */
+enum {
+	/* Shared when the device can import, else local: the daemon picks. */
+	RDMAD_ATTACH_AUTO = 0,
+	/* Import the daemon's context, PDs and MRs; fail if impossible. */
+	RDMAD_ATTACH_SHARED = 1 << 0,
+	/* Open the device and register the same memory in this process. */
+	RDMAD_ATTACH_LOCAL = 1 << 1,
+};
+
+enum rdmad_mode {
+	RDMAD_MODE_SHARED = 1, /* the objects are the daemon's, imported */
+	RDMAD_MODE_LOCAL = 2,  /* the objects are this process's own */
+};
+
+/*
+ * Connect to the daemon at socket_path (NULL: $RDMAD_SOCKET, else
+ * RDMAD_DEFAULT_SOCKET) and agree on a protocol version. Every answer
+ * is awaited for at most 30 seconds. NULL and errno on failure.
+ */
+struct rdmad *rdmad_connect(const char *socket_path);
+
+/*
+ * Detach every profile still attached through c (the pointers become
+ * invalid), then close the connection. NULL is allowed.
+ */
+void rdmad_close(struct rdmad *c);
+
+/*
+ * Attach to profile. Either fully succeeds or leaves nothing behind
+ * (no fd, mapping, verbs object or lease). NULL and errno on failure:
+ * ENOENT no such profile, EACCES not allowed, EAGAIN profile not ready,
+ * EOPNOTSUPP shared mode asked on a device that cannot import, ENOMEM
+ * RLIMIT_MEMLOCK too low for local mode, ENODEV device not found, ...
+ */
+struct rdmad_profile *rdmad_attach(struct rdmad *c, const char *profile,
+				   unsigned int flags);
+
+/*
+ * Release the profile's objects in this process (they must no longer be
+ * in use: destroy the QPs, CQs, ... created on them first), tell the
+ * daemon, and free p. p is freed even when this fails: 0 or -errno.
+ */
+int rdmad_detach(struct rdmad_profile *p);
+
+/* RDMAD_MODE_SHARED or RDMAD_MODE_LOCAL; 0 (errno EINVAL) for NULL. */
+enum rdmad_mode rdmad_mode(struct rdmad_profile *p);
+
+/* The device context: imported (shared) or opened here (local). */
+struct ibv_context *rdmad_context(struct rdmad_profile *p);
+
+/* The profile's port number and GID index, to build QPs and AHs. */
+int rdmad_port(struct rdmad_profile *p);
+int rdmad_gid_index(struct rdmad_profile *p);
+
+/* A PD or MR by its name in the profile; NULL and ENOENT if none. An
+ * MR's addr is its first byte in this process (as rdmad_mr_map). */
+struct ibv_pd *rdmad_pd(struct rdmad_profile *p, const char *name);
+struct ibv_mr *rdmad_mr(struct rdmad_profile *p, const char *name);
+
+/* The names of the profile's PDs and MRs: i from 0 until NULL. */
+const char *rdmad_pd_name(struct rdmad_profile *p, size_t i);
+const char *rdmad_mr_name(struct rdmad_profile *p, size_t i);
+
+/* The MR's bytes in this process; *len (if len) gets their count. */
+void *rdmad_mr_map(struct rdmad_profile *p, const char *name, size_t *len);
+
+/*
+ * The MR's first byte in its IOVA space: the address for work requests
+ * with rdmad_mr()'s lkey (both modes register with the daemon's IOVA),
+ * and for a remote peer with rdmad_mr_rkey() or rdmad_mr()'s rkey.
+ * 0 for a zero-based MR. 0 and errno ENOENT for an unknown name.
+ */
+uint64_t rdmad_mr_iova(struct rdmad_profile *p, const char *name);
+
+/* The rkey of the daemon's own registration of the MR (the same as
+ * rdmad_mr()'s in shared mode). 0 and errno ENOENT if unknown. */
+uint32_t rdmad_mr_rkey(struct rdmad_profile *p, const char *name);
+
+/* Not supported yet (the daemon passes no XRC domain): NULL, errno
+ * EOPNOTSUPP. */
+struct ibv_xrcd *rdmad_xrcd(struct rdmad_profile *p, const char *name);
+
+/*
+ * A control request, as the REST API takes it: method "GET", "POST",
+ * ...; path "/v1/..."; body_json a JSON object or NULL. On 0, *status
+ * (if status) is the HTTP-style status and *reply_json (if reply_json)
+ * the reply document as JSON text, to free(). A status >= 400 is still
+ * 0: the document says why.
+ */
+int rdmad_request(struct rdmad *c, const char *method, const char *path,
+		  const char *body_json, int *status, char **reply_json);
+
 /* The library's version, e.g. "0.1.0". */
 const char *rdmad_version(void);
 
-/* A message for a negative errno returned by an rdmad_* call. */
+/* A message for a negative (or positive) errno. */
 const char *rdmad_strerror(int err);
 
 /* This thread's last detailed error, or "" if none. */

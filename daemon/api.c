@@ -194,15 +194,16 @@ static int post_reload(struct request *r)
 	json_t *result = NULL;
 	int e = manager_reload(r->m, &result);
 
-	if (e == -EINVAL)
-		return reply(r, 422,
-			     json_pack("{s:{s:s, s:s, s:o}}", "error", "code",
-				       "config_invalid", "message",
-				       "the new configuration has errors; "
-				       "nothing was changed",
-				       "errors",
-				       json_incref(json_object_get(result,
-								   "errors"))));
+	if (e == -EINVAL) {
+		json_t *doc = json_pack(
+			"{s:{s:s, s:s, s:O}}", "error", "code", "config_invalid",
+			"message",
+			"the new configuration has errors; nothing was changed",
+			"errors", json_object_get(result, "errors"));
+
+		json_decref(result);
+		return reply(r, 422, doc);
+	}
 	if (e < 0)
 		return errno_reply(r, e, "reload");
 	return reply(r, 200, result);

@@ -2014,7 +2014,8 @@ static void fields_json(const struct field *table, const void *obj, json_t *j)
 			size_t n = *(const size_t *)((const char *)obj +
 						     f->count_offset);
 
-			if (!n)
+			/* An empty list given is not a list left out. */
+			if (!n && !*(void *const *)at)
 				break;
 			v = json_array();
 			for (size_t i = 0; v && i < n; i++)
@@ -2055,6 +2056,8 @@ json_t *config_json(const struct config *c)
 		return NULL;
 	}
 	fields_json(daemon_fields, &c->daemon, d);
+	/* The included profiles are written out below, merged. */
+	json_object_del(d, "include");
 	json_object_set_new(j, "daemon", d);
 	for (size_t i = 0; i < c->n_devices; i++) {
 		json_t *dev = json_object();
@@ -2062,7 +2065,10 @@ json_t *config_json(const struct config *c)
 		fields_json(device_fields, &c->devices[i], dev);
 		json_array_append_new(devs, dev);
 	}
-	json_object_set_new(j, "devices", devs);
+	if (json_array_size(devs))
+		json_object_set_new(j, "devices", devs);
+	else
+		json_decref(devs);
 	for (size_t i = 0; i < c->n_profiles; i++) {
 		const struct conf_profile *pr = &c->profiles[i];
 		json_t *p = json_object();
@@ -2085,7 +2091,10 @@ json_t *config_json(const struct config *c)
 		}
 		json_array_append_new(profs, p);
 	}
-	json_object_set_new(j, "profiles", profs);
+	if (json_array_size(profs))
+		json_object_set_new(j, "profiles", profs);
+	else
+		json_decref(profs);
 	return j;
 }
 

@@ -154,9 +154,12 @@ int devwatch_parse(const char *buf, size_t len, struct devwatch_uevent *ev)
 
 struct dev {
 	char ibdev[DEVWATCH_NAME_MAX];
-	char uverbs[DEVWATCH_NAME_MAX]; /* "" while there is none */
-	bool announced;			/* the infiniband device exists */
-	bool up; /* reported ADD (or found at start): announced + uverbs */
+	/* Its uverbs device, "" while there is none. */
+	char uverbs[DEVWATCH_NAME_MAX];
+	/* The infiniband device exists. */
+	bool announced;
+	/* Reported ADD (or found at start): announced, with a uverbs. */
+	bool up;
 };
 
 struct devset {

@@ -280,14 +280,22 @@ int profile_reload(struct profile *next, struct profile *old,
 
 	/* Another device, or none yet: start over. */
 	if (!old->ctx || !conf_device_equal(next->dev, old->dev)) {
-		for (size_t i = 0; old->ctx && i < old->n_objects; i++)
+		bool had = old->ctx != NULL;
+
+		for (size_t i = 0; had && i < old->n_objects; i++)
 			if (!profile_find(next, old->objects[i].kind,
 					  old->objects[i].name))
 				report(ud, &old->objects[i], ACT_REMOVE);
 		profile_stop(old, "reloaded");
-		profile_start(next, NULL, NULL);
+		/* Only what was really created is reported. */
+		if (profile_start(next, NULL, NULL) < 0)
+			return 0;
 		for (size_t i = 0; i < next->n_objects; i++)
-			report(ud, &next->objects[i], ACT_CREATE);
+			report(ud, &next->objects[i],
+			       had && profile_find(old, next->objects[i].kind,
+						   next->objects[i].name)
+				       ? ACT_RECREATE
+				       : ACT_CREATE);
 		return 0;
 	}
 
