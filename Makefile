@@ -6,6 +6,7 @@
 
 VERSION := 0.1.0
 B := build
+PREFIX ?= /usr/local
 
 CC ?= cc
 PKGS := libibverbs libconfig libmicrohttpd jansson libsystemd
@@ -34,7 +35,8 @@ SAN := -fsanitize=address,undefined -fno-omit-frame-pointer
 ASAN_DAEMON_OBJ := $(DAEMON_SRC:%.c=$(B)/asan/%.o)
 ASAN_LIB_OBJ := $(LIB_SRC:%.c=$(B)/asan/%.o) $(CTL_SRC:%.c=$(B)/asan/%.o)
 
-all: $(B)/rdmad $(B)/rdmactl $(B)/librdmad.so
+all: $(B)/rdmad $(B)/rdmactl $(B)/librdmad.so $(B)/rdmad.pc \
+	$(B)/examples/attach
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -56,7 +58,17 @@ $(B)/rdmad-asan: $(B)/asan/daemon/main.o $(ASAN_DAEMON_OBJ) \
 $(B)/librdmad.so: $(LIB_OBJ) client/librdmad.map
 	$(CC) $(CFLAGS) -shared -Wl,-soname,librdmad.so.0 \
 		-Wl,--version-script=client/librdmad.map -o $@ $(LIB_OBJ) \
-		$(PKG_LIBS)
+		$(shell pkg-config --libs libibverbs jansson)
+	ln -sf librdmad.so $(B)/librdmad.so.0
+
+$(B)/rdmad.pc: client/rdmad.pc.in Makefile
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' $< >$@
+
+$(B)/examples/attach: examples/attach.c $(B)/librdmad.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< -L$(B) -lrdmad \
+		-Wl,-rpath,'$$ORIGIN/..' $(shell pkg-config --libs libibverbs)
 
 $(B)/rdmactl: $(B)/client/rdmactl.o $(CTL_OBJ) $(B)/librdmad.so
 	$(CC) $(CFLAGS) -o $@ $(B)/client/rdmactl.o $(CTL_OBJ) -L$(B) -lrdmad \

@@ -47,7 +47,7 @@ struct rdmad {
 
 struct client_memory {
 	char *name;
-	int fd; /* until mapped */
+	int fd;	    /* until mapped */
 	void *addr; /* MAP_FAILED until mapped */
 	size_t size;
 };
@@ -151,8 +151,8 @@ int client_code_errno(const char *code)
 
 void client_size_str(uint64_t bytes, char *buf, size_t size)
 {
-	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB",
-					     "PiB", "EiB" };
+	static const char *const units[] = {"KiB", "MiB", "GiB",
+					    "TiB", "PiB", "EiB"};
 	uint64_t unit = 1024, whole, tenths;
 	size_t u = 0;
 
@@ -196,7 +196,8 @@ static int transport_error(int r, const char *what)
 		return client_set_error(r, "rdmad closed the connection (%s)",
 					what);
 	case -ETIMEDOUT:
-		return client_set_error(r, "rdmad did not answer %s within %d s",
+		return client_set_error(r,
+					"rdmad did not answer %s within %d s",
 					what, CLIENT_TIMEOUT_S);
 	case -EPROTONOSUPPORT:
 		return client_set_error(r,
@@ -278,9 +279,9 @@ static int exchange(struct rdmad *c, struct proto_msg *req, uint16_t want,
 		r = daemon_error(ans, what);
 	} else if (ans->type != want) {
 		conn_break(c);
-		r = client_set_error(EPROTO, "rdmad answered %s with %s, not %s",
-				     what, proto_type_name(ans->type),
-				     proto_type_name(want));
+		r = client_set_error(
+		    EPROTO, "rdmad answered %s with %s, not %s", what,
+		    proto_type_name(ans->type), proto_type_name(want));
 	}
 	if (r < 0)
 		proto_msg_clear(ans);
@@ -344,8 +345,8 @@ static int conn_hello(struct rdmad *c)
 struct rdmad *rdmad_connect(const char *socket_path)
 {
 	_cleanup_(conn_freep) struct rdmad *c = NULL;
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	struct timeval tv = { .tv_sec = CLIENT_TIMEOUT_S };
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	struct timeval tv = {.tv_sec = CLIENT_TIMEOUT_S};
 	const char *hint = "";
 	int r, err;
 
@@ -354,12 +355,16 @@ struct rdmad *rdmad_connect(const char *socket_path)
 		if (!socket_path || !*socket_path)
 			socket_path = RDMAD_DEFAULT_SOCKET;
 	}
-	if (!*socket_path || strlen(socket_path) >= sizeof(sun.sun_path)) {
-		errno = -client_set_error(ENAMETOOLONG,
-					  "socket path '%s' is empty or "
-					  "longer than %zu bytes",
-					  socket_path,
-					  sizeof(sun.sun_path) - 1);
+	if (!*socket_path) {
+		errno = -client_set_error(EINVAL, "empty socket path");
+		return NULL;
+	}
+	if (strlen(socket_path) >= sizeof(sun.sun_path)) {
+		errno =
+		    -client_set_error(ENAMETOOLONG,
+				      "socket path '%s' is longer than "
+				      "%zu bytes",
+				      socket_path, sizeof(sun.sun_path) - 1);
 		return NULL;
 	}
 	strcpy(sun.sun_path, socket_path);
@@ -392,8 +397,9 @@ struct rdmad *rdmad_connect(const char *socket_path)
 			hint = " (is this user in rdmad's control group?)";
 		else if (err == EAGAIN)
 			err = ETIMEDOUT;
-		errno = -client_set_error(err, "cannot connect to rdmad at %s: "
-					       "%s%s",
+		errno = -client_set_error(err,
+					  "cannot connect to rdmad at %s: "
+					  "%s%s",
 					  socket_path, strerror(err), hint);
 		return NULL;
 	}
@@ -509,7 +515,8 @@ static int parse_memory(struct rdmad_profile *p, struct proto_msg *m)
 	p->mem = calloc(n ? n : 1, sizeof(*p->mem));
 	if (!p->mem)
 		return client_set_error(ENOMEM, "out of memory");
-	json_array_foreach(a, i, o) {
+	json_array_foreach(a, i, o)
+	{
 		struct client_memory *mem = &p->mem[p->n_mem++];
 
 		mem->fd = -1;
@@ -545,7 +552,8 @@ static int parse_pds(struct rdmad_profile *p, const struct proto_msg *m)
 	p->pd = calloc(n ? n : 1, sizeof(*p->pd));
 	if (!p->pd)
 		return client_set_error(ENOMEM, "out of memory");
-	json_array_foreach(a, i, o) {
+	json_array_foreach(a, i, o)
+	{
 		struct client_pd *pd = &p->pd[p->n_pd++];
 
 		pd->name = get_name(o, "name");
@@ -582,7 +590,8 @@ static int parse_access(const struct rdmad_profile *p, const char *mr,
 	if (!json_is_array(a))
 		return malformed(p, "mr '%s' has no access list", mr);
 	*access = 0;
-	json_array_foreach(a, i, v) {
+	json_array_foreach(a, i, v)
+	{
 		const char *s = json_string_value(v);
 
 		for (k = 0; s && k < ARRAY_SIZE(access_names); k++)
@@ -596,8 +605,8 @@ static int parse_access(const struct rdmad_profile *p, const char *mr,
 	return 0;
 }
 
-static bool find_index(const struct rdmad_profile *p, bool pd,
-		       const char *name, size_t *out)
+static bool find_index(const struct rdmad_profile *p, bool pd, const char *name,
+		       size_t *out)
 {
 	size_t i, n = pd ? p->n_pd : p->n_mem;
 
@@ -622,7 +631,8 @@ static int parse_mrs(struct rdmad_profile *p, const struct proto_msg *m)
 	p->mr = calloc(n ? n : 1, sizeof(*p->mr));
 	if (!p->mr)
 		return client_set_error(ENOMEM, "out of memory");
-	json_array_foreach(a, i, o) {
+	json_array_foreach(a, i, o)
+	{
 		struct client_mr *mr = &p->mr[p->n_mr++];
 		const char *s;
 		size_t size;
@@ -754,8 +764,9 @@ static int map_memory(struct rdmad_profile *p)
 				 MAP_SHARED, mem->fd, 0);
 		if (mem->addr == MAP_FAILED) {
 			err = errno;
-			return client_set_error(err, "cannot map memory '%s' "
-						     "(%zu bytes): %s",
+			return client_set_error(err,
+						"cannot map memory '%s' "
+						"(%zu bytes): %s",
 						mem->name, mem->size,
 						strerror(err));
 		}
@@ -839,13 +850,12 @@ static int setup_shared(struct rdmad_profile *p)
 		/* A handle that names another MR than announced. */
 		if (mr->mr->rkey != mr->rkey || mr->mr->length != mr->length)
 			return client_set_error(
-				EPROTO,
-				"mr '%s' (handle %u) imports with rkey %u "
-				"and %zu bytes, rdmad announced rkey %u and "
-				"%llu bytes",
-				mr->name, mr->handle, mr->mr->rkey,
-				mr->mr->length, mr->rkey,
-				(unsigned long long)mr->length);
+			    EPROTO,
+			    "mr '%s' (handle %u) imports with rkey %u "
+			    "and %zu bytes, rdmad announced rkey %u and "
+			    "%llu bytes",
+			    mr->name, mr->handle, mr->mr->rkey, mr->mr->length,
+			    mr->rkey, (unsigned long long)mr->length);
 		/* Imported MRs carry no address: give ours, as ibv_reg_mr
 		 * would. */
 		mr->mr->addr = mr_addr(p, mr);
@@ -856,9 +866,9 @@ static int setup_shared(struct rdmad_profile *p)
 static bool has_cap_ipc_lock(void)
 {
 	struct __user_cap_header_struct h = {
-		.version = _LINUX_CAPABILITY_VERSION_3,
+	    .version = _LINUX_CAPABILITY_VERSION_3,
 	};
-	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3] = { 0 };
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3] = {0};
 
 	/* If we cannot tell, let the kernel judge at registration. */
 	if (syscall(SYS_capget, &h, d) < 0)
@@ -893,15 +903,15 @@ static int memlock_check(const struct rdmad_profile *p)
 	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), need = 0, pinned,
 		 total;
 	char s_need[32], s_pinned[64] = "", s_limit[32], s_total[32],
-		s_hard[96] = "";
+			 s_hard[96] = "";
 	struct rlimit rl;
 	size_t i;
 
 	for (i = 0; i < p->n_mr; i++) {
 		const struct client_mr *mr = &p->mr[i];
 		uint64_t start = mr->offset & ~(page - 1);
-		uint64_t end = (mr->offset + mr->length + page - 1) &
-			       ~(page - 1);
+		uint64_t end =
+		    (mr->offset + mr->length + page - 1) & ~(page - 1);
 
 		need += end - start;
 	}
@@ -947,8 +957,11 @@ static int open_device(struct rdmad_profile *p)
 	list = ibv_get_device_list(&n);
 	if (!list) {
 		err = errno ? errno : ENODEV;
-		return client_set_error(err, "cannot list RDMA devices: %s",
-					strerror(err));
+		/* ENOSYS: no RDMA in this kernel, so no such device. */
+		return client_set_error(err == ENOSYS ? ENODEV : err,
+					"RDMA device %s not found: cannot "
+					"list RDMA devices: %s",
+					p->ibdev, strerror(err));
 	}
 	for (i = 0; i < n; i++)
 		if (streq(ibv_get_device_name(list[i]), p->ibdev))
@@ -982,12 +995,12 @@ static int report(struct rdmad_profile *p)
 		const struct client_mr *mr = &p->mr[i];
 
 		if (json_array_append_new(
-			    mrs, json_pack("{s:s, s:I, s:I, s:I, s:I}", "name",
-					   mr->name, "lkey",
-					   (json_int_t)mr->mr->lkey, "rkey",
-					   (json_int_t)mr->mr->rkey, "iova",
-					   (json_int_t)mr->iova, "length",
-					   (json_int_t)mr->length)) < 0) {
+			mrs,
+			json_pack("{s:s, s:I, s:I, s:I, s:I}", "name", mr->name,
+				  "lkey", (json_int_t)mr->mr->lkey, "rkey",
+				  (json_int_t)mr->mr->rkey, "iova",
+				  (json_int_t)mr->iova, "length",
+				  (json_int_t)mr->length)) < 0) {
 			json_decref(mrs);
 			mrs = NULL;
 		}
@@ -1051,12 +1064,12 @@ static int setup_local(struct rdmad_profile *p)
 		if (!mr->mr) {
 			err = errno ? errno : EIO;
 			return client_set_error(
-				err, "cannot register mr '%s' (%llu bytes) on "
-				     "%s: %s%s",
-				mr->name, (unsigned long long)mr->length,
-				p->ibdev, strerror(err),
-				err == ENOMEM ? " (RLIMIT_MEMLOCK too low?)"
-					      : "");
+			    err,
+			    "cannot register mr '%s' (%llu bytes) on "
+			    "%s: %s%s",
+			    mr->name, (unsigned long long)mr->length, p->ibdev,
+			    strerror(err),
+			    err == ENOMEM ? " (RLIMIT_MEMLOCK too low?)" : "");
 		}
 	}
 	return report(p);
@@ -1079,8 +1092,9 @@ static int profile_teardown(struct rdmad_profile *p)
 		} else {
 			e = ibv_dereg_mr(mr->mr);
 			if (e && !r)
-				r = client_set_error(e, "cannot deregister mr "
-							"'%s': %s",
+				r = client_set_error(e,
+						     "cannot deregister mr "
+						     "'%s': %s",
 						     mr->name, strerror(e));
 		}
 		mr->mr = NULL;
@@ -1095,10 +1109,11 @@ static int profile_teardown(struct rdmad_profile *p)
 		} else {
 			e = ibv_dealloc_pd(pd->pd);
 			if (e && !r)
-				r = client_set_error(e,
-						     "cannot deallocate pd '%s' "
-						     "(objects still on it?): %s",
-						     pd->name, strerror(e));
+				r = client_set_error(
+				    e,
+				    "cannot deallocate pd '%s' "
+				    "(objects still on it?): %s",
+				    pd->name, strerror(e));
 		}
 		pd->pd = NULL;
 	}
@@ -1129,9 +1144,9 @@ static int send_detach(struct rdmad_profile *p)
 	struct proto_msg req, ans;
 	int r;
 
-	r = request_msg(&req, PROTO_DETACH,
-			json_pack("{s:I}", "attachment",
-				  (json_int_t)p->attachment));
+	r = request_msg(
+	    &req, PROTO_DETACH,
+	    json_pack("{s:I}", "attachment", (json_int_t)p->attachment));
 	if (r < 0)
 		return r;
 	r = exchange(p->conn, &req, PROTO_DETACHED, &ans);
@@ -1168,8 +1183,8 @@ static void profile_abort(struct rdmad_profile *p)
 struct rdmad_profile *rdmad_attach(struct rdmad *c, const char *profile,
 				   unsigned int flags)
 {
-	static const unsigned int known = RDMAD_ATTACH_SHARED |
-					  RDMAD_ATTACH_LOCAL;
+	static const unsigned int known =
+	    RDMAD_ATTACH_SHARED | RDMAD_ATTACH_LOCAL;
 	struct rdmad_profile *p;
 	struct proto_msg req, ans;
 	const char *mode;
@@ -1192,20 +1207,7 @@ struct rdmad_profile *rdmad_attach(struct rdmad *c, const char *profile,
 	       : flags & RDMAD_ATTACH_LOCAL ? "local"
 					    : "auto";
 
-	r = request_msg(&req, PROTO_ATTACH,
-			json_pack("{s:s, s:s}", "profile", profile, "mode",
-				  mode));
-	if (r < 0) {
-		errno = -r;
-		return NULL;
-	}
-	r = exchange(c, &req, PROTO_ATTACHED, &ans);
-	proto_msg_clear(&req);
-	if (r < 0) {
-		errno = -r;
-		return NULL;
-	}
-
+	/* Before asking: a granted attachment must always have a home. */
 	p = calloc(1, sizeof(*p));
 	if (p) {
 		p->conn = c;
@@ -1213,13 +1215,22 @@ struct rdmad_profile *rdmad_attach(struct rdmad *c, const char *profile,
 		p->name = strdup(profile);
 	}
 	if (!p || !p->name) {
-		/* We cannot even keep its id: closing would release it, but
-		 * the connection is the caller's. */
-		free(p);
-		proto_msg_clear(&ans);
+		profile_free(p);
 		errno = -client_set_error(ENOMEM, "out of memory");
 		return NULL;
 	}
+	r = request_msg(
+	    &req, PROTO_ATTACH,
+	    json_pack("{s:s, s:s}", "profile", profile, "mode", mode));
+	if (r == 0)
+		r = exchange(c, &req, PROTO_ATTACHED, &ans);
+	proto_msg_clear(&req);
+	if (r < 0) {
+		profile_free(p);
+		errno = -r;
+		return NULL;
+	}
+
 	r = parse_attached(p, &ans, flags);
 	proto_msg_clear(&ans); /* closes the fds nothing refers to */
 	if (r == 0)

@@ -1,0 +1,1070 @@
+// SPDX-License-Identifier: MIT
+/*
+ * librdmad against a fake daemon: a forked child that listens on a
+ * socket in a temporary directory and plays a script of the protocol
+ * (proto/PROTOCOL.md). Every test counts /proc/self/fd and looks for the
+ * fake daemon's memfds in /proc/self/maps before and after, so that a
+ * failed attach that leaves an fd or a mapping behind fails the test.
+ * The child reports through its exit status whether the client said
+ * what it should (e.g. DETACH after a failed attach).
+ *
+ * The local-mode success test needs an RDMA device (tests/vm/run) and
+ * is skipped without one.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <infiniband/verbs.h>
+
+#include "proto.h"
+#include "rdmad.h"
+#include "rdmad_internal.h"
+#include "util.h"
+
+#define MEMFD_NAME "librdmad-test-mem"
+
+/* ---- what the client process holds ---- */
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n - 1; /* the directory's own */
+}
+
+/* Mappings of the fake daemon's memfds in this process. */
+static int count_test_maps(void)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[512];
+	int n = 0;
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, MEMFD_NAME))
+			n++;
+	fclose(f);
+	return n;
+}
+
+/* ---- the fake daemon (runs in the child: no cmocka asserts there) ---- */
+
+/* Exit codes of the child, to tell the parent what went wrong. */
+enum {
+	FAKE_OK = 0,
+	FAKE_RECV = 10,	      /* proto_recv failed */
+	FAKE_UNEXPECTED = 11, /* a message of another type than expected */
+	FAKE_SEND = 12,
+	FAKE_NOT_EOF = 13,     /* the client said more than it should */
+	FAKE_BAD_REQUEST = 14, /* a payload not as the contract says */
+	FAKE_SETUP = 15,
+};
+
+static void fake_die(int code)
+{
+	_exit(code);
+}
+
+static void fake_recv(int sock, struct proto_msg *m, uint16_t type)
+{
+	if (proto_recv(sock, m) < 0)
+		fake_die(FAKE_RECV);
+	if (m->type != type)
+		fake_die(FAKE_UNEXPECTED);
+}
+
+/* Send payload (taken) with fds (kept open here). */
+static void fake_send(int sock, uint16_t type, uint32_t id, json_t *payload,
+		      const int *fds, size_t n_fds)
+{
+	struct proto_msg m = PROTO_MSG_INIT;
+	size_t i;
+
+	if (!payload)
+		fake_die(FAKE_SETUP);
+	m.type = type;
+	m.id = id;
+	m.payload = payload;
+	for (i = 0; i < n_fds; i++)
+		m.fds[i] = fds[i];
+	m.n_fds = n_fds;
+	if (proto_send(sock, &m) < 0)
+		fake_die(FAKE_SEND);
+	json_decref(payload);
+}
+
+static void fake_error(int sock, uint32_t id, const char *code,
+		       const char *message)
+{
+	fake_send(sock, PROTO_ERROR, id,
+		  json_pack("{s:{s:s, s:s}}", "error", "code", code, "message",
+			    message),
+		  NULL, 0);
+}
+
+static void fake_welcome(int sock)
+{
+	struct proto_msg m;
+
+	fake_recv(sock, &m, PROTO_HELLO);
+	fake_send(sock, PROTO_WELCOME, m.id,
+		  json_pack("{s:i, s:s, s:s}", "version", 1, "server", "rdmad",
+			    "server_version", "test"),
+		  NULL, 0);
+	proto_msg_clear(&m);
+}
+
+/* The client hangs up: nothing more may arrive. */
+static void fake_expect_eof(int sock)
+{
+	struct proto_msg m;
+	int r = proto_recv(sock, &m);
+
+	if (r != -EPIPE && r != -ECONNRESET) {
+		proto_msg_clear(&m);
+		fake_die(FAKE_NOT_EOF);
+	}
+}
+
+static void fake_expect_detach(int sock, int attachment)
+{
+	struct proto_msg m;
+	json_int_t a;
+
+	fake_recv(sock, &m, PROTO_DETACH);
+	a = json_integer_value(json_object_get(m.payload, "attachment"));
+	if (a != attachment)
+		fake_die(FAKE_BAD_REQUEST);
+	fake_send(sock, PROTO_DETACHED, m.id,
+		  json_pack("{s:i}", "attachment", attachment), NULL, 0);
+	proto_msg_clear(&m);
+}
+
+/* Receive ATTACH for profile in mode; returns its id. */
+static uint32_t fake_attach_req(int sock, const char *profile, const char *mode)
+{
+	struct proto_msg m;
+	const char *p, *md;
+	uint32_t id;
+
+	fake_recv(sock, &m, PROTO_ATTACH);
+	p = json_string_value(json_object_get(m.payload, "profile"));
+	md = json_string_value(json_object_get(m.payload, "mode"));
+	if (!p || !md || (profile && strcmp(p, profile)) ||
+	    (mode && strcmp(md, mode)))
+		fake_die(FAKE_BAD_REQUEST);
+	id = m.id;
+	proto_msg_clear(&m);
+	return id;
+}
+
+static int fake_memfd(size_t size, char fill)
+{
+	int fd = memfd_create(MEMFD_NAME, MFD_CLOEXEC);
+	char buf[256];
+
+	if (fd < 0 || ftruncate(fd, size) < 0)
+		fake_die(FAKE_SETUP);
+	memset(buf, fill, sizeof(buf));
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = fill + (char)i;
+	if (pwrite(fd, buf, sizeof(buf), 0) != (ssize_t)sizeof(buf))
+		fake_die(FAKE_SETUP);
+	return fd;
+}
+
+typedef void (*fake_script)(int sock, const void *arg);
+
+struct fake {
+	char dir[64];
+	char path[128];
+	pid_t pid;
+};
+
+static void fake_start(struct fake *f, fake_script script, const void *arg)
+{
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	int lfd;
+
+	strcpy(f->dir, "/tmp/librdmad-test.XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->path, sizeof(f->path), "%s/rdmad.sock", f->dir);
+	strcpy(sun.sun_path, f->path);
+	lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	assert_true(lfd >= 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&sun, sizeof(sun)), 0);
+	assert_int_equal(listen(lfd, 4), 0);
+
+	f->pid = fork();
+	assert_true(f->pid >= 0);
+	if (f->pid == 0) {
+		int sock;
+
+		alarm(30); /* a script waiting for a client that is gone */
+		sock = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (sock < 0)
+			fake_die(FAKE_SETUP);
+		close(lfd);
+		script(sock, arg);
+		close(sock);
+		_exit(FAKE_OK);
+	}
+	close(lfd);
+}
+
+/* The child's exit code (FAKE_*), or 100 + signal. */
+static int fake_wait(struct fake *f)
+{
+	int status;
+
+	assert_int_equal(waitpid(f->pid, &status, 0), f->pid);
+	unlink(f->path);
+	rmdir(f->dir);
+	if (WIFSIGNALED(status))
+		return 100 + WTERMSIG(status);
+	return WEXITSTATUS(status);
+}
+
+/* ---- pure helpers ---- */
+
+static void test_size_str(void **state)
+{
+	static const struct {
+		uint64_t bytes;
+		const char *want;
+	} cases[] = {
+	    {0, "0 bytes"},
+	    {1023, "1023 bytes"},
+	    {1024, "1 KiB"},
+	    {1536, "1.5 KiB"},
+	    {1025, "1.1 KiB"}, /* rounded up: a limit to reach */
+	    {64 << 20, "64 MiB"},
+	    {8 << 20, "8 MiB"},
+	    {(64ull << 20) - 1, "64 MiB"},
+	    {3ull << 30, "3 GiB"},
+	    {5ull << 40, "5 TiB"},
+	};
+	char buf[32];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < ARRAY_SIZE(cases); i++) {
+		client_size_str(cases[i].bytes, buf, sizeof(buf));
+		assert_string_equal(buf, cases[i].want);
+	}
+}
+
+static void test_code_errno(void **state)
+{
+	(void)state;
+	assert_int_equal(client_code_errno("not_found"), ENOENT);
+	assert_int_equal(client_code_errno("forbidden"), EACCES);
+	assert_int_equal(client_code_errno("not_ready"), EAGAIN);
+	assert_int_equal(client_code_errno("not_supported"), EOPNOTSUPP);
+	assert_int_equal(client_code_errno("bad_request"), EINVAL);
+	assert_int_equal(client_code_errno("too_many_sessions"), ECONNREFUSED);
+	assert_int_equal(client_code_errno("what_is_this"), EPROTO);
+	assert_int_equal(client_code_errno(NULL), EPROTO);
+}
+
+/* ---- connecting ---- */
+
+static void script_welcome(int sock, const void *arg)
+{
+	(void)arg;
+	fake_welcome(sock);
+	fake_expect_eof(sock);
+}
+
+static void test_connect(void **state)
+{
+	struct fake f;
+	struct rdmad *c;
+	int fds;
+
+	(void)state;
+	fake_start(&f, script_welcome, NULL);
+	fds = count_fds();
+	c = rdmad_connect(f.path);
+	assert_non_null(c);
+	assert_int_equal(count_fds(), fds + 1);
+	rdmad_close(c);
+	assert_int_equal(count_fds(), fds);
+	assert_int_equal(fake_wait(&f), FAKE_OK);
+	rdmad_close(NULL);
+}
+
+static void test_connect_env(void **state)
+{
+	struct fake f;
+	struct rdmad *c;
+
+	(void)state;
+	fake_start(&f, script_welcome, NULL);
+	assert_int_equal(setenv("RDMAD_SOCKET", f.path, 1), 0);
+	c = rdmad_connect(NULL);
+	unsetenv("RDMAD_SOCKET");
+	assert_non_null(c);
+	rdmad_close(c);
+	assert_int_equal(fake_wait(&f), FAKE_OK);
+}
+
+static void test_connect_no_daemon(void **state)
+{
+	int fds = count_fds();
+	char longpath[200];
+
+	(void)state;
+	errno = 0;
+	assert_null(rdmad_connect("/nonexistent/rdmad.sock"));
+	assert_int_equal(errno, ENOENT);
+	assert_non_null(strstr(rdmad_last_error(), "/nonexistent/rdmad.sock"));
+	assert_non_null(strstr(rdmad_last_error(), "is rdmad running?"));
+	assert_int_equal(count_fds(), fds);
+
+	memset(longpath, 'a', sizeof(longpath) - 1);
+	longpath[0] = '/';
+	longpath[sizeof(longpath) - 1] = '\0';
+	assert_null(rdmad_connect(longpath));
+	assert_int_equal(errno, ENAMETOOLONG);
+	assert_null(rdmad_connect(""));
+	assert_int_equal(errno, EINVAL);
+	assert_int_equal(count_fds(), fds);
+}
+
+/* How the fake daemon answers HELLO. */
+enum hello_answer {
+	HELLO_VERSION_2,  /* WELCOME choosing a version we do not speak */
+	HELLO_NO_VERSION, /* WELCOME without one */
+	HELLO_FRAME_V2,	  /* a WELCOME framed as version 2 */
+	HELLO_ERROR_ID0,  /* ERROR for no request: too many sessions */
+	HELLO_WRONG_ID,	  /* a WELCOME for another request */
+	HELLO_REPLY,	  /* another type than WELCOME */
+	HELLO_HANG_UP,	  /* nothing: the daemon closes */
+};
+
+static const struct hello_case {
+	const char *name;
+	enum hello_answer answer;
+	int err;
+	const char *message; /* part of the last error */
+} hello_cases[] = {
+	{ "welcome_version_2", HELLO_VERSION_2, EPROTONOSUPPORT,
+	  "protocol version" },
+	{ "welcome_no_version", HELLO_NO_VERSION, EBADMSG, "no protocol" },
+	{ "welcome_frame_v2", HELLO_FRAME_V2, EPROTONOSUPPORT,
+	  "protocol version this library does not speak" },
+	{ "hello_error", HELLO_ERROR_ID0, ECONNREFUSED,
+	  "uid 1000 has 256 sessions already" },
+	{ "welcome_wrong_id", HELLO_WRONG_ID, EPROTO, "answered request" },
+	{ "welcome_wrong_type", HELLO_REPLY, EPROTO, "HELLO with REPLY" },
+	{ "hello_hang_up", HELLO_HANG_UP, EPIPE, "closed the connection" },
+};
+
+static void script_hello(int sock, const void *arg)
+{
+	const struct hello_case *hc = arg;
+	struct proto_msg m;
+	uint8_t buf[128];
+	struct proto_hdr h;
+	const char *payload = "{\"version\":1}";
+
+	fake_recv(sock, &m, PROTO_HELLO);
+	switch (hc->answer) {
+	case HELLO_VERSION_2:
+		fake_send(
+		    sock, PROTO_WELCOME, m.id,
+		    json_pack("{s:i, s:s}", "version", 2, "server", "rdmad"),
+		    NULL, 0);
+		break;
+	case HELLO_NO_VERSION:
+		fake_send(sock, PROTO_WELCOME, m.id,
+			  json_pack("{s:s}", "server", "rdmad"), NULL, 0);
+		break;
+	case HELLO_FRAME_V2:
+		h = (struct proto_hdr){.magic = PROTO_MAGIC,
+				       .version = 2,
+				       .type = PROTO_WELCOME,
+				       .id = m.id,
+				       .length = strlen(payload)};
+		proto_hdr_pack(&h, buf);
+		memcpy(buf + PROTO_HDR_SIZE, payload, strlen(payload));
+		if (send(sock, buf, PROTO_HDR_SIZE + strlen(payload),
+			 MSG_NOSIGNAL) < 0)
+			fake_die(FAKE_SEND);
+		break;
+	case HELLO_ERROR_ID0:
+		fake_error(sock, 0, "too_many_sessions",
+			   "uid 1000 has 256 sessions already");
+		break;
+	case HELLO_WRONG_ID:
+		fake_send(sock, PROTO_WELCOME, m.id + 1,
+			  json_pack("{s:i}", "version", 1), NULL, 0);
+		break;
+	case HELLO_REPLY:
+		fake_send(sock, PROTO_REPLY, m.id,
+			  json_pack("{s:i}", "status", 200), NULL, 0);
+		break;
+	case HELLO_HANG_UP:
+		break;
+	}
+	proto_msg_clear(&m);
+	if (hc->answer != HELLO_HANG_UP)
+		fake_expect_eof(sock);
+}
+
+static void test_connect_bad_hello(void **state)
+{
+	const struct hello_case *hc = *state;
+	struct fake f;
+	int fds;
+
+	fake_start(&f, script_hello, hc);
+	fds = count_fds();
+	errno = 0;
+	assert_null(rdmad_connect(f.path));
+	assert_int_equal(errno, hc->err);
+	if (!strstr(rdmad_last_error(), hc->message))
+		fail_msg("last error '%s' lacks '%s'", rdmad_last_error(),
+			 hc->message);
+	assert_int_equal(count_fds(), fds);
+	assert_int_equal(fake_wait(&f), FAKE_OK);
+}
+
+/* ---- ERROR answers to ATTACH ---- */
+
+/* Each ATTACH is refused with the profile's name as the code. */
+static void script_refuse_all(int sock, const void *arg)
+{
+	(void)arg;
+	fake_welcome(sock);
+	for (;;) {
+		struct proto_msg m;
+		char msg[128];
+		const char *p;
+		int r = proto_recv(sock, &m);
+
+		if (r == -EPIPE || r == -ECONNRESET)
+			return;
+		if (r < 0)
+			fake_die(FAKE_RECV);
+		if (m.type != PROTO_ATTACH)
+			fake_die(FAKE_UNEXPECTED);
+		p = json_string_value(json_object_get(m.payload, "profile"));
+		snprintf(msg, sizeof(msg), "the daemon says %s", p ? p : "?");
+		fake_error(sock, m.id, p ? p : "?", msg);
+		proto_msg_clear(&m);
+	}
+}
+
+static void test_attach_errors(void **state)
+{
+	static const struct {
+		const char *code;
+		int err;
+	} cases[] = {
+	    {"not_found", ENOENT},   {"forbidden", EACCES},
+	    {"not_ready", EAGAIN},   {"not_supported", EOPNOTSUPP},
+	    {"bad_request", EINVAL}, {"internal", EIO},
+	    {"mystery", EPROTO},
+	};
+	struct fake f;
+	struct rdmad *c;
+	char want[128];
+	size_t i;
+	int fds;
+
+	(void)state;
+	fake_start(&f, script_refuse_all, NULL);
+	c = rdmad_connect(f.path);
+	assert_non_null(c);
+	fds = count_fds();
+	for (i = 0; i < ARRAY_SIZE(cases); i++) {
+		errno = 0;
+		assert_null(rdmad_attach(c, cases[i].code, RDMAD_ATTACH_AUTO));
+		assert_int_equal(errno, cases[i].err);
+		snprintf(want, sizeof(want), "the daemon says %s",
+			 cases[i].code);
+		assert_string_equal(rdmad_last_error(), want);
+		assert_int_equal(count_fds(), fds);
+	}
+	/* Refused without a word to the daemon. */
+	assert_null(
+	    rdmad_attach(c, "x", RDMAD_ATTACH_SHARED | RDMAD_ATTACH_LOCAL));
+	assert_int_equal(errno, EINVAL);
+	assert_null(rdmad_attach(c, "x", 1u << 7));
+	assert_int_equal(errno, EINVAL);
+	assert_null(rdmad_attach(c, NULL, 0));
+	assert_int_equal(errno, EINVAL);
+	assert_null(rdmad_attach(NULL, "x", 0));
+	assert_int_equal(errno, EINVAL);
+	rdmad_close(c);
+	assert_int_equal(fake_wait(&f), FAKE_OK);
+}
+
+/* ---- failed attaches leave nothing behind ---- */
+
+#define MEM_BIG (1 << 20)
+#define MEM_SMALL (64 << 10)
+
+/* An ATTACHED that the client must refuse or fail to set up. */
+struct attached_case {
+	const char *name;
+	unsigned int flags; /* what the client asks */
+	const char *mode;   /* what ATTACH must say */
+	/* The payload; the fds sent with it are: two memfds (MEM_BIG,
+	 * MEM_SMALL), then one more memfd posing as cmd_fd. */
+	const char *payload;
+	int err;
+	const char *message; /* part of the last error */
+	bool detach;	     /* the client must DETACH attachment 7 */
+	bool memlock;	     /* run with RLIMIT_MEMLOCK at 64 KiB */
+};
+
+#define GOOD_MEMORY                                                            \
+	"\"memory\":[{\"name\":\"big\",\"size\":1048576,\"backing\":"          \
+	"\"memfd\",\"fd\":0},"                                                 \
+	"{\"name\":\"small\",\"size\":65536,\"backing\":\"memfd\",\"fd\":1}]"
+#define GOOD_PD "\"pd\":[{\"name\":\"main\",\"handle\":0}]"
+#define MR(memory, offset, length, access)                                     \
+	"{\"name\":\"ring\",\"pd\":\"main\",\"memory\":\"" memory              \
+	"\",\"handle\":1,\"lkey\":528,\"rkey\":529,\"length\":" #length        \
+	",\"offset\":" #offset ",\"iova\":0,\"zero_based\":true,"              \
+	"\"access\":[" access "]}"
+#define GOOD_MR                                                                \
+	"\"mr\":[" MR("small", 0, 65536,                                       \
+		      "\"local_write\",\"remote_write\",\"remote_read\"") "]"
+#define HEAD(mode)                                                             \
+	"{\"profile\":\"p\",\"attachment\":7,\"mode\":\"" mode "\","           \
+	"\"ibdev\":\"nosuchdev0\",\"port\":1,\"gid_index\":1,"
+
+static const struct attached_case attached_cases[] = {
+	{ "local_no_device", RDMAD_ATTACH_AUTO, "auto",
+	  HEAD("local") GOOD_MEMORY "," GOOD_PD "," GOOD_MR "}", ENODEV,
+	  "nosuchdev0", true, false },
+	{ "local_asked_no_device", RDMAD_ATTACH_LOCAL, "local",
+	  HEAD("local") GOOD_MEMORY "," GOOD_PD "," GOOD_MR "}", ENODEV,
+	  "nosuchdev0", true, false },
+	{ "shared_import_fails", RDMAD_ATTACH_SHARED, "shared",
+	  HEAD("shared") "\"cmd_fd\":2," GOOD_MEMORY "," GOOD_PD
+			 "," GOOD_MR "}",
+	  EINVAL, "cannot import the context of nosuchdev0", true, false },
+	{ "memlock", RDMAD_ATTACH_AUTO, "auto",
+	  HEAD("local") GOOD_MEMORY
+	  "," GOOD_PD ",\"mr\":[" MR("big", 0, 1048576, "\"local_write\"") "]}",
+	  ENOMEM,
+	  "local mode registers 1 MiB but RLIMIT_MEMLOCK is 64 KiB: raise "
+	  "it to at least 1 MiB (ulimit -l 1024, LimitMEMLOCK=1024K)",
+	  true, true },
+	{ "mode_not_asked", RDMAD_ATTACH_SHARED, "shared",
+	  HEAD("local") GOOD_MEMORY "," GOOD_PD "," GOOD_MR "}", EPROTO,
+	  "in local mode, not in the mode asked", true, false },
+	{ "mode_unknown", RDMAD_ATTACH_AUTO, "auto",
+	  HEAD("sideways") GOOD_MEMORY "," GOOD_PD "," GOOD_MR "}", EPROTO,
+	  "mode 'sideways'", true, false },
+	{ "no_attachment_id", RDMAD_ATTACH_AUTO, "auto",
+	  "{\"mode\":\"local\",\"ibdev\":\"x\",\"port\":1,\"gid_index\":"
+	  "0," GOOD_MEMORY "}",
+	  EPROTO, "no attachment id", false, false },
+	{ "fd_out_of_range", RDMAD_ATTACH_AUTO, "auto",
+	  HEAD("local") "\"memory\":[{\"name\":\"big\",\"size\":1048576,"
+		   "\"fd\":5}]}",
+	  EPROTO, "big: fd 5 of 3", true, false },
+	{ "fd_twice", RDMAD_ATTACH_AUTO, "auto",
+	  HEAD("local") "\"memory\":[{\"name\":\"a\",\"size\":4096,\"fd\":0},"
+		   "{\"name\":\"b\",\"size\":4096,\"fd\":0}]}",
+	  EPROTO, "fd 0 given twice", true, false },
+	{ "memory_twice", RDMAD_ATTACH_AUTO, "auto",
+	  HEAD("local") "\"memory\":[{\"name\":\"a\",\"size\":4096,\"fd\":0},"
+		   "{\"name\":\"a\",\"size\":4096,\"fd\":1}]}",
+	  EPROTO, "memory 'a' twice", true, false },
+	{ "mr_no_memory", RDMAD_ATTACH_AUTO, "auto",
+	  HEAD("local") GOOD_MEMORY
+	  "," GOOD_PD ",\"mr\":[" MR("nope", 0, 4096, "\"local_write\"") "]}",
+	  EPROTO, "mr 'ring': no memory 'nope'", true, false },
+	{ "mr_no_pd", RDMAD_ATTACH_AUTO, "auto",
+	  HEAD("local") GOOD_MEMORY
+	  ",\"mr\":[" MR("small", 0, 4096, "\"local_write\"") "]}",
+	  EPROTO, "mr 'ring': no pd 'main'", true, false },
+	{ "mr_too_long", RDMAD_ATTACH_AUTO, "auto",
+	  HEAD("local") GOOD_MEMORY
+	  "," GOOD_PD ",\"mr\":["
+	  MR("small", 4096, 65536, "\"local_write\"") "]}",
+	  EPROTO, "offset and length do not fit memory 'small'", true, false },
+	{ "mr_bad_access", RDMAD_ATTACH_AUTO, "auto",
+	  HEAD("local") GOOD_MEMORY
+	  "," GOOD_PD ",\"mr\":[" MR("small", 0, 4096, "\"telepathy\"") "]}",
+	  EPROTO, "unknown access 'telepathy'", true, false },
+	{ "shared_no_cmd_fd", RDMAD_ATTACH_AUTO, "auto",
+	  HEAD("shared") GOOD_MEMORY "," GOOD_PD "," GOOD_MR "}", EPROTO,
+	  "shared mode without cmd_fd", true, false },
+	{ "memory_larger_than_fd", RDMAD_ATTACH_AUTO, "auto",
+	  HEAD("local") "\"memory\":[{\"name\":\"small\",\"size\":1048576,"
+		   "\"fd\":1}]}",
+	  EPROTO, "memory 'small' has 65536 bytes, rdmad said 1048576", true,
+	  false },
+	{ "memory_not_array", RDMAD_ATTACH_AUTO, "auto",
+	  HEAD("local") "\"memory\":{}}", EPROTO, "\"memory\" is not an array",
+	  true, false },
+};
+
+static void script_attached(int sock, const void *arg)
+{
+	const struct attached_case *ac = arg;
+	json_t *doc;
+	uint32_t id;
+	int fds[3];
+
+	fake_welcome(sock);
+	id = fake_attach_req(sock, "p", ac->mode);
+	doc = json_loads(ac->payload, 0, NULL);
+	if (!doc)
+		fake_die(FAKE_SETUP);
+	fds[0] = fake_memfd(MEM_BIG, 'a');
+	fds[1] = fake_memfd(MEM_SMALL, 'A');
+	fds[2] = fake_memfd(4096, 'c');
+	fake_send(sock, PROTO_ATTACHED, id, doc, fds, 3);
+	if (ac->detach)
+		fake_expect_detach(sock, 7);
+	fake_expect_eof(sock);
+}
+
+/* CAP_IPC_LOCK exempts from RLIMIT_MEMLOCK: take it out of the effective
+ * set for a while (it stays permitted, to put back). */
+static bool set_cap_ipc_lock(bool on)
+{
+	struct __user_cap_header_struct h = {
+	    .version = _LINUX_CAPABILITY_VERSION_3,
+	};
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+	bool was;
+
+	assert_int_equal(syscall(SYS_capget, &h, d), 0);
+	was =
+	    d[CAP_TO_INDEX(CAP_IPC_LOCK)].effective & CAP_TO_MASK(CAP_IPC_LOCK);
+	if (on)
+		d[CAP_TO_INDEX(CAP_IPC_LOCK)].effective |=
+		    CAP_TO_MASK(CAP_IPC_LOCK);
+	else
+		d[CAP_TO_INDEX(CAP_IPC_LOCK)].effective &=
+		    ~CAP_TO_MASK(CAP_IPC_LOCK);
+	assert_int_equal(syscall(SYS_capset, &h, d), 0);
+	return was;
+}
+
+static void test_attach_fails_clean(void **state)
+{
+	const struct attached_case *ac = *state;
+	struct rlimit saved, low;
+	bool had_cap = false;
+	struct rdmad_profile *p;
+	struct fake f;
+	struct rdmad *c;
+	int fds, maps;
+
+	fake_start(&f, script_attached, ac);
+	c = rdmad_connect(f.path);
+	assert_non_null(c);
+	fds = count_fds();
+	maps = count_test_maps();
+	assert_int_equal(maps, 0);
+	if (ac->memlock) {
+		assert_int_equal(getrlimit(RLIMIT_MEMLOCK, &saved), 0);
+		low = saved;
+		low.rlim_cur = 64 << 10;
+		assert_int_equal(setrlimit(RLIMIT_MEMLOCK, &low), 0);
+		had_cap = set_cap_ipc_lock(false);
+	}
+
+	errno = 0;
+	p = rdmad_attach(c, "p", ac->flags);
+
+	if (ac->memlock) {
+		if (had_cap)
+			set_cap_ipc_lock(true);
+		assert_int_equal(setrlimit(RLIMIT_MEMLOCK, &saved), 0);
+	}
+	assert_null(p);
+	assert_int_equal(errno, ac->err);
+	if (!strstr(rdmad_last_error(), ac->message))
+		fail_msg("last error '%s' lacks '%s'", rdmad_last_error(),
+			 ac->message);
+	assert_int_equal(count_fds(), fds);
+	assert_int_equal(count_test_maps(), 0);
+	rdmad_close(c);
+	assert_int_equal(fake_wait(&f), FAKE_OK);
+}
+
+/* ---- the connection after a failure ---- */
+
+/* Answer ATTACH by hanging up. */
+static void script_hang_up(int sock, const void *arg)
+{
+	(void)arg;
+	fake_welcome(sock);
+	fake_attach_req(sock, "p", "auto");
+}
+
+static void test_daemon_gone(void **state)
+{
+	struct fake f;
+	struct rdmad *c;
+	int status = 0;
+
+	(void)state;
+	fake_start(&f, script_hang_up, NULL);
+	c = rdmad_connect(f.path);
+	assert_non_null(c);
+	assert_null(rdmad_attach(c, "p", 0));
+	assert_int_equal(errno, EPIPE);
+	assert_non_null(strstr(rdmad_last_error(), "closed the connection"));
+	/* Nothing more is sent on a broken connection. */
+	assert_int_equal(
+	    rdmad_request(c, "GET", "/v1/health", NULL, &status, NULL),
+	    -ENOTCONN);
+	assert_non_null(strstr(rdmad_last_error(), "connect again"));
+	rdmad_close(c);
+	assert_int_equal(fake_wait(&f), FAKE_OK);
+}
+
+/* ---- control requests ---- */
+
+static void script_requests(int sock, const void *arg)
+{
+	struct proto_msg m;
+	json_t *body;
+
+	(void)arg;
+	fake_welcome(sock);
+	/* 1: echoed */
+	fake_recv(sock, &m, PROTO_REQUEST);
+	fake_send(sock, PROTO_REPLY, m.id,
+		  json_pack("{s:i, s:{s:O}}", "status", 200, "body", "echo",
+			    m.payload),
+		  NULL, 0);
+	proto_msg_clear(&m);
+	/* 2: no body sent; a 404 document back */
+	fake_recv(sock, &m, PROTO_REQUEST);
+	if (json_object_get(m.payload, "body"))
+		fake_die(FAKE_BAD_REQUEST);
+	fake_send(sock, PROTO_REPLY, m.id,
+		  json_pack("{s:i, s:{s:{s:s, s:s}}}", "status", 404, "body",
+			    "error", "code", "not_found", "message", "no"),
+		  NULL, 0);
+	proto_msg_clear(&m);
+	/* 3: refused at the protocol level */
+	fake_recv(sock, &m, PROTO_REQUEST);
+	fake_error(sock, m.id, "bad_request", "\"body\" must be an object");
+	proto_msg_clear(&m);
+	/* 4: a REPLY without a status */
+	fake_recv(sock, &m, PROTO_REQUEST);
+	body = json_object();
+	fake_send(sock, PROTO_REPLY, m.id, json_pack("{s:o}", "body", body),
+		  NULL, 0);
+	proto_msg_clear(&m);
+	fake_expect_eof(sock);
+}
+
+static void test_request(void **state)
+{
+	struct fake f;
+	struct rdmad *c;
+	char *reply = NULL;
+	json_t *doc;
+	int status = 0, fds;
+
+	(void)state;
+	fake_start(&f, script_requests, NULL);
+	c = rdmad_connect(f.path);
+	assert_non_null(c);
+	fds = count_fds();
+
+	/* Bad arguments go nowhere. */
+	assert_int_equal(
+	    rdmad_request(c, "PATCH", "/v1/x", "{not json", &status, &reply),
+	    -EINVAL);
+	assert_int_equal(
+	    rdmad_request(c, "PATCH", "/v1/x", "[1]", &status, &reply),
+	    -EINVAL);
+	assert_int_equal(rdmad_request(c, "GET", "v1/x", NULL, &status, &reply),
+			 -EINVAL);
+
+	assert_int_equal(rdmad_request(c, "PATCH", "/v1/profiles/p/qp/a",
+				       "{\"state\":\"rts\"}", &status, &reply),
+			 0);
+	assert_int_equal(status, 200);
+	doc = json_loads(reply, 0, NULL);
+	assert_non_null(doc);
+	assert_string_equal(json_string_value(json_object_get(
+				json_object_get(doc, "echo"), "method")),
+			    "PATCH");
+	assert_string_equal(json_string_value(json_object_get(
+				json_object_get(doc, "echo"), "path")),
+			    "/v1/profiles/p/qp/a");
+	assert_string_equal(
+	    json_string_value(json_object_get(
+		json_object_get(json_object_get(doc, "echo"), "body"),
+		"state")),
+	    "rts");
+	json_decref(doc);
+	free(reply);
+	reply = NULL;
+
+	assert_int_equal(
+	    rdmad_request(c, "GET", "/v1/nothing", NULL, &status, &reply), 0);
+	assert_int_equal(status, 404);
+	assert_string_equal(reply,
+			    "{\"error\":{\"code\":\"not_found\",\"message\":"
+			    "\"no\"}}");
+	free(reply);
+	reply = NULL;
+
+	assert_int_equal(
+	    rdmad_request(c, "GET", "/v1/x", "{}", &status, &reply), -EINVAL);
+	assert_string_equal(rdmad_last_error(), "\"body\" must be an object");
+	assert_null(reply);
+
+	assert_int_equal(rdmad_request(c, "GET", "/v1/x", NULL, NULL, NULL),
+			 -EPROTO);
+	assert_non_null(strstr(rdmad_last_error(), "no status"));
+	assert_int_equal(count_fds(), fds);
+	rdmad_close(c);
+	assert_int_equal(fake_wait(&f), FAKE_OK);
+}
+
+/* ---- accessors without an attachment ---- */
+
+static void test_accessors_null(void **state)
+{
+	(void)state;
+	assert_null(rdmad_context(NULL));
+	assert_int_equal(errno, EINVAL);
+	assert_null(rdmad_pd(NULL, "x"));
+	assert_null(rdmad_mr(NULL, "x"));
+	assert_null(rdmad_mr_map(NULL, "x", NULL));
+	assert_int_equal(rdmad_mr_iova(NULL, "x"), 0);
+	assert_int_equal(rdmad_mr_rkey(NULL, "x"), 0);
+	assert_null(rdmad_pd_name(NULL, 0));
+	assert_null(rdmad_mr_name(NULL, 0));
+	assert_int_equal(rdmad_mode(NULL), 0);
+	assert_int_equal(rdmad_port(NULL), -EINVAL);
+	assert_int_equal(rdmad_gid_index(NULL), -EINVAL);
+	assert_int_equal(rdmad_detach(NULL), -EINVAL);
+	assert_null(rdmad_xrcd(NULL, "x"));
+	assert_int_equal(errno, EOPNOTSUPP);
+	assert_non_null(strstr(rdmad_last_error(), "not supported yet"));
+	assert_string_equal(rdmad_version(), RDMAD_VERSION);
+	assert_non_null(strstr(rdmad_strerror(-ENOENT), "No such file"));
+}
+
+/* ---- local mode on a real device (tests/vm/run) ---- */
+
+struct local_case {
+	char ibdev[64];
+};
+
+/* Two MRs: zero-based on "small", VA-based at an offset in "big". */
+#define LOCAL_IOVA 0x7f1234560000ull
+
+static void script_local(int sock, const void *arg)
+{
+	const struct local_case *lc = arg;
+	struct proto_msg m;
+	json_t *doc, *mrs, *mr;
+	size_t i;
+	uint32_t id;
+	int fds[2];
+
+	fake_welcome(sock);
+	id = fake_attach_req(sock, "p", "auto");
+	doc = json_pack(
+	    "{s:s, s:i, s:s, s:s, s:i, s:i, s:b,"
+	    " s:[{s:s, s:i, s:s, s:i}, {s:s, s:i, s:s, s:i}],"
+	    " s:[{s:s, s:i}],"
+	    " s:[{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:b, s:[s, s]},"
+	    "    {s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:b, s:[s]}]}",
+	    "profile", "p", "attachment", 7, "mode", "local", "ibdev",
+	    lc->ibdev, "port", 1, "gid_index", 1, "import_capable", 0, "memory",
+	    "name", "big", "size", MEM_BIG, "backing", "memfd", "fd", 0, "name",
+	    "small", "size", MEM_SMALL, "backing", "memfd", "fd", 1, "pd",
+	    "name", "main", "handle", 0, "mr", "name", "ring", "pd", "main",
+	    "memory", "small", "handle", 1, "lkey", 1, "rkey", 2, "length",
+	    MEM_SMALL, "offset", 0, "iova", (json_int_t)0, "zero_based", 1,
+	    "access", "local_write", "remote_write", "name", "tail", "pd",
+	    "main", "memory", "big", "handle", 2, "lkey", 3, "rkey", 4,
+	    "length", 8192, "offset", 4096, "iova",
+	    (json_int_t)(LOCAL_IOVA + 4096), "zero_based", 0, "access",
+	    "remote_read");
+	fds[0] = fake_memfd(MEM_BIG, 'a');
+	fds[1] = fake_memfd(MEM_SMALL, 'A');
+	fake_send(sock, PROTO_ATTACHED, id, doc, fds, 2);
+
+	fake_recv(sock, &m, PROTO_REPORT);
+	if (json_integer_value(json_object_get(m.payload, "attachment")) != 7)
+		fake_die(FAKE_BAD_REQUEST);
+	mrs = json_object_get(m.payload, "mr");
+	if (json_array_size(mrs) != 2)
+		fake_die(FAKE_BAD_REQUEST);
+	json_array_foreach(mrs, i, mr)
+	{
+		const char *name =
+		    json_string_value(json_object_get(mr, "name"));
+		json_int_t iova =
+		    json_integer_value(json_object_get(mr, "iova"));
+		json_int_t len =
+		    json_integer_value(json_object_get(mr, "length"));
+
+		if (!name || !json_is_integer(json_object_get(mr, "lkey")) ||
+		    !json_is_integer(json_object_get(mr, "rkey")))
+			fake_die(FAKE_BAD_REQUEST);
+		if (streq(name, "ring")
+			? iova != 0 || len != MEM_SMALL
+			: iova != (json_int_t)(LOCAL_IOVA + 4096) ||
+			      len != 8192)
+			fake_die(FAKE_BAD_REQUEST);
+	}
+	fake_send(sock, PROTO_REPLY, m.id,
+		  json_pack("{s:i, s:{}}", "status", 200, "body"), NULL, 0);
+	proto_msg_clear(&m);
+	/* The client writes through its mapping: we must see it. */
+	fake_expect_detach(sock, 7);
+	{
+		char got[8] = {0};
+
+		if (pread(fds[0], got, 5, 4096) != 5 || strcmp(got, "hello"))
+			fake_die(FAKE_BAD_REQUEST);
+	}
+	fake_expect_eof(sock);
+}
+
+static void test_attach_local_device(void **state)
+{
+	struct local_case lc = {0};
+	struct ibv_device **list;
+	struct rdmad_profile *p;
+	struct ibv_mr *mr;
+	struct fake f;
+	struct rdmad *c;
+	size_t len = 0;
+	char *bytes;
+	int n = 0, fds, maps;
+
+	(void)state;
+	list = ibv_get_device_list(&n);
+	if (!list || n == 0) {
+		if (list)
+			ibv_free_device_list(list);
+		skip();
+	}
+	snprintf(lc.ibdev, sizeof(lc.ibdev), "%s",
+		 ibv_get_device_name(list[0]));
+	ibv_free_device_list(list);
+
+	fake_start(&f, script_local, &lc);
+	fds = count_fds();
+	maps = count_test_maps();
+	c = rdmad_connect(f.path);
+	assert_non_null(c);
+	p = rdmad_attach(c, "p", RDMAD_ATTACH_AUTO);
+	if (!p)
+		fail_msg("attach: %s", rdmad_last_error());
+	assert_int_equal(rdmad_mode(p), RDMAD_MODE_LOCAL);
+	assert_non_null(rdmad_context(p));
+	assert_string_equal(ibv_get_device_name(rdmad_context(p)->device),
+			    lc.ibdev);
+	assert_int_equal(rdmad_port(p), 1);
+	assert_int_equal(rdmad_gid_index(p), 1);
+	assert_non_null(rdmad_pd(p, "main"));
+	assert_string_equal(rdmad_pd_name(p, 0), "main");
+	assert_null(rdmad_pd_name(p, 1));
+	assert_string_equal(rdmad_mr_name(p, 0), "ring");
+	assert_string_equal(rdmad_mr_name(p, 1), "tail");
+	assert_null(rdmad_mr_name(p, 2));
+	assert_null(rdmad_pd(p, "other"));
+	assert_int_equal(errno, ENOENT);
+
+	mr = rdmad_mr(p, "ring");
+	assert_non_null(mr);
+	assert_ptr_equal(mr->pd, rdmad_pd(p, "main"));
+	assert_int_equal(mr->length, MEM_SMALL);
+	bytes = rdmad_mr_map(p, "ring", &len);
+	assert_ptr_equal(bytes, mr->addr);
+	assert_int_equal(len, MEM_SMALL);
+	assert_int_equal(bytes[0], 'A');
+	assert_int_equal(bytes[1], 'A' + 1);
+	assert_int_equal(rdmad_mr_iova(p, "ring"), 0);
+	assert_int_equal(rdmad_mr_rkey(p, "ring"), 2);
+
+	mr = rdmad_mr(p, "tail");
+	assert_non_null(mr);
+	bytes = rdmad_mr_map(p, "tail", &len);
+	assert_int_equal(len, 8192);
+	/* offset 4096 in "big": the fill pattern stops at 256 bytes. */
+	assert_int_equal(bytes[-4096], 'a');
+	assert_int_equal(rdmad_mr_iova(p, "tail"), LOCAL_IOVA + 4096);
+	assert_int_equal(rdmad_mr_rkey(p, "tail"), 4);
+	memcpy(bytes, "hello", 5);
+	assert_int_equal(count_test_maps(), 2);
+
+	assert_int_equal(rdmad_detach(p), 0);
+	assert_int_equal(count_test_maps(), maps);
+	rdmad_close(c);
+	assert_int_equal(count_fds(), fds);
+	assert_int_equal(fake_wait(&f), FAKE_OK);
+}
+
+#define CASES(table, fn)                                                       \
+	for (i = 0; i < ARRAY_SIZE(table); i++)                                \
+		tests[n++] = (struct CMUnitTest)                               \
+		{                                                              \
+			.name = table[i].name, .test_func = fn,                \
+			.initial_state = (void *)&table[i],                    \
+		}
+
+int main(void)
+{
+	struct CMUnitTest
+	    tests[ARRAY_SIZE(hello_cases) + ARRAY_SIZE(attached_cases) + 16];
+	size_t n = 0, i;
+
+	/* A test that got SIGPIPE would die instead of failing. */
+	signal(SIGPIPE, SIG_DFL);
+
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_size_str);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_code_errno);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_connect);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_connect_env);
+	tests[n++] =
+	    (struct CMUnitTest)cmocka_unit_test(test_connect_no_daemon);
+	CASES(hello_cases, test_connect_bad_hello);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_attach_errors);
+	CASES(attached_cases, test_attach_fails_clean);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_daemon_gone);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_request);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_accessors_null);
+	tests[n++] =
+	    (struct CMUnitTest)cmocka_unit_test(test_attach_local_device);
+	assert_true(n <= ARRAY_SIZE(tests));
+	return _cmocka_run_group_tests("librdmad", tests, n, NULL, NULL);
+}
