@@ -59,18 +59,21 @@ $(B)/librdmad.so: $(LIB_OBJ) client/librdmad.map
 	$(CC) $(CFLAGS) -shared -Wl,-soname,librdmad.so.0 \
 		-Wl,--version-script=client/librdmad.map -o $@ $(LIB_OBJ) \
 		$(shell pkg-config --libs libibverbs jansson)
-	ln -sf librdmad.so $(B)/librdmad.so.0
+
+# The soname programs load.
+$(B)/librdmad.so.0: $(B)/librdmad.so
+	ln -sf librdmad.so $@
 
 $(B)/rdmad.pc: client/rdmad.pc.in Makefile
 	@mkdir -p $(dir $@)
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' $< >$@
 
-$(B)/examples/attach: examples/attach.c $(B)/librdmad.so
+$(B)/examples/attach: examples/attach.c $(B)/librdmad.so.0
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< -L$(B) -lrdmad \
 		-Wl,-rpath,'$$ORIGIN/..' $(shell pkg-config --libs libibverbs)
 
-$(B)/rdmactl: $(B)/client/rdmactl.o $(CTL_OBJ) $(B)/librdmad.so
+$(B)/rdmactl: $(B)/client/rdmactl.o $(CTL_OBJ) $(B)/librdmad.so.0
 	$(CC) $(CFLAGS) -o $@ $(B)/client/rdmactl.o $(CTL_OBJ) -L$(B) -lrdmad \
 		-Wl,-rpath,'$$ORIGIN' $(PKG_LIBS)
 

@@ -10,11 +10,13 @@
 #include <sysexits.h>
 
 #include "devprint.h"
+#include "rdmad.h"
 #include "restc.h"
 #include "util.h"
 
 struct ctl {
-	const char *url;
+	const char *url;    /* REST; NULL: the control socket */
+	const char *socket; /* NULL: $RDMAD_SOCKET or the default */
 	const char *token_file;
 	bool json;
 };
@@ -36,6 +38,7 @@ static void usage(FILE *f)
 		"  show PROFILE [KIND NAME]  a profile's objects, or one object\n"
 		"  health | version          daemon liveness, version and uptime\n"
 		"  config                    the running configuration (JSON)\n"
+		"  sessions                  attached clients: pid, uid, mode, leases\n"
 		"  reload                    reload the configuration file; prints\n"
 		"                            what changed, or the errors\n"
 		"  selftest PROFILE QP_A QP_B [MR]\n"
@@ -43,8 +46,12 @@ static void usage(FILE *f)
 		"                            connected QPs of PROFILE through MR\n"
 		"\n"
 		"Options:\n"
-		"  -u, --url URL   daemon REST address: http://HOST:PORT or\n"
-		"                  unix:/PATH (default $RDMAD_URL or %s)\n"
+		"  -s, --socket PATH  the control socket (default $RDMAD_SOCKET or\n"
+		"                  " RDMAD_DEFAULT_SOCKET "); changes need root or\n"
+		"                  the daemon's admin_group\n"
+		"  -u, --url URL   use the REST API instead: http://HOST:PORT or\n"
+		"                  unix:/PATH (e.g. %s; also $RDMAD_URL); changes\n"
+		"                  need the token\n"
 		"  -j, --json      print the daemon's JSON document\n"
 		"  -t, --token-file FILE\n"
 		"                  bearer token for reload and selftest (default\n"
@@ -108,18 +115,37 @@ static int call(const struct ctl *c, const char *method, const char *path,
 	json_t *j;
 	int status, r;
 
-	if (req_body)
-		token = read_token(c);
-	r = restc_request_ex(c->url, method, path, req_body, token, &status,
-			     &body);
-	if (r == -EPROTO) {
-		fprintf(stderr, "rdmactl: %s did not answer in HTTP\n", c->url);
-		return EX_PROTOCOL;
-	}
-	if (r < 0) {
-		fprintf(stderr, "rdmactl: cannot reach rdmad at %s: %s\n",
-			c->url, strerror(-r));
-		return EX_UNAVAILABLE;
+	if (!c->url) {
+		/* The control socket: the daemon knows us by SO_PEERCRED. */
+		struct rdmad *d = rdmad_connect(c->socket);
+
+		if (!d) {
+			fprintf(stderr, "rdmactl: %s\n", rdmad_last_error());
+			return EX_UNAVAILABLE;
+		}
+		r = rdmad_request(d, method, path, req_body, &status, &body);
+		if (r < 0)
+			fprintf(stderr, "rdmactl: %s\n", rdmad_last_error());
+		rdmad_close(d);
+		if (r < 0)
+			return r == -EPROTO || r == -EBADMSG ? EX_PROTOCOL
+							     : EX_UNAVAILABLE;
+	} else {
+		if (req_body)
+			token = read_token(c);
+		r = restc_request_ex(c->url, method, path, req_body, token,
+				     &status, &body);
+		if (r == -EPROTO) {
+			fprintf(stderr, "rdmactl: %s did not answer in HTTP\n",
+				c->url);
+			return EX_PROTOCOL;
+		}
+		if (r < 0) {
+			fprintf(stderr,
+				"rdmactl: cannot reach rdmad at %s: %s\n",
+				c->url, strerror(-r));
+			return EX_UNAVAILABLE;
+		}
 	}
 	j = json_loads(body, 0, &jerr);
 	if (!j) {
@@ -231,6 +257,23 @@ static void print_profile(json_t *p)
 		print_object_line(o);
 }
 
+static void print_sessions(json_t *a)
+{
+	size_t i, k;
+	json_t *s, *t;
+
+	printf("%-8s %-8s %-6s %-16s %-7s %s\n", "SESSION", "PID", "UID",
+	       "PROFILE", "MODE", "LEASES");
+	json_array_foreach (a, i, s)
+		json_array_foreach (json_object_get(s, "attachments"), k, t)
+			printf("%-8lld %-8lld %-6lld %-16s %-7s %lld\n",
+			       json_integer_value(json_object_get(s, "session")),
+			       json_integer_value(json_object_get(s, "pid")),
+			       json_integer_value(json_object_get(s, "uid")),
+			       str(t, "profile"), str(t, "mode"),
+			       json_integer_value(json_object_get(t, "leases")));
+}
+
 static void print_reload(json_t *r)
 {
 	size_t i;
@@ -317,6 +360,7 @@ static const struct command commands[] = {
 	{ "show", 1, 3, NULL, print_profile },
 	{ "health", 0, 0, "/v1/health", print_kv },
 	{ "config", 0, 0, "/v1/config", print_json },
+	{ "sessions", 0, 0, "/v1/sessions", print_sessions },
 	{ "reload", 0, 0, "/v1/reload", print_reload },
 	{ "selftest", 3, 4, "/v1/profiles/%s/selftest", print_selftest },
 	{ "version", 0, 0, "/v1/version", print_kv },
@@ -404,6 +448,7 @@ int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "url", required_argument, NULL, 'u' },
+		{ "socket", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "token-file", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
@@ -411,15 +456,18 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct ctl c = { .url = getenv("RDMAD_URL"),
+			 .socket = getenv("RDMAD_SOCKET"),
 			 .token_file = getenv("RDMAD_TOKEN_FILE") };
 	int opt;
 
-	if (!c.url)
-		c.url = RESTC_DEFAULT_URL;
-	while ((opt = getopt_long(argc, argv, "u:jt:hV", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "u:s:jt:hV", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'u':
 			c.url = optarg;
+			break;
+		case 's':
+			c.socket = optarg;
+			c.url = NULL;
 			break;
 		case 'j':
 			c.json = true;
@@ -442,7 +490,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return EX_USAGE;
 	}
-	if (!restc_url_valid(c.url)) {
+	if (c.url && !restc_url_valid(c.url)) {
 		fprintf(stderr,
 			"rdmactl: '%s' is not http://HOST:PORT or unix:/PATH\n",
 			c.url);

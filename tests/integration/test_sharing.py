@@ -363,3 +363,66 @@ def test_shared_mode_is_refused_where_import_is_not(shared):
     assert doc["error"]["code"] == "not_supported"
     assert "local or auto" in doc["error"]["message"]
     c.close()
+
+
+def install_attach(d):
+    """build/examples/attach where uid 1000 can run it ($ORIGIN/.. rpath)."""
+    import shutil
+    root = HERE.parents[1] / "build"
+    (d.code / "bin").mkdir(mode=0o755, exist_ok=True)
+    shutil.copy(root / "examples" / "attach", d.code / "bin" / "attach")
+    shutil.copy(root / "librdmad.so", d.code / "librdmad.so.0")
+    return str(d.code / "bin" / "attach")
+
+
+def run_limited(cmd, memlock, uid=USER):
+    import resource
+    old = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    resource.setrlimit(resource.RLIMIT_MEMLOCK, (memlock, memlock))
+    try:
+        return subprocess.run(cmd, user=uid, group=uid, extra_groups=[],
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, old)
+
+
+def test_librdmad_local_mode_as_user(shared):
+    from peer import Peer
+    d = shared
+    attach = install_attach(d)
+    status, mr = d.get("/v1/profiles/ingest/mr/ring")
+    peer = Peer()
+    try:
+        connect_peer(d, peer)
+        peer.write(b"RDMAD-PEER-BYTES", mr["rkey"], mr["iova"])
+    finally:
+        peer.close()
+    # Local mode pins 65 MiB in the client: too little memlock is an
+    # error that names the limit needed.
+    r = run_limited([attach, "-s", d.sock, "ingest"], 8 << 20)
+    assert r.returncode != 0
+    assert "RLIMIT_MEMLOCK" in r.stderr and "65 MiB" in r.stderr, r.stderr
+    r = run_limited([attach, "-s", d.sock, "ingest"], 128 << 20)
+    assert r.returncode == 0, r.stderr
+    assert "local" in r.stdout
+    assert "RDMAD-PEER-BYTES".encode().hex()[:16] in \
+        r.stdout.replace(" ", "").lower() or "RDMAD-PEER-BYTES" in r.stdout, \
+        r.stdout
+    status, sessions = d.get("/v1/sessions")
+    assert sessions == []
+
+
+def test_rdmactl_over_the_socket(shared):
+    d = shared
+    exe = str(HERE.parents[1] / "build" / "rdmactl")
+    r = subprocess.run([exe, "--socket", d.sock, "--json", "show", "ingest"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    status, doc = d.get("/v1/profiles/ingest")
+    assert json.loads(r.stdout) == doc
+    r = subprocess.run([exe, "--socket", d.sock, "sessions"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("SESSION")
+    r = subprocess.run([exe, "--socket", d.sock, "reload"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr        # root may
