@@ -46,6 +46,10 @@ static void print_mr(struct rdmad_profile *p, const char *name)
 	printf("  first bytes:");
 	for (i = 0; bytes && i < len && i < 16; i++)
 		printf(" %02x", bytes[i]);
+	printf("  \"");
+	for (i = 0; bytes && i < len && i < 16; i++)
+		putchar(bytes[i] >= 0x20 && bytes[i] < 0x7f ? bytes[i] : '.');
+	printf("\"");
 	printf("\n");
 }
 
