@@ -68,6 +68,13 @@ struct client_mr {
 	struct ibv_mr *mr;
 };
 
+/* An XRC domain's file: opened on this context when first asked for. */
+struct client_xrcd {
+	char *name;
+	int fd;
+	struct ibv_xrcd *xrcd;
+};
+
 struct rdmad_profile {
 	struct rdmad *conn;
 	struct rdmad_profile *next;
@@ -85,6 +92,8 @@ struct rdmad_profile {
 	size_t n_pd;
 	struct client_mr *mr;
 	size_t n_mr;
+	struct client_xrcd *xrcd;
+	size_t n_xrcd;
 };
 
 /* ---- errors ---- */
@@ -427,9 +436,14 @@ static void profile_free(struct rdmad_profile *p)
 		free(p->pd[i].name);
 	for (i = 0; i < p->n_mr; i++)
 		free(p->mr[i].name);
+	for (i = 0; i < p->n_xrcd; i++) {
+		free(p->xrcd[i].name);
+		closep(&p->xrcd[i].fd);
+	}
 	free(p->mem);
 	free(p->pd);
 	free(p->mr);
+	free(p->xrcd);
 	closep(&p->cmd_fd);
 	free(p->ibdev);
 	free(p->name);
@@ -534,6 +548,37 @@ static int parse_memory(struct rdmad_profile *p, struct proto_msg *m)
 		if (!get_uint(o, "fd", UINT32_MAX, &v))
 			return malformed(p, "memory '%s' has no fd", mem->name);
 		r = take_fd(p, m, v, mem->name, &mem->fd);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Optional: XRC domains the daemon shares by their file. */
+static int parse_xrcds(struct rdmad_profile *p, struct proto_msg *m)
+{
+	json_t *a, *o;
+	size_t n, i;
+	uint64_t v;
+	int r;
+
+	a = get_array(m->payload, "xrcd", &n);
+	if (n == (size_t)-1)
+		return malformed(p, "\"xrcd\" is not an array");
+	p->xrcd = calloc(n ? n : 1, sizeof(*p->xrcd));
+	if (!p->xrcd)
+		return client_set_error(ENOMEM, "out of memory");
+	json_array_foreach(a, i, o)
+	{
+		struct client_xrcd *x = &p->xrcd[p->n_xrcd++];
+
+		x->fd = -1;
+		x->name = get_name(o, "name");
+		if (!x->name)
+			return malformed(p, "xrcd %zu has no name", i);
+		if (!get_uint(o, "fd", UINT32_MAX, &v))
+			return malformed(p, "xrcd '%s' has no fd", x->name);
+		r = take_fd(p, m, v, x->name, &x->fd);
 		if (r < 0)
 			return r;
 	}
@@ -728,6 +773,9 @@ static int parse_attached(struct rdmad_profile *p, struct proto_msg *m,
 			return r;
 	}
 	r = parse_memory(p, m);
+	if (r < 0)
+		return r;
+	r = parse_xrcds(p, m);
 	if (r < 0)
 		return r;
 	r = parse_pds(p, m);
@@ -1082,6 +1130,11 @@ static int profile_teardown(struct rdmad_profile *p)
 	size_t i;
 	int r = 0, e;
 
+	for (i = 0; i < p->n_xrcd; i++) {
+		if (p->xrcd[i].xrcd)
+			ibv_close_xrcd(p->xrcd[i].xrcd);
+		p->xrcd[i].xrcd = NULL;
+	}
 	for (i = p->n_mr; i-- > 0;) {
 		struct client_mr *mr = &p->mr[i];
 
@@ -1397,11 +1450,31 @@ uint32_t rdmad_mr_rkey(struct rdmad_profile *p, const char *name)
 
 struct ibv_xrcd *rdmad_xrcd(struct rdmad_profile *p, const char *name)
 {
-	errno = -client_set_error(EOPNOTSUPP,
-				  "rdmad_xrcd(%s, %s): not supported yet: "
-				  "rdmad does not pass XRC domains",
-				  p ? p->name : "NULL", name ? name : "NULL");
-	return NULL;
+	struct ibv_xrcd_init_attr attr = {
+		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+		.oflags = 0, /* the daemon's domain: open, never create */
+	};
+	struct client_xrcd *x = NULL;
+
+	for (size_t i = 0; p && name && i < p->n_xrcd; i++)
+		if (streq(p->xrcd[i].name, name))
+			x = &p->xrcd[i];
+	if (!x) {
+		errno = -client_set_error(ENOENT,
+					  "profile '%s' shares no xrcd '%s'",
+					  p ? p->name : "NULL",
+					  name ? name : "NULL");
+		return NULL;
+	}
+	if (x->xrcd)
+		return x->xrcd;
+	/* The same inode: the same XRC domain as the daemon's. */
+	attr.fd = x->fd;
+	x->xrcd = ibv_open_xrcd(p->ctx, &attr);
+	if (!x->xrcd)
+		errno = -client_set_error(errno, "ibv_open_xrcd '%s': %s", name,
+					  strerror(errno));
+	return x->xrcd;
 }
 
 /* ---- control requests ---- */

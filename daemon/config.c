@@ -1835,6 +1835,27 @@ static void free_fields(const struct field *table, void *obj)
 	}
 }
 
+static size_t scalar_size(enum field_type t)
+{
+	switch (t) {
+	case F_INT:
+	case F_ENUM:
+		return sizeof(int);
+	case F_INT64:
+	case F_SIZE:
+		return sizeof(uint64_t);
+	case F_UINT32:
+	case F_ACCESS:
+		return sizeof(uint32_t);
+	case F_UINT16:
+		return sizeof(uint16_t);
+	case F_BOOL:
+		return sizeof(bool);
+	default:
+		return 0;
+	}
+}
+
 /* Equal values of every field of table in a and b. */
 static bool fields_equal(const struct field *table, const void *a,
 			 const void *b)
@@ -1879,28 +1900,13 @@ static bool fields_equal(const struct field *table, const void *a,
 			break;
 		case F_INT:
 		case F_ENUM:
-			if (*(const int *)x != *(const int *)y)
-				return false;
-			break;
 		case F_INT64:
-			if (*(const int64_t *)x != *(const int64_t *)y)
-				return false;
-			break;
 		case F_UINT32:
 		case F_ACCESS:
-			if (*(const uint32_t *)x != *(const uint32_t *)y)
-				return false;
-			break;
 		case F_UINT16:
-			if (*(const uint16_t *)x != *(const uint16_t *)y)
-				return false;
-			break;
 		case F_SIZE:
-			if (*(const uint64_t *)x != *(const uint64_t *)y)
-				return false;
-			break;
 		case F_BOOL:
-			if (*(const bool *)x != *(const bool *)y)
+			if (memcmp(x, y, scalar_size(f->type)))
 				return false;
 			break;
 		case F_IGNORE:

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include <fcntl.h>
 #include <grp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -185,7 +186,9 @@ static int attach(struct session *s, uint32_t id, json_t *req)
 	int fds[PROTO_MAX_FDS];
 	size_t n_fds = 0;
 	struct attachment *att, a = { 0 };
-	json_t *doc, *mem, *pds, *mrs;
+	json_t *doc, *mem, *pds, *mrs, *xrcds;
+	int opened[PROTO_MAX_FDS]; /* fds we opened for this message */
+	size_t n_opened = 0;
 	bool shared;
 	int r;
 
@@ -228,7 +231,8 @@ static int attach(struct session *s, uint32_t id, json_t *req)
 	mem = json_array();
 	pds = json_array();
 	mrs = json_array();
-	if (!doc || !mem || !pds || !mrs) {
+	xrcds = json_array();
+	if (!doc || !mem || !pds || !mrs || !xrcds) {
 		r = -ENOMEM;
 		goto fail;
 	}
@@ -262,6 +266,27 @@ static int attach(struct session *s, uint32_t id, json_t *req)
 					    json_integer((json_int_t)n_fds));
 			fds[n_fds++] = o->u.mem.fd;
 			json_array_append_new(mem, j);
+		} else if (o->kind == OBJ_XRCD &&
+			   ((const struct conf_xrcd *)o->conf)->file) {
+			/* Shared by inode: the client opens the same file. */
+			const char *file = ((const struct conf_xrcd *)o->conf)->file;
+			int xfd;
+
+			if (n_fds == PROTO_MAX_FDS) {
+				r = -E2BIG;
+				goto fail;
+			}
+			xfd = open(file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+			if (xfd < 0) {
+				r = -errno;
+				goto fail;
+			}
+			opened[n_opened++] = xfd;
+			json_array_append_new(
+				xrcds, json_pack("{s:s, s:s, s:i}", "name",
+						 o->name, "file", file, "fd",
+						 (int)n_fds));
+			fds[n_fds++] = xfd;
 		} else if (o->kind == OBJ_PD) {
 			json_array_append_new(
 				pds, json_pack("{s:s, s:i}", "name", o->name,
@@ -287,7 +312,8 @@ static int attach(struct session *s, uint32_t id, json_t *req)
 	json_object_set_new(doc, "memory", mem);
 	json_object_set_new(doc, "pd", pds);
 	json_object_set_new(doc, "mr", mrs);
-	mem = pds = mrs = NULL;
+	json_object_set_new(doc, "xrcd", xrcds);
+	mem = pds = mrs = xrcds = NULL;
 
 	att = realloc(s->att, (s->n_att + 1) * sizeof(*att));
 	if (!att) {
@@ -296,6 +322,8 @@ static int attach(struct session *s, uint32_t id, json_t *req)
 	}
 	s->att = att;
 	r = send_json(s, PROTO_ATTACHED, id, doc, fds, n_fds);
+	for (size_t i = 0; i < n_opened; i++)
+		close(opened[i]);
 	if (r < 0) {
 		release(c, &a);
 		return r;
@@ -306,7 +334,10 @@ static int attach(struct session *s, uint32_t id, json_t *req)
 		 shared ? "shared" : "local");
 	return 0;
 fail:
+	for (size_t i = 0; i < n_opened; i++)
+		close(opened[i]);
 	release(c, &a);
+	json_decref(xrcds);
 	json_decref(doc);
 	json_decref(mem);
 	json_decref(pds);

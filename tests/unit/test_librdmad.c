@@ -872,8 +872,8 @@ static void test_accessors_null(void **state)
 	assert_int_equal(rdmad_gid_index(NULL), -EINVAL);
 	assert_int_equal(rdmad_detach(NULL), -EINVAL);
 	assert_null(rdmad_xrcd(NULL, "x"));
-	assert_int_equal(errno, EOPNOTSUPP);
-	assert_non_null(strstr(rdmad_last_error(), "not supported yet"));
+	assert_int_equal(errno, ENOENT);
+	assert_non_null(strstr(rdmad_last_error(), "shares no xrcd 'x'"));
 	assert_string_equal(rdmad_version(), RDMAD_VERSION);
 	assert_non_null(strstr(rdmad_strerror(-ENOENT), "No such file"));
 }
