@@ -149,8 +149,10 @@ static int call(const struct ctl *c, const char *method, const char *path,
 	}
 	j = json_loads(body, 0, &jerr);
 	if (!j) {
-		fprintf(stderr, "rdmactl: bad reply from %s (HTTP %d): %s\n",
-			c->url, status, jerr.text);
+		fprintf(stderr, "rdmactl: bad reply from %s (status %d): %s\n",
+			c->url ? c->url
+			       : c->socket ? c->socket : RDMAD_DEFAULT_SOCKET,
+			status, jerr.text);
 		return EX_PROTOCOL;
 	}
 	if (status / 100 != 2) {

@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <dirent.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <libconfig.h>
@@ -232,6 +233,17 @@ static const char *check_abs_path(const char *s)
 	return s[0] == '/' ? NULL : "is not an absolute path";
 }
 
+/* A group that exists now: a name, or a number. */
+static const char *check_group(const char *s)
+{
+	char *end;
+
+	if (getgrnam(s))
+		return NULL;
+	strtoul(s, &end, 10);
+	return *s && !*end ? NULL : "is not a known group (name or number)";
+}
+
 static const char *check_log_level(const char *s)
 {
 	return log_parse_level(s) < 0 ? "is not one of error, warning, "
@@ -254,8 +266,10 @@ static const struct field http_fields[] = {
 static const struct field daemon_fields[] = {
 	FLD(conf_daemon, "runtime_dir", F_STRING, runtime_dir),
 	FLD(conf_daemon, "control_socket", F_STRING, control_socket),
-	FLD(conf_daemon, "admin_group", F_STRING, admin_group),
-	FLD(conf_daemon, "control_group", F_STRING, control_group),
+	FLD(conf_daemon, "admin_group", F_STRING, admin_group,
+	    .check = check_group),
+	FLD(conf_daemon, "control_group", F_STRING, control_group,
+	    .check = check_group),
 	{ .key = "http", .type = F_GROUP, .sub = http_fields },
 	FLD(conf_daemon, "include", F_STRING, include),
 	FLD(conf_daemon, "log_level", F_STRING, log_level,

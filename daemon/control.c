@@ -602,6 +602,7 @@ int control_start(struct manager *m)
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	struct control *c;
 	struct stat st;
+	mode_t old_mask;
 	gid_t gid;
 	int r;
 
@@ -623,10 +624,21 @@ int control_start(struct manager *m)
 		       0);
 	if (c->fd < 0)
 		return -errno;
-	if (lstat(c->path, &st) == 0 && S_ISSOCK(st.st_mode))
+	if (lstat(c->path, &st) == 0 && S_ISSOCK(st.st_mode)) {
+		/* Replace a stale socket, never a live one (another rdmad). */
+		_cleanup_close_ int probe = socket(
+			AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+		if (probe >= 0 &&
+		    connect(probe, (struct sockaddr *)&sun, sizeof(sun)) == 0)
+			return -EADDRINUSE;
 		unlink(c->path);
-	if (bind(c->fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
-	    listen(c->fd, 128) < 0)
+	}
+	/* Born with its final mode: no window with the umask's. */
+	old_mask = umask(0117);
+	r = bind(c->fd, (struct sockaddr *)&sun, sizeof(sun));
+	umask(old_mask);
+	if (r < 0 || listen(c->fd, 128) < 0)
 		return -errno;
 	if (chmod(c->path, 0660) < 0)
 		return -errno;

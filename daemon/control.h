@@ -18,7 +18,7 @@ struct manager;
 int control_start(struct manager *m);
 /* Tell every session goodbye and stop listening. */
 void control_stop(struct manager *m);
-/* [{id, pid, uid, gid, attachments:[{attachment, profile, mode,
+/* [{session, pid, uid, gid, admin, attachments:[{attachment, profile, mode,
  *   leases, report}]}] for GET /v1/sessions. */
 json_t *control_sessions_json(struct manager *m);
 

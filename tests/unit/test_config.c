@@ -101,6 +101,7 @@ static const struct bad_case bad_cases[] = {
 	{ "dm size zero", PROFILE("dm = ( { name = \"m\"; size = 0; } );"), 3, "dm 'm': 'size' must be at least 1" },
 	{ "xrcd relative file", PROFILE("xrcd = ( { name = \"x\"; file = \"x.xrcd\"; } );"), 3, "'file' = 'x.xrcd' is not an absolute path" },
 	{ "negative uid", PROFILE("allow = { uids = [ -1 ]; };"), 3, "'uids' = -1 is out of range" },
+	{ "unknown control group", "daemon = { control_group = \"no-such-group-x\"; };", 1, "daemon: 'control_group' = 'no-such-group-x' is not a known group" },
 	{ "unknown allow key", PROFILE("allow = { hosts = [ \"x\" ]; };"), 3, "unknown key 'hosts' in allow" },
 	{ "bad listen", "daemon = { http = { listen = [ \"localhost\" ]; }; };", 1, "'localhost' is not IPV4:PORT" },
 	{ "listen by host name", "daemon = {\n http = { listen = [ \"localhost:80\" ]; }; };", 2, "numeric addresses only" },
