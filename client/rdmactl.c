@@ -18,6 +18,7 @@ struct ctl {
 	const char *url;    /* REST; NULL: the control socket */
 	const char *socket; /* NULL: $RDMAD_SOCKET or the default */
 	const char *token_file;
+	const char *state; /* qp --state */
 	bool json;
 };
 
@@ -41,6 +42,9 @@ static void usage(FILE *f)
 		"  sessions                  attached clients: pid, uid, mode, leases\n"
 		"  reload                    reload the configuration file; prints\n"
 		"                            what changed, or the errors\n"
+		"  qp PROFILE NAME --state STATE [KEY=VALUE...]\n"
+		"                            move a QP to STATE; KEY=VALUE are path\n"
+		"                            attributes (dqpn=17 dgid=::ffff:192.0.2.2)\n"
 		"  selftest PROFILE QP_A QP_B [MR]\n"
 		"                            RDMA write and send/recv between two\n"
 		"                            connected QPs of PROFILE through MR\n"
@@ -365,8 +369,49 @@ static const struct command commands[] = {
 	{ "sessions", 0, 0, "/v1/sessions", print_sessions },
 	{ "reload", 0, 0, "/v1/reload", print_reload },
 	{ "selftest", 3, 4, "/v1/profiles/%s/selftest", print_selftest },
+	{ "qp", 2, 34, "/v1/profiles/%s/qp/%s", print_object_line },
 	{ "version", 0, 0, "/v1/version", print_kv },
 };
+
+/* PATCH a QP to --state, with KEY=VALUE path attributes (numbers stay
+ * numbers). */
+static int qp_state(const struct ctl *c, const char *path, int argc,
+		    char **argv, json_t **doc)
+{
+	json_t *body, *p = json_object();
+	char *text;
+	int r;
+
+	if (!c->state) {
+		fprintf(stderr, "rdmactl: qp needs --state reset|init|rtr|rts|"
+				"error\n");
+		json_decref(p);
+		return EX_USAGE;
+	}
+	for (int i = 0; i < argc; i++) {
+		char *eq = strchr(argv[i], '=');
+		char *end;
+		long long v;
+
+		if (!eq || eq == argv[i]) {
+			fprintf(stderr, "rdmactl: '%s' is not KEY=VALUE\n",
+				argv[i]);
+			json_decref(p);
+			return EX_USAGE;
+		}
+		*eq = '\0';
+		v = strtoll(eq + 1, &end, 0);
+		json_object_set_new(p, argv[i],
+				    eq[1] && !*end ? json_integer(v)
+						   : json_string(eq + 1));
+	}
+	body = json_pack("{s:s, s:o}", "state", c->state, "path", p);
+	text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	json_decref(body);
+	r = text ? call(c, "PATCH", path, text, false, doc) : EX_OSERR;
+	free(text);
+	return r;
+}
 
 /* Path segments come from the command line: refuse what would change the
  * path's shape. */
@@ -396,7 +441,9 @@ static int run_command(const struct ctl *c, const struct command *cmd,
 				argv[i]);
 			return EX_USAGE;
 		}
-	if (streq(cmd->name, "device")) {
+	if (streq(cmd->name, "qp")) {
+		snprintf(path, sizeof(path), cmd->path_fmt, argv[0], argv[1]);
+	} else if (streq(cmd->name, "device")) {
 		if (!streq(argv[0], "show")) {
 			fprintf(stderr, "rdmactl: usage: device show IBDEV\n");
 			return EX_USAGE;
@@ -418,7 +465,9 @@ static int run_command(const struct ctl *c, const struct command *cmd,
 			 argc > 0 ? argv[0] : "", argc > 1 ? argv[1] : "");
 	}
 
-	if (streq(cmd->name, "reload")) {
+	if (streq(cmd->name, "qp")) {
+		r = qp_state(c, path, argc - 2, argv + 2, &doc);
+	} else if (streq(cmd->name, "reload")) {
 		r = call(c, "POST", path, "{}", false, &doc);
 	} else if (streq(cmd->name, "selftest")) {
 		json_t *b = json_pack("{s:s, s:s}", "a", argv[1], "b", argv[2]);
@@ -453,6 +502,7 @@ int main(int argc, char **argv)
 		{ "socket", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "token-file", required_argument, NULL, 't' },
+		{ "state", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -476,6 +526,9 @@ int main(int argc, char **argv)
 			break;
 		case 't':
 			c.token_file = optarg;
+			break;
+		case 'S':
+			c.state = optarg;
 			break;
 		case 'h':
 			usage(stdout);

@@ -277,9 +277,11 @@ static int patch_qp(struct request *r)
 	path.qkey = ((const struct conf_qp *)o->conf)->qkey;
 	path.pkey_index = ((const struct conf_qp *)o->conf)->pkey_index;
 	path.access = ((const struct conf_qp *)o->conf)->access;
+	/* As for a path in the config: this device's GID unless said. */
 	if (p->gid_index >= 0) {
 		path.sgid_index = (uint8_t)p->gid_index;
 		path.has_grh = true;
+		path.dgid = p->gid;
 	}
 	if (path_doc && qp_path_from_json(path_doc, &path, err, sizeof(err)))
 		return reply(r, 400, api_error("bad_request", "path: %s", err));

@@ -426,3 +426,33 @@ def test_rdmactl_over_the_socket(shared):
     r = subprocess.run([exe, "--socket", d.sock, "reload"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr        # root may
+
+
+def test_rdmactl_qp_state_change(shared):
+    from peer import Peer
+    d = shared
+    exe = str(HERE.parents[1] / "build" / "rdmactl")
+    status, mr = d.get("/v1/profiles/ingest/mr/ring")
+    peer = Peer()
+    try:
+        r = subprocess.run([exe, "--socket", d.sock, "qp", "ingest", "q0",
+                            "--state", "rts", f"dqpn={peer.qp_num}",
+                            "timeout=14"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert "qp_state=rts" in r.stdout
+        q = qp_info(d)
+        assert q["dqpn"] == peer.qp_num
+        assert q["dgid"] == "::ffff:192.0.2.1"   # the profile's own GID
+        peer.connect(q["qp_num"])
+        peer.write(b"via rdmactl qp", mr["rkey"], mr["iova"] + 64)
+        assert peer.read(14, mr["rkey"], mr["iova"] + 64) == b"via rdmactl qp"
+    finally:
+        peer.close()
+    r = subprocess.run([exe, "--socket", d.sock, "qp", "ingest", "q0"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 64 and "--state" in r.stderr
+    r = subprocess.run([exe, "--socket", d.sock, "qp", "ingest", "q0",
+                        "--state", "rts", "timeout=99"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "timeout" in r.stderr
