@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <fcntl.h>
 #include <grp.h>
+#include <time.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <pwd.h>
@@ -45,8 +46,15 @@ struct session {
 	size_t n_att;
 };
 
+const double control_attach_bucket_le[CONTROL_ATTACH_BUCKETS] = {
+	0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1,
+};
+
 struct control {
 	struct manager *m;
+	unsigned long long attaches, attach_failures;
+	unsigned long long attach_buckets[CONTROL_ATTACH_BUCKETS];
+	double attach_seconds;
 	int fd;
 	char *path;
 	sd_event_source *io;
@@ -177,7 +185,40 @@ static int lease(struct attachment *a, struct object *o)
 
 /* ---- ATTACH ---- */
 
+static int attach_one(struct session *s, uint32_t id, json_t *req);
+
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Attach, timed for the histogram of /metrics. */
 static int attach(struct session *s, uint32_t id, json_t *req)
+{
+	struct control *c = s->c;
+	size_t before = s->n_att;
+	double t0 = now(), dt;
+	int r = attach_one(s, id, req);
+
+	if (s->n_att == before) {
+		c->attach_failures++;
+		return r;
+	}
+	dt = now() - t0;
+	c->attaches++;
+	c->attach_seconds += dt;
+	for (size_t b = 0; b < CONTROL_ATTACH_BUCKETS; b++)
+		if (dt <= control_attach_bucket_le[b]) {
+			c->attach_buckets[b]++;
+			break;
+		}
+	return r;
+}
+
+static int attach_one(struct session *s, uint32_t id, json_t *req)
 {
 	struct control *c = s->c;
 	const char *name = json_string_value(json_object_get(req, "profile"));
@@ -672,6 +713,24 @@ void control_stop(struct manager *m)
 	free(c->path);
 	free(c);
 	m->control = NULL;
+}
+
+void control_stats(struct manager *m, struct control_stats *out)
+{
+	struct control *c = m->control;
+
+	*out = (struct control_stats){ 0 };
+	if (!c)
+		return;
+	for (struct session *s = c->sessions; s; s = s->next) {
+		out->sessions++;
+		out->attachments += (unsigned int)s->n_att;
+	}
+	out->attaches = c->attaches;
+	out->attach_failures = c->attach_failures;
+	out->attach_seconds = c->attach_seconds;
+	memcpy(out->attach_buckets, c->attach_buckets,
+	       sizeof(out->attach_buckets));
 }
 
 json_t *control_sessions_json(struct manager *m)

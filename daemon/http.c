@@ -13,6 +13,7 @@
 #include "http.h"
 #include "log.h"
 #include "manager.h"
+#include "metrics.h"
 
 #define HTTP_MAX_CONNECTIONS 64
 #define HTTP_CONNECTION_TIMEOUT 30 /* seconds */
@@ -82,6 +83,29 @@ static bool authorized(struct manager *m, struct MHD_Connection *c)
 	return token_equal(h + 7, m->token);
 }
 
+/* Prometheus scrapes text, not JSON. */
+static enum MHD_Result send_metrics(struct listener *l,
+				    struct MHD_Connection *c)
+{
+	char *text = metrics_render(l->m);
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+
+	if (!text)
+		return send_json(c, 500, api_error("internal", "out of memory"));
+	resp = MHD_create_response_from_buffer(strlen(text), text,
+					       MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+				"text/plain; version=0.0.4");
+	ret = MHD_queue_response(c, 200, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
 static enum MHD_Result handle(struct listener *l, struct MHD_Connection *c,
 			      const char *method, const char *url,
 			      const struct request *req)
@@ -96,6 +120,8 @@ static enum MHD_Result handle(struct listener *l, struct MHD_Connection *c,
 	json_t *reply = NULL;
 	int status;
 
+	if (streq(url, "/metrics") && streq(method, "GET"))
+		return send_metrics(l, c);
 	if (req->len) {
 		/* Depth is bounded by the body size limit and jansson's own
 		 * limit (2048). */

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import urllib.request
 import time
 from pathlib import Path
 
@@ -456,3 +457,30 @@ def test_rdmactl_qp_state_change(shared):
                         "--state", "rts", "timeout=99"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "timeout" in r.stderr
+
+
+def test_metrics(shared):
+    d = shared
+    c = Client(d.sock)
+    t, doc, fds = c.call(ATTACH, {"profile": "ingest"})
+    assert t == ATTACHED
+    for fd in fds:
+        os.close(fd)
+    with urllib.request.urlopen(d.url + "/metrics", timeout=30) as r:
+        assert r.headers["Content-Type"].startswith("text/plain")
+        text = r.read().decode()
+    lines = dict(line.rsplit(" ", 1) for line in text.splitlines()
+                 if line and not line.startswith("#"))
+    assert lines["rdmad_up"] == "1"
+    assert lines['rdmad_objects{profile="ingest",kind="mr",state="ready"}'] \
+        == "2"
+    assert lines['rdmad_registered_bytes{profile="ingest"}'] == \
+        str(65 * MIB)
+    assert lines["rdmad_sessions"] == "1"
+    assert lines["rdmad_attachments"] == "1"
+    assert lines["rdmad_attach_seconds_count"] == "1"
+    assert lines['rdmad_attach_seconds_bucket{le="+Inf"}'] == "1"
+    # The port's own counters, from sysfs.
+    assert 'rdmad_port_counter{device="rxe0",port="1",' \
+        'group="hw_counters",counter="rcvd_pkts"}' in lines
+    c.close()

@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: MIT
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+
+#include "control.h"
+#include "manager.h"
+#include "metrics.h"
+
+/* Label values are names the config validated ([A-Za-z0-9_.-]), device
+ * and counter names from sysfs: nothing to escape but a quote or a
+ * backslash, which do not occur; refuse them anyway. */
+static const char *label(const char *s)
+{
+	return strpbrk(s, "\"\\\n") ? "invalid" : s;
+}
+
+static void objects(FILE *f, struct manager *m)
+{
+	fputs("# HELP rdmad_objects Objects declared, by profile, kind and "
+	      "state.\n# TYPE rdmad_objects gauge\n",
+	      f);
+	for (size_t i = 0; i < m->n_profiles; i++) {
+		struct profile *p = m->profiles[i];
+		unsigned int n[OBJ_KIND_MAX][OBJ_DRAINING + 1] = { { 0 } };
+
+		for (size_t k = 0; k < p->n_objects; k++)
+			n[p->objects[k].kind][p->objects[k].state]++;
+		for (size_t k = 0; k < p->n_draining; k++)
+			n[p->draining[k].kind][OBJ_DRAINING]++;
+		for (int k = 0; k < OBJ_KIND_MAX; k++)
+			for (int s = 0; s <= OBJ_DRAINING; s++)
+				if (n[k][s])
+					fprintf(f,
+						"rdmad_objects{profile=\"%s\","
+						"kind=\"%s\",state=\"%s\"} %u\n",
+						label(p->conf->name),
+						obj_kind_name((enum obj_kind)k),
+						obj_state_name((enum obj_state)s),
+						n[k][s]);
+	}
+	fputs("# HELP rdmad_registered_bytes Bytes registered by the daemon's "
+	      "memory regions.\n# TYPE rdmad_registered_bytes gauge\n",
+	      f);
+	for (size_t i = 0; i < m->n_profiles; i++) {
+		struct profile *p = m->profiles[i];
+		unsigned long long bytes = 0;
+
+		for (size_t k = 0; k < p->n_objects; k++)
+			if (p->objects[k].kind == OBJ_MR &&
+			    p->objects[k].state == OBJ_READY)
+				bytes += p->objects[k].u.mr->length;
+		fprintf(f, "rdmad_registered_bytes{profile=\"%s\"} %llu\n",
+			label(p->conf->name), bytes);
+	}
+	fputs("# HELP rdmad_profile_up 1 when the profile runs (ready or "
+	      "degraded).\n# TYPE rdmad_profile_up gauge\n",
+	      f);
+	for (size_t i = 0; i < m->n_profiles; i++)
+		fprintf(f, "rdmad_profile_up{profile=\"%s\"} %d\n",
+			label(m->profiles[i]->conf->name),
+			m->profiles[i]->ctx != NULL);
+}
+
+static void sessions(FILE *f, struct manager *m)
+{
+	struct control_stats st;
+	unsigned long long cumulative = 0;
+
+	control_stats(m, &st);
+	fprintf(f,
+		"# HELP rdmad_sessions Connected clients.\n"
+		"# TYPE rdmad_sessions gauge\nrdmad_sessions %u\n"
+		"# HELP rdmad_attachments Live attachments.\n"
+		"# TYPE rdmad_attachments gauge\nrdmad_attachments %u\n"
+		"# HELP rdmad_attach_seconds Time the daemon took to answer an "
+		"attach.\n# TYPE rdmad_attach_seconds histogram\n",
+		st.sessions, st.attachments);
+	for (size_t b = 0; b < CONTROL_ATTACH_BUCKETS; b++) {
+		cumulative += st.attach_buckets[b];
+		fprintf(f, "rdmad_attach_seconds_bucket{le=\"%g\"} %llu\n",
+			control_attach_bucket_le[b], cumulative);
+	}
+	fprintf(f,
+		"rdmad_attach_seconds_bucket{le=\"+Inf\"} %llu\n"
+		"rdmad_attach_seconds_sum %.6f\n"
+		"rdmad_attach_seconds_count %llu\n"
+		"# HELP rdmad_attach_failures_total Attach requests refused.\n"
+		"# TYPE rdmad_attach_failures_total counter\n"
+		"rdmad_attach_failures_total %llu\n",
+		st.attaches, st.attach_seconds, st.attaches,
+		st.attach_failures);
+}
+
+/* One sysfs counter directory, e.g. .../ports/1/hw_counters. */
+static void counter_dir(FILE *f, const struct profile *p, const char *group)
+{
+	char dir[256];
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "/sys/class/infiniband/%s/ports/%d/%s",
+		 p->ibdev, p->dev->port, group);
+	d = opendir(dir);
+	while (d && (e = readdir(d))) {
+		char path[512], buf[64];
+		_cleanup_close_ int fd = -1;
+		ssize_t n;
+
+		if (e->d_name[0] == '.' || streq(e->d_name, "lifespan"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		buf[strcspn(buf, "\n")] = '\0';
+		fprintf(f,
+			"rdmad_port_counter{device=\"%s\",port=\"%d\","
+			"group=\"%s\",counter=\"%s\"} %s\n",
+			label(p->ibdev), p->dev->port, group, label(e->d_name),
+			buf);
+	}
+	if (d)
+		closedir(d);
+}
+
+/* The port's own counters (sysfs: counters, and the driver's
+ * hw_counters), for the ports profiles use, each once. */
+static void port_counters(FILE *f, struct manager *m)
+{
+	fputs("# HELP rdmad_port_counter The port's counters from "
+	      "/sys/class/infiniband/DEV/ports/N/{counters,hw_counters}.\n"
+	      "# TYPE rdmad_port_counter untyped\n",
+	      f);
+	for (size_t i = 0; i < m->n_profiles; i++) {
+		struct profile *p = m->profiles[i];
+		bool seen = false;
+
+		if (!p->ctx)
+			continue;
+		for (size_t k = 0; k < i; k++)
+			seen |= m->profiles[k]->ctx &&
+				streq(m->profiles[k]->ibdev, p->ibdev) &&
+				m->profiles[k]->dev->port == p->dev->port;
+		if (seen)
+			continue;
+		counter_dir(f, p, "counters");
+		counter_dir(f, p, "hw_counters");
+	}
+}
+
+char *metrics_render(struct manager *m)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	if (!f)
+		return NULL;
+	fprintf(f,
+		"# HELP rdmad_up 1 while rdmad runs.\n# TYPE rdmad_up gauge\n"
+		"rdmad_up 1\n"
+		"# HELP rdmad_uptime_seconds Seconds since start.\n"
+		"# TYPE rdmad_uptime_seconds gauge\n"
+		"rdmad_uptime_seconds %.3f\n"
+		"# HELP rdmad_reloads_total Reloads, by result.\n"
+		"# TYPE rdmad_reloads_total counter\n"
+		"rdmad_reloads_total{result=\"ok\"} %u\n"
+		"rdmad_reloads_total{result=\"error\"} %u\n",
+		manager_uptime(m), m->reloads - m->reload_failures,
+		m->reload_failures);
+	objects(f, m);
+	sessions(f, m);
+	port_counters(f, m);
+	if (fclose(f)) {
+		free(text);
+		return NULL;
+	}
+	return text;
+}
