@@ -150,7 +150,8 @@ static int send_error(struct session *s, uint32_t id, const char *code,
 
 static void release(struct control *c, struct attachment *a)
 {
-	struct profile *p = manager_profile(c->m, a->profile);
+	struct profile *p = a->profile ? manager_profile(c->m, a->profile)
+				       : NULL;
 
 	for (size_t i = 0; i < a->n_leases; i++) {
 		struct lease *l = &a->leases[i];
