@@ -241,8 +241,10 @@ int manager_reload(struct manager *m, json_t **result)
 
 	m->reloads++;
 	r = config_load(m->config->path, &next);
-	if (r < 0)
+	if (r < 0) {
+		m->reload_failures++;
 		return r;
+	}
 	if (!next->n_errors)
 		capcheck_config(next);
 	if (next->n_errors) {
@@ -258,6 +260,7 @@ int manager_reload(struct manager *m, json_t **result)
 	if (!profiles || !rep.changes) {
 		free(profiles);
 		json_decref(rep.changes);
+		m->reload_failures++;
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < next->n_profiles; i++) {
@@ -267,6 +270,7 @@ int manager_reload(struct manager *m, json_t **result)
 				profile_free(profiles[k]);
 			free(profiles);
 			json_decref(rep.changes);
+			m->reload_failures++;
 			return r;
 		}
 	}

@@ -18,7 +18,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
-RDMAD = BUILD / "rdmad"
+# RDMAD_BIN=build/rdmad-asan runs the suite against the sanitized daemon.
+RDMAD = Path(os.environ.get("RDMAD_BIN", BUILD / "rdmad")).resolve()
 RDMACTL = BUILD / "rdmactl"
 
 
