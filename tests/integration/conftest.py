@@ -59,6 +59,29 @@ def rdma_res(kind, pid=None):
 TOKEN = "rdmad-test-token-0123456789"
 
 
+def daemon_fds(pid):
+    """What a process's fds point to, sorted; REST connections (sockets
+    that come and go) and uverbs device numbers left out."""
+    out = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            t = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except FileNotFoundError:
+            continue
+        if t.startswith("socket:"):
+            continue
+        out.append("uverbs" if "/dev/infiniband/uverbs" in t else
+                   t.split(":")[0] if ":[" in t else t)
+    return sorted(out)
+
+
+def settle(pred, timeout=5):
+    deadline = time.monotonic() + timeout
+    while not pred() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return pred()
+
+
 class Daemon:
     def __init__(self, conf_path, port, tmp, token=None):
         self.conf = conf_path

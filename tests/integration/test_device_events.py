@@ -4,11 +4,10 @@ of the device (on rxe, `rdma link del` waits until every context on it is
 closed), reports its profiles pending, and creates everything again when
 the device comes back. No crash, no leak."""
 
-import os
 import subprocess
 import time
 
-from conftest import rdma_res
+from conftest import daemon_fds as fds, rdma_res
 
 CONFIG = """
 devices = ( { name = "d0"; match = { ibdev = "rxe0"; }; },
@@ -43,22 +42,6 @@ def wait_for(pred, what, timeout=30):
             return
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-def fds(pid):
-    """What the daemon's fds point to, uverbs device numbers aside (the
-    device comes back as another uverbsN)."""
-    out = []
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            t = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except FileNotFoundError:
-            continue
-        if t.startswith("socket:"):
-            continue   # REST connections come and go
-        out.append("uverbs" if "/dev/infiniband/uverbs" in t else
-                   t.split(":")[0] if ":[" in t else t)
-    return sorted(out)
 
 
 def state(d, name):

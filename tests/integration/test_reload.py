@@ -7,7 +7,7 @@ nothing. The kernel's view (rdma resource show) is the judge."""
 import signal
 import time
 
-from conftest import rdma_res
+from conftest import daemon_fds, rdma_res, settle
 
 BASE = """
 devices = ( { name = "d0"; match = { ibdev = "rxe0"; }; } );
@@ -107,7 +107,7 @@ def test_reload_leaves_other_fds_alone(rdmad):
     import os
     d = rdmad(BASE)
     assert os.readlink(f"/proc/{d.pid}/fd/0") == "/dev/null"
-    fds = sorted(os.listdir(f"/proc/{d.pid}/fd"), key=int)
+    fds = daemon_fds(d.pid)
     rewrite(d, CHANGED)
     for _ in range(3):
         status, _ = d.request("POST", "/v1/reload")
@@ -119,7 +119,8 @@ def test_reload_leaves_other_fds_alone(rdmad):
     status, _ = d.request("POST", "/v1/reload")
     assert status == 200
     # Back to the same objects: the same number of fds.
-    assert len(os.listdir(f"/proc/{d.pid}/fd")) == len(fds)
+    assert settle(lambda: daemon_fds(d.pid) == fds), (fds,
+                                                      daemon_fds(d.pid))
 
 
 def test_same_reload_twice_changes_nothing(rdmad):
