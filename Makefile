@@ -114,7 +114,7 @@ deps:
 	@tests/deps
 
 check: deps
-	$(MAKE) all unit helpers
+	$(MAKE) all unit helpers $(B)/rdmad-asan
 	tests/check
 
 demo: deps
