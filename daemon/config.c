@@ -608,18 +608,23 @@ static struct conf_loc loc_of(struct parser *p, const config_setting_t *s)
 	};
 }
 
-static void _printf_(3, 4)
-	add_error(struct parser *p, struct conf_loc loc, const char *fmt, ...)
+/* Record an error at loc: "prefix: message", or just the message. */
+static void add_errorv(struct parser *p, struct conf_loc loc,
+		       const char *prefix, const char *fmt, va_list ap)
 {
 	struct config *c = p->c;
 	struct conf_error *n;
-	va_list ap;
-	char *msg;
+	char *body, *msg = NULL;
 
-	va_start(ap, fmt);
-	if (vasprintf(&msg, fmt, ap) < 0)
+	if (vasprintf(&body, fmt, ap) < 0) {
+		p->oom = 1;
+		return;
+	}
+	if (prefix && asprintf(&msg, "%s: %s", prefix, body) < 0)
 		msg = NULL;
-	va_end(ap);
+	if (!prefix)
+		msg = TAKE_PTR(body);
+	free(body);
 	n = msg ? realloc(c->errors, (c->n_errors + 1) * sizeof(*n)) : NULL;
 	if (!n) {
 		free(msg);
@@ -633,21 +638,25 @@ static void _printf_(3, 4)
 }
 
 static void _printf_(3, 4)
+	add_error(struct parser *p, struct conf_loc loc, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	add_errorv(p, loc, NULL, fmt, ap);
+	va_end(ap);
+}
+
+/* An error about a setting, at its line. */
+static void _printf_(3, 4)
 	setting_error(struct parser *p, const config_setting_t *s,
 		      const char *fmt, ...)
 {
 	va_list ap;
-	char *msg;
 
 	va_start(ap, fmt);
-	if (vasprintf(&msg, fmt, ap) < 0) {
-		va_end(ap);
-		p->oom = 1;
-		return;
-	}
+	add_errorv(p, loc_of(p, s), NULL, fmt, ap);
 	va_end(ap);
-	add_error(p, loc_of(p, s), "%s", msg);
-	free(msg);
 }
 
 /* An error about a value: prefixed with the object it belongs to. */
@@ -656,20 +665,10 @@ static void _printf_(3, 4)
 		    const char *fmt, ...)
 {
 	va_list ap;
-	char *msg;
 
 	va_start(ap, fmt);
-	if (vasprintf(&msg, fmt, ap) < 0) {
-		va_end(ap);
-		p->oom = 1;
-		return;
-	}
+	add_errorv(p, loc_of(p, s), p->label[0] ? p->label : NULL, fmt, ap);
 	va_end(ap);
-	if (p->label[0])
-		setting_error(p, s, "%s: %s", p->label, msg);
-	else
-		setting_error(p, s, "%s", msg);
-	free(msg);
 }
 
 void config_add_error(struct config *c, struct conf_loc loc, const char *fmt,
@@ -677,15 +676,10 @@ void config_add_error(struct config *c, struct conf_loc loc, const char *fmt,
 {
 	struct parser p = { .c = c };
 	va_list ap;
-	char *msg;
 
 	va_start(ap, fmt);
-	if (vasprintf(&msg, fmt, ap) < 0)
-		msg = NULL;
+	add_errorv(&p, loc, NULL, fmt, ap);
 	va_end(ap);
-	if (msg)
-		add_error(&p, loc, "%s", msg);
-	free(msg);
 }
 
 void config_print_errors(const struct config *c, FILE *f)
