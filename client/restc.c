@@ -89,51 +89,7 @@ static int send_all(int fd, const char *buf, size_t len)
 
 static int recv_all(int fd, char **out, size_t *out_len)
 {
-	size_t len = 0, cap = 4096;
-	char *buf = malloc(cap);
-
-	if (!buf)
-		return -ENOMEM;
-	for (;;) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		ssize_t n;
-
-		if (len + 1 >= cap) {
-			char *nb;
-
-			if (cap >= RESTC_MAX_REPLY) {
-				free(buf);
-				return -EMSGSIZE;
-			}
-			nb = realloc(buf, cap * 2);
-			if (!nb) {
-				free(buf);
-				return -ENOMEM;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-		if (poll(&pfd, 1, RESTC_TIMEOUT_MS) == 0) {
-			free(buf);
-			return -ETIMEDOUT;
-		}
-		n = recv(fd, buf + len, cap - len - 1, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			int err = -errno;
-
-			free(buf);
-			return err;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	buf[len] = '\0';
-	*out = buf;
-	*out_len = len;
-	return 0;
+	return read_all(fd, RESTC_MAX_REPLY, RESTC_TIMEOUT_MS, out, out_len);
 }
 
 bool restc_url_valid(const char *url)

@@ -1287,44 +1287,12 @@ static void parse_text(struct parser *p, const char *name, const char *text,
 static int read_text(const char *path, char **out)
 {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	size_t len = 0, cap = 4096;
-	char *buf;
+	int r;
 
 	if (fd < 0)
 		return -errno;
-	buf = malloc(cap);
-	if (!buf)
-		return -ENOMEM;
-	for (;;) {
-		ssize_t n;
-
-		if (len + 1 == cap) {
-			char *nb = cap < CONFIG_MAX_FILE ? realloc(buf, cap * 2)
-							 : NULL;
-
-			if (!nb) {
-				free(buf);
-				return cap < CONFIG_MAX_FILE ? -ENOMEM : -EFBIG;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-		n = read(fd, buf + len, cap - len - 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			int err = -errno;
-
-			free(buf);
-			return err;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	buf[len] = '\0';
-	*out = buf;
-	return 0;
+	r = read_all(fd, CONFIG_MAX_FILE, -1, out, NULL);
+	return r == -EMSGSIZE ? -EFBIG : r;
 }
 
 static void parse_file(struct parser *p, const char *path, bool main_file)

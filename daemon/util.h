@@ -4,6 +4,7 @@
 #define RDMAD_UTIL_H
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -43,6 +44,58 @@ static inline void closep(int *fd)
 
 #define _cleanup_free_ _cleanup_(freep)
 #define _cleanup_close_ _cleanup_(closep)
+
+/*
+ * Read fd to its end into a NUL-terminated buffer (to free) of at most max
+ * bytes; with timeout_ms >= 0, give up when nothing comes for that long.
+ * Returns 0, -EMSGSIZE past max, -ETIMEDOUT, -ENOMEM or the read's -errno.
+ */
+static inline int read_all(int fd, size_t max, int timeout_ms, char **out,
+			   size_t *out_len)
+{
+	size_t len = 0, cap = 4096;
+	char *buf = malloc(cap);
+	int err = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		if (len + 1 >= cap) {
+			char *nb = cap < max ? realloc(buf, cap * 2) : NULL;
+
+			if (!nb) {
+				err = cap < max ? -ENOMEM : -EMSGSIZE;
+				break;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		if (timeout_ms >= 0 && poll(&pfd, 1, timeout_ms) == 0) {
+			err = -ETIMEDOUT;
+			break;
+		}
+		n = read(fd, buf + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			err = n < 0 ? -errno : 0;
+			break;
+		}
+		len += (size_t)n;
+	}
+	if (err) {
+		free(buf);
+		return err;
+	}
+	buf[len] = '\0';
+	*out = buf;
+	if (out_len)
+		*out_len = len;
+	return 0;
+}
 
 static inline int streq(const char *a, const char *b)
 {

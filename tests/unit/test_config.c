@@ -268,6 +268,24 @@ static void test_parse_size(void **state)
 	}
 }
 
+/* A file past the 16 MiB limit is refused, not read into memory whole. */
+static void test_file_too_large(void **state)
+{
+	char path[] = "/tmp/rdmad-big-XXXXXX";
+	struct config *cfg = NULL;
+	int fd = mkstemp(path);
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 17 << 20), 0);
+	close(fd);
+	assert_int_equal(config_load(path, &cfg), 0);
+	assert_int_equal(cfg->n_errors, 1);
+	assert_non_null(strstr(cfg->errors[0].msg, "File too large"));
+	config_free(cfg);
+	unlink(path);
+}
+
 static void test_missing_file(void **state)
 {
 	struct config *cfg = NULL;
@@ -361,6 +379,7 @@ int main(void)
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_all_errors_reported);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_parse_size);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_missing_file);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_file_too_large);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_include);
 	return _cmocka_run_group_tests("config", tests, n, NULL, NULL);
 }
