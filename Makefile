@@ -13,12 +13,15 @@ PKGS := libibverbs libconfig libmicrohttpd jansson libsystemd
 WARN := -Wall -Wextra -Werror -Wshadow -Wpointer-arith -Wstrict-prototypes \
 	-Wmissing-prototypes -Wformat=2 -Wno-format-nonliteral
 CFLAGS ?= -O2 -g
+# daemon/ by layer: front ends, control layer, engine, model, verbs edge.
+DAEMON_DIRS := daemon daemon/front daemon/api daemon/engine daemon/model daemon/verbs
+DAEMON_INC := $(DAEMON_DIRS:%=-I%)
 CFLAGS += -std=gnu11 $(WARN) -fPIC -D_GNU_SOURCE -DRDMAD_VERSION='"$(VERSION)"' \
-	-Idaemon -Iproto -Iclient
+	$(DAEMON_INC) -Iproto -Iclient
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
-DAEMON_SRC := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
+DAEMON_SRC := $(filter-out daemon/main.c,$(wildcard $(DAEMON_DIRS:%=%/*.c)))
 DAEMON_OBJ := $(DAEMON_SRC:%.c=$(B)/%.o)
 LIB_SRC := $(wildcard client/lib*.c) $(wildcard proto/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
@@ -88,12 +91,12 @@ unit: $(UNIT_BIN)
 HELPERS := $(B)/tests/loopback $(B)/tests/devwatch_probe
 
 $(B)/tests/loopback: tests/integration/helpers/loopback.c \
-		$(B)/daemon/qpstate.o $(B)/daemon/selftest.o
+		$(B)/daemon/verbs/qpstate.o $(B)/daemon/verbs/selftest.o
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(B)/tests/devwatch_probe: tests/integration/helpers/devwatch_probe.c \
-		$(B)/daemon/devwatch.o
+		$(B)/daemon/verbs/devwatch.o
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS)
 
@@ -102,7 +105,7 @@ helpers: $(HELPERS)
 # Coverage-guided fuzzing of the protocol decoder (clang's libFuzzer).
 $(B)/fuzz_proto: tests/unit/fuzz_proto.c proto/proto.c
 	@mkdir -p $(dir $@)
-	clang -g -O1 -std=gnu11 -D_GNU_SOURCE -Idaemon -Iproto \
+	clang -g -O1 -std=gnu11 -D_GNU_SOURCE $(DAEMON_INC) -Iproto \
 		-fsanitize=fuzzer,address,undefined $^ \
 		$(shell pkg-config --cflags --libs jansson) -o $@
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * rdmactl's pyverbs-style text (client/devprint.c) and the JSON documents
- * it prints (daemon/devinfo.c).
+ * it prints (daemon/verbs/devinfo.c).
  *
  * The expected texts are pyverbs' (rdma-core 44) own output: the zero
  * documents give exactly str(DeviceAttr()) / str(PortAttr()) of the

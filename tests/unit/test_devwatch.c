@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * daemon/devwatch.c: the uevent parser on the kernel's own texts, the device
+ * daemon/verbs/devwatch.c: the uevent parser on the kernel's own texts, the device
  * state machine on a socketpair and a sysfs tree in a temporary directory,
  * and the async event watcher on pipes standing in for a context's async
  * fd (a real device's events are tested in the VM:

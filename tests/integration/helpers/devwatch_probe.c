@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * devwatch_probe [--hold] IBDEV: daemon/devwatch.c on a real device, for
+ * devwatch_probe [--hold] IBDEV: daemon/verbs/devwatch.c on a real device, for
  * tests/integration/test_devwatch.py.
  *
  * Opens IBDEV, watches devices (devwatch) and IBDEV's async events
