@@ -125,7 +125,10 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si,
 	else if (r < 0)
 		log_error(r, "reload failed");
 	json_decref(result);
-	sd_notify(0, "READY=1");
+	/* A reload that applied says READY=1 once what it creates is
+	 * there (on_manager_event); one that failed changed nothing. */
+	if (r < 0)
+		sd_notify(0, "READY=1\nSTATUS=running");
 	return 0;
 }
 
@@ -160,6 +163,45 @@ static int setup_signals(struct manager *m)
 	if (r >= 0)
 		r = sd_event_add_signal(m->event, NULL, SIGHUP, on_hup, m);
 	return r;
+}
+
+/* systemd hears how creation goes (STATUS=, a few times a second) and
+ * READY=1 once everything declared is there. */
+struct status {
+	uint64_t last_usec;
+	bool ready;
+};
+
+static void on_manager_event(void *ud, const struct manager_event *ev)
+{
+	struct manager *m = ud;
+	static struct status st;
+	struct profile_progress pr;
+	uint64_t now;
+
+	switch (ev->kind) {
+	case MANAGER_PROGRESS:
+		sd_event_now(m->event, CLOCK_MONOTONIC, &now);
+		if (now - st.last_usec < 200000)
+			return;
+		st.last_usec = now;
+		manager_progress(m, &pr);
+		sd_notifyf(0,
+			   "STATUS=creating objects: %zu of %zu, %llu of %llu "
+			   "MiB registered",
+			   pr.objects, pr.objects_total,
+			   (unsigned long long)(pr.bytes >> 20),
+			   (unsigned long long)(pr.bytes_total >> 20));
+		return;
+	case MANAGER_SETTLED:
+		sd_notify(0, "READY=1\nSTATUS=running");
+		if (!st.ready)
+			log_info("ready: %zu profiles", m->n_profiles);
+		st.ready = true;
+		return;
+	case MANAGER_PROFILE_CHANGED:
+		return;
+	}
 }
 
 static int run(const struct options *o)
@@ -209,20 +251,27 @@ static int run(const struct options *o)
 		log_error(r, "cannot watch signals");
 		return EX_OSERR;
 	}
+	r = manager_subscribe(m, on_manager_event, m);
+	if (r < 0) {
+		log_error(r, "cannot set up");
+		return EX_OSERR;
+	}
 	r = http_start(m, &failed);
 	if (r < 0) {
 		log_error(r, "cannot listen on %s", failed);
+		http_stop(m);
 		return EX_UNAVAILABLE;
 	}
 	r = control_start(m);
 	if (r < 0) {
 		log_error(r, "cannot listen on %s",
 			  m->config->daemon.control_socket);
+		control_stop(m);
+		http_stop(m);
 		return EX_UNAVAILABLE;
 	}
+	/* The front ends answer while the objects are being created. */
 	manager_start(m);
-	sd_notify(0, "READY=1\nSTATUS=running");
-	log_info("ready: %zu profiles", m->n_profiles);
 
 	r = sd_event_loop(m->event);
 	control_stop(m);

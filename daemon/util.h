@@ -5,11 +5,14 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define container_of(ptr, type, member)                                        \
+	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
 #define _printf_(a, b) __attribute__((format(printf, a, b)))
 #define _cleanup_(f) __attribute__((cleanup(f)))
 #define _unused_ __attribute__((unused))

@@ -7,7 +7,6 @@
 #include "devinfo.h"
 #include "manager.h"
 #include "objects.h"
-#include "control.h"
 #include "qpstate.h"
 #include "selftest.h"
 
@@ -73,7 +72,7 @@ static int get_version(struct request *r)
 
 static void import_json(json_t *j, struct ibv_context *ctx)
 {
-	int e = device_probe_import(ctx);
+	int e = devinfo_probe_import(ctx);
 
 	json_object_set_new(j, "import_capable", json_boolean(e == 0));
 	if (e)
@@ -233,7 +232,9 @@ static struct object *ready_object(struct request *r, struct profile *p,
 
 static int get_sessions(struct request *r)
 {
-	return reply(r, 200, control_sessions_json(r->m));
+	struct manager_sessions *s = &r->m->sessions;
+
+	return reply(r, 200, s->json ? s->json(s->ud) : json_array());
 }
 
 /* ---- QP state change: the remote end in the config's path vocabulary ---- */
@@ -286,6 +287,7 @@ static int patch_qp(struct request *r)
 	if (path_doc && qp_path_from_json(path_doc, &path, err, sizeof(err)))
 		return reply(r, 400, api_error("bad_request", "path: %s", err));
 	e = qp_modify(o->u.qp, qp_states[i].state, &path, &step);
+	profile_touch(p);
 	if (e < 0)
 		return reply(r, 422,
 			     api_error("device_error", "modify_qp %s: %s",

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <stdio.h>
 
-#include "control.h"
 #include "manager.h"
 #include "metrics.h"
 
@@ -22,14 +21,14 @@ static void objects(FILE *f, struct manager *m)
 	      f);
 	for (size_t i = 0; i < m->n_profiles; i++) {
 		struct profile *p = m->profiles[i];
-		unsigned int n[OBJ_KIND_MAX][OBJ_DRAINING + 1] = { { 0 } };
+		unsigned int n[OBJ_KIND_MAX][OBJ_CREATING + 1] = { { 0 } };
 
 		for (size_t k = 0; k < p->n_objects; k++)
 			n[p->objects[k].kind][p->objects[k].state]++;
 		for (size_t k = 0; k < p->n_draining; k++)
 			n[p->draining[k].kind][OBJ_DRAINING]++;
 		for (int k = 0; k < OBJ_KIND_MAX; k++)
-			for (int s = 0; s <= OBJ_DRAINING; s++)
+			for (int s = 0; s <= OBJ_CREATING; s++)
 				if (n[k][s])
 					fprintf(f,
 						"rdmad_objects{profile=\"%s\","
@@ -64,10 +63,12 @@ static void objects(FILE *f, struct manager *m)
 
 static void sessions(FILE *f, struct manager *m)
 {
-	struct control_stats st;
+	static const double no_buckets[SESSION_ATTACH_BUCKETS];
+	struct session_stats st = { .bucket_le = no_buckets };
 	unsigned long long cumulative = 0;
 
-	control_stats(m, &st);
+	if (m->sessions.stats)
+		m->sessions.stats(m->sessions.ud, &st);
 	fprintf(f,
 		"# HELP rdmad_sessions Connected clients.\n"
 		"# TYPE rdmad_sessions gauge\nrdmad_sessions %u\n"
@@ -76,10 +77,11 @@ static void sessions(FILE *f, struct manager *m)
 		"# HELP rdmad_attach_seconds Time the daemon took to answer an "
 		"attach.\n# TYPE rdmad_attach_seconds histogram\n",
 		st.sessions, st.attachments);
-	for (size_t b = 0; b < CONTROL_ATTACH_BUCKETS; b++) {
+	for (size_t b = 0; m->sessions.stats && b < SESSION_ATTACH_BUCKETS;
+	     b++) {
 		cumulative += st.attach_buckets[b];
 		fprintf(f, "rdmad_attach_seconds_bucket{le=\"%g\"} %llu\n",
-			control_attach_bucket_le[b], cumulative);
+			st.bucket_le[b], cumulative);
 	}
 	fprintf(f,
 		"rdmad_attach_seconds_bucket{le=\"+Inf\"} %llu\n"

@@ -6,9 +6,101 @@
 #include "capcheck.h"
 #include "devmatch.h"
 #include "devwatch.h"
-#include "control.h"
 #include "log.h"
 #include "manager.h"
+#include "workers.h"
+
+/* ---- announcements ---- */
+
+int manager_subscribe(struct manager *m, manager_listener_fn fn, void *ud)
+{
+	struct manager_listener *l = realloc(
+		m->listeners, (m->n_listeners + 1) * sizeof(*l));
+
+	if (!l)
+		return -ENOMEM;
+	m->listeners = l;
+	l[m->n_listeners++] = (struct manager_listener){ fn, ud };
+	return 0;
+}
+
+void manager_unsubscribe(struct manager *m, manager_listener_fn fn, void *ud)
+{
+	for (size_t i = 0; i < m->n_listeners; i++)
+		if (m->listeners[i].fn == fn && m->listeners[i].ud == ud) {
+			m->listeners[i] = m->listeners[--m->n_listeners];
+			return;
+		}
+}
+
+static void announce(struct manager *m, enum manager_event_kind kind,
+		     struct profile *p)
+{
+	struct manager_event ev = { kind, p };
+
+	/* A listener may unsubscribe itself. */
+	for (size_t i = m->n_listeners; i-- > 0;)
+		if (i < m->n_listeners)
+			m->listeners[i].fn(m->listeners[i].ud, &ev);
+}
+
+void manager_set_sessions(struct manager *m, const struct manager_sessions *s)
+{
+	m->sessions = s ? *s : (struct manager_sessions){ 0 };
+}
+
+bool manager_busy(const struct manager *m)
+{
+	for (size_t i = 0; i < m->n_profiles; i++)
+		if (profile_busy(m->profiles[i]))
+			return true;
+	return false;
+}
+
+void manager_progress(const struct manager *m, struct profile_progress *out)
+{
+	*out = (struct profile_progress){ 0 };
+	for (size_t i = 0; i < m->n_profiles; i++) {
+		const struct profile_progress *p = &m->profiles[i]->progress;
+
+		if (!profile_busy(m->profiles[i]))
+			continue;
+		out->objects += p->objects;
+		out->objects_total += p->objects_total;
+		out->bytes += p->bytes;
+		out->bytes_total += p->bytes_total;
+	}
+}
+
+static void log_profile(const struct profile *p);
+
+/* The engine's word on a profile (profile.c), passed on. */
+static void on_profile_change(void *ud, struct profile *p,
+			      enum profile_change what)
+{
+	struct manager *m = ud;
+
+	if (what == PROFILE_PROGRESS) {
+		announce(m, MANAGER_PROGRESS, p);
+		return;
+	}
+	log_profile(p);
+	announce(m, MANAGER_PROFILE_CHANGED, p);
+	if (!m->reloading && !manager_busy(m))
+		announce(m, MANAGER_SETTLED, NULL);
+}
+
+/* The profiles by name, for lookups. */
+static void index_profiles(struct manager *m)
+{
+	HASH_CLEAR(hh, m->by_name);
+	for (size_t i = 0; i < m->n_profiles; i++) {
+		struct profile *p = m->profiles[i];
+
+		HASH_ADD_KEYPTR(hh, m->by_name, p->conf->name,
+				strlen(p->conf->name), p);
+	}
+}
 
 int manager_new(struct config *config, struct manager **out)
 {
@@ -26,20 +118,26 @@ int manager_new(struct config *config, struct manager **out)
 		manager_free(m);
 		return r;
 	}
+	r = workers_new(m->event, 0, &m->workers);
+	if (r < 0) {
+		manager_free(m);
+		return r;
+	}
 	m->profiles = calloc(config->n_profiles + 1, sizeof(*m->profiles));
 	if (!m->profiles) {
 		manager_free(m);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < config->n_profiles; i++) {
-		r = profile_new(config, &config->profiles[i],
-				&m->profiles[i]);
+		r = profile_new(config, &config->profiles[i], m->workers,
+				on_profile_change, m, &m->profiles[i]);
 		if (r < 0) {
 			manager_free(m);
 			return r;
 		}
 		m->n_profiles++;
 	}
+	index_profiles(m);
 	*out = m;
 	return 0;
 }
@@ -60,10 +158,27 @@ static void watch_profile(struct manager *m, struct profile *p)
 			 p->conf->name, p->ibdev);
 }
 
-static void stop_profile(struct profile *p, const char *reason)
+static void stop_profile(struct manager *m, struct profile *p,
+			 const char *reason)
 {
+	bool was_busy = profile_busy(p);
+
 	p->async = asyncwatch_free(p->async);
 	profile_stop(p, reason);
+	announce(m, MANAGER_PROFILE_CHANGED, p);
+	/* A creation it cut short may have been the last one under way. */
+	if (was_busy && !m->reloading && !manager_busy(m))
+		announce(m, MANAGER_SETTLED, NULL);
+}
+
+/* Start p; its creation goes on on the workers, logged when it settles. */
+static void start_profile(struct manager *m, struct profile *p)
+{
+	profile_start(p);
+	watch_profile(m, p);
+	if (!profile_busy(p))
+		log_profile(p);
+	announce(m, MANAGER_PROFILE_CHANGED, p);
 }
 
 static void log_profile(const struct profile *p)
@@ -82,6 +197,7 @@ static void log_profile(const struct profile *p)
 static void on_async_event(void *ud, const struct ibv_async_event *ev)
 {
 	struct profile *p = ud;
+	struct manager *m = p->changed_ud;
 	char reason[128];
 
 	if (ev->event_type != IBV_EVENT_DEVICE_FATAL) {
@@ -93,7 +209,7 @@ static void on_async_event(void *ud, const struct ibv_async_event *ev)
 		 p->ibdev);
 	log_warn(0, "profile %s: %s; waiting for it to come back",
 		 p->conf->name, reason);
-	stop_profile(p, reason);
+	stop_profile(m, p, reason);
 }
 
 static void on_device(void *ud, const char *ibdev, enum devwatch_action a)
@@ -109,54 +225,28 @@ static void on_device(void *ud, const char *ibdev, enum devwatch_action a)
 		if (a == DEVWATCH_REMOVE && p->ctx && streq(p->ibdev, ibdev)) {
 			snprintf(reason, sizeof(reason),
 				 "device %s was removed", ibdev);
-			stop_profile(p, reason);
+			stop_profile(m, p, reason);
 			log_profile(p);
 		} else if (a == DEVWATCH_ADD && !p->ctx &&
 			   devmatch_matches(p->dev, ibdev)) {
-			profile_start(p, NULL, NULL);
-			watch_profile(m, p);
-			log_profile(p);
+			start_profile(m, p);
 		}
 	}
 }
 
 /* ---- start and stop ---- */
 
-struct progress {
-	size_t done, total;
-	const char *profile;
-};
-
-static void report_progress(void *ud, const struct object *o)
-{
-	struct progress *pr = ud;
-
-	pr->done++;
-	sd_notifyf(0, "STATUS=creating %s %s in %s (%zu/%zu)",
-		   obj_kind_name(o->kind), o->name, pr->profile, pr->done,
-		   pr->total);
-	log_debug("creating %s %s in profile %s", obj_kind_name(o->kind),
-		  o->name, pr->profile);
-}
-
 int manager_start(struct manager *m)
 {
-	struct progress pr = { 0 };
 	int r;
 
 	r = devwatch_new(m->event, on_device, m, &m->devwatch);
 	if (r < 0)
 		log_warn(r, "cannot watch RDMA devices coming and going");
 	for (size_t i = 0; i < m->n_profiles; i++)
-		pr.total += m->profiles[i]->n_objects;
-	for (size_t i = 0; i < m->n_profiles; i++) {
-		struct profile *p = m->profiles[i];
-
-		pr.profile = p->conf->name;
-		profile_start(p, report_progress, &pr);
-		watch_profile(m, p);
-		log_profile(p);
-	}
+		start_profile(m, m->profiles[i]);
+	if (!manager_busy(m))
+		announce(m, MANAGER_SETTLED, NULL);
 	return 0;
 }
 
@@ -164,18 +254,22 @@ void manager_stop(struct manager *m)
 {
 	m->devwatch = devwatch_free(m->devwatch);
 	for (size_t i = m->n_profiles; i-- > 0;)
-		stop_profile(m->profiles[i], NULL);
+		stop_profile(m, m->profiles[i], NULL);
 }
 
 struct manager *manager_free(struct manager *m)
 {
 	if (!m)
 		return NULL;
-	control_stop(m);
+	/* Nobody hears the last words of a manager going away. */
+	m->n_listeners = 0;
 	manager_stop(m);
+	HASH_CLEAR(hh, m->by_name);
 	for (size_t i = 0; i < m->n_profiles; i++)
 		profile_free(m->profiles[i]);
+	m->workers = workers_free(m->workers);
 	free(m->profiles);
+	free(m->listeners);
 	free(m->token);
 	config_free(m->config);
 	sd_event_unref(m->event);
@@ -264,7 +358,8 @@ int manager_reload(struct manager *m, json_t **result)
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < next->n_profiles; i++) {
-		r = profile_new(next, &next->profiles[i], &profiles[i]);
+		r = profile_new(next, &next->profiles[i], m->workers,
+				on_profile_change, m, &profiles[i]);
 		if (r < 0) {
 			for (size_t k = 0; k < i; k++)
 				profile_free(profiles[k]);
@@ -277,15 +372,21 @@ int manager_reload(struct manager *m, json_t **result)
 
 	/* Nothing fails from here on: every object ends up in its old or
 	 * its new form, or failed with its reason. */
+	m->reloading = true;
+	for (size_t i = 0; i < m->n_profiles; i++)
+		m->profiles[i]->stays = false;
+	for (size_t i = 0; i < next->n_profiles; i++) {
+		struct profile *old = manager_profile(m, next->profiles[i].name);
+
+		if (old)
+			old->stays = true;
+	}
 	for (size_t i = 0; i < m->n_profiles; i++) {
 		struct profile *old = m->profiles[i];
-		bool stays = false;
 
-		for (size_t k = 0; k < next->n_profiles; k++)
-			stays |= streq(next->profiles[k].name, old->conf->name);
-		if (!stays) {
+		if (!old->stays) {
 			report_profile(&rep, old, "remove");
-			stop_profile(old, "removed by a reload");
+			stop_profile(m, old, "removed by a reload");
 		}
 	}
 	for (size_t i = 0; i < next->n_profiles; i++) {
@@ -298,16 +399,20 @@ int manager_reload(struct manager *m, json_t **result)
 			profile_reload(p, old, report_action, &rep);
 		} else {
 			report_profile(&rep, p, "create");
-			profile_start(p, NULL, NULL);
+			profile_start(p);
 		}
 		watch_profile(m, p);
-		log_profile(p);
+		if (!profile_busy(p))
+			log_profile(p);
 	}
+	HASH_CLEAR(hh, m->by_name);
 	for (size_t i = 0; i < m->n_profiles; i++)
 		profile_free(m->profiles[i]);
 	free(m->profiles);
 	m->profiles = profiles;
 	m->n_profiles = next->n_profiles;
+	index_profiles(m);
+	m->reloading = false;
 
 	if (!streq(next->daemon.log_level, m->config->daemon.log_level))
 		log_set_level(log_parse_level(next->daemon.log_level));
@@ -321,6 +426,10 @@ int manager_reload(struct manager *m, json_t **result)
 			    rep.changes, "kept", (int)rep.kept);
 	log_info("reloaded %s: %zu changes, %zu objects kept",
 		 m->config->path, json_array_size(rep.changes), rep.kept);
+	for (size_t i = 0; i < m->n_profiles; i++)
+		announce(m, MANAGER_PROFILE_CHANGED, m->profiles[i]);
+	if (!manager_busy(m))
+		announce(m, MANAGER_SETTLED, NULL);
 	return 0;
 }
 
@@ -359,10 +468,11 @@ int manager_load_token(struct manager *m)
 
 struct profile *manager_profile(struct manager *m, const char *name)
 {
-	for (size_t i = 0; i < m->n_profiles; i++)
-		if (streq(m->profiles[i]->conf->name, name))
-			return m->profiles[i];
-	return NULL;
+	struct profile *p = NULL;
+
+	if (name)
+		HASH_FIND_STR(m->by_name, name, p);
+	return p;
 }
 
 int manager_device_used(struct manager *m, const char *ibdev)
@@ -380,23 +490,4 @@ double manager_uptime(struct manager *m)
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	return (double)(now.tv_sec - m->started.tv_sec) +
 	       (double)(now.tv_nsec - m->started.tv_nsec) / 1e9;
-}
-
-int device_probe_import(struct ibv_context *ctx)
-{
-	struct ibv_context *imported;
-	int fd, err;
-
-	fd = fcntl(ctx->cmd_fd, F_DUPFD_CLOEXEC, 3);
-	if (fd < 0)
-		return -errno;
-	imported = ibv_import_device(fd);
-	if (!imported) {
-		err = errno ? errno : EOPNOTSUPP;
-		close(fd);
-		return -err;
-	}
-	/* Closing the imported context closes fd, not the original. */
-	ibv_close_device(imported);
-	return 0;
 }

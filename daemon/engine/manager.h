@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* The manager owns the running configuration, the profiles, the event loop
- * and the front ends, and reacts to reloads and to devices coming and
- * going. */
+/*
+ * The manager owns the running configuration, the profiles, the worker
+ * pool and the event loop, and reacts to reloads and to devices coming
+ * and going. It never calls the front ends: they subscribe to what it
+ * announces (manager_subscribe) and lend it what only they know (the
+ * sessions, manager_set_sessions).
+ */
 #ifndef RDMAD_MANAGER_H
 #define RDMAD_MANAGER_H
 
@@ -14,24 +18,76 @@
 struct http;
 struct devwatch;
 struct control;
+struct workers;
+
+/* What the manager announces, on the loop. */
+enum manager_event_kind {
+	MANAGER_PROGRESS,	 /* an object of a profile's creation is done */
+	MANAGER_PROFILE_CHANGED, /* a profile settled, started or stopped */
+	MANAGER_SETTLED,	 /* nothing is being created anywhere */
+};
+
+struct manager_event {
+	enum manager_event_kind kind;
+	struct profile *profile; /* NULL for MANAGER_SETTLED */
+};
+
+typedef void (*manager_listener_fn)(void *ud, const struct manager_event *ev);
+
+struct manager_listener {
+	manager_listener_fn fn;
+	void *ud;
+};
+
+/* Sessions are the control socket's; the control layer and /metrics
+ * show them through what it lends here. */
+#define SESSION_ATTACH_BUCKETS 8
+struct session_stats {
+	unsigned int sessions, attachments;
+	unsigned long long attaches, attach_failures;
+	unsigned long long attach_buckets[SESSION_ATTACH_BUCKETS];
+	const double *bucket_le; /* upper bounds, seconds */
+	double attach_seconds;
+};
+
+struct manager_sessions {
+	json_t *(*json)(void *ud);
+	void (*stats)(void *ud, struct session_stats *out);
+	void *ud;
+};
 
 struct manager {
 	sd_event *event;
 	struct config *config;
 	struct profile **profiles;
 	size_t n_profiles;
+	struct profile *by_name; /* the same profiles, by name */
+	struct workers *workers;
+	struct manager_listener *listeners;
+	size_t n_listeners;
+	struct manager_sessions sessions;
 	struct http *http;
 	struct control *control;
 	struct devwatch *devwatch;
 	char *token; /* REST bearer token, NULL: mutating calls refused */
 	struct timespec started; /* CLOCK_MONOTONIC */
 	unsigned int reloads, reload_failures;
+	bool reloading;
 };
 
 /* Takes config over (freed with the manager, or at once on failure). */
 int manager_new(struct config *config, struct manager **out);
-/* Open the devices, create every profile's objects, watch devices. */
+/* Open the devices, start creating every profile's objects on the
+ * workers, watch devices. MANAGER_SETTLED comes when all is created. */
 int manager_start(struct manager *m);
+/* Hear what the manager announces, until unsubscribed. */
+int manager_subscribe(struct manager *m, manager_listener_fn fn, void *ud);
+void manager_unsubscribe(struct manager *m, manager_listener_fn fn, void *ud);
+void manager_set_sessions(struct manager *m, const struct manager_sessions *s);
+/* Is any profile being created? */
+bool manager_busy(const struct manager *m);
+/* Every profile's progress, added up. */
+void manager_progress(const struct manager *m, struct profile_progress *out);
 /* Destroy everything created, children first. */
 void manager_stop(struct manager *m);
 struct manager *manager_free(struct manager *m);
@@ -43,7 +99,9 @@ static inline void manager_freep(struct manager **m)
 /*
  * Read the configuration file again; if it has errors, change nothing and
  * return -EINVAL with {"errors":[...]}; otherwise apply the difference and
- * return 0 with {"changes":[...], "kept": N}. Both in *result.
+ * return 0 with {"changes":[...], "kept": N}. Both in *result. New and
+ * changed objects are created on the workers after this returns
+ * (MANAGER_SETTLED when done).
  */
 int manager_reload(struct manager *m, json_t **result);
 
@@ -54,10 +112,6 @@ struct profile *manager_profile(struct manager *m, const char *name);
 /* Is ibdev used by a profile? */
 int manager_device_used(struct manager *m, const char *ibdev);
 double manager_uptime(struct manager *m);
-
-/* Can this device import a context (ibv_import_device on a dup of its
- * cmd_fd)? Returns 0 when it can, -errno (EOPNOTSUPP on rxe) otherwise. */
-int device_probe_import(struct ibv_context *ctx);
 
 /* The configuration's errors as [{"file","line","message"}]. */
 json_t *config_errors_json(const struct config *c);

@@ -23,7 +23,6 @@ int object_fail(struct object *o, int err, const char *fmt, ...)
 	o->err = err < 0 ? -err : err;
 	if (!o->err)
 		o->err = EIO;
-	o->state = OBJ_FAILED;
 	return -o->err;
 }
 
@@ -358,10 +357,13 @@ static int qp_path_of(struct profile *p, struct object *o,
 		path->dgid = p->gid;
 	}
 	if (c->peer) {
-		struct object *peer = dep(p, o, OBJ_QP, c->peer);
+		/* Built in the first pass; it may be connecting itself. */
+		struct object *peer = profile_find(p, OBJ_QP, c->peer);
 
-		if (!peer)
-			return -o->err;
+		if (!peer || !peer->u.qp)
+			return object_fail(o, EAGAIN,
+					   "peer qp '%s' could not be created",
+					   c->peer);
 		path->dqpn = peer->u.qp->qp_num;
 		/* Same device: on IB, our own LID. */
 		if (!ibv_query_port(p->ctx, path->port_num, &pattr) &&
@@ -498,8 +500,14 @@ static void object_reset(struct object *o)
 	o->iova = 0;
 }
 
-/* Each creation is a new incarnation: leases name the one they hold. */
+/* Each creation is a new incarnation: leases name the one they hold.
+ * Only the loop counts. */
 static uint64_t serials;
+
+uint64_t object_next_serial(void)
+{
+	return ++serials;
+}
 
 void object_forget(struct object *o)
 {
@@ -507,7 +515,7 @@ void object_forget(struct object *o)
 	o->state = OBJ_PENDING;
 }
 
-int object_create(struct profile *p, struct object *o)
+int object_build(struct profile *p, struct object *o)
 {
 	int r;
 
@@ -520,16 +528,13 @@ int object_create(struct profile *p, struct object *o)
 		/* Whatever the kind holds after a half-way failure. */
 		kind_ops[o->kind].destroy(o);
 		object_reset(o);
-		return r;
 	}
-	o->state = OBJ_READY;
-	o->serial = ++serials;
-	return 0;
+	return r;
 }
 
 int object_connect(struct profile *p, struct object *o)
 {
-	if (o->kind != OBJ_QP || o->state != OBJ_READY)
+	if (o->kind != OBJ_QP || !o->u.qp)
 		return 0;
 	return qp_connect(p, o);
 }

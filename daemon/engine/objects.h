@@ -5,18 +5,26 @@
 
 #include "profile.h"
 
-/* Create o in p (its dependencies are created already). On failure o is
- * failed with errno and reason, and -errno is returned. */
-int object_create(struct profile *p, struct object *o);
+/*
+ * Make o's verbs object in p (its dependencies are ready). On a worker
+ * thread: it touches only o's own u, err and reason, and reads what o
+ * depends on. On failure it frees what it made, sets err and reason and
+ * returns -errno; the caller, on the loop, sets the state.
+ */
+int object_build(struct profile *p, struct object *o);
 /* Second pass, once every object exists: QPs move to their target state
- * (their peers exist by now). Other kinds: nothing to do. */
+ * (their peers exist by now). Other kinds: nothing to do. Same rules as
+ * object_build(). */
 int object_connect(struct profile *p, struct object *o);
+/* The serial of a new incarnation (leases name the one they hold). */
+uint64_t object_next_serial(void);
 /* Free what o holds, whatever its state; o becomes pending. */
 void object_destroy(struct object *o);
 /* Let go of what o holds without freeing it (someone else took it over):
  * o becomes pending. */
 void object_forget(struct object *o);
-/* Mark o failed: errno err (either sign) and a reason. Returns -|err|. */
+/* Say why o failed: errno err (either sign) and a reason; the state is
+ * the caller's to set. Returns -|err|. */
 int object_fail(struct object *o, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 json_t *object_json(const struct object *o);

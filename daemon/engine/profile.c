@@ -13,6 +13,7 @@ static const char *const state_names[] = {
 	[OBJ_READY] = "ready",
 	[OBJ_FAILED] = "failed",
 	[OBJ_DRAINING] = "draining",
+	[OBJ_CREATING] = "creating",
 };
 
 static const char *const action_names[] = {
@@ -28,6 +29,7 @@ static const char *const profile_state_names[] = {
 	[PROFILE_READY] = "ready",
 	[PROFILE_DEGRADED] = "degraded",
 	[PROFILE_FAILED] = "failed",
+	[PROFILE_CREATING] = "creating",
 };
 
 const char *obj_state_name(enum obj_state s)
@@ -66,14 +68,75 @@ static void profile_set_state(struct profile *p, enum profile_state s,
 struct object *profile_find(struct profile *p, enum obj_kind kind,
 			    const char *name)
 {
-	for (size_t i = 0; name && i < p->n_objects; i++)
-		if (p->objects[i].kind == kind &&
-		    streq(p->objects[i].name, name))
-			return &p->objects[i];
-	return NULL;
+	struct object *o = NULL;
+
+	if (name)
+		HASH_FIND_STR(p->index[kind], name, o);
+	return o;
+}
+
+/* The objects o refers to. Without links: those it waits for, i.e. all
+ * but a QP's peer, a link made once both exist. */
+static size_t object_refs(struct profile *p, const struct object *o,
+			  bool links, struct object **out)
+{
+	struct conf_ref refs[CONF_MAX_REFS];
+	size_t n = conf_obj_refs(o->kind, o->conf, refs, ARRAY_SIZE(refs));
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct object *d;
+
+		if (!links && o->kind == OBJ_QP && refs[i].kind == OBJ_QP)
+			continue;
+		d = profile_find(p, refs[i].kind, refs[i].name);
+		if (d)
+			out[k++] = d;
+	}
+	return k;
+}
+
+/* Who refers to whom (links too), as arrays: one pass to count, one to
+ * fill. */
+static int build_dependents(struct profile *p)
+{
+	struct object *deps[CONF_MAX_REFS];
+	size_t edges = 0;
+	uint32_t *fill;
+
+	p->dep_start = calloc(p->n_objects + 1, sizeof(*p->dep_start));
+	if (!p->dep_start)
+		return -ENOMEM;
+	for (size_t i = 0; i < p->n_objects; i++) {
+		size_t n = object_refs(p, &p->objects[i], true, deps);
+
+		for (size_t d = 0; d < n; d++)
+			p->dep_start[deps[d] - p->objects + 1]++;
+		edges += n;
+	}
+	for (size_t i = 0; i < p->n_objects; i++)
+		p->dep_start[i + 1] += p->dep_start[i];
+	p->dependents = calloc(edges ? edges : 1, sizeof(*p->dependents));
+	fill = calloc(p->n_objects + 1, sizeof(*fill));
+	if (!p->dependents || !fill) {
+		free(fill);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < p->n_objects; i++) {
+		size_t n = object_refs(p, &p->objects[i], true, deps);
+
+		for (size_t d = 0; d < n; d++) {
+			size_t t = (size_t)(deps[d] - p->objects);
+
+			p->dependents[p->dep_start[t] + fill[t]++] = (uint32_t)i;
+		}
+	}
+	free(fill);
+	return 0;
 }
 
 int profile_new(const struct config *cfg, const struct conf_profile *c,
+		struct workers *w, profile_change_fn changed, void *ud,
 		struct profile **out)
 {
 	struct profile *p = calloc(1, sizeof(*p));
@@ -91,6 +154,9 @@ int profile_new(const struct config *cfg, const struct conf_profile *c,
 	p->conf = c;
 	p->dev = config_device(cfg, c->device);
 	p->gid_index = -1;
+	p->workers = w;
+	p->changed = changed;
+	p->changed_ud = ud;
 	profile_set_state(p, PROFILE_PENDING, "not started");
 	/* Kind order is a dependency order. */
 	for (int k = 0; k < OBJ_KIND_MAX; k++)
@@ -100,8 +166,18 @@ int profile_new(const struct config *cfg, const struct conf_profile *c,
 			o->kind = (enum obj_kind)k;
 			o->conf = conf_obj(c, (enum obj_kind)k, i);
 			o->name = conf_obj_name(o->conf);
+			o->profile = p;
 			object_forget(o); /* pending, fds at -1 */
+			/* A verified config has unique names; the first
+			 * wins otherwise. */
+			if (o->name && !profile_find(p, o->kind, o->name))
+				HASH_ADD_KEYPTR(hh, p->index[k], o->name,
+						strlen(o->name), o);
 		}
+	if (build_dependents(p) < 0) {
+		profile_free(p);
+		return -ENOMEM;
+	}
 	*out = p;
 	return 0;
 }
@@ -118,6 +194,7 @@ static void update_state(struct profile *p)
 				  p->n_objects);
 	else
 		profile_set_state(p, PROFILE_READY, NULL);
+	p->generation++;
 }
 
 /* Find and open the device, select the GID, probe import. */
@@ -145,34 +222,192 @@ static int profile_open(struct profile *p)
 	}
 	if (devmatch_gid(p->ctx, p->dev, &p->gid_index, &p->gid) < 0)
 		p->gid_index = -1;
-	p->import_err = device_probe_import(p->ctx);
+	p->import_err = devinfo_probe_import(p->ctx);
 	return 0;
 }
 
-/* Create (parents first), then connect, the objects marked in todo. */
-static void create_objects(struct profile *p, const bool *todo,
-			   profile_progress_fn progress, void *ud)
+/* ---- creation on the workers ---- */
+
+/* Bytes a creation of o registers, for progress. */
+static uint64_t object_bytes(struct profile *p, const struct object *o)
 {
-	for (size_t i = 0; i < p->n_objects; i++) {
-		if (todo && !todo[i])
-			continue;
-		if (progress)
-			progress(ud, &p->objects[i]);
-		object_create(p, &p->objects[i]);
-	}
-	for (size_t i = 0; i < p->n_objects; i++)
-		if (!todo || todo[i])
-			object_connect(p, &p->objects[i]);
+	const struct conf_mr *c = o->conf;
+	const struct object *mem;
+	const struct conf_memory *cm;
+
+	if (o->kind != OBJ_MR)
+		return 0;
+	if (c->length)
+		return c->length;
+	mem = profile_find(p, OBJ_MEMORY, c->memory);
+	cm = mem ? mem->conf : NULL;
+	return cm && cm->size > c->offset ? cm->size - c->offset : 0;
 }
 
-int profile_start(struct profile *p, profile_progress_fn progress, void *ud)
+static void job_run(struct work *w)
+{
+	struct object *o = container_of(w, struct object, work);
+
+	o->result = o->phase == PHASE_CREATE ? object_build(o->profile, o)
+					     : object_connect(o->profile, o);
+}
+
+static void job_done(struct work *w, bool cancelled);
+
+static void submit(struct profile *p, struct object *o, enum obj_phase ph)
+{
+	o->phase = (uint8_t)ph;
+	o->work = (struct work){ .run = job_run, .done = job_done,
+				 .owner = p };
+	p->in_flight++;
+	workers_submit(p->workers, &o->work);
+}
+
+/* Does o, once built, still have to move to its target state? */
+static bool needs_connect(const struct object *o)
+{
+	return o->kind == OBJ_QP &&
+	       ((const struct conf_qp *)o->conf)->state != QPS_TARGET_RESET;
+}
+
+/* Every job of the creation under way has ended: connect what was built,
+ * then say so. */
+static void phase_end(struct profile *p)
+{
+	bool connecting = false;
+
+	for (size_t i = 0; i < p->n_objects; i++) {
+		struct object *o = &p->objects[i];
+
+		if (o->todo && o->state == OBJ_CREATING &&
+		    o->phase == PHASE_CREATE) {
+			submit(p, o, PHASE_CONNECT);
+			connecting = true;
+		}
+	}
+	if (connecting)
+		return;
+	for (size_t i = 0; i < p->n_objects; i++)
+		p->objects[i].todo = false;
+	update_state(p);
+	if (p->changed)
+		p->changed(p->changed_ud, p, PROFILE_SETTLED);
+}
+
+static void object_ready(struct object *o)
+{
+	o->state = OBJ_READY;
+	o->serial = object_next_serial();
+}
+
+static void job_done(struct work *w, bool cancelled)
+{
+	struct object *o = container_of(w, struct object, work);
+	struct profile *p = o->profile;
+
+	p->in_flight--;
+	p->generation++;
+	if (cancelled) {
+		/* Never ran: a built QP stays creating (not connected),
+		 * anything else has nothing. */
+		if (o->phase == PHASE_CREATE)
+			o->state = OBJ_PENDING;
+	} else if (o->result < 0) {
+		o->state = OBJ_FAILED;
+	} else if (o->phase == PHASE_CREATE && needs_connect(o)) {
+		/* Built; connected once every object exists. */
+	} else {
+		object_ready(o);
+	}
+	if (!cancelled && o->phase == PHASE_CREATE) {
+		p->progress.objects++;
+		if (o->state != OBJ_FAILED)
+			p->progress.bytes += object_bytes(p, o);
+	}
+	if (p->cancelling)
+		return;
+	if (o->phase == PHASE_CREATE) {
+		for (uint32_t e = p->dep_start[o - p->objects];
+		     e < p->dep_start[o - p->objects + 1]; e++) {
+			struct object *d = &p->objects[p->dependents[e]];
+
+			/* A QP's peer is a link, not something it waits for. */
+			if (d->kind == OBJ_QP && o->kind == OBJ_QP)
+				continue;
+			if (d->todo && d->state == OBJ_CREATING &&
+			    --d->waiting == 0)
+				submit(p, d, PHASE_CREATE);
+		}
+		if (p->changed)
+			p->changed(p->changed_ud, p, PROFILE_PROGRESS);
+	}
+	if (!p->in_flight)
+		phase_end(p);
+}
+
+/* Create the objects marked todo, parents first, on the workers. */
+static void create_objects(struct profile *p)
+{
+	struct object *deps[CONF_MAX_REFS];
+	size_t roots = 0;
+
+	p->progress = (struct profile_progress){ 0 };
+	for (size_t i = 0; i < p->n_objects; i++) {
+		struct object *o = &p->objects[i];
+
+		if (!o->todo)
+			continue;
+		o->state = OBJ_CREATING;
+		p->progress.objects_total++;
+		p->progress.bytes_total += object_bytes(p, o);
+	}
+	for (size_t i = 0; i < p->n_objects; i++) {
+		struct object *o = &p->objects[i];
+		size_t n;
+
+		if (!o->todo)
+			continue;
+		n = object_refs(p, o, false, deps);
+		o->waiting = 0;
+		for (size_t d = 0; d < n; d++)
+			o->waiting += deps[d]->todo;
+	}
+	profile_set_state(p, PROFILE_CREATING, NULL);
+	p->generation++;
+	for (size_t i = 0; i < p->n_objects; i++) {
+		struct object *o = &p->objects[i];
+
+		if (o->todo && !o->waiting) {
+			submit(p, o, PHASE_CREATE);
+			roots++;
+		}
+	}
+	if (!roots)
+		phase_end(p);
+}
+
+/* Stop the creation under way: what is queued is not started, what runs
+ * is waited for. Objects are left as they are, to be destroyed or kept. */
+static void cancel_creation(struct profile *p)
+{
+	if (!p->in_flight)
+		return;
+	p->cancelling = true;
+	workers_drain(p->workers, p);
+	p->cancelling = false;
+	for (size_t i = 0; i < p->n_objects; i++)
+		p->objects[i].todo = false;
+}
+
+int profile_start(struct profile *p)
 {
 	int r = profile_open(p);
 
 	if (r < 0)
 		return r;
-	create_objects(p, NULL, progress, ud);
-	update_state(p);
+	for (size_t i = 0; i < p->n_objects; i++)
+		p->objects[i].todo = true;
+	create_objects(p);
 	return 0;
 }
 
@@ -191,10 +426,12 @@ static void destroy_draining(struct profile *p, bool all)
 		}
 	}
 	p->n_draining = kept;
+	p->generation++;
 }
 
 void profile_stop(struct profile *p, const char *reason)
 {
+	cancel_creation(p);
 	for (size_t i = p->n_objects; i-- > 0;)
 		object_destroy(&p->objects[i]);
 	destroy_draining(p, true);
@@ -204,47 +441,46 @@ void profile_stop(struct profile *p, const char *reason)
 	p->ibdev[0] = '\0';
 	p->gid_index = -1;
 	profile_set_state(p, PROFILE_PENDING, "%s", reason ? reason : "stopped");
+	p->generation++;
 }
 
 /* ---- reload ---- */
 
 /* Which objects of next can take over their namesake in old: the same
- * declaration, ready, and every object they refer to taken over too. */
-static void mark_kept(struct profile *next, struct profile *old, bool *keep)
+ * declaration, ready, and every object they refer to taken over too
+ * (a QP's peer as well). Linear: what is not kept spreads to whoever
+ * refers to it, once. */
+static int mark_kept(struct profile *next, struct profile *old, bool *keep)
 {
-	bool changed = true;
+	_cleanup_free_ uint32_t *queue = NULL;
+	size_t head = 0, tail = 0;
 
+	queue = calloc(next->n_objects + 1, sizeof(*queue));
+	if (!queue)
+		return -ENOMEM;
 	for (size_t i = 0; i < next->n_objects; i++) {
 		struct object *o = &next->objects[i];
 		struct object *was = profile_find(old, o->kind, o->name);
 
 		keep[i] = was && was->state == OBJ_READY &&
 			  conf_obj_equal(o->kind, o->conf, was->conf);
+		if (!keep[i])
+			queue[tail++] = (uint32_t)i;
 	}
-	/* Until nothing changes: a QP and its peer refer to each other. */
-	while (changed) {
-		changed = false;
-		for (size_t i = 0; i < next->n_objects; i++) {
-			struct object *o = &next->objects[i];
-			struct conf_ref refs[CONF_MAX_REFS];
-			size_t n;
+	while (head < tail) {
+		uint32_t i = queue[head++];
 
-			if (!keep[i])
-				continue;
-			n = conf_obj_refs(o->kind, o->conf, refs,
-					  ARRAY_SIZE(refs));
-			for (size_t r = 0; r < n; r++) {
-				struct object *d = profile_find(
-					next, refs[r].kind, refs[r].name);
+		for (uint32_t e = next->dep_start[i]; e < next->dep_start[i + 1];
+		     e++) {
+			uint32_t d = next->dependents[e];
 
-				if (!d || !keep[d - next->objects]) {
-					keep[i] = false;
-					changed = true;
-					break;
-				}
+			if (keep[d]) {
+				keep[d] = false;
+				queue[tail++] = d;
 			}
 		}
 	}
+	return 0;
 }
 
 /* Keep a removed object alive, apart, while sessions hold it. */
@@ -276,8 +512,12 @@ int profile_reload(struct profile *next, struct profile *old,
 				  enum obj_action a),
 		   void *ud)
 {
-	_cleanup_free_ bool *keep = NULL, *todo = NULL, *retry = NULL;
+	_cleanup_free_ bool *keep = NULL, *retry = NULL;
+	int r;
 
+	/* What old is still creating stops here; what ran is kept or
+	 * destroyed like the rest. */
+	cancel_creation(old);
 	/* Another device, or none yet: start over. */
 	if (!old->ctx || !conf_device_equal(next->dev, old->dev)) {
 		bool had = old->ctx != NULL;
@@ -287,8 +527,8 @@ int profile_reload(struct profile *next, struct profile *old,
 					  old->objects[i].name))
 				report(ud, &old->objects[i], ACT_REMOVE);
 		profile_stop(old, "reloaded");
-		/* Only what was really created is reported. */
-		if (profile_start(next, NULL, NULL) < 0)
+		/* Only what is really being created is reported. */
+		if (profile_start(next) < 0)
 			return 0;
 		for (size_t i = 0; i < next->n_objects; i++)
 			report(ud, &next->objects[i],
@@ -300,11 +540,12 @@ int profile_reload(struct profile *next, struct profile *old,
 	}
 
 	keep = calloc(next->n_objects + 1, sizeof(*keep));
-	todo = calloc(next->n_objects + 1, sizeof(*todo));
 	retry = calloc(next->n_objects + 1, sizeof(*retry));
-	if (!keep || !todo || !retry)
+	if (!keep || !retry)
 		return -ENOMEM;
-	mark_kept(next, old, keep);
+	r = mark_kept(next, old, keep);
+	if (r < 0)
+		return r;
 
 	/* The context and what was found with it stay. */
 	next->ctx = TAKE_PTR(old->ctx);
@@ -329,7 +570,7 @@ int profile_reload(struct profile *next, struct profile *old,
 			object_forget(was);
 			report(ud, o, ACT_KEEP);
 		} else {
-			todo[i] = true;
+			o->todo = true;
 			retry[i] = was && was->state == OBJ_FAILED &&
 				   conf_obj_equal(o->kind, o->conf, was->conf);
 		}
@@ -346,19 +587,18 @@ int profile_reload(struct profile *next, struct profile *old,
 			continue;
 		object_destroy(was);
 	}
-	create_objects(next, todo, NULL, NULL);
 	for (size_t i = 0; i < next->n_objects; i++) {
 		struct object *o = &next->objects[i];
-		struct object *was = profile_find(old, o->kind, o->name);
 
-		if (todo[i])
+		if (o->todo)
 			report(ud, o,
-			       !was	  ? ACT_CREATE
-			       : retry[i] ? ACT_RETRY
-					  : ACT_RECREATE);
+			       !profile_find(old, o->kind, o->name) ? ACT_CREATE
+			       : retry[i]			     ? ACT_RETRY
+								     : ACT_RECREATE);
 	}
-	update_state(next);
 	profile_stop(old, "replaced by a reload");
+	/* Last: with nothing to create, it settles at once. */
+	create_objects(next);
 	return 0;
 }
 
@@ -390,8 +630,12 @@ struct profile *profile_free(struct profile *p)
 	if (!p)
 		return NULL;
 	profile_stop(p, NULL);
+	for (int k = 0; k < OBJ_KIND_MAX; k++)
+		HASH_CLEAR(hh, p->index[k]);
 	for (size_t i = 0; i < p->n_objects; i++)
 		free(p->objects[i].reason);
+	free(p->dep_start);
+	free(p->dependents);
 	free(p->draining);
 	free(p->reason);
 	free(p->objects);
@@ -423,6 +667,16 @@ json_t *profile_json(const struct profile *p, int detail)
 			json_object_set_new(j, "import_error",
 					    json_string(strerror(-p->import_err)));
 	}
+	if (p->state == PROFILE_CREATING)
+		json_object_set_new(
+			j, "progress",
+			json_pack("{s:I, s:I, s:I, s:I}", "objects",
+				  (json_int_t)p->progress.objects,
+				  "objects_total",
+				  (json_int_t)p->progress.objects_total,
+				  "bytes", (json_int_t)p->progress.bytes,
+				  "bytes_total",
+				  (json_int_t)p->progress.bytes_total));
 	if (!detail) {
 		json_object_set_new(j, "objects",
 				    json_integer((json_int_t)p->n_objects));

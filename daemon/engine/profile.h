@@ -10,29 +10,48 @@
 
 #include <infiniband/verbs.h>
 #include <jansson.h>
+#include <uthash.h>
 
 #include "config.h"
 #include "memory.h"
 #include "util.h"
+#include "workers.h"
 
 struct asyncwatch;
+struct profile;
 
 enum obj_state {
 	OBJ_PENDING,  /* not created (yet) */
 	OBJ_READY,
 	OBJ_FAILED,   /* see err and reason */
 	OBJ_DRAINING, /* removed by a reload, kept while leased */
+	OBJ_CREATING, /* queued or in the works on a worker thread */
+};
+
+/* Where an object is in its creation. */
+enum obj_phase {
+	PHASE_CREATE,  /* its verbs object is being made */
+	PHASE_CONNECT, /* a QP moving to its target state */
 };
 
 struct object {
 	enum obj_kind kind;
+	enum obj_state state;
 	const char *name; /* owned by the config */
 	const void *conf; /* struct conf_<kind> */
-	enum obj_state state;
 	int err;	     /* positive errno when failed */
 	char *reason;	     /* when failed */
 	unsigned int leases; /* sessions holding it (attach protocol) */
 	uint64_t serial;     /* this incarnation, unique in the daemon */
+	/* Creation on a worker: what it waits for, and its job. While the
+	 * state is creating, only the job touches u, err and reason. */
+	struct profile *profile;
+	uint32_t waiting; /* dependencies not created yet */
+	uint8_t phase;	  /* enum obj_phase */
+	bool todo;	  /* part of the creation under way */
+	int result;	  /* the job's: 0 or -errno */
+	struct work work;
+	UT_hash_handle hh; /* profile->index[kind], by name */
 	union {
 		struct memory mem;
 		struct {
@@ -59,7 +78,22 @@ enum profile_state {
 	PROFILE_READY,	  /* every object created */
 	PROFILE_DEGRADED, /* some objects failed */
 	PROFILE_FAILED,	  /* the device could not be opened */
+	PROFILE_CREATING, /* objects are being created */
 };
+
+/* How far a creation has come: objects and registered bytes. */
+struct profile_progress {
+	size_t objects, objects_total;
+	uint64_t bytes, bytes_total;
+};
+
+/* What a profile tells its owner (the manager), on the loop. */
+enum profile_change {
+	PROFILE_PROGRESS, /* an object of the creation under way is done */
+	PROFILE_SETTLED,  /* the creation under way has ended */
+};
+typedef void (*profile_change_fn)(void *ud, struct profile *p,
+				  enum profile_change what);
 
 struct profile {
 	const struct conf_profile *conf;
@@ -73,6 +107,20 @@ struct profile {
 	char *reason;
 	struct object *objects; /* in creation order */
 	size_t n_objects;
+	struct object *index[OBJ_KIND_MAX]; /* by name, per kind */
+	/* Who depends on object i: dependents[dep_start[i] .. dep_start[i+1]) */
+	uint32_t *dep_start, *dependents;
+	/* The creation under way, on workers. */
+	struct workers *workers;
+	size_t in_flight;  /* jobs submitted and not done */
+	bool cancelling;   /* a drain: done jobs start nothing new */
+	struct profile_progress progress;
+	profile_change_fn changed;
+	void *changed_ud;
+	/* Bumped on every change that shows in the profile's documents. */
+	uint64_t generation;
+	UT_hash_handle hh; /* the manager's index, by name */
+	bool stays;	   /* a reload declares it again */
 	struct asyncwatch *async; /* the context's async events */
 	/* Objects a reload removed while sessions held them. */
 	struct object *draining;
@@ -88,23 +136,26 @@ enum obj_action {
 	ACT_RETRY, /* failed before, declared the same: tried again */
 };
 
-typedef void (*profile_progress_fn)(void *ud, const struct object *o);
-
-/* Build the object list of c (nothing is created yet). */
+/* Build the object list of c (nothing is created yet); its objects are
+ * created on w, and changed() hears how it goes. */
 int profile_new(const struct config *cfg, const struct conf_profile *c,
+		struct workers *w, profile_change_fn changed, void *ud,
 		struct profile **out);
-/* Find and open the device and create every object. Returns 0 when the
- * profile runs (possibly with failed objects), -ENODEV when the device is
+/* Find and open the device and start creating every object on the
+ * workers (state creating; PROFILE_SETTLED when done). Returns 0 when
+ * the profile runs or is being created, -ENODEV when the device is
  * absent (pending), or -errno when it cannot be opened. */
-int profile_start(struct profile *p, profile_progress_fn progress, void *ud);
-/* Destroy every object, children first, and close the context. reason
- * says why (NULL: "stopped"); the profile becomes pending. */
+int profile_start(struct profile *p);
+/* Stop the creation under way (waiting for the jobs that run), destroy
+ * every object, children first, and close the context. reason says why
+ * (NULL: "stopped"); the profile becomes pending. */
 void profile_stop(struct profile *p, const char *reason);
 /*
  * Take over the running objects of old that next declares the same way
  * (same attributes, same dependencies), destroy the rest of old (children
- * first), then create what is new or changed (parents first). old is
- * left empty, to be freed. report() is told each object's action.
+ * first), then start creating what is new or changed (parents first). A
+ * creation under way in old is stopped first. old is left empty, to be
+ * freed. report() is told each object's action.
  */
 int profile_reload(struct profile *next, struct profile *old,
 		   void (*report)(void *ud, const struct object *o,
@@ -120,6 +171,17 @@ void profile_release(struct profile *p, struct object *o);
 
 struct object *profile_find(struct profile *p, enum obj_kind kind,
 			    const char *name);
+/* Something that shows in the profile's documents changed outside the
+ * engine (a lease, a QP moved by hand). */
+static inline void profile_touch(struct profile *p)
+{
+	p->generation++;
+}
+/* Is a creation under way? */
+static inline bool profile_busy(const struct profile *p)
+{
+	return p->state == PROFILE_CREATING;
+}
 const char *obj_state_name(enum obj_state s);
 const char *obj_action_name(enum obj_action a);
 const char *profile_state_name(enum profile_state s);

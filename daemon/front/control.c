@@ -33,10 +33,22 @@ struct attachment {
 	json_t *report; /* local mode: the client's keys */
 };
 
+/* An ATTACH that waits for its profile to be ready ("wait_ms"). */
+struct waiter {
+	struct waiter *next;
+	struct session *s;
+	uint32_t id;
+	json_t *req;
+	sd_event_source *timer; /* NULL: waits as long as it takes */
+};
+
+#define CONTROL_MAX_WAITS_PER_SESSION 16
+
 struct session {
 	struct control *c;
 	struct session *next;
 	unsigned int id;
+	unsigned int waits;
 	int fd;
 	sd_event_source *io;
 	struct ucred cred;
@@ -46,14 +58,15 @@ struct session {
 	size_t n_att;
 };
 
-const double control_attach_bucket_le[CONTROL_ATTACH_BUCKETS] = {
+static const double attach_bucket_le[SESSION_ATTACH_BUCKETS] = {
 	0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1,
 };
 
 struct control {
 	struct manager *m;
+	struct waiter *waiters;
 	unsigned long long attaches, attach_failures;
-	unsigned long long attach_buckets[CONTROL_ATTACH_BUCKETS];
+	unsigned long long attach_buckets[SESSION_ATTACH_BUCKETS];
 	double attach_seconds;
 	int fd;
 	char *path;
@@ -163,6 +176,8 @@ static void release(struct control *c, struct attachment *a)
 			profile_release(p, o);
 		free(l->name);
 	}
+	if (p && a->n_leases)
+		profile_touch(p);
 	free(a->leases);
 	free(a->profile);
 	json_decref(a->report);
@@ -187,6 +202,128 @@ static int lease(struct attachment *a, struct object *o)
 /* ---- ATTACH ---- */
 
 static int attach_one(struct session *s, uint32_t id, json_t *req);
+static int attach(struct session *s, uint32_t id, json_t *req);
+static void session_free(struct session *s);
+
+static int send_not_ready(struct session *s, uint32_t id,
+			  const struct profile *p, const char *why)
+{
+	char progress[96] = "";
+
+	if (p->state == PROFILE_CREATING)
+		snprintf(progress, sizeof(progress),
+			 " (%zu of %zu objects, %llu of %llu bytes)",
+			 p->progress.objects, p->progress.objects_total,
+			 (unsigned long long)p->progress.bytes,
+			 (unsigned long long)p->progress.bytes_total);
+	return send_error(s, id, "not_ready", "%sprofile '%s' is %s%s%s%s",
+			  why ? why : "", p->conf->name,
+			  profile_state_name(p->state), progress,
+			  p->reason ? ": " : "", p->reason ? p->reason : "");
+}
+
+static void waiter_free(struct waiter *w)
+{
+	struct control *c = w->s->c;
+
+	for (struct waiter **pp = &c->waiters; *pp; pp = &(*pp)->next)
+		if (*pp == w) {
+			*pp = w->next;
+			break;
+		}
+	w->s->waits--;
+	sd_event_source_disable_unref(w->timer);
+	json_decref(w->req);
+	free(w);
+}
+
+static int on_wait_timeout(sd_event_source *es, uint64_t usec, void *ud)
+{
+	struct waiter *w = ud;
+	struct session *s = w->s;
+	const char *name = json_string_value(json_object_get(w->req, "profile"));
+	struct profile *p = manager_profile(s->c->m, name);
+	uint32_t id = w->id;
+	char why[64];
+
+	(void)es;
+	(void)usec;
+	snprintf(why, sizeof(why), "timed out after %lld ms: ",
+		 (long long)json_integer_value(json_object_get(w->req, "wait_ms")));
+	waiter_free(w);
+	s->c->attach_failures++;
+	if (!p)
+		send_error(s, id, "not_found", "no profile '%s'", name);
+	else
+		send_not_ready(s, id, p, why);
+	return 0;
+}
+
+/* Answer the ATTACH when the profile is ready, fails, or wait_ms pass. */
+static int wait_ready(struct session *s, uint32_t id, json_t *req,
+		      json_int_t wait_ms)
+{
+	struct control *c = s->c;
+	struct waiter *w;
+	int r;
+
+	if (s->waits >= CONTROL_MAX_WAITS_PER_SESSION)
+		return send_error(s, id, "too_many_requests",
+				  "a session may wait for %d attaches at once",
+				  CONTROL_MAX_WAITS_PER_SESSION);
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	*w = (struct waiter){ .next = c->waiters, .s = s, .id = id,
+			      .req = json_incref(req) };
+	c->waiters = w;
+	s->waits++;
+	if (wait_ms > 0) {
+		r = sd_event_add_time_relative(c->m->event, &w->timer,
+					       CLOCK_MONOTONIC,
+					       (uint64_t)wait_ms * 1000, 1000,
+					       on_wait_timeout, w);
+		if (r < 0) {
+			waiter_free(w);
+			return r;
+		}
+	}
+	return 0;
+}
+
+/* A profile changed: answer the attaches that waited for it. */
+static void on_manager_event(void *ud, const struct manager_event *ev)
+{
+	struct control *c = ud;
+	struct waiter *w, *next;
+
+	if (ev->kind == MANAGER_PROGRESS)
+		return;
+	for (w = c->waiters; w; w = next) {
+		const char *name =
+			json_string_value(json_object_get(w->req, "profile"));
+		struct profile *p = manager_profile(c->m, name);
+		struct session *s = w->s;
+		uint32_t id = w->id;
+		json_t *req;
+
+		next = w->next;
+		if (p && p->state != PROFILE_READY &&
+		    p->state != PROFILE_DEGRADED && p->state != PROFILE_FAILED)
+			continue;
+		req = json_incref(w->req);
+		waiter_free(w);
+		/* Answered in full, as if it had come now. */
+		if (attach(s, id, req) < 0) {
+			json_decref(req);
+			session_free(s);
+			/* The list may have lost more than w. */
+			next = c->waiters;
+			continue;
+		}
+		json_decref(req);
+	}
+}
 
 static double now(void)
 {
@@ -201,9 +338,12 @@ static int attach(struct session *s, uint32_t id, json_t *req)
 {
 	struct control *c = s->c;
 	size_t before = s->n_att;
+	unsigned int waits = s->waits;
 	double t0 = now(), dt;
 	int r = attach_one(s, id, req);
 
+	if (s->waits > waits)
+		return r; /* answered later */
 	if (s->n_att == before) {
 		c->attach_failures++;
 		return r;
@@ -211,8 +351,8 @@ static int attach(struct session *s, uint32_t id, json_t *req)
 	dt = now() - t0;
 	c->attaches++;
 	c->attach_seconds += dt;
-	for (size_t b = 0; b < CONTROL_ATTACH_BUCKETS; b++)
-		if (dt <= control_attach_bucket_le[b]) {
+	for (size_t b = 0; b < SESSION_ATTACH_BUCKETS; b++)
+		if (dt <= attach_bucket_le[b]) {
 			c->attach_buckets[b]++;
 			break;
 		}
@@ -244,11 +384,17 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 				  "uid %u may not attach to profile '%s'",
 				  (unsigned int)s->cred.uid, name);
 	if (!p->ctx || (p->state != PROFILE_READY &&
-			p->state != PROFILE_DEGRADED))
-		return send_error(s, id, "not_ready", "profile '%s' is %s%s%s",
-				  name, profile_state_name(p->state),
-				  p->reason ? ": " : "",
-				  p->reason ? p->reason : "");
+			p->state != PROFILE_DEGRADED)) {
+		json_t *w = json_object_get(req, "wait_ms");
+
+		if (w && (!json_is_integer(w) || json_integer_value(w) < -1))
+			return send_error(s, id, "bad_request",
+					  "\"wait_ms\" is a number of "
+					  "milliseconds, or -1 for no limit");
+		if (json_integer_value(w) && p->state != PROFILE_FAILED)
+			return wait_ready(s, id, req, json_integer_value(w));
+		return send_not_ready(s, id, p, NULL);
+	}
 	if (!mode)
 		mode = "auto";
 	if (streq(mode, "auto"))
@@ -351,6 +497,7 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 		if (r < 0)
 			goto fail;
 	}
+	profile_touch(p);
 	json_object_set_new(doc, "memory", mem);
 	json_object_set_new(doc, "pd", pds);
 	json_object_set_new(doc, "mr", mrs);
@@ -465,6 +612,11 @@ static void session_free(struct session *s)
 			*pp = s->next;
 			break;
 		}
+	for (struct waiter *w = c->waiters, *next; w; w = next) {
+		next = w->next;
+		if (w->s == s)
+			waiter_free(w);
+	}
 	for (size_t i = 0; i < s->n_att; i++)
 		release(c, &s->att[i]);
 	if (s->n_att)
@@ -625,6 +777,9 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents,
 
 /* ---- the socket ---- */
 
+static void control_stats(void *ud, struct session_stats *out);
+static json_t *control_sessions_json(void *ud);
+
 static int resolve_group(const char *name, gid_t *gid)
 {
 	struct group *gr = getgrnam(name);
@@ -694,6 +849,13 @@ int control_start(struct manager *m)
 	r = sd_event_add_io(m->event, &c->io, c->fd, EPOLLIN, on_accept, c);
 	if (r < 0)
 		return r;
+	r = manager_subscribe(m, on_manager_event, c);
+	if (r < 0)
+		return r;
+	manager_set_sessions(m, &(struct manager_sessions){
+					.json = control_sessions_json,
+					.stats = control_stats,
+					.ud = c });
 	log_info("control socket on %s", c->path);
 	return 0;
 }
@@ -704,6 +866,8 @@ void control_stop(struct manager *m)
 
 	if (!c)
 		return;
+	manager_unsubscribe(m, on_manager_event, c);
+	manager_set_sessions(m, NULL);
 	while (c->sessions)
 		session_free(c->sessions);
 	sd_event_source_disable_unref(c->io);
@@ -716,13 +880,11 @@ void control_stop(struct manager *m)
 	m->control = NULL;
 }
 
-void control_stats(struct manager *m, struct control_stats *out)
+static void control_stats(void *ud, struct session_stats *out)
 {
-	struct control *c = m->control;
+	struct control *c = ud;
 
-	*out = (struct control_stats){ 0 };
-	if (!c)
-		return;
+	*out = (struct session_stats){ .bucket_le = attach_bucket_le };
 	for (struct session *s = c->sessions; s; s = s->next) {
 		out->sessions++;
 		out->attachments += (unsigned int)s->n_att;
@@ -734,12 +896,12 @@ void control_stats(struct manager *m, struct control_stats *out)
 	       sizeof(out->attach_buckets));
 }
 
-json_t *control_sessions_json(struct manager *m)
+static json_t *control_sessions_json(void *ud)
 {
+	struct control *c = ud;
 	json_t *a = json_array();
 
-	for (struct session *s = m->control ? m->control->sessions : NULL;
-	     a && s; s = s->next) {
+	for (struct session *s = c->sessions; a && s; s = s->next) {
 		json_t *atts = json_array();
 
 		for (size_t i = 0; i < s->n_att; i++) {

@@ -32,6 +32,7 @@
  * - A GID entry is {"index", "gid", "type", "netdev"}: type is the name only
  *   ("ib", "roce_v1", "roce_v2"), netdev the interface name or null.
  */
+#include <fcntl.h>
 #include <endian.h>
 #include <inttypes.h>
 #include <net/if.h>
@@ -740,4 +741,23 @@ struct ibv_context *devinfo_open(const char *ibdev)
 out:
 	errno = err;
 	return ctx;
+}
+
+int devinfo_probe_import(struct ibv_context *ctx)
+{
+	struct ibv_context *imported;
+	int fd, err;
+
+	fd = fcntl(ctx->cmd_fd, F_DUPFD_CLOEXEC, 3);
+	if (fd < 0)
+		return -errno;
+	imported = ibv_import_device(fd);
+	if (!imported) {
+		err = errno ? errno : EOPNOTSUPP;
+		close(fd);
+		return -err;
+	}
+	/* Closing the imported context closes fd, not the original. */
+	ibv_close_device(imported);
+	return 0;
 }

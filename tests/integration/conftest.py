@@ -106,15 +106,35 @@ class Daemon:
             try:
                 status, _ = self.get("/v1/health")
                 if status == 200:
-                    return self
+                    return self.settle(deadline - time.monotonic())
             except OSError:
                 pass
             time.sleep(0.1)
         raise AssertionError("rdmad did not answer in time:\n" + self.log())
 
-    def request(self, method, path, body=None, token=True):
+    def settle(self, timeout=60):
+        """Wait until no profile is being created (objects are made on
+        worker threads after start and reload)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status, profiles = self.request("GET", "/v1/profiles",
+                                            settle=False)
+            if status == 200 and not any(p["state"] == "creating"
+                                         for p in profiles):
+                return self
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"profiles still creating: {profiles}\n" + self.log())
+            time.sleep(0.05)
+
+    def request(self, method, path, body=None, token=True, settle=True):
         """token=True: the daemon's own token; False: none; a string:
-        that one."""
+        that one. A reload's answer comes once what it creates is there
+        (settle=False: at once)."""
+        if settle and method == "POST" and path == "/v1/reload":
+            result = self.request(method, path, body, token, settle=False)
+            self.settle()
+            return result
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.url + path, method=method,
                                      data=data)
