@@ -32,11 +32,17 @@ static void test_absent_device_is_pending(void **state)
 	(void)state;
 	assert_int_equal(config_load_string("t.conf", text, &cfg), 0);
 	assert_int_equal(cfg->n_errors, 0);
-	assert_int_equal(profile_new(cfg, &cfg->profiles[0], &p), 0);
+	assert_int_equal(profile_new(cfg, &cfg->profiles[0], NULL, NULL, NULL,
+				     &p),
+			 0);
 	assert_int_equal(p->n_objects, 3);
+	/* Indexed by kind and name. */
+	assert_ptr_equal(profile_find(p, OBJ_MR, "r"), &p->objects[2]);
+	assert_null(profile_find(p, OBJ_PD, "r"));
+	assert_null(profile_find(p, OBJ_PD, NULL));
 	/* On a host without any RDMA device, ibv_get_device_list() returns
 	 * NULL: this must not crash either. */
-	assert_int_equal(profile_start(p, NULL, NULL), -ENODEV);
+	assert_int_equal(profile_start(p), -ENODEV);
 	assert_int_equal(p->state, PROFILE_PENDING);
 	assert_non_null(strstr(p->reason, "no-such-dev0"));
 	for (size_t i = 0; i < p->n_objects; i++)
