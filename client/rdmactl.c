@@ -214,17 +214,33 @@ static void print_gids(json_t *a)
 		       str(g, "gid"), str(g, "type"), str(g, "netdev"));
 }
 
+/* " (3/12 objects, 64/1088 MiB)" while a profile is being created. */
+static const char *progress_text(json_t *p, char *buf, size_t len)
+{
+	json_t *pr = json_object_get(p, "progress");
+
+#define N(k) json_integer_value(json_object_get(pr, k))
+	if (!pr)
+		return "";
+	snprintf(buf, len, " (%lld/%lld objects, %lld/%lld MiB)", N("objects"),
+		 N("objects_total"), N("bytes") >> 20, N("bytes_total") >> 20);
+#undef N
+	return buf;
+}
+
 static void print_profiles(json_t *a)
 {
+	char progress[96];
 	size_t i;
 	json_t *p;
 
 	printf("%-16s %-12s %-8s %-9s %s\n", "PROFILE", "DEVICE", "IBDEV",
 	       "STATE", "OBJECTS");
 	json_array_foreach (a, i, p)
-		printf("%-16s %-12s %-8s %-9s %lld\n", str(p, "name"),
+		printf("%-16s %-12s %-8s %-9s %lld%s\n", str(p, "name"),
 		       str(p, "device"), str(p, "ibdev"), str(p, "state"),
-		       json_integer_value(json_object_get(p, "objects")));
+		       json_integer_value(json_object_get(p, "objects")),
+		       progress_text(p, progress, sizeof(progress)));
 }
 
 /* One line of details per object: the keys that matter for its kind. */
@@ -250,12 +266,14 @@ static void print_object_line(json_t *o)
 
 static void print_profile(json_t *p)
 {
+	char progress[96];
 	size_t i;
 	json_t *o;
 
-	printf("profile %s on %s (%s port %lld): %s%s%s\n", str(p, "name"),
+	printf("profile %s on %s (%s port %lld): %s%s%s%s\n", str(p, "name"),
 	       str(p, "device"), str(p, "ibdev"),
 	       json_integer_value(json_object_get(p, "port")), str(p, "state"),
+	       progress_text(p, progress, sizeof(progress)),
 	       json_object_get(p, "reason") ? ": " : "",
 	       json_object_get(p, "reason") ? str(p, "reason") : "");
 	printf("%-7s %-16s %-8s %s\n", "KIND", "NAME", "STATE", "DETAILS");

@@ -417,6 +417,27 @@ static int split_path(char *buf, struct request *r)
 	}
 }
 
+bool api_cacheable(struct manager *m, const char *method, const char *path,
+		   uint64_t *generation)
+{
+	struct request r = { .m = m };
+	struct profile *p;
+	char buf[1024];
+
+	/* GET /v1/profiles/{p}: the large one. */
+	if (!streq(method, "GET") || strlen(path) >= sizeof(buf))
+		return false;
+	strcpy(buf, path);
+	if (split_path(buf, &r) < 0 || r.n_seg != 2 ||
+	    !streq(r.seg[0], "profiles"))
+		return false;
+	p = manager_profile(m, r.seg[1]);
+	if (!p)
+		return false;
+	*generation = p->generation;
+	return true;
+}
+
 int api_handle(struct manager *m, const struct api_request *req,
 	       json_t **out)
 {

@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 struct manager;
 
@@ -26,6 +27,16 @@ struct api_request {
  * in *reply (a new reference; an error document on failure). */
 int api_handle(struct manager *m, const struct api_request *req,
 	       json_t **reply);
+
+/*
+ * Documents that only change when the engine says so: for a GET of such
+ * a path, set *generation (unique in the daemon, changes with what the
+ * document shows) and return true, so that a front end may answer with
+ * the bytes it rendered last time the generation was the same. false:
+ * render it anew.
+ */
+bool api_cacheable(struct manager *m, const char *method, const char *path,
+		   uint64_t *generation);
 
 /* {"error":{"code":code,"message":message}} */
 json_t *api_error(const char *code, const char *fmt, ...)

@@ -65,6 +65,13 @@ static void profile_set_state(struct profile *p, enum profile_state s,
 	va_end(ap);
 }
 
+void profile_touch(struct profile *p)
+{
+	static uint64_t generations;
+
+	p->generation = ++generations;
+}
+
 struct object *profile_find(struct profile *p, enum obj_kind kind,
 			    const char *name)
 {
@@ -155,6 +162,7 @@ int profile_new(const struct config *cfg, const struct conf_profile *c,
 	p->dev = config_device(cfg, c->device);
 	p->gid_index = -1;
 	p->workers = w;
+	profile_touch(p);
 	p->changed = changed;
 	p->changed_ud = ud;
 	profile_set_state(p, PROFILE_PENDING, "not started");
@@ -194,7 +202,7 @@ static void update_state(struct profile *p)
 				  p->n_objects);
 	else
 		profile_set_state(p, PROFILE_READY, NULL);
-	p->generation++;
+	profile_touch(p);
 }
 
 /* Find and open the device, select the GID, probe import. */
@@ -306,7 +314,7 @@ static void job_done(struct work *w, bool cancelled)
 	struct profile *p = o->profile;
 
 	p->in_flight--;
-	p->generation++;
+	profile_touch(p);
 	if (cancelled) {
 		/* Never ran: a built QP stays creating (not connected),
 		 * anything else has nothing. */
@@ -373,7 +381,7 @@ static void create_objects(struct profile *p)
 			o->waiting += deps[d]->todo;
 	}
 	profile_set_state(p, PROFILE_CREATING, NULL);
-	p->generation++;
+	profile_touch(p);
 	for (size_t i = 0; i < p->n_objects; i++) {
 		struct object *o = &p->objects[i];
 
@@ -426,7 +434,7 @@ static void destroy_draining(struct profile *p, bool all)
 		}
 	}
 	p->n_draining = kept;
-	p->generation++;
+	profile_touch(p);
 }
 
 void profile_stop(struct profile *p, const char *reason)
@@ -441,7 +449,7 @@ void profile_stop(struct profile *p, const char *reason)
 	p->ibdev[0] = '\0';
 	p->gid_index = -1;
 	profile_set_state(p, PROFILE_PENDING, "%s", reason ? reason : "stopped");
-	p->generation++;
+	profile_touch(p);
 }
 
 /* ---- reload ---- */

@@ -117,7 +117,9 @@ struct profile {
 	struct profile_progress progress;
 	profile_change_fn changed;
 	void *changed_ud;
-	/* Bumped on every change that shows in the profile's documents. */
+	/* Changes on every change that shows in the profile's documents;
+	 * unique in the daemon, so that a cached document never outlives
+	 * its profile. */
 	uint64_t generation;
 	UT_hash_handle hh; /* the manager's index, by name */
 	bool stays;	   /* a reload declares it again */
@@ -173,10 +175,7 @@ struct object *profile_find(struct profile *p, enum obj_kind kind,
 			    const char *name);
 /* Something that shows in the profile's documents changed outside the
  * engine (a lease, a QP moved by hand). */
-static inline void profile_touch(struct profile *p)
-{
-	p->generation++;
-}
+void profile_touch(struct profile *p);
 /* Is a creation under way? */
 static inline bool profile_busy(const struct profile *p)
 {

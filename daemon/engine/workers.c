@@ -171,6 +171,8 @@ int workers_new(sd_event *e, unsigned int n, struct workers **out)
 			free(a);
 			break;
 		}
+		/* What `rdma resource show` and ps call the objects' maker. */
+		pthread_setname_np(p->threads[i], "rdmad-worker");
 		p->n_threads++;
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);

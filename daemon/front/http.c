@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <uthash.h>
 
 #include "api.h"
 #include "http.h"
@@ -27,32 +28,97 @@ struct listener {
 	char *unix_path; /* to unlink at stop */
 };
 
+/* A rendered document kept while its generation holds (api_cacheable):
+ * large documents are not rebuilt for every request. */
+struct cached {
+	char *path;
+	uint64_t generation;
+	unsigned int status;
+	struct MHD_Response *resp;
+	UT_hash_handle hh;
+};
+
+#define HTTP_MAX_CACHED 256
+
 struct http {
 	struct listener *l;
 	size_t n;
+	struct cached *cache;
 };
 
-static enum MHD_Result send_json(struct MHD_Connection *c, int status,
-				 json_t *doc)
+static void cached_free(struct http *h, struct cached *c)
+{
+	HASH_DEL(h->cache, c);
+	MHD_destroy_response(c->resp);
+	free(c->path);
+	free(c);
+}
+
+static struct MHD_Response *json_response(json_t *doc)
 {
 	char *text = json_dumps(doc, JSON_COMPACT);
 	struct MHD_Response *resp;
-	enum MHD_Result ret;
 
 	json_decref(doc);
 	if (!text)
-		return MHD_NO;
+		return NULL;
 	resp = MHD_create_response_from_buffer(strlen(text), text,
 					       MHD_RESPMEM_MUST_FREE);
 	if (!resp) {
 		free(text);
-		return MHD_NO;
+		return NULL;
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
 				"application/json");
+	return resp;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *c, int status,
+				 json_t *doc)
+{
+	struct MHD_Response *resp = json_response(doc);
+	enum MHD_Result ret;
+
+	if (!resp)
+		return MHD_NO;
 	ret = MHD_queue_response(c, (unsigned int)status, resp);
 	MHD_destroy_response(resp);
 	return ret;
+}
+
+/* The document of path at generation, rendered once. */
+static enum MHD_Result send_cached(struct listener *l,
+				   struct MHD_Connection *conn,
+				   const struct api_request *ar,
+				   uint64_t generation)
+{
+	struct http *h = l->m->http;
+	struct cached *c = NULL;
+	json_t *reply = NULL;
+	int status;
+
+	HASH_FIND_STR(h->cache, ar->path, c);
+	if (c && c->generation == generation)
+		return MHD_queue_response(conn, c->status, c->resp);
+	if (c)
+		cached_free(h, c);
+	/* Profiles come and go: a bound, not an eviction policy. */
+	if (HASH_COUNT(h->cache) >= HTTP_MAX_CACHED)
+		while (h->cache)
+			cached_free(h, h->cache);
+	status = api_handle(l->m, ar, &reply);
+	c = calloc(1, sizeof(*c));
+	if (!c || !(c->path = strdup(ar->path)) ||
+	    !(c->resp = json_response(reply))) {
+		if (c)
+			free(c->path);
+		free(c);
+		return MHD_NO;
+	}
+	c->generation = generation;
+	c->status = (unsigned int)status;
+	HASH_ADD_KEYPTR(hh, h->cache, c->path, strlen(c->path), c);
+	return MHD_queue_response(conn, c->status, c->resp);
 }
 
 /* One request in flight: its body, bounded by HTTP_MAX_BODY. */
@@ -118,10 +184,13 @@ static enum MHD_Result handle(struct listener *l, struct MHD_Connection *c,
 	};
 	json_error_t jerr;
 	json_t *reply = NULL;
+	uint64_t generation;
 	int status;
 
 	if (streq(url, "/metrics") && streq(method, "GET"))
 		return send_metrics(l, c);
+	if (!req->len && api_cacheable(l->m, method, url, &generation))
+		return send_cached(l, c, &ar, generation);
 	if (req->len) {
 		/* Depth is bounded by the body size limit and jansson's own
 		 * limit (2048). */
@@ -402,6 +471,8 @@ void http_stop(struct manager *m)
 		return;
 	for (size_t i = 0; i < h->n; i++)
 		listener_stop(&h->l[i]);
+	while (h->cache)
+		cached_free(h, h->cache);
 	free(h->l);
 	free(h);
 	m->http = NULL;

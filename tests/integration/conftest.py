@@ -46,13 +46,30 @@ def free_port():
         return s.getsockname()[1]
 
 
+_tasks = {}
+
+
+def tasks(pid):
+    """The thread ids of process pid, as far as seen: the kernel names
+    the thread that created an object (rdmad's workers create them), and
+    keeps that name after the process is gone."""
+    seen = _tasks.setdefault(pid, {pid})
+    try:
+        seen.update(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+    except FileNotFoundError:
+        pass
+    return seen
+
+
 def rdma_res(kind, pid=None):
-    """Objects of one kind the kernel holds, from RDMA netlink."""
+    """Objects of one kind the kernel holds, from RDMA netlink; with pid,
+    those that process's threads created."""
     out = subprocess.run(["rdma", "-d", "-j", "resource", "show", kind],
                          check=True, capture_output=True, text=True).stdout
     rows = json.loads(out) if out.strip() else []
     if pid is not None:
-        rows = [r for r in rows if r.get("pid") == pid]
+        mine = tasks(pid)
+        rows = [r for r in rows if r.get("pid") in mine]
     return rows
 
 
@@ -95,6 +112,9 @@ class Daemon:
             stdin=subprocess.DEVNULL, stdout=self._err,
             stderr=subprocess.STDOUT)
         self.pid = self.proc.pid
+        # The worker threads start with the daemon, before any object.
+        settle(lambda: len(tasks(self.pid)) > 1 or
+               self.proc.poll() is not None, 5)
 
     def wait_ready(self, timeout=60):
         deadline = time.monotonic() + timeout
