@@ -6,6 +6,7 @@
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <sysexits.h>
 #include <systemd/sd-daemon.h>
 
@@ -204,6 +205,20 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 	}
 }
 
+/* Each memory object holds an fd: thousands of them are normal. The
+ * soft limit (1024 by default, for select()) is not ours to keep: we
+ * use epoll only. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			log_warn(errno, "cannot raise the limit of open files");
+	}
+}
+
 static int run(const struct options *o)
 {
 	_cleanup_(config_freep) struct config *config = NULL;
@@ -234,6 +249,7 @@ static int run(const struct options *o)
 	}
 	if (!o->log_level)
 		log_set_level(log_parse_level(config->daemon.log_level));
+	raise_fd_limit();
 
 	/* The manager owns the configuration from here on (a reload
 	 * replaces it). */

@@ -246,9 +246,10 @@ def test_parallel_creation_keeps_dependency_order(rdmad, run_dir):
 def large_conf(run, port, n_pd, n_mr, changed=None):
     mem = ",\n".join(f'{{ name = "m{i}"; size = "4K"; }}' for i in range(n_mr))
     pd = ",\n".join(f'{{ name = "pd{i}"; }}' for i in range(n_pd))
+    extra = ', "remote_read"'
     mr = ",\n".join(
         f'{{ name = "mr{i}"; pd = "pd{i % n_pd}"; memory = "m{i}"; '
-        f'access = [ "local_write"{", \"remote_read\"" if i == changed else ""} ]; }}'
+        f'access = [ "local_write"{extra if i == changed else ""} ]; }}'
         for i in range(n_mr))
     return daemon(run, port) + f"""
 devices = ( {{ name = "d0"; match = {{ ibdev = "rxe0"; }}; }} );
