@@ -106,15 +106,6 @@ int config_load_string(const char *name, const char *text,
 	return 0;
 }
 
-const struct conf_device *config_device(const struct config *c,
-					const char *name)
-{
-	for (size_t i = 0; i < c->n_devices; i++)
-		if (c->devices[i].name && streq(c->devices[i].name, name))
-			return &c->devices[i];
-	return NULL;
-}
-
 static void free_strv(char **v, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -248,6 +239,7 @@ static void free_profile(struct conf_profile *pr)
 			free_fields(conf_kinds[k].fields,
 				    (char *)pr->objs[k] + i * conf_kinds[k].size);
 		free(pr->objs[k]);
+		conf_names_free(pr->names[k]);
 	}
 }
 
@@ -262,6 +254,8 @@ struct config *config_free(struct config *c)
 	for (size_t i = 0; i < c->n_profiles; i++)
 		free_profile(&c->profiles[i]);
 	free(c->profiles);
+	conf_names_free(c->device_names);
+	conf_names_free(c->profile_names);
 	for (size_t i = 0; i < c->n_errors; i++)
 		free(c->errors[i].msg);
 	free(c->errors);

@@ -502,14 +502,3 @@ const char *conf_obj_name(const void *obj)
 	return *(char *const *)((const char *)obj + sizeof(struct conf_loc));
 }
 
-const void *conf_obj_find(const struct conf_profile *p, enum obj_kind k,
-			  const char *name)
-{
-	for (size_t i = 0; name && i < p->n_objs[k]; i++) {
-		const void *o = conf_obj(p, k, i);
-
-		if (conf_obj_name(o) && streq(conf_obj_name(o), name))
-			return o;
-	}
-	return NULL;
-}

@@ -72,6 +72,16 @@ extern const struct field conf_profile_fields[];
 /* The name of value v in t, or "?". */
 const char *conf_enum_name(const struct enum_name *t, int v);
 
+/* config_index.c: a name index over up to cap objects that begin with
+ * loc and name. */
+struct conf_names *conf_names_new(size_t cap);
+/* Index obj under its name: 0 (also for an object without a name), or
+ * -EEXIST when the name is taken (*first: the object that has it, and
+ * obj is not indexed), or -ENOMEM. */
+int conf_names_add(struct conf_names *ix, const void *obj, const void **first);
+const void *conf_names_find(const struct conf_names *ix, const char *name);
+struct conf_names *conf_names_free(struct conf_names *ix);
+
 /* The state of one load: the config being built, and the file being
  * parsed. */
 struct parser {

@@ -41,6 +41,11 @@ oom:
 	return "?";
 }
 
+static struct conf_loc loc_at(const char *file, int line)
+{
+	return (struct conf_loc){ .file = file, .line = line };
+}
+
 static struct conf_loc loc_of(struct parser *p, const config_setting_t *s)
 {
 	return (struct conf_loc){
@@ -701,9 +706,8 @@ void parser_text(struct parser *p, const char *name, const char *text,
 	p->text = text;
 	config_init(&cfg);
 	if (!config_read_string(&cfg, text))
-		parser_error(p,
-			  (struct conf_loc){ p->file, config_error_line(&cfg) },
-			  "syntax error: %s", config_error_text(&cfg));
+		parser_error(p, loc_at(p->file, config_error_line(&cfg)),
+			     "syntax error: %s", config_error_text(&cfg));
 	else
 		parse_root(p, config_root_setting(&cfg), main_file);
 	config_destroy(&cfg);
@@ -727,8 +731,8 @@ void parser_file(struct parser *p, const char *path, bool main_file)
 	int r = read_text(path, &text);
 
 	if (r < 0) {
-		parser_error(p, (struct conf_loc){ intern_file(p, path), 0 },
-			  "cannot read: %s", strerror(-r));
+		parser_error(p, loc_at(intern_file(p, path), 0),
+			     "cannot read: %s", strerror(-r));
 		return;
 	}
 	parser_text(p, path, text, main_file);
@@ -768,8 +772,9 @@ void parser_include(struct parser *p)
 	}
 	d = opendir(dir);
 	if (!d) {
-		parser_error(p, (struct conf_loc){ intern_file(p, p->c->path), 0 },
-			  "include directory '%s': %s", dir, strerror(errno));
+		parser_error(p, loc_at(intern_file(p, p->c->path), 0),
+			     "include directory '%s': %s", dir,
+			     strerror(errno));
 		return;
 	}
 	while ((de = readdir(d))) {

@@ -13,6 +13,13 @@
 #define NAME_MAX_LEN 64
 #define SIZE_LIMIT (1ULL << 50) /* 1 PiB: anything above is a typo */
 
+/* A name for messages: an object without one (an error of its own) is
+ * '?'. */
+static const char *unnamed(const char *name)
+{
+	return name ? name : "?";
+}
+
 static bool valid_name(const char *s)
 {
 	size_t n = strlen(s);
@@ -27,32 +34,45 @@ static bool valid_name(const char *s)
 	return true;
 }
 
-static void check_names(struct parser *p, const char *what, const void *arr,
-			size_t n, size_t size)
+/*
+ * Index the names of the n objects of arr (each size bytes, beginning
+ * with loc and name) into *out, and report the invalid ones and every
+ * duplicate, which names the first object of its name. The index keeps
+ * that first one: what a lookup finds.
+ */
+static void index_names(struct parser *p, const char *what, const void *arr,
+			size_t n, size_t size, struct conf_names **out)
 {
+	struct conf_names *ix = conf_names_new(n);
+
+	if (!ix) {
+		p->oom = 1;
+		return;
+	}
+	*out = ix;
 	for (size_t i = 0; i < n; i++) {
 		const void *o = (const char *)arr + i * size;
-		const struct conf_loc *loc = o;
+		const struct conf_loc *loc = o, *first;
 		const char *name = conf_obj_name(o);
+		const void *prev;
+		int r;
 
 		if (!name)
 			continue;
 		if (!valid_name(name))
 			parser_error(p, *loc,
-				  "%s name '%s' is invalid (1-64 of A-Z a-z "
-				  "0-9 _ - .)",
-				  what, name);
-		for (size_t j = 0; j < i; j++) {
-			const void *prev = (const char *)arr + j * size;
-			const struct conf_loc *pl = prev;
-
-			if (conf_obj_name(prev) &&
-			    streq(conf_obj_name(prev), name)) {
-				parser_error(p, *loc,
-					  "duplicate %s '%s' (first at %s:%d)",
-					  what, name, pl->file, pl->line);
-				break;
-			}
+				     "%s name '%s' is invalid (1-64 of A-Z "
+				     "a-z 0-9 _ - .)",
+				     what, name);
+		r = conf_names_add(ix, o, &prev);
+		if (r == -EEXIST) {
+			first = prev;
+			parser_error(p, *loc,
+				     "duplicate %s '%s' (first at %s:%d)", what,
+				     name, first->file, first->line);
+		} else if (r < 0) {
+			p->oom = 1;
+			return;
 		}
 	}
 }
@@ -108,11 +128,11 @@ static void check_references(struct parser *p, const struct conf_profile *pr)
 
 			if (name && !conf_obj_find(pr, ref->target, name))
 				parser_error(p, *(const struct conf_loc *)o,
-					  "%s '%s': %s '%s' is not declared "
-					  "in profile '%s'",
-					  conf_kind_names[ref->kind],
-					  conf_obj_name(o), ref->key, name,
-					  pr->name ? pr->name : "?");
+					     "%s '%s': %s '%s' is not declared "
+					     "in profile '%s'",
+					     conf_kind_names[ref->kind],
+					     unnamed(conf_obj_name(o)),
+					     ref->key, name, unnamed(pr->name));
 		}
 	}
 }
@@ -121,16 +141,17 @@ static void verify_memory(struct parser *p, const struct conf_memory *m)
 {
 	if (m->size > SIZE_LIMIT)
 		parser_error(p, m->loc,
-			  "memory '%s': size %" PRIu64 " is larger than 1024T",
-			  m->name, m->size);
+			     "memory '%s': size %" PRIu64
+			     " is larger than 1024T",
+			     unnamed(m->name), m->size);
 	if (m->backing == MEM_FILE && !m->path)
 		parser_error(p, m->loc,
-			  "memory '%s': backing \"file\" needs a path",
-			  m->name);
+			     "memory '%s': backing \"file\" needs a path",
+			     unnamed(m->name));
 	if (m->backing != MEM_FILE && m->path)
 		parser_error(p, m->loc,
-			  "memory '%s': path is only for backing \"file\"",
-			  m->name);
+			     "memory '%s': path is only for backing \"file\"",
+			     unnamed(m->name));
 }
 
 static void verify_mr(struct parser *p, const struct conf_profile *pr,
@@ -141,31 +162,33 @@ static void verify_mr(struct parser *p, const struct conf_profile *pr,
 	if (m && m->size &&
 	    (r->offset >= m->size || r->length > m->size - r->offset))
 		parser_error(p, r->loc,
-			  "mr '%s': offset %" PRIu64 " + length %" PRIu64
-			  " is outside memory '%s' (%" PRIu64 " bytes)",
-			  r->name, r->offset, r->length, m->name, m->size);
+			     "mr '%s': offset %" PRIu64 " + length %" PRIu64
+			     " is outside memory '%s' (%" PRIu64 " bytes)",
+			     unnamed(r->name), r->offset, r->length,
+			     unnamed(m->name), m->size);
 	if ((r->access &
 	     (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 	    !(r->access & IBV_ACCESS_LOCAL_WRITE))
 		parser_error(p, r->loc,
-			  "mr '%s': remote_write and remote_atomic need "
-			  "local_write",
-			  r->name);
+			     "mr '%s': remote_write and remote_atomic need "
+			     "local_write",
+			     unnamed(r->name));
 }
 
 static void verify_srq(struct parser *p, const struct conf_srq *q)
 {
 	if (q->type == SRQK_XRC && (!q->xrcd || !q->cq))
-		parser_error(p, q->loc, "srq '%s': an XRC SRQ needs xrcd and cq",
-			  q->name);
+		parser_error(p, q->loc,
+			     "srq '%s': an XRC SRQ needs xrcd and cq",
+			     unnamed(q->name));
 	if (q->type == SRQK_BASIC && (q->xrcd || q->cq))
 		parser_error(p, q->loc,
-			  "srq '%s': xrcd and cq are for type \"xrc\" only",
-			  q->name);
+			     "srq '%s': xrcd and cq are for type \"xrc\" only",
+			     unnamed(q->name));
 	if (q->srq_limit > q->max_wr)
 		parser_error(p, q->loc,
-			  "srq '%s': srq_limit %u is above max_wr %u", q->name,
-			  q->srq_limit, q->max_wr);
+			     "srq '%s': srq_limit %u is above max_wr %u",
+			     unnamed(q->name), q->srq_limit, q->max_wr);
 }
 
 /* What each QP type takes: the rest is an error. */
@@ -176,37 +199,39 @@ static void verify_qp_shape(struct parser *p, const struct conf_qp *q)
 
 	if (!xrc_recv && !q->pd)
 		parser_error(p, q->loc, "qp '%s': missing required key 'pd'",
-			  q->name);
+			     unnamed(q->name));
 	if (!xrc_recv && !q->send_cq)
-		parser_error(p, q->loc, "qp '%s': missing required key 'send_cq'",
-			  q->name);
+		parser_error(p, q->loc,
+			     "qp '%s': missing required key 'send_cq'",
+			     unnamed(q->name));
 	if (!xrc_recv && !xrc_send && !q->recv_cq)
-		parser_error(p, q->loc, "qp '%s': missing required key 'recv_cq'",
-			  q->name);
+		parser_error(p, q->loc,
+			     "qp '%s': missing required key 'recv_cq'",
+			     unnamed(q->name));
 	if (xrc_recv && (q->send_cq || q->recv_cq || q->srq))
 		parser_error(p, q->loc,
-			  "qp '%s': an xrc_recv QP takes no send_cq, recv_cq "
-			  "or srq (its XRC SRQ receives)",
-			  q->name);
+			     "qp '%s': an xrc_recv QP takes no send_cq, "
+			     "recv_cq or srq (its XRC SRQ receives)",
+			     unnamed(q->name));
 	if (xrc_recv != (q->xrcd != NULL))
-		parser_error(p, q->loc,
-			  "qp '%s': xrcd is %s for type \"%s\"", q->name,
-			  xrc_recv ? "required" : "not allowed",
-			  qp_kind_name(q->type));
+		parser_error(p, q->loc, "qp '%s': xrcd is %s for type \"%s\"",
+			     unnamed(q->name),
+			     xrc_recv ? "required" : "not allowed",
+			     qp_kind_name(q->type));
 	if (xrc_send && (q->recv_cq || q->srq))
 		parser_error(p, q->loc,
-			  "qp '%s': an xrc_send QP takes no recv_cq or srq",
-			  q->name);
+			     "qp '%s': an xrc_send QP takes no recv_cq or srq",
+			     unnamed(q->name));
 	if (q->type == QPK_UD && (q->access & ~IBV_ACCESS_LOCAL_WRITE))
 		parser_error(p, q->loc,
-			  "qp '%s': a UD QP takes no remote access flags",
-			  q->name);
+			     "qp '%s': a UD QP takes no remote access flags",
+			     unnamed(q->name));
 	if (q->type == QPK_UC &&
 	    (q->access & (IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)))
 		parser_error(p, q->loc,
-			  "qp '%s': a UC QP allows remote_write only (no "
-			  "remote_read or remote_atomic)",
-			  q->name);
+			     "qp '%s': a UC QP allows remote_write only (no "
+			     "remote_read or remote_atomic)",
+			     unnamed(q->name));
 }
 
 static bool connected_type(enum qp_kind k)
@@ -225,69 +250,70 @@ static void verify_qp_remote(struct parser *p, const struct conf_profile *pr,
 
 	if (q->peer && q->has_path)
 		parser_error(p, q->loc, "qp '%s': give peer or path, not both",
-			  q->name);
+			     unnamed(q->name));
 	if (!beyond_init && (q->peer || q->has_path))
 		parser_error(p, q->loc,
-			  "qp '%s': peer and path are for state \"rtr\" or "
-			  "\"rts\", not \"%s\"",
-			  q->name, qp_target_state_name(q->state));
+			     "qp '%s': peer and path are for state \"rtr\" or "
+			     "\"rts\", not \"%s\"",
+			     unnamed(q->name), qp_target_state_name(q->state));
 	if (beyond_init && connected_type(q->type) && !q->peer &&
 	    !(q->has_path && q->path.dqpn >= 0))
 		parser_error(p, q->loc,
-			  "qp '%s': state \"%s\" needs the remote end: peer = "
-			  "\"QP\", or a path with dqpn",
-			  q->name, qp_target_state_name(q->state));
+			     "qp '%s': state \"%s\" needs the remote end: "
+			     "peer = \"QP\", or a path with dqpn",
+			     unnamed(q->name), qp_target_state_name(q->state));
 	if (q->has_path && mtu >= 0 && mtu != 256 && mtu != 512 &&
 	    mtu != 1024 && mtu != 2048 && mtu != 4096)
 		parser_error(p, q->loc,
-			  "qp '%s': path mtu %" PRId64
-			  " is not one of 256, 512, 1024, 2048, 4096",
-			  q->name, mtu);
+			     "qp '%s': path mtu %" PRId64
+			     " is not one of 256, 512, 1024, 2048, 4096",
+			     unnamed(q->name), mtu);
 	if (!peer)
 		return;
 	if (peer == q) {
 		parser_error(p, q->loc, "qp '%s': a QP cannot be its own peer",
-			  q->name);
+			     unnamed(q->name));
 		return;
 	}
 	if (!(q->type == QPK_RC || q->type == QPK_UC) ||
 	    peer->type != q->type)
 		parser_error(p, q->loc,
-			  "qp '%s': peer '%s' must be of the same type, rc or "
-			  "uc (here %s and %s)",
-			  q->name, peer->name, qp_kind_name(q->type),
-			  qp_kind_name(peer->type));
+			     "qp '%s': peer '%s' must be of the same type, "
+			     "rc or uc (here %s and %s)",
+			     unnamed(q->name), peer->name,
+			     qp_kind_name(q->type), qp_kind_name(peer->type));
 	/* A loopback pair: each names the other. */
-	if (!peer->peer || !streq(peer->peer, q->name))
+	if (!q->name || !peer->peer || !streq(peer->peer, q->name))
 		parser_error(p, q->loc,
-			  "qp '%s': its peer '%s' must name '%s' as peer too",
-			  q->name, peer->name, q->name);
+			     "qp '%s': its peer '%s' must name '%s' as peer "
+			     "too",
+			     unnamed(q->name), peer->name, unnamed(q->name));
 }
 
 static void verify_device(struct parser *p, const struct conf_device *d)
 {
 	if (!d->ibdev && !d->guid && !d->netdev && !d->pci && !d->driver)
 		parser_error(p, d->loc,
-			  "device '%s': match needs at least one of ibdev, "
-			  "guid, netdev, pci, driver",
-			  d->name ? d->name : "?");
+			     "device '%s': match needs at least one of ibdev, "
+			     "guid, netdev, pci, driver",
+			     unnamed(d->name));
 	if (d->gid_index >= 0 &&
 	    (d->gid_type != GIDK_ANY || d->gid_family != GIDF_ANY))
 		parser_error(p, d->loc,
-			  "device '%s': gid takes index, or type and family, "
-			  "not both",
-			  d->name ? d->name : "?");
+			     "device '%s': gid takes index, or type and "
+			     "family, not both",
+			     unnamed(d->name));
 }
 
 static void verify_profile(struct parser *p, struct conf_profile *pr)
 {
 	for (int k = 0; k < OBJ_KIND_MAX; k++)
-		check_names(p, conf_kind_names[k], pr->objs[k], pr->n_objs[k],
-			    conf_kinds[k].size);
+		index_names(p, conf_kind_names[k], pr->objs[k], pr->n_objs[k],
+			    conf_kinds[k].size, &pr->names[k]);
 	if (pr->device && !config_device(p->c, pr->device))
 		parser_error(p, pr->loc,
-			  "profile '%s': device '%s' is not declared",
-			  pr->name ? pr->name : "?", pr->device);
+			     "profile '%s': device '%s' is not declared",
+			     unnamed(pr->name), pr->device);
 	check_references(p, pr);
 
 	for (size_t i = 0; i < pr->n_objs[OBJ_MEMORY]; i++)
@@ -304,9 +330,10 @@ static void verify_profile(struct parser *p, struct conf_profile *pr)
 		verify_qp_remote(p, pr, q);
 		if (srq && srq->type != SRQK_BASIC)
 			parser_error(p, q->loc,
-				  "qp '%s': srq '%s' is an XRC SRQ; a %s QP "
-				  "takes a basic one",
-				  q->name, srq->name, qp_kind_name(q->type));
+				     "qp '%s': srq '%s' is an XRC SRQ; a %s QP "
+				     "takes a basic one",
+				     unnamed(q->name), srq->name,
+				     qp_kind_name(q->type));
 	}
 }
 
@@ -314,9 +341,10 @@ void parser_verify(struct parser *p)
 {
 	struct config *c = p->c;
 
-	check_names(p, "device", c->devices, c->n_devices, sizeof(*c->devices));
-	check_names(p, "profile", c->profiles, c->n_profiles,
-		    sizeof(*c->profiles));
+	index_names(p, "device", c->devices, c->n_devices, sizeof(*c->devices),
+		    &c->device_names);
+	index_names(p, "profile", c->profiles, c->n_profiles,
+		    sizeof(*c->profiles), &c->profile_names);
 	for (size_t i = 0; i < c->n_devices; i++)
 		verify_device(p, &c->devices[i]);
 	for (size_t i = 0; i < c->n_profiles; i++)
