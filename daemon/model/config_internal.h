@@ -88,7 +88,7 @@ struct parser {
 	struct config *c;
 	int oom;
 	const char *file; /* interned name of the file being parsed */
-	const char *text; /* its text, for raw literals */
+	struct source *src; /* its text by line, for raw literals */
 	char label[96];	  /* "mr 'ring'": the object being parsed */
 };
 

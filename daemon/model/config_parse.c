@@ -274,20 +274,62 @@ static void name_choices(const struct enum_name *t, char *buf, size_t len)
 				off ? ", " : "", t->name);
 }
 
-/* The text of line n (1-based) of the file being parsed, or NULL. */
-static const char *source_line(const struct parser *p, int n)
-{
-	const char *t = p->text;
+/* The text of the file being parsed, by line. */
+struct source {
+	const char **line; /* line[i]: where line i + 1 starts */
+	bool *wide; /* line i + 1 has an integer literal beyond 32 bits */
+	size_t n_lines;
+};
 
-	if (!t || n < 1)
-		return NULL;
-	while (--n > 0) {
-		t = strchr(t, '\n');
-		if (!t)
-			return NULL;
-		t++;
+/* The integer literal after the '=' or ':' at op: its start, or NULL when
+ * there is none; *raw, *end and *erange as strtoll() left them. */
+static const char *read_literal(const char *op, long long *raw, char **end,
+				bool *erange)
+{
+	const char *v = op + 1 + strspn(op + 1, " \t");
+
+	errno = 0;
+	*raw = strtoll(v, end, 0);
+	*erange = errno == ERANGE;
+	return *end == v ? NULL : v;
+}
+
+/*
+ * Where each line of text starts, and which lines have a literal after
+ * '=' or ':' that does not fit in 32 bits: only there can libconfig have
+ * cut a value (int_literal_ok()), so only there is a line read again.
+ * One pass, however many literals the file has.
+ */
+static int source_index(struct source *src, const char *text)
+{
+	size_t n = 1, i = 0;
+
+	for (const char *t = text; (t = strchr(t, '\n')); t++)
+		n++;
+	src->line = malloc(n * sizeof(*src->line));
+	src->wide = calloc(n, sizeof(*src->wide));
+	if (!src->line || !src->wide)
+		return -ENOMEM;
+	src->n_lines = n;
+	src->line[0] = text;
+	for (const char *t = text; *(t += strcspn(t, "\n=:")); t++) {
+		long long raw;
+		bool erange;
+		char *end;
+
+		if (*t == '\n')
+			src->line[++i] = t + 1;
+		else if (read_literal(t, &raw, &end, &erange) &&
+			 (erange || raw != (int32_t)raw))
+			src->wide[i] = true;
 	}
-	return t;
+	return 0;
+}
+
+static void source_free(struct source *src)
+{
+	free(src->line);
+	free(src->wide);
 }
 
 /*
@@ -299,18 +341,26 @@ static bool int_literal_ok(struct parser *p, const config_setting_t *s)
 {
 	const char *name = config_setting_name(s);
 	long long value = config_setting_get_int64(s);
+	int n = config_setting_source_line(s);
 	const char *line, *at, *eol, *cut = NULL;
+	struct source *src = p->src;
+	size_t len;
 	int cut_len = 0;
 
-	if (config_setting_type(s) != CONFIG_TYPE_INT || !name)
+	if (config_setting_type(s) != CONFIG_TYPE_INT || !name || !*name)
 		return true;
-	line = source_line(p, config_setting_source_line(s));
-	eol = line ? strchrnul(line, '\n') : NULL;
+	if (!src || n < 1 || (size_t)n > src->n_lines || !src->wide[n - 1])
+		return true;
+	line = src->line[n - 1];
+	eol = strchrnul(line, '\n');
+	len = strlen(name);
 	/* The same key may stand several times on one line: the value is
 	 * fine if one of its literals is exactly it. */
-	for (at = line; at && (at = strstr(at, name)) && at < eol; at++) {
-		const char *v = at + strlen(name);
+	for (at = line; (at = memmem(at, (size_t)(eol - at), name, len));
+	     at++) {
+		const char *v = at + len;
 		long long raw;
+		bool erange;
 		char *end;
 
 		if (at > line && (isalnum((unsigned char)at[-1]) ||
@@ -319,14 +369,12 @@ static bool int_literal_ok(struct parser *p, const config_setting_t *s)
 		v += strspn(v, " \t");
 		if (*v != '=' && *v != ':')
 			continue;
-		v += 1 + strspn(v + 1, " \t");
-		errno = 0;
-		raw = strtoll(v, &end, 0);
-		if (end == v)
+		v = read_literal(v, &raw, &end, &erange);
+		if (!v)
 			continue;
-		if (errno != ERANGE && raw == value)
+		if (!erange && raw == value)
 			return true;
-		if (!cut && (errno == ERANGE || (int32_t)raw == value)) {
+		if (!cut && (erange || (int32_t)raw == value)) {
 			cut = v;
 			cut_len = (int)(end - v);
 		}
@@ -700,10 +748,16 @@ static void parse_root(struct parser *p, const config_setting_t *root,
 void parser_text(struct parser *p, const char *name, const char *text,
 		 bool main_file)
 {
+	struct source src = { 0 };
 	config_t cfg;
 
 	p->file = intern_file(p, name);
-	p->text = text;
+	if (source_index(&src, text) < 0) {
+		source_free(&src);
+		p->oom = 1;
+		return;
+	}
+	p->src = &src;
 	config_init(&cfg);
 	if (!config_read_string(&cfg, text))
 		parser_error(p, loc_at(p->file, config_error_line(&cfg)),
@@ -711,7 +765,8 @@ void parser_text(struct parser *p, const char *name, const char *text,
 	else
 		parse_root(p, config_root_setting(&cfg), main_file);
 	config_destroy(&cfg);
-	p->text = NULL;
+	p->src = NULL;
+	source_free(&src);
 }
 
 static int read_text(const char *path, char **out)
