@@ -18,6 +18,20 @@
 
 /* ---- errors and locations ---- */
 
+/*
+ * Room for element n of an array of n elements of size bytes, which grows
+ * only through here: its capacity is implicit, the next power of two, so
+ * that it doubles when n reaches one and n appends cost O(n) copies.
+ * Returns the array, moved or not, or NULL when out of memory (the array
+ * unchanged).
+ */
+static void *array_room(void *a, size_t n, size_t size)
+{
+	if (n & (n - 1))
+		return a; /* not a power of two: below the capacity */
+	return reallocarray(a, n ? 2 * n : 1, size);
+}
+
 static const char *intern_file(struct parser *p, const char *file)
 {
 	struct config *c = p->c;
@@ -28,7 +42,7 @@ static const char *intern_file(struct parser *p, const char *file)
 	for (size_t i = 0; i < c->n_files; i++)
 		if (streq(c->files[i], file))
 			return c->files[i];
-	n = realloc(c->files, (c->n_files + 1) * sizeof(*n));
+	n = array_room(c->files, c->n_files, sizeof(*n));
 	if (!n)
 		goto oom;
 	c->files = n;
@@ -71,7 +85,7 @@ static void add_errorv(struct parser *p, struct conf_loc loc,
 	if (!prefix)
 		msg = TAKE_PTR(body);
 	free(body);
-	n = msg ? realloc(c->errors, (c->n_errors + 1) * sizeof(*n)) : NULL;
+	n = msg ? array_room(c->errors, c->n_errors, sizeof(*n)) : NULL;
 	if (!n) {
 		free(msg);
 		p->oom = 1;
@@ -604,7 +618,7 @@ static void parse_field(struct parser *p, const struct field *f,
 
 static void *grow(struct parser *p, void **array, size_t *n, size_t size)
 {
-	char *a = realloc(*array, (*n + 1) * size);
+	char *a = array_room(*array, *n, size);
 
 	if (!a) {
 		p->oom = 1;
@@ -839,7 +853,7 @@ void parser_include(struct parser *p)
 		if (len < 6 || de->d_name[0] == '.' ||
 		    !streq(de->d_name + len - 5, ".conf"))
 			continue;
-		nn = realloc(names, (n + 1) * sizeof(*nn));
+		nn = array_room(names, n, sizeof(*nn));
 		if (!nn || asprintf(&nn[n], "%s/%s", dir, de->d_name) < 0) {
 			names = nn ? nn : names;
 			p->oom = 1;
