@@ -659,14 +659,21 @@ static void parse_objects(struct parser *p, const config_setting_t *pg,
 			    config_setting_is_list(list)))
 			continue;
 		n = config_setting_length(list);
+		if (!n)
+			continue;
+		/* A kind has one list per profile, whose length is known:
+		 * one allocation. */
+		prof->objs[k] = calloc((size_t)n, kt->size);
+		if (!prof->objs[k]) {
+			p->oom = 1;
+			return;
+		}
 		for (int i = 0; i < n; i++) {
 			const config_setting_t *g =
 				config_setting_get_elem(list, i);
-			void *elem = grow(p, &prof->objs[k], &prof->n_objs[k],
-					  kt->size);
+			void *elem = (char *)prof->objs[k] +
+				     prof->n_objs[k]++ * kt->size;
 
-			if (!elem)
-				return;
 			*(struct conf_loc *)elem = loc_of(p, g);
 			if (kt->defaults)
 				kt->defaults(elem);

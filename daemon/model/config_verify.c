@@ -43,8 +43,11 @@ static bool valid_name(const char *s)
 static void index_names(struct parser *p, const char *what, const void *arr,
 			size_t n, size_t size, struct conf_names **out)
 {
-	struct conf_names *ix = conf_names_new(n);
+	struct conf_names *ix;
 
+	if (!n)
+		return; /* nothing to find: no index (lookups scan nothing) */
+	ix = conf_names_new(n);
 	if (!ix) {
 		p->oom = 1;
 		return;
