@@ -5,6 +5,7 @@
  *   config_fields.c  the key tables, enum names, defaults
  *   config_parse.c   files and includes, libconfig -> structs, errors
  *   config_verify.c  names, references, shapes
+ *   config_index.c   name indexes and the lookups by name
  *   config_dump.c    config_json(), config_print()
  *   config.c         entry points, free, equality
  */
@@ -77,7 +78,7 @@ const char *conf_enum_name(const struct enum_name *t, int v);
 struct conf_names *conf_names_new(size_t cap);
 /* Index obj under its name: 0 (also for an object without a name), or
  * -EEXIST when the name is taken (*first: the object that has it, and
- * obj is not indexed), or -ENOMEM. */
+ * obj is not indexed), -ENOSPC past cap, or -ENOMEM. */
 int conf_names_add(struct conf_names *ix, const void *obj, const void **first);
 const void *conf_names_find(const struct conf_names *ix, const char *name);
 struct conf_names *conf_names_free(struct conf_names *ix);
@@ -88,7 +89,7 @@ struct parser {
 	struct config *c;
 	int oom;
 	const char *file; /* interned name of the file being parsed */
-	struct source *src; /* its text by line, for raw literals */
+	struct source *src; /* its lines, for raw literals (config_parse.c) */
 	char label[96];	  /* "mr 'ring'": the object being parsed */
 };
 
