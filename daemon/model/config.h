@@ -70,7 +70,8 @@ enum gid_family {
 
 /*
  * Every conf_<kind> of a profile object starts with loc and name, in that
- * order: generic code (lookups, the reload diff) relies on it.
+ * order, and so do conf_device and conf_profile: generic code (lookups,
+ * the reload diff) relies on it.
  */
 struct conf_memory {
 	struct conf_loc loc;
@@ -215,6 +216,9 @@ enum obj_kind {
 	OBJ_KIND_MAX,
 };
 
+/* A name index (config_index.c): use conf_obj_find() and friends. */
+struct conf_names;
+
 struct conf_profile {
 	struct conf_loc loc;
 	char *name;
@@ -222,6 +226,7 @@ struct conf_profile {
 	/* Objects by kind: arrays of struct conf_<kind>. */
 	void *objs[OBJ_KIND_MAX];
 	size_t n_objs[OBJ_KIND_MAX];
+	struct conf_names *names[OBJ_KIND_MAX]; /* by name, for lookups */
 	char **allow_users;
 	size_t n_allow_users;
 	char **allow_groups;
@@ -251,6 +256,9 @@ struct config {
 	size_t n_devices;
 	struct conf_profile *profiles;
 	size_t n_profiles;
+	/* By name, for lookups: built by config_load(). */
+	struct conf_names *device_names;
+	struct conf_names *profile_names;
 
 	char **files; /* interned file names for conf_loc */
 	size_t n_files;
@@ -274,8 +282,17 @@ static inline void config_freep(struct config **c)
 	config_free(*c);
 }
 
+/*
+ * Lookups by name, in constant time: the first device, profile or object
+ * of the kind with that name (names are unique in a config without
+ * errors), or NULL; NULL for a NULL name. The config must not change
+ * after config_load() (a config built by hand, without indexes, is
+ * searched in order).
+ */
 const struct conf_device *config_device(const struct config *c,
 					const char *name);
+const struct conf_profile *config_profile(const struct config *c,
+					  const char *name);
 
 /* Names of enum values, as in the configuration. */
 const char *mem_backing_name(enum mem_backing b);
@@ -289,6 +306,7 @@ size_t conf_obj_size(enum obj_kind k);
 /* Object i of kind k in profile p, and its name. */
 const void *conf_obj(const struct conf_profile *p, enum obj_kind k, size_t i);
 const char *conf_obj_name(const void *obj);
+/* Object of kind k named name in p: see config_device(). */
 const void *conf_obj_find(const struct conf_profile *p, enum obj_kind k,
 			  const char *name);
 /* Do two objects of kind k declare the same thing (ignoring where)? */

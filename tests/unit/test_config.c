@@ -363,9 +363,297 @@ static void test_include(void **state)
 	rmdir(dir);
 }
 
+/* A config with n objects of each of several kinds, one per line, in a
+ * string the caller frees. Line numbers: HEAD is line 1, the profile
+ * line 2, then each list opens on its own line and holds one object a
+ * line, so object i of list l (0-based) is on line 3 + l * (n + 2) + 1 + i. */
+enum { BIG_LISTS = 6 };
+
+static char *big_config(size_t n, const char *pd_ref_prefix)
+{
+	static const char *const heads[BIG_LISTS] = {
+		"pd", "memory", "cq", "srq", "mr", "qp",
+	};
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	assert_non_null(f);
+	fputs(HEAD "profiles = ( { name = \"p\"; device = \"d\";\n", f);
+	for (int l = 0; l < BIG_LISTS; l++) {
+		fprintf(f, "%s = (\n", heads[l]);
+		for (size_t i = 0; i < n; i++) {
+			const char *sep = i + 1 < n ? "," : "";
+
+			switch (l) {
+			case 0:
+				fprintf(f, "{ name = \"pd%zu\"; }%s\n", i, sep);
+				break;
+			case 1:
+				fprintf(f, "{ name = \"m%zu\"; size = 4096; }%s\n",
+					i, sep);
+				break;
+			case 2:
+				fprintf(f, "{ name = \"cq%zu\"; cqe = 16; }%s\n",
+					i, sep);
+				break;
+			case 3:
+				fprintf(f, "{ name = \"s%zu\"; pd = \"pd%zu\"; "
+					   "max_wr = 64; }%s\n",
+					i, i, sep);
+				break;
+			case 4:
+				fprintf(f, "{ name = \"mr%zu\"; pd = \"%s%zu\"; "
+					   "memory = \"m%zu\"; access = "
+					   "[\"local_write\"]; }%s\n",
+					i, pd_ref_prefix, i, i, sep);
+				break;
+			case 5:
+				fprintf(f, "{ name = \"q%zu\"; pd = \"pd%zu\"; "
+					   "type = \"rc\"; send_cq = \"cq%zu\"; "
+					   "recv_cq = \"cq%zu\"; srq = \"s%zu\"; "
+					   "state = \"rts\"; peer = \"q%zu\"; }%s\n",
+					i, i, i, (n - 1 - i), i, i ^ 1, sep);
+				break;
+			}
+		}
+		fputs(");\n", f);
+	}
+	fputs("} );\n", f);
+	assert_int_equal(fclose(f), 0);
+	return text;
+}
+
+static int big_line(size_t n, int list, size_t i)
+{
+	return 3 + list * (int)(n + 2) + 1 + (int)i;
+}
+
+/* Thousands of objects: no errors, and every one is found by name. */
+static void test_many_objects(void **state)
+{
+	static const enum obj_kind kinds[] = {
+		OBJ_PD, OBJ_MEMORY, OBJ_CQ, OBJ_SRQ, OBJ_MR, OBJ_QP,
+	};
+	const size_t n = 3000; /* even: each QP's peer is its neighbour */
+	char *text = big_config(n, "pd");
+	struct config *cfg = NULL;
+	const struct conf_profile *p;
+
+	(void)state;
+	assert_int_equal(config_load_string("big.conf", text, &cfg), 0);
+	if (cfg->n_errors)
+		config_print_errors(cfg, stderr);
+	assert_int_equal(cfg->n_errors, 0);
+	p = &cfg->profiles[0];
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		assert_int_equal(p->n_objs[kinds[k]], n);
+		for (size_t i = 0; i < n; i++) {
+			const void *o = conf_obj(p, kinds[k], i);
+
+			assert_ptr_equal(conf_obj_find(p, kinds[k],
+						       conf_obj_name(o)),
+					 o);
+			assert_int_equal(((const struct conf_loc *)o)->line,
+					 big_line(n, (int)k, i));
+		}
+	}
+	assert_null(conf_obj_find(p, OBJ_PD, "pd3000"));
+	assert_null(conf_obj_find(p, OBJ_PD, "cq0")); /* another kind's */
+	assert_null(conf_obj_find(p, OBJ_PD, NULL));
+	assert_ptr_equal(config_device(cfg, "d"), &cfg->devices[0]);
+	assert_null(config_device(cfg, "e"));
+	assert_null(config_device(cfg, NULL));
+	assert_ptr_equal(config_profile(cfg, "p"), p);
+	assert_null(config_profile(cfg, "q"));
+	assert_null(config_profile(cfg, NULL));
+	config_free(cfg);
+	free(text);
+}
+
+static bool has_error(const struct config *cfg, const char *file, int line,
+		      const char *msg)
+{
+	for (size_t i = 0; i < cfg->n_errors; i++)
+		if (!strcmp(cfg->errors[i].loc.file, file) &&
+		    cfg->errors[i].loc.line == line &&
+		    !strcmp(cfg->errors[i].msg, msg))
+			return true;
+	config_print_errors(cfg, stderr);
+	fail_msg("no error '%s:%d: %s'", file, line, msg);
+	return false;
+}
+
+/* Every MR names a PD that is not there: one error each, in line order,
+ * worded as for a single one. */
+static void test_many_dangling(void **state)
+{
+	const size_t n = 2000;
+	char *text = big_config(n, "nopd");
+	struct config *cfg = NULL;
+	char msg[128];
+
+	(void)state;
+	assert_int_equal(config_load_string("big.conf", text, &cfg), 0);
+	assert_int_equal(cfg->n_errors, n);
+	for (size_t i = 0; i < n; i++) {
+		snprintf(msg, sizeof(msg),
+			 "mr 'mr%zu': pd 'nopd%zu' is not declared in profile "
+			 "'p'",
+			 i, i);
+		assert_int_equal(cfg->errors[i].loc.line, big_line(n, 4, i));
+		assert_string_equal(cfg->errors[i].msg, msg);
+	}
+	config_free(cfg);
+	free(text);
+}
+
+/* Duplicates among many: each names the first, with its file:line. */
+static void test_many_duplicates(void **state)
+{
+	const size_t n = 2000;
+	char *text = NULL, msg[128];
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	struct config *cfg = NULL;
+
+	(void)state;
+	assert_non_null(f);
+	/* devices d0..d(n-1) on lines 2.., then d0 again and d7 twice. */
+	fputs("devices = (\n", f);
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "{ name = \"d%zu\"; match = { ibdev = \"x\"; }; },\n",
+			i);
+	fputs("{ name = \"d0\"; match = { ibdev = \"x\"; }; },\n", f);
+	fputs("{ name = \"d7\"; match = { ibdev = \"x\"; }; },\n", f);
+	fputs("{ name = \"d7\"; match = { ibdev = \"x\"; }; } );\n", f);
+	/* profile p with pds a0..a(n-1), a5 again, then profile p again. */
+	fputs("profiles = ( { name = \"p\"; device = \"d1\"; pd = (\n", f);
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "{ name = \"a%zu\"; },\n", i);
+	fputs("{ name = \"a5\"; } ); },\n", f);
+	fputs("{ name = \"p\"; device = \"d2\"; } );\n", f);
+	assert_int_equal(fclose(f), 0);
+
+	assert_int_equal(config_load_string("dup.conf", text, &cfg), 0);
+	assert_int_equal(cfg->n_errors, 5);
+	has_error(cfg, "dup.conf", (int)n + 2,
+		  "duplicate device 'd0' (first at dup.conf:2)");
+	has_error(cfg, "dup.conf", (int)n + 3,
+		  "duplicate device 'd7' (first at dup.conf:9)");
+	has_error(cfg, "dup.conf", (int)n + 4,
+		  "duplicate device 'd7' (first at dup.conf:9)");
+	snprintf(msg, sizeof(msg), "duplicate pd 'a5' (first at dup.conf:%d)",
+		 (int)n + 11);
+	has_error(cfg, "dup.conf", 2 * (int)n + 6, msg);
+	snprintf(msg, sizeof(msg),
+		 "duplicate profile 'p' (first at dup.conf:%d)", (int)n + 5);
+	has_error(cfg, "dup.conf", 2 * (int)n + 7, msg);
+	/* A name looked up finds the first of its duplicates. */
+	assert_ptr_equal(config_device(cfg, "d7"), &cfg->devices[7]);
+	assert_ptr_equal(config_profile(cfg, "p"), &cfg->profiles[0]);
+	assert_ptr_equal(conf_obj_find(&cfg->profiles[0], OBJ_PD, "a5"),
+			 conf_obj(&cfg->profiles[0], OBJ_PD, 5));
+	config_free(cfg);
+	free(text);
+}
+
+/* Objects without a name (an error of their own) are skipped by the
+ * duplicate check, and whatever names them or they name is safe. */
+static void test_no_names(void **state)
+{
+	static const char text[] =
+		"devices = ( { match = { ibdev = \"x\"; }; },\n"
+		" { match = { ibdev = \"y\"; }; },\n"
+		" { name = \"d\"; match = { ibdev = \"rxe0\"; }; } );\n"
+		"profiles = ( { name = \"p\"; device = \"d\";\n"
+		"pd = ( { }, { }, { name = \"a\"; } );\n"
+		"cq = ( { name = \"c\"; } );\n"
+		"mr = ( { pd = \"zz\"; memory = \"mm\"; } );\n"
+		"qp = ( { type = \"rc\"; pd = \"a\"; send_cq = \"c\"; recv_cq = "
+		"\"c\"; state = \"rts\"; peer = \"q\"; },\n"
+		" { name = \"q\"; type = \"rc\"; pd = \"a\"; send_cq = \"c\"; "
+		"recv_cq = \"c\"; state = \"rts\"; peer = \"r\"; },\n"
+		" { name = \"r\"; type = \"rc\"; pd = \"a\"; send_cq = \"c\"; "
+		"recv_cq = \"c\"; state = \"rts\"; peer = \"q\"; },\n"
+		" { type = \"uc\"; pd = \"a\"; send_cq = \"c\"; recv_cq = \"c\"; "
+		"state = \"rts\"; peer = \"q\"; } ); },\n"
+		" { device = \"d\"; }, { device = \"d\"; } );\n";
+	struct config *cfg = NULL;
+	const struct conf_profile *p;
+	struct conf_ref refs[CONF_MAX_REFS];
+
+	(void)state;
+	assert_int_equal(config_load_string("t.conf", text, &cfg), 0);
+	has_error(cfg, "t.conf", 1, "device: missing required key 'name'");
+	has_error(cfg, "t.conf", 2, "device: missing required key 'name'");
+	has_error(cfg, "t.conf", 5, "pd: missing required key 'name'");
+	has_error(cfg, "t.conf", 7,
+		  "mr '?': pd 'zz' is not declared in profile 'p'");
+	has_error(cfg, "t.conf", 7,
+		  "mr '?': memory 'mm' is not declared in profile 'p'");
+	has_error(cfg, "t.conf", 8,
+		  "qp '?': its peer 'q' must name '?' as peer too");
+	has_error(cfg, "t.conf", 11,
+		  "qp '?': its peer 'q' must name '?' as peer too");
+	has_error(cfg, "t.conf", 12, "profile: missing required key 'name'");
+	for (size_t i = 0; i < cfg->n_errors; i++)
+		assert_null(strstr(cfg->errors[i].msg, "duplicate"));
+	p = &cfg->profiles[0];
+	assert_null(conf_obj_find(p, OBJ_PD, NULL));
+	assert_ptr_equal(conf_obj_find(p, OBJ_PD, "a"), conf_obj(p, OBJ_PD, 2));
+	assert_null(conf_obj_name(conf_obj(p, OBJ_QP, 0)));
+	assert_int_equal(conf_obj_refs(OBJ_MR, conf_obj(p, OBJ_MR, 0), refs,
+				       CONF_MAX_REFS),
+			 2);
+	assert_null(config_profile(cfg, NULL));
+	assert_ptr_equal(config_device(cfg, "d"), &cfg->devices[2]);
+	config_free(cfg);
+}
+
+/* The 32-bit literal check still finds its line deep in a big file, on a
+ * line of its own and on a long line of many objects. */
+static void test_wide_literal_deep(void **state)
+{
+	const size_t n = 3000;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	struct config *cfg = NULL;
+
+	(void)state;
+	assert_non_null(f);
+	/* line 3: the list; object i on line 4 + i */
+	fputs(HEAD "profiles = ( { name = \"p\"; device = \"d\";\ncq = (\n",
+	      f);
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "{ name = \"c%zu\"; cqe = %s; },\n", i,
+			i == 2000 ? "4294967424" : "64");
+	/* line n + 4: every object on one line, the last one too wide
+	 * (and cut to 16, which no other literal of the line is) */
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "{ name = \"l%zu\"; cqe = %s; }%s", i,
+			i == n - 1 ? "0x100000010" : "64", i + 1 < n ? ", " : "");
+	fputs("\n); } );\n", f);
+	assert_int_equal(fclose(f), 0);
+
+	assert_int_equal(config_load_string("w.conf", text, &cfg), 0);
+	assert_int_equal(cfg->n_errors, 2);
+	has_error(cfg, "w.conf", 2004,
+		  "cq 'c2000': 'cqe' = 4294967424 does not fit in 32 bits, "
+		  "which libconfig keeps without a suffix: write 4294967424L "
+		  "(or a size string such as \"5G\")");
+	has_error(cfg, "w.conf", (int)n + 4,
+		  "cq 'l2999': 'cqe' = 0x100000010 does not fit in 32 bits, "
+		  "which libconfig keeps without a suffix: write 0x100000010L "
+		  "(or a size string such as \"5G\")");
+	config_free(cfg);
+	free(text);
+}
+
 int main(void)
 {
-	struct CMUnitTest tests[sizeof(bad_cases) / sizeof(bad_cases[0]) + 8];
+	struct CMUnitTest tests[sizeof(bad_cases) / sizeof(bad_cases[0]) + 13];
 	size_t n = 0;
 
 	for (size_t i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++)
@@ -381,5 +669,10 @@ int main(void)
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_missing_file);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_file_too_large);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_include);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_many_objects);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_many_dangling);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_many_duplicates);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_no_names);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_wide_literal_deep);
 	return _cmocka_run_group_tests("config", tests, n, NULL, NULL);
 }

@@ -1,0 +1,504 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The vocabulary of the configuration: each section is described by a
+ * table of fields (key, type, where it goes, range, check), and each
+ * object kind by its table, size and defaults. One generic walker
+ * (config_parse.c) applies a table to a libconfig group, so adding a key
+ * is one line here.
+ */
+#include <arpa/inet.h>
+#include <grp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <infiniband/verbs.h>
+
+#include "config_internal.h"
+#include "log.h"
+
+static const struct enum_name backing_names[] = {
+	{ "memfd", MEM_MEMFD },
+	{ "hugetlb", MEM_HUGETLB },
+	{ "file", MEM_FILE },
+	{ "anonymous", MEM_ANONYMOUS },
+	{ NULL, 0 },
+};
+
+static const struct enum_name qp_type_names[] = {
+	{ "rc", QPK_RC },
+	{ "uc", QPK_UC },
+	{ "ud", QPK_UD },
+	{ "raw_packet", QPK_RAW_PACKET },
+	{ "xrc_send", QPK_XRC_SEND },
+	{ "xrc_recv", QPK_XRC_RECV },
+	{ NULL, 0 },
+};
+
+static const struct enum_name qp_state_names[] = {
+	{ "reset", QPS_TARGET_RESET },
+	{ "init", QPS_TARGET_INIT },
+	{ "rtr", QPS_TARGET_RTR },
+	{ "rts", QPS_TARGET_RTS },
+	{ NULL, 0 },
+};
+
+static const struct enum_name srq_type_names[] = {
+	{ "basic", SRQK_BASIC },
+	{ "xrc", SRQK_XRC },
+	{ NULL, 0 },
+};
+
+static const struct enum_name gid_type_names[] = {
+	{ "ib", GIDK_IB },
+	{ "roce_v1", GIDK_ROCE_V1 },
+	{ "roce_v2", GIDK_ROCE_V2 },
+	{ NULL, 0 },
+};
+
+static const struct enum_name gid_family_names[] = {
+	{ "ipv4", GIDF_IPV4 },
+	{ "ipv6", GIDF_IPV6 },
+	{ NULL, 0 },
+};
+
+const struct enum_name conf_access_names[] = {
+	{ "local_write", IBV_ACCESS_LOCAL_WRITE },
+	{ "remote_write", IBV_ACCESS_REMOTE_WRITE },
+	{ "remote_read", IBV_ACCESS_REMOTE_READ },
+	{ "remote_atomic", IBV_ACCESS_REMOTE_ATOMIC },
+	{ "mw_bind", IBV_ACCESS_MW_BIND },
+	{ "relaxed_ordering", IBV_ACCESS_RELAXED_ORDERING },
+	{ NULL, 0 },
+};
+
+const char *const conf_kind_names[OBJ_KIND_MAX] = {
+	[OBJ_MEMORY] = "memory", [OBJ_XRCD] = "xrcd", [OBJ_PD] = "pd",
+	[OBJ_DM] = "dm",	 [OBJ_MR] = "mr",     [OBJ_MW] = "mw",
+	[OBJ_CQ] = "cq",	 [OBJ_SRQ] = "srq",   [OBJ_QP] = "qp",
+	[OBJ_AH] = "ah",
+};
+
+const char *conf_enum_name(const struct enum_name *t, int v)
+{
+	for (; t->name; t++)
+		if (t->value == v)
+			return t->name;
+	return "?";
+}
+
+const char *mem_backing_name(enum mem_backing b)
+{
+	return conf_enum_name(backing_names, b);
+}
+
+const char *qp_kind_name(enum qp_kind k)
+{
+	return conf_enum_name(qp_type_names, k);
+}
+
+const char *qp_target_state_name(enum qp_target_state s)
+{
+	return conf_enum_name(qp_state_names, s);
+}
+
+const char *srq_kind_name(enum srq_kind k)
+{
+	return conf_enum_name(srq_type_names, k);
+}
+
+const char *obj_kind_name(enum obj_kind k)
+{
+	return (unsigned int)k < OBJ_KIND_MAX ? conf_kind_names[k] : "?";
+}
+
+int obj_kind_from_name(const char *name)
+{
+	for (int k = 0; k < OBJ_KIND_MAX; k++)
+		if (streq(conf_kind_names[k], name))
+			return k;
+	return -EINVAL;
+}
+
+static const char *check_listen(const char *s)
+{
+	char host[INET6_ADDRSTRLEN + 2];
+	unsigned char addr[sizeof(struct in6_addr)];
+	const char *colon = strrchr(s, ':');
+	size_t len;
+	char *end;
+	long port;
+
+	if (!strncmp(s, "unix:", 5))
+		return s[5] == '/' ? NULL
+				   : "is not an absolute unix socket path";
+	if (!colon || colon == s)
+		goto bad;
+	len = (size_t)(colon - s);
+	if (s[0] == '[') {
+		if (colon[-1] != ']' || len < 3 || len - 2 >= sizeof(host))
+			goto bad;
+		memcpy(host, s + 1, len - 2);
+		host[len - 2] = '\0';
+		if (inet_pton(AF_INET6, host, addr) != 1)
+			goto bad;
+	} else {
+		if (len >= sizeof(host))
+			goto bad;
+		memcpy(host, s, len);
+		host[len] = '\0';
+		if (inet_pton(AF_INET, host, addr) != 1)
+			goto bad;
+	}
+	port = strtol(colon + 1, &end, 10);
+	if (!colon[1] || *end || port < 1 || port > 65535)
+		goto bad;
+	return NULL;
+bad:
+	return "is not IPV4:PORT, [IPV6]:PORT or unix:/PATH (numeric "
+	       "addresses only)";
+}
+
+/* A GID: IPv6 notation, or an IPv4 address (taken as IPv4-mapped). */
+int config_parse_gid(const char *s, uint8_t gid[16])
+{
+	struct in_addr a4;
+
+	if (inet_pton(AF_INET6, s, gid) == 1)
+		return 0;
+	if (inet_pton(AF_INET, s, &a4) != 1)
+		return -EINVAL;
+	memset(gid, 0, 10);
+	gid[10] = gid[11] = 0xff;
+	memcpy(gid + 12, &a4, 4);
+	return 0;
+}
+
+static const char *check_gid(const char *s)
+{
+	uint8_t gid[16];
+
+	return config_parse_gid(s, gid) ? "is not a GID (IPv6 notation, or "
+					  "IPv4 for an IPv4-mapped GID)"
+					: NULL;
+}
+
+static const char *check_abs_path(const char *s)
+{
+	return s[0] == '/' ? NULL : "is not an absolute path";
+}
+
+/* A group that exists now: a name, or a number. */
+static const char *check_group(const char *s)
+{
+	char *end;
+
+	if (getgrnam(s))
+		return NULL;
+	strtoul(s, &end, 10);
+	return *s && !*end ? NULL : "is not a known group (name or number)";
+}
+
+static const char *check_log_level(const char *s)
+{
+	return log_parse_level(s) < 0 ? "is not one of error, warning, "
+					 "notice, info, debug"
+				       : NULL;
+}
+
+#define FLD(st, k, t, m, ...)                                                  \
+	{ .key = k, .type = t, .offset = offsetof(struct st, m), __VA_ARGS__ }
+#define LIST(st, k, m, ...)                                                    \
+	{ .key = k, .type = F_STRLIST, .offset = offsetof(struct st, m),       \
+	  .count_offset = offsetof(struct st, n_##m), __VA_ARGS__ }
+
+static const struct field http_fields[] = {
+	LIST(conf_daemon, "listen", listen, .check = check_listen),
+	FLD(conf_daemon, "token_file", F_STRING, token_file),
+	END_OF_TABLE,
+};
+
+const struct field conf_daemon_fields[] = {
+	FLD(conf_daemon, "runtime_dir", F_STRING, runtime_dir),
+	FLD(conf_daemon, "control_socket", F_STRING, control_socket),
+	FLD(conf_daemon, "admin_group", F_STRING, admin_group,
+	    .check = check_group),
+	FLD(conf_daemon, "control_group", F_STRING, control_group,
+	    .check = check_group),
+	{ .key = "http", .type = F_GROUP, .sub = http_fields },
+	FLD(conf_daemon, "include", F_STRING, include),
+	FLD(conf_daemon, "log_level", F_STRING, log_level,
+	    .check = check_log_level),
+	END_OF_TABLE,
+};
+
+static const struct field match_fields[] = {
+	FLD(conf_device, "ibdev", F_STRING, ibdev),
+	FLD(conf_device, "guid", F_STRING, guid),
+	FLD(conf_device, "netdev", F_STRING, netdev),
+	FLD(conf_device, "pci", F_STRING, pci),
+	FLD(conf_device, "driver", F_STRING, driver),
+	END_OF_TABLE,
+};
+
+static const struct field gid_fields[] = {
+	FLD(conf_device, "index", F_INT, gid_index, .min = 0, .max = 65535),
+	FLD(conf_device, "type", F_ENUM, gid_type, .names = gid_type_names),
+	FLD(conf_device, "family", F_ENUM, gid_family,
+	    .names = gid_family_names),
+	END_OF_TABLE,
+};
+
+const struct field conf_device_fields[] = {
+	FLD(conf_device, "name", F_STRING, name, .required = true),
+	{ .key = "match", .type = F_GROUP, .sub = match_fields,
+	  .required = true },
+	FLD(conf_device, "port", F_INT, port, .min = 1, .max = 255),
+	{ .key = "gid", .type = F_GROUP, .sub = gid_fields },
+	END_OF_TABLE,
+};
+
+static const struct field memory_fields[] = {
+	FLD(conf_memory, "name", F_STRING, name, .required = true),
+	FLD(conf_memory, "size", F_SIZE, size, .required = true, .min = 1),
+	FLD(conf_memory, "backing", F_ENUM, backing, .names = backing_names),
+	FLD(conf_memory, "path", F_STRING, path, .check = check_abs_path),
+	END_OF_TABLE,
+};
+
+static const struct field xrcd_fields[] = {
+	FLD(conf_xrcd, "name", F_STRING, name, .required = true),
+	FLD(conf_xrcd, "file", F_STRING, file, .check = check_abs_path),
+	END_OF_TABLE,
+};
+
+static const struct field pd_fields[] = {
+	FLD(conf_pd, "name", F_STRING, name, .required = true),
+	END_OF_TABLE,
+};
+
+static const struct field dm_fields[] = {
+	FLD(conf_dm, "name", F_STRING, name, .required = true),
+	FLD(conf_dm, "size", F_SIZE, size, .required = true, .min = 1),
+	END_OF_TABLE,
+};
+
+static const struct field mr_fields[] = {
+	FLD(conf_mr, "name", F_STRING, name, .required = true),
+	FLD(conf_mr, "pd", F_STRING, pd, .required = true),
+	FLD(conf_mr, "memory", F_STRING, memory, .required = true),
+	FLD(conf_mr, "access", F_ACCESS, access, .names = conf_access_names),
+	FLD(conf_mr, "offset", F_SIZE, offset),
+	FLD(conf_mr, "length", F_SIZE, length),
+	FLD(conf_mr, "zero_based", F_BOOL, zero_based),
+	END_OF_TABLE,
+};
+
+static const struct field mw_fields[] = {
+	FLD(conf_mw, "name", F_STRING, name, .required = true),
+	FLD(conf_mw, "pd", F_STRING, pd, .required = true),
+	FLD(conf_mw, "type", F_INT, type, .min = 1, .max = 2),
+	END_OF_TABLE,
+};
+
+static const struct field cq_fields[] = {
+	FLD(conf_cq, "name", F_STRING, name, .required = true),
+	FLD(conf_cq, "cqe", F_INT, cqe, .min = 1, .max = 4194304),
+	FLD(conf_cq, "channel", F_BOOL, channel),
+	FLD(conf_cq, "comp_vector", F_INT, comp_vector, .min = 0,
+	    .max = 1023),
+	END_OF_TABLE,
+};
+
+static const struct field srq_fields[] = {
+	FLD(conf_srq, "name", F_STRING, name, .required = true),
+	FLD(conf_srq, "pd", F_STRING, pd, .required = true),
+	FLD(conf_srq, "type", F_ENUM, type, .names = srq_type_names),
+	FLD(conf_srq, "max_wr", F_UINT32, max_wr, .min = 1, .max = 1 << 24),
+	FLD(conf_srq, "max_sge", F_UINT32, max_sge, .min = 1, .max = 1024),
+	FLD(conf_srq, "srq_limit", F_UINT32, srq_limit, .min = 0,
+	    .max = 1 << 24),
+	FLD(conf_srq, "xrcd", F_STRING, xrcd),
+	FLD(conf_srq, "cq", F_STRING, cq),
+	END_OF_TABLE,
+};
+
+#define CAP(k, m) FLD(conf_qp, k, F_UINT32, cap.m, .min = 0, .max = 1 << 20)
+static const struct field qp_cap_fields[] = {
+	CAP("max_send_wr", max_send_wr),
+	CAP("max_recv_wr", max_recv_wr),
+	CAP("max_send_sge", max_send_sge),
+	CAP("max_recv_sge", max_recv_sge),
+	CAP("max_inline_data", max_inline_data),
+	END_OF_TABLE,
+};
+
+/* The keys of struct qp_path (qpstate.h), with their ranges. */
+#define PATH(k, lo, hi)                                                        \
+	FLD(conf_qp, #k, F_INT64, path.k, .min = (lo), .max = (hi))
+static const struct field qp_path_fields[] = {
+	FLD(conf_qp, "dgid", F_STRING, path.dgid, .check = check_gid),
+	PATH(port_num, 1, 255),
+	PATH(pkey_index, 0, 65535),
+	PATH(qkey, 0, UINT32_MAX),
+	PATH(dqpn, 0, (1 << 24) - 1),
+	PATH(rq_psn, 0, (1 << 24) - 1),
+	PATH(sq_psn, 0, (1 << 24) - 1),
+	PATH(mtu, 256, 4096),
+	PATH(max_dest_rd_atomic, 0, 255),
+	PATH(min_rnr_timer, 0, 31),
+	PATH(dlid, 0, 65535),
+	PATH(sl, 0, 15),
+	PATH(src_path_bits, 0, 127),
+	PATH(static_rate, 0, 255),
+	PATH(sgid_index, 0, 255),
+	PATH(hop_limit, 0, 255),
+	PATH(traffic_class, 0, 255),
+	PATH(flow_label, 0, (1 << 20) - 1),
+	PATH(timeout, 0, 31),
+	PATH(retry_cnt, 0, 7),
+	PATH(rnr_retry, 0, 7),
+	PATH(max_rd_atomic, 0, 255),
+	END_OF_TABLE,
+};
+
+static const struct field qp_fields[] = {
+	FLD(conf_qp, "name", F_STRING, name, .required = true),
+	FLD(conf_qp, "pd", F_STRING, pd),
+	FLD(conf_qp, "type", F_ENUM, type, .names = qp_type_names,
+	    .required = true),
+	FLD(conf_qp, "send_cq", F_STRING, send_cq),
+	FLD(conf_qp, "recv_cq", F_STRING, recv_cq),
+	FLD(conf_qp, "srq", F_STRING, srq),
+	FLD(conf_qp, "xrcd", F_STRING, xrcd),
+	{ .key = "cap", .type = F_GROUP, .sub = qp_cap_fields },
+	FLD(conf_qp, "sq_sig_all", F_BOOL, sq_sig_all),
+	FLD(conf_qp, "state", F_ENUM, state, .names = qp_state_names),
+	FLD(conf_qp, "access", F_ACCESS, access, .names = conf_access_names),
+	FLD(conf_qp, "pkey_index", F_UINT16, pkey_index, .min = 0,
+	    .max = 65535),
+	FLD(conf_qp, "qkey", F_UINT32, qkey, .min = 0, .max = UINT32_MAX),
+	FLD(conf_qp, "peer", F_STRING, peer),
+	{ .key = "path", .type = F_GROUP, .sub = qp_path_fields,
+	  .offset = offsetof(struct conf_qp, has_path), .set_flag = true },
+	END_OF_TABLE,
+};
+
+static const struct field ah_fields[] = {
+	FLD(conf_ah, "name", F_STRING, name, .required = true),
+	FLD(conf_ah, "pd", F_STRING, pd, .required = true),
+	FLD(conf_ah, "dgid", F_STRING, dgid, .required = true,
+	    .check = check_gid),
+	FLD(conf_ah, "sgid_index", F_INT, sgid_index, .min = 0, .max = 255),
+	FLD(conf_ah, "hop_limit", F_INT, hop_limit, .min = 0, .max = 255),
+	FLD(conf_ah, "traffic_class", F_INT, traffic_class, .min = 0,
+	    .max = 255),
+	FLD(conf_ah, "sl", F_INT, sl, .min = 0, .max = 15),
+	FLD(conf_ah, "dlid", F_INT, dlid, .min = 0, .max = 65535),
+	END_OF_TABLE,
+};
+
+static const struct field allow_fields[] = {
+	LIST(conf_profile, "users", allow_users),
+	LIST(conf_profile, "groups", allow_groups),
+	{ .key = "uids", .type = F_INT64LIST,
+	  .offset = offsetof(struct conf_profile, allow_uids),
+	  .count_offset = offsetof(struct conf_profile, n_allow_uids),
+	  .min = 0, .max = UINT32_MAX - 1 },
+	END_OF_TABLE,
+};
+
+/* Object lists inside a profile: parsed by parse_objects(). */
+const struct field conf_profile_fields[] = {
+	FLD(conf_profile, "name", F_STRING, name, .required = true),
+	FLD(conf_profile, "device", F_STRING, device, .required = true),
+	{ .key = "allow", .type = F_GROUP, .sub = allow_fields },
+	/* The object lists: parse_objects() reads them. */
+	{ .key = "memory", .type = F_IGNORE },
+	{ .key = "xrcd", .type = F_IGNORE },
+	{ .key = "pd", .type = F_IGNORE },
+	{ .key = "dm", .type = F_IGNORE },
+	{ .key = "mr", .type = F_IGNORE },
+	{ .key = "mw", .type = F_IGNORE },
+	{ .key = "cq", .type = F_IGNORE },
+	{ .key = "srq", .type = F_IGNORE },
+	{ .key = "qp", .type = F_IGNORE },
+	{ .key = "ah", .type = F_IGNORE },
+	END_OF_TABLE,
+};
+
+static void qp_defaults(void *elem)
+{
+	struct conf_qp *q = elem;
+
+	q->cap = (struct conf_qp_cap){ .max_send_wr = 16, .max_recv_wr = 16,
+				       .max_send_sge = 1, .max_recv_sge = 1 };
+	q->state = QPS_TARGET_INIT;
+	q->qkey = 0x11111111;
+	/* -1: not given (qp_path_init's default or the device's). */
+	memset(&q->path.port_num, 0xff,
+	       sizeof(q->path) - offsetof(struct conf_path, port_num));
+}
+
+static void cq_defaults(void *elem)
+{
+	struct conf_cq *q = elem;
+
+	q->cqe = 256;
+}
+
+static void mr_defaults(void *elem)
+{
+	struct conf_mr *m = elem;
+
+	m->access = IBV_ACCESS_LOCAL_WRITE;
+}
+
+static void mw_defaults(void *elem)
+{
+	struct conf_mw *m = elem;
+
+	m->type = 1;
+}
+
+static void srq_defaults(void *elem)
+{
+	struct conf_srq *q = elem;
+
+	q->max_wr = 256;
+	q->max_sge = 1;
+}
+
+static void ah_defaults(void *elem)
+{
+	struct conf_ah *a = elem;
+
+	a->sgid_index = -1;
+	a->hop_limit = 64;
+}
+
+#define KIND(k, st, def)                                                       \
+	[k] = { .fields = st##_fields, .size = sizeof(struct conf_##st),        \
+		.defaults = def }
+
+const struct kind_table conf_kinds[OBJ_KIND_MAX] = {
+	KIND(OBJ_MEMORY, memory, NULL), KIND(OBJ_XRCD, xrcd, NULL),
+	KIND(OBJ_PD, pd, NULL),		KIND(OBJ_DM, dm, NULL),
+	KIND(OBJ_MR, mr, mr_defaults),	KIND(OBJ_MW, mw, mw_defaults),
+	KIND(OBJ_CQ, cq, cq_defaults),	KIND(OBJ_SRQ, srq, srq_defaults),
+	KIND(OBJ_QP, qp, qp_defaults),	KIND(OBJ_AH, ah, ah_defaults),
+};
+
+size_t conf_obj_size(enum obj_kind k)
+{
+	return conf_kinds[k].size;
+}
+
+const void *conf_obj(const struct conf_profile *p, enum obj_kind k, size_t i)
+{
+	return (const char *)p->objs[k] + i * conf_kinds[k].size;
+}
+
+const char *conf_obj_name(const void *obj)
+{
+	return *(char *const *)((const char *)obj + sizeof(struct conf_loc));
+}
+

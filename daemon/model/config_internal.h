@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the pieces of the configuration model share, and nothing outside
+ * daemon/model/config*.c may use:
+ *   config_fields.c  the key tables, enum names, defaults
+ *   config_parse.c   files and includes, libconfig -> structs, errors
+ *   config_verify.c  names, references, shapes
+ *   config_index.c   name indexes and the lookups by name
+ *   config_dump.c    config_json(), config_print()
+ *   config.c         entry points, free, equality
+ */
+#ifndef RDMAD_CONFIG_INTERNAL_H
+#define RDMAD_CONFIG_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "util.h"
+
+enum field_type {
+	F_STRING,
+	F_INT,	  /* int, with min/max */
+	F_UINT32, /* uint32_t, with min/max */
+	F_UINT16,
+	F_SIZE,	  /* uint64_t, "64M" or integer */
+	F_BOOL,
+	F_ENUM,	  /* int, from names */
+	F_ACCESS, /* unsigned int IBV_ACCESS_* from a list of names */
+	F_STRLIST,
+	F_INT64LIST, /* int64_t array with a count, with min/max */
+	F_INT64,  /* int64_t, with min/max */
+	F_GROUP,  /* nested table, same struct; offset: a bool set when
+		     present, if set_flag */
+	F_IGNORE, /* a known key handled elsewhere */
+};
+
+struct enum_name {
+	const char *name;
+	int value;
+};
+
+struct field {
+	const char *key;
+	enum field_type type;
+	size_t offset;
+	size_t count_offset; /* F_STRLIST: where the count goes */
+	bool required;
+	int64_t min, max;
+	const struct enum_name *names; /* F_ENUM, F_ACCESS */
+	const struct field *sub;       /* F_GROUP */
+	bool set_flag;		       /* F_GROUP: set the bool at offset */
+	/* F_STRING, F_STRLIST: NULL when the value is fine, else why not. */
+	const char *(*check)(const char *value);
+};
+
+#define END_OF_TABLE { .key = NULL }
+
+struct kind_table {
+	const struct field *fields;
+	size_t size;
+	void (*defaults)(void *elem);
+};
+
+/* config_fields.c */
+extern const struct enum_name conf_access_names[];
+extern const char *const conf_kind_names[OBJ_KIND_MAX];
+extern const struct kind_table conf_kinds[OBJ_KIND_MAX];
+extern const struct field conf_daemon_fields[];
+extern const struct field conf_device_fields[];
+extern const struct field conf_profile_fields[];
+/* The name of value v in t, or "?". */
+const char *conf_enum_name(const struct enum_name *t, int v);
+
+/* config_index.c: a name index over up to cap objects that begin with
+ * loc and name. */
+struct conf_names *conf_names_new(size_t cap);
+/* Index obj under its name: 0 (also for an object without a name), or
+ * -EEXIST when the name is taken (*first: the object that has it, and
+ * obj is not indexed), -ENOSPC past cap, or -ENOMEM. */
+int conf_names_add(struct conf_names *ix, const void *obj, const void **first);
+const void *conf_names_find(const struct conf_names *ix, const char *name);
+struct conf_names *conf_names_free(struct conf_names *ix);
+
+/* The state of one load: the config being built, and the file being
+ * parsed. */
+struct parser {
+	struct config *c;
+	int oom;
+	const char *file; /* interned name of the file being parsed */
+	struct source *src; /* its lines, for raw literals (config_parse.c) */
+	char label[96];	  /* "mr 'ring'": the object being parsed */
+};
+
+/* config_parse.c */
+void parser_error(struct parser *p, struct conf_loc loc, const char *fmt, ...)
+	_printf_(3, 4);
+/* Parse one file's text; name is what locations say. */
+void parser_text(struct parser *p, const char *name, const char *text,
+		 bool main_file);
+void parser_file(struct parser *p, const char *path, bool main_file);
+/* Every *.conf of daemon.include, in name order. */
+void parser_include(struct parser *p);
+
+/* config_verify.c: what a single key cannot check. */
+void parser_verify(struct parser *p);
+
+#endif

@@ -1,0 +1,356 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The verify pass: what a single key cannot check. Names are valid and
+ * unique, references name declared objects, and each object's keys fit
+ * together (a QP's type and its CQs, an MR inside its memory).
+ */
+#include <inttypes.h>
+#include <string.h>
+#include <infiniband/verbs.h>
+
+#include "config_internal.h"
+
+#define NAME_MAX_LEN 64
+#define SIZE_LIMIT (1ULL << 50) /* 1 PiB: anything above is a typo */
+
+/* A name for messages: an object without one (an error of its own) is
+ * '?'. */
+static const char *unnamed(const char *name)
+{
+	return name ? name : "?";
+}
+
+static bool valid_name(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > NAME_MAX_LEN)
+		return false;
+	for (; *s; s++)
+		if (!(('a' <= *s && *s <= 'z') || ('A' <= *s && *s <= 'Z') ||
+		      ('0' <= *s && *s <= '9') || *s == '_' || *s == '-' ||
+		      *s == '.'))
+			return false;
+	return true;
+}
+
+/*
+ * Index the names of the n objects of arr (each size bytes, beginning
+ * with loc and name) into *out, and report the invalid ones and every
+ * duplicate, which names the first object of its name. The index keeps
+ * that first one: what a lookup finds.
+ */
+static void index_names(struct parser *p, const char *what, const void *arr,
+			size_t n, size_t size, struct conf_names **out)
+{
+	struct conf_names *ix;
+
+	if (!n)
+		return; /* nothing to find: no index (lookups scan nothing) */
+	ix = conf_names_new(n);
+	if (!ix) {
+		p->oom = 1;
+		return;
+	}
+	*out = ix;
+	for (size_t i = 0; i < n; i++) {
+		const void *o = (const char *)arr + i * size;
+		const struct conf_loc *loc = o, *first;
+		const char *name = conf_obj_name(o);
+		const void *prev;
+		int r;
+
+		if (!name)
+			continue;
+		if (!valid_name(name))
+			parser_error(p, *loc,
+				     "%s name '%s' is invalid (1-64 of A-Z "
+				     "a-z 0-9 _ - .)",
+				     what, name);
+		r = conf_names_add(ix, o, &prev);
+		if (r == -EEXIST) {
+			first = prev;
+			parser_error(p, *loc,
+				     "duplicate %s '%s' (first at %s:%d)", what,
+				     name, first->file, first->line);
+		} else if (r < 0) {
+			p->oom = 1;
+			return;
+		}
+	}
+}
+
+/* Which key of which kind names an object of which kind. */
+struct reference {
+	enum obj_kind kind;
+	const char *key;
+	size_t offset; /* char * in struct conf_<kind> */
+	enum obj_kind target;
+};
+
+#define REF(k, st, key_, tgt)                                                  \
+	{ k, #key_, offsetof(struct conf_##st, key_), tgt }
+
+static const struct reference references[] = {
+	REF(OBJ_MR, mr, pd, OBJ_PD),	   REF(OBJ_MR, mr, memory, OBJ_MEMORY),
+	REF(OBJ_MW, mw, pd, OBJ_PD),	   REF(OBJ_SRQ, srq, pd, OBJ_PD),
+	REF(OBJ_SRQ, srq, xrcd, OBJ_XRCD), REF(OBJ_SRQ, srq, cq, OBJ_CQ),
+	REF(OBJ_QP, qp, pd, OBJ_PD),	   REF(OBJ_QP, qp, send_cq, OBJ_CQ),
+	REF(OBJ_QP, qp, recv_cq, OBJ_CQ),  REF(OBJ_QP, qp, srq, OBJ_SRQ),
+	REF(OBJ_QP, qp, xrcd, OBJ_XRCD),   REF(OBJ_QP, qp, peer, OBJ_QP),
+	REF(OBJ_AH, ah, pd, OBJ_PD),
+};
+
+size_t conf_obj_refs(enum obj_kind k, const void *obj, struct conf_ref *out,
+		     size_t max)
+{
+	size_t n = 0;
+
+	for (size_t r = 0; r < ARRAY_SIZE(references) && n < max; r++) {
+		const char *name;
+
+		if (references[r].kind != k)
+			continue;
+		name = *(char *const *)((const char *)obj + references[r].offset);
+		if (name)
+			out[n++] = (struct conf_ref){ references[r].target,
+						      name };
+	}
+	return n;
+}
+
+static void check_references(struct parser *p, const struct conf_profile *pr)
+{
+	for (size_t r = 0; r < ARRAY_SIZE(references); r++) {
+		const struct reference *ref = &references[r];
+
+		for (size_t i = 0; i < pr->n_objs[ref->kind]; i++) {
+			const void *o = conf_obj(pr, ref->kind, i);
+			const char *name =
+				*(char *const *)((const char *)o + ref->offset);
+
+			if (name && !conf_obj_find(pr, ref->target, name))
+				parser_error(p, *(const struct conf_loc *)o,
+					     "%s '%s': %s '%s' is not declared "
+					     "in profile '%s'",
+					     conf_kind_names[ref->kind],
+					     unnamed(conf_obj_name(o)),
+					     ref->key, name, unnamed(pr->name));
+		}
+	}
+}
+
+static void verify_memory(struct parser *p, const struct conf_memory *m)
+{
+	if (m->size > SIZE_LIMIT)
+		parser_error(p, m->loc,
+			     "memory '%s': size %" PRIu64
+			     " is larger than 1024T",
+			     unnamed(m->name), m->size);
+	if (m->backing == MEM_FILE && !m->path)
+		parser_error(p, m->loc,
+			     "memory '%s': backing \"file\" needs a path",
+			     unnamed(m->name));
+	if (m->backing != MEM_FILE && m->path)
+		parser_error(p, m->loc,
+			     "memory '%s': path is only for backing \"file\"",
+			     unnamed(m->name));
+}
+
+static void verify_mr(struct parser *p, const struct conf_profile *pr,
+		      const struct conf_mr *r)
+{
+	const struct conf_memory *m = conf_obj_find(pr, OBJ_MEMORY, r->memory);
+
+	if (m && m->size &&
+	    (r->offset >= m->size || r->length > m->size - r->offset))
+		parser_error(p, r->loc,
+			     "mr '%s': offset %" PRIu64 " + length %" PRIu64
+			     " is outside memory '%s' (%" PRIu64 " bytes)",
+			     unnamed(r->name), r->offset, r->length,
+			     unnamed(m->name), m->size);
+	if ((r->access &
+	     (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	    !(r->access & IBV_ACCESS_LOCAL_WRITE))
+		parser_error(p, r->loc,
+			     "mr '%s': remote_write and remote_atomic need "
+			     "local_write",
+			     unnamed(r->name));
+}
+
+static void verify_srq(struct parser *p, const struct conf_srq *q)
+{
+	if (q->type == SRQK_XRC && (!q->xrcd || !q->cq))
+		parser_error(p, q->loc,
+			     "srq '%s': an XRC SRQ needs xrcd and cq",
+			     unnamed(q->name));
+	if (q->type == SRQK_BASIC && (q->xrcd || q->cq))
+		parser_error(p, q->loc,
+			     "srq '%s': xrcd and cq are for type \"xrc\" only",
+			     unnamed(q->name));
+	if (q->srq_limit > q->max_wr)
+		parser_error(p, q->loc,
+			     "srq '%s': srq_limit %u is above max_wr %u",
+			     unnamed(q->name), q->srq_limit, q->max_wr);
+}
+
+/* What each QP type takes: the rest is an error. */
+static void verify_qp_shape(struct parser *p, const struct conf_qp *q)
+{
+	bool xrc_recv = q->type == QPK_XRC_RECV;
+	bool xrc_send = q->type == QPK_XRC_SEND;
+
+	if (!xrc_recv && !q->pd)
+		parser_error(p, q->loc, "qp '%s': missing required key 'pd'",
+			     unnamed(q->name));
+	if (!xrc_recv && !q->send_cq)
+		parser_error(p, q->loc,
+			     "qp '%s': missing required key 'send_cq'",
+			     unnamed(q->name));
+	if (!xrc_recv && !xrc_send && !q->recv_cq)
+		parser_error(p, q->loc,
+			     "qp '%s': missing required key 'recv_cq'",
+			     unnamed(q->name));
+	if (xrc_recv && (q->send_cq || q->recv_cq || q->srq))
+		parser_error(p, q->loc,
+			     "qp '%s': an xrc_recv QP takes no send_cq, "
+			     "recv_cq or srq (its XRC SRQ receives)",
+			     unnamed(q->name));
+	if (xrc_recv != (q->xrcd != NULL))
+		parser_error(p, q->loc, "qp '%s': xrcd is %s for type \"%s\"",
+			     unnamed(q->name),
+			     xrc_recv ? "required" : "not allowed",
+			     qp_kind_name(q->type));
+	if (xrc_send && (q->recv_cq || q->srq))
+		parser_error(p, q->loc,
+			     "qp '%s': an xrc_send QP takes no recv_cq or srq",
+			     unnamed(q->name));
+	if (q->type == QPK_UD && (q->access & ~IBV_ACCESS_LOCAL_WRITE))
+		parser_error(p, q->loc,
+			     "qp '%s': a UD QP takes no remote access flags",
+			     unnamed(q->name));
+	if (q->type == QPK_UC &&
+	    (q->access & (IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)))
+		parser_error(p, q->loc,
+			     "qp '%s': a UC QP allows remote_write only (no "
+			     "remote_read or remote_atomic)",
+			     unnamed(q->name));
+}
+
+static bool connected_type(enum qp_kind k)
+{
+	return k == QPK_RC || k == QPK_UC || k == QPK_XRC_SEND ||
+	       k == QPK_XRC_RECV;
+}
+
+/* State rtr/rts: where the remote end comes from. */
+static void verify_qp_remote(struct parser *p, const struct conf_profile *pr,
+			     const struct conf_qp *q)
+{
+	bool beyond_init = q->state >= QPS_TARGET_RTR;
+	const struct conf_qp *peer = conf_obj_find(pr, OBJ_QP, q->peer);
+	int64_t mtu = q->path.mtu;
+
+	if (q->peer && q->has_path)
+		parser_error(p, q->loc, "qp '%s': give peer or path, not both",
+			     unnamed(q->name));
+	if (!beyond_init && (q->peer || q->has_path))
+		parser_error(p, q->loc,
+			     "qp '%s': peer and path are for state \"rtr\" or "
+			     "\"rts\", not \"%s\"",
+			     unnamed(q->name), qp_target_state_name(q->state));
+	if (beyond_init && connected_type(q->type) && !q->peer &&
+	    !(q->has_path && q->path.dqpn >= 0))
+		parser_error(p, q->loc,
+			     "qp '%s': state \"%s\" needs the remote end: "
+			     "peer = \"QP\", or a path with dqpn",
+			     unnamed(q->name), qp_target_state_name(q->state));
+	if (q->has_path && mtu >= 0 && mtu != 256 && mtu != 512 &&
+	    mtu != 1024 && mtu != 2048 && mtu != 4096)
+		parser_error(p, q->loc,
+			     "qp '%s': path mtu %" PRId64
+			     " is not one of 256, 512, 1024, 2048, 4096",
+			     unnamed(q->name), mtu);
+	if (!peer)
+		return;
+	if (peer == q) {
+		parser_error(p, q->loc, "qp '%s': a QP cannot be its own peer",
+			     unnamed(q->name));
+		return;
+	}
+	if (!(q->type == QPK_RC || q->type == QPK_UC) ||
+	    peer->type != q->type)
+		parser_error(p, q->loc,
+			     "qp '%s': peer '%s' must be of the same type, "
+			     "rc or uc (here %s and %s)",
+			     unnamed(q->name), peer->name,
+			     qp_kind_name(q->type), qp_kind_name(peer->type));
+	/* A loopback pair: each names the other. */
+	if (!q->name || !peer->peer || !streq(peer->peer, q->name))
+		parser_error(p, q->loc,
+			     "qp '%s': its peer '%s' must name '%s' as peer "
+			     "too",
+			     unnamed(q->name), peer->name, unnamed(q->name));
+}
+
+static void verify_device(struct parser *p, const struct conf_device *d)
+{
+	if (!d->ibdev && !d->guid && !d->netdev && !d->pci && !d->driver)
+		parser_error(p, d->loc,
+			     "device '%s': match needs at least one of ibdev, "
+			     "guid, netdev, pci, driver",
+			     unnamed(d->name));
+	if (d->gid_index >= 0 &&
+	    (d->gid_type != GIDK_ANY || d->gid_family != GIDF_ANY))
+		parser_error(p, d->loc,
+			     "device '%s': gid takes index, or type and "
+			     "family, not both",
+			     unnamed(d->name));
+}
+
+static void verify_profile(struct parser *p, struct conf_profile *pr)
+{
+	for (int k = 0; k < OBJ_KIND_MAX; k++)
+		index_names(p, conf_kind_names[k], pr->objs[k], pr->n_objs[k],
+			    conf_kinds[k].size, &pr->names[k]);
+	if (pr->device && !config_device(p->c, pr->device))
+		parser_error(p, pr->loc,
+			     "profile '%s': device '%s' is not declared",
+			     unnamed(pr->name), pr->device);
+	check_references(p, pr);
+
+	for (size_t i = 0; i < pr->n_objs[OBJ_MEMORY]; i++)
+		verify_memory(p, conf_obj(pr, OBJ_MEMORY, i));
+	for (size_t i = 0; i < pr->n_objs[OBJ_MR]; i++)
+		verify_mr(p, pr, conf_obj(pr, OBJ_MR, i));
+	for (size_t i = 0; i < pr->n_objs[OBJ_SRQ]; i++)
+		verify_srq(p, conf_obj(pr, OBJ_SRQ, i));
+	for (size_t i = 0; i < pr->n_objs[OBJ_QP]; i++) {
+		const struct conf_qp *q = conf_obj(pr, OBJ_QP, i);
+		const struct conf_srq *srq = conf_obj_find(pr, OBJ_SRQ, q->srq);
+
+		verify_qp_shape(p, q);
+		verify_qp_remote(p, pr, q);
+		if (srq && srq->type != SRQK_BASIC)
+			parser_error(p, q->loc,
+				     "qp '%s': srq '%s' is an XRC SRQ; a %s QP "
+				     "takes a basic one",
+				     unnamed(q->name), srq->name,
+				     qp_kind_name(q->type));
+	}
+}
+
+void parser_verify(struct parser *p)
+{
+	struct config *c = p->c;
+
+	index_names(p, "device", c->devices, c->n_devices, sizeof(*c->devices),
+		    &c->device_names);
+	index_names(p, "profile", c->profiles, c->n_profiles,
+		    sizeof(*c->profiles), &c->profile_names);
+	for (size_t i = 0; i < c->n_devices; i++)
+		verify_device(p, &c->devices[i]);
+	for (size_t i = 0; i < c->n_profiles; i++)
+		verify_profile(p, &c->profiles[i]);
+}
+
