@@ -118,7 +118,8 @@ int manager_new(struct config *config, struct manager **out)
 		manager_free(m);
 		return r;
 	}
-	r = workers_new(m->event, 0, &m->workers);
+	r = workers_new(m->event, (unsigned int)config->daemon.workers,
+			&m->workers);
 	if (r < 0) {
 		manager_free(m);
 		return r;
@@ -373,18 +374,10 @@ int manager_reload(struct manager *m, json_t **result)
 	/* Nothing fails from here on: every object ends up in its old or
 	 * its new form, or failed with its reason. */
 	m->reloading = true;
-	for (size_t i = 0; i < m->n_profiles; i++)
-		m->profiles[i]->stays = false;
-	for (size_t i = 0; i < next->n_profiles; i++) {
-		struct profile *old = manager_profile(m, next->profiles[i].name);
-
-		if (old)
-			old->stays = true;
-	}
 	for (size_t i = 0; i < m->n_profiles; i++) {
 		struct profile *old = m->profiles[i];
 
-		if (!old->stays) {
+		if (!config_profile(next, old->conf->name)) {
 			report_profile(&rep, old, "remove");
 			stop_profile(m, old, "removed by a reload");
 		}

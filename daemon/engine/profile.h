@@ -122,7 +122,6 @@ struct profile {
 	 * its profile. */
 	uint64_t generation;
 	UT_hash_handle hh; /* the manager's index, by name */
-	bool stays;	   /* a reload declares it again */
 	struct asyncwatch *async; /* the context's async events */
 	/* Objects a reload removed while sessions held them. */
 	struct object *draining;

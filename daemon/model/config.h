@@ -247,6 +247,7 @@ struct conf_daemon {
 	char *token_file;
 	char *include;
 	char *log_level;
+	int workers; /* worker threads; 0: one per online CPU */
 };
 
 struct config {

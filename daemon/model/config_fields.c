@@ -227,6 +227,7 @@ const struct field conf_daemon_fields[] = {
 	FLD(conf_daemon, "include", F_STRING, include),
 	FLD(conf_daemon, "log_level", F_STRING, log_level,
 	    .check = check_log_level),
+	FLD(conf_daemon, "workers", F_INT, workers, .min = 0, .max = 1024),
 	END_OF_TABLE,
 };
 
