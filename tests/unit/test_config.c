@@ -114,6 +114,8 @@ static const struct bad_case bad_cases[] = {
 	{ "uc with remote read", PROFILE("pd = ( { name = \"a\"; } );\ncq = ( { name = \"c\"; } );\nqp = ( { name = \"q\"; pd = \"a\"; type = \"uc\"; send_cq = \"c\"; recv_cq = \"c\"; access = [ \"remote_read\" ]; } );"), 5, "a UC QP allows remote_write only" },
 	{ "value error names its object", PROFILE("cq = ( { name = \"c7\"; cqe = -3; } );"), 3, "cq 'c7': 'cqe' = -3 is out of range" },
 	{ "bad log level", "daemon = {\n log_level = \"loud\"; };", 2, "daemon: 'log_level' = 'loud' is not one of error" },
+	{ "too many workers", "daemon = {\n workers = 5000; };", 2, "daemon: 'workers' = 5000 is out of range [0, 1024]" },
+	{ "negative workers", "daemon = {\n workers = -1; };", 2, "daemon: 'workers' = -1 is out of range [0, 1024]" },
 	{ "listen not strings", "daemon = { http = { listen = [ 1 ]; }; };", 1, "must hold strings only" },
 };
 
@@ -144,7 +146,7 @@ static void test_bad(void **state)
 
 static const char good_text[] =
 	"daemon = { http = { listen = [ \"127.0.0.1:9\", \"[::1]:10\", "
-	"\"unix:/run/x.sock\" ]; }; log_level = \"debug\"; };\n"
+	"\"unix:/run/x.sock\" ]; }; log_level = \"debug\"; workers = 3; };\n"
 	"devices = ( { name = \"d\"; match = { ibdev = \"rxe0\"; }; port = 2; "
 	"gid = { index = 1; }; } );\n"
 	"profiles = ( { name = \"p\"; device = \"d\";\n"
@@ -174,6 +176,7 @@ static void test_good(void **state)
 	assert_int_equal(cfg->daemon.n_listen, 3);
 	assert_string_equal(cfg->daemon.listen[1], "[::1]:10");
 	assert_string_equal(cfg->daemon.log_level, "debug");
+	assert_int_equal(cfg->daemon.workers, 3);
 	assert_string_equal(cfg->daemon.runtime_dir, "/run/rdmad");
 	assert_int_equal(cfg->n_devices, 1);
 	assert_int_equal(cfg->devices[0].port, 2);
