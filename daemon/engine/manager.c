@@ -202,6 +202,8 @@ static void on_async_event(void *ud, const struct ibv_async_event *ev)
 	char reason[128];
 
 	if (ev->event_type != IBV_EVENT_DEVICE_FATAL) {
+		/* A QP or port may have changed state behind our back. */
+		profile_touch(p);
 		log_info("profile %s: async event on %s: %s", p->conf->name,
 			 p->ibdev, ibv_event_type_str(ev->event_type));
 		return;
