@@ -13,7 +13,12 @@
  *           -> "ready SECONDS" | "exited STATUS SECONDS" | "timeout SECONDS"
  *   run     fork + exec CMD and wait for it to exit (no notify protocol).
  *           -> "exited STATUS SECONDS" | "timeout SECONDS"
- *   rss     -> "rss KIB" (VmRSS of the running CMD)
+ *   rss     -> "rss VMRSS_KIB RSS_KIB": VmRSS from /proc/PID/status, and
+ *           Rss from /proc/PID/smaps_rollup. They are the same quantity,
+ *           but until Linux 6.2 VmRSS adds up per-thread counters that
+ *           are synced only every 64 page faults, and pages the kernel
+ *           maps itself at mmap() (rxe's CQ and QP rings) can stay out
+ *           of it for good; smaps_rollup walks the page tables.
  *   hup     send SIGHUP; wait for RELOADING=1, then for the next READY=1.
  *           -> "reload SECONDS" | "exited ..." | "timeout ..."
  *   term    send SIGTERM; wait for the exit.
@@ -203,18 +208,19 @@ static void answer(int r, const char *what, double t0)
 	fflush(stdout);
 }
 
-static long rss_kib(void)
+/* The value of the first "KEY: N kB" line of /proc/PID/FILE. */
+static long proc_kib(const char *file, const char *fmt)
 {
 	char path[64], line[256];
 	long kib = -1;
 	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)child);
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)child, file);
 	f = fopen(path, "re");
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+		if (sscanf(line, fmt, &kib) == 1)
 			break;
 	fclose(f);
 	return kib;
@@ -259,7 +265,11 @@ static void command(const char *c)
 		r = wait_for(NULL, t0);
 		answer(r == 1 ? 1 : 2, "", t0);
 	} else if (!strcmp(c, "rss")) {
-		printf("rss %ld\n", child > 0 ? rss_kib() : -1L);
+		if (child > 0)
+			printf("rss %ld %ld\n", proc_kib("status", "VmRSS: %ld kB"),
+			       proc_kib("smaps_rollup", "Rss: %ld kB"));
+		else
+			printf("rss -1 -1\n");
 		fflush(stdout);
 	} else if (!strcmp(c, "hup")) {
 		notify_drain();
