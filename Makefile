@@ -127,5 +127,11 @@ demo: deps
 clean:
 	rm -rf $(B)
 
+include bench/bench.mk
+bench:
+	bench/deps
+	$(MAKE) all bench-progs
+	bench/run --size "$(BENCH_SIZE)"
+
 .PHONY: all unit helpers fuzz deps check demo clean
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

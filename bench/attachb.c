@@ -1,0 +1,242 @@
+// SPDX-License-Identifier: MIT
+/*
+ * attachb: the cost of getting a registered 4 KiB buffer, N times in one
+ * process, three ways:
+ *
+ *   attachb -m attach -s SOCKET -P PROFILE -n N
+ *       rdmad_attach(PROFILE, local mode) + rdmad_detach, on one
+ *       connection (librdmad: receive the memfd, map it, open the
+ *       device, allocate a PD, register the MR, report the keys; then
+ *       undo all of it).
+ *   attachb -m verbs [-d IBDEV] [-b BYTES] -n N
+ *       the bare verbs calls attach replaces: ibv_get_device_list,
+ *       ibv_open_device, ibv_alloc_pd, memfd_create + ftruncate + mmap,
+ *       ibv_reg_mr; then ibv_dereg_mr, munmap, close, ibv_dealloc_pd,
+ *       ibv_close_device.
+ *   attachb -m scm -n N
+ *       the floor of any daemon that passes memory: one SCM_RIGHTS
+ *       round trip over a SOCK_SEQPACKET socket pair (a request out, an
+ *       answer back with a memfd, which is closed) with a forked server.
+ *
+ * Prints "us_per_op X" (wall time of the loop / N).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+#include <rdmad.h>
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int fail(const char *what)
+{
+	fprintf(stderr, "attachb: %s: %s\n", what, strerror(errno));
+	return 1;
+}
+
+static int loop_attach(const char *sock, const char *profile, long n)
+{
+	struct rdmad *c = rdmad_connect(sock);
+	struct rdmad_profile *p;
+
+	if (!c) {
+		fprintf(stderr, "attachb: connect: %s\n", rdmad_last_error());
+		return 1;
+	}
+	for (long i = 0; i < n; i++) {
+		p = rdmad_attach(c, profile, RDMAD_ATTACH_LOCAL);
+		if (!p) {
+			fprintf(stderr, "attachb: attach %ld: %s\n", i,
+				rdmad_last_error());
+			return 1;
+		}
+		if (rdmad_detach(p) < 0) {
+			fprintf(stderr, "attachb: detach %ld: %s\n", i,
+				rdmad_last_error());
+			return 1;
+		}
+	}
+	rdmad_close(c);
+	return 0;
+}
+
+static int loop_verbs(const char *ibdev, size_t bytes, long n)
+{
+	for (long i = 0; i < n; i++) {
+		struct ibv_context *ctx = NULL;
+		struct ibv_device **list;
+		struct ibv_pd *pd;
+		struct ibv_mr *mr;
+		void *addr;
+		int k, fd;
+
+		list = ibv_get_device_list(&k);
+		if (!list)
+			return fail("ibv_get_device_list");
+		while (k-- > 0 && !ctx)
+			if (!strcmp(ibv_get_device_name(list[k]), ibdev))
+				ctx = ibv_open_device(list[k]);
+		ibv_free_device_list(list);
+		if (!ctx)
+			return fail("ibv_open_device");
+		pd = ibv_alloc_pd(ctx);
+		if (!pd)
+			return fail("ibv_alloc_pd");
+		fd = memfd_create("attachb", MFD_CLOEXEC);
+		if (fd < 0 || ftruncate(fd, (off_t)bytes) < 0)
+			return fail("memfd");
+		addr = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+			    0);
+		if (addr == MAP_FAILED)
+			return fail("mmap");
+		mr = ibv_reg_mr(pd, addr, bytes, IBV_ACCESS_LOCAL_WRITE);
+		if (!mr)
+			return fail("ibv_reg_mr");
+		ibv_dereg_mr(mr);
+		munmap(addr, bytes);
+		close(fd);
+		ibv_dealloc_pd(pd);
+		ibv_close_device(ctx);
+	}
+	return 0;
+}
+
+static void scm_server(int s)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))], req[64];
+	int memfd = memfd_create("attachb", MFD_CLOEXEC);
+	struct cmsghdr *cm;
+	struct msghdr mh;
+	struct iovec iov;
+
+	if (memfd < 0 || ftruncate(memfd, 4096) < 0)
+		_exit(1);
+	while (recv(s, req, sizeof(req), 0) > 0) {
+		memset(cbuf, 0, sizeof(cbuf));
+		iov = (struct iovec){ .iov_base = req, .iov_len = 16 };
+		mh = (struct msghdr){ .msg_iov = &iov,
+				      .msg_iovlen = 1,
+				      .msg_control = cbuf,
+				      .msg_controllen = sizeof(cbuf) };
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &memfd, sizeof(int));
+		if (sendmsg(s, &mh, MSG_NOSIGNAL) < 0)
+			_exit(1);
+	}
+	_exit(0);
+}
+
+static int loop_scm(long n)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))], buf[64] = "attach";
+	struct cmsghdr *cm;
+	struct msghdr mh;
+	struct iovec iov;
+	int sv[2], fd, st;
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return fail("socketpair");
+	pid = fork();
+	if (pid < 0)
+		return fail("fork");
+	if (pid == 0) {
+		close(sv[0]);
+		scm_server(sv[1]);
+	}
+	close(sv[1]);
+	for (long i = 0; i < n; i++) {
+		if (send(sv[0], buf, 16, MSG_NOSIGNAL) < 0)
+			return fail("send");
+		iov = (struct iovec){ .iov_base = buf, .iov_len = sizeof(buf) };
+		mh = (struct msghdr){ .msg_iov = &iov,
+				      .msg_iovlen = 1,
+				      .msg_control = cbuf,
+				      .msg_controllen = sizeof(cbuf) };
+		if (recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC) <= 0)
+			return fail("recvmsg");
+		cm = CMSG_FIRSTHDR(&mh);
+		if (!cm || cm->cmsg_type != SCM_RIGHTS) {
+			errno = EPROTO;
+			return fail("no fd in the answer");
+		}
+		memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+		close(fd);
+	}
+	close(sv[0]);
+	waitpid(pid, &st, 0);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = NULL, *sock = NULL, *profile = "p", *ibdev = "rxe0";
+	size_t bytes = 4096;
+	long n = 100;
+	double t0, t1;
+	int opt, r;
+
+	while ((opt = getopt(argc, argv, "m:s:P:d:b:n:")) != -1) {
+		switch (opt) {
+		case 'm':
+			mode = optarg;
+			break;
+		case 's':
+			sock = optarg;
+			break;
+		case 'P':
+			profile = optarg;
+			break;
+		case 'd':
+			ibdev = optarg;
+			break;
+		case 'b':
+			bytes = strtoull(optarg, NULL, 0);
+			break;
+		case 'n':
+			n = atol(optarg);
+			break;
+		default:
+			mode = NULL;
+			optind = argc + 1;
+			break;
+		}
+	}
+	if (!mode || n < 1 || optind != argc) {
+		fprintf(stderr, "usage: attachb -m attach|verbs|scm [-s SOCKET] "
+				"[-P PROFILE] [-d IBDEV] [-b BYTES] -n N\n");
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	t0 = now();
+	if (!strcmp(mode, "attach"))
+		r = loop_attach(sock, profile, n);
+	else if (!strcmp(mode, "verbs"))
+		r = loop_verbs(ibdev, bytes, n);
+	else if (!strcmp(mode, "scm"))
+		r = loop_scm(n);
+	else
+		r = 2;
+	t1 = now();
+	if (r)
+		return r;
+	printf("us_per_op %.3f\n", (t1 - t0) * 1e6 / (double)n);
+	return 0;
+}
