@@ -4,6 +4,7 @@
  * control surfaces, and on SIGTERM/SIGINT destroy everything and exit.
  */
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/resource.h>
@@ -195,6 +196,9 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 			   (unsigned long long)(pr.bytes_total >> 20));
 		return;
 	case MANAGER_SETTLED:
+		/* What parsing and creating freed goes back to the system:
+		 * a daemon holds its memory for a long time. */
+		malloc_trim(0);
 		sd_notify(0, "READY=1\nSTATUS=running");
 		if (!st.ready)
 			log_info("ready: %zu profiles", m->n_profiles);
@@ -307,6 +311,9 @@ int main(int argc, char **argv)
 	int r;
 
 	log_open("rdmad");
+	/* The workers allocate little (what libibverbs keeps per object):
+	 * one heap for all threads, not an arena of its own for each. */
+	mallopt(M_ARENA_MAX, 1);
 	/* On a device that disassociates when removed (mlx5), destroys then
 	 * fail with EIO; this tells libibverbs to free our side anyway. It
 	 * must be set before libibverbs initialises. */

@@ -630,24 +630,21 @@ static void session_free(struct session *s)
 	free(s);
 }
 
-static int on_session(sd_event_source *es, int fd, uint32_t revents,
-		      void *ud)
+/* One message of s: 1 when handled, 0 when there was none, -1 when the
+ * session ended (s is freed). */
+static int session_handle_one(struct session *s)
 {
-	struct session *s = ud;
 	struct proto_msg m;
 	uint16_t version;
 	int r;
 
-	(void)es;
-	(void)fd;
-	(void)revents;
 	proto_msg_init(&m);
 	r = proto_recv(s->fd, &m);
 	if (r == -EAGAIN)
 		return 0;
 	if (r == -EPIPE || r == -ECONNRESET) {
 		session_free(s);
-		return 0;
+		return -1;
 	}
 	if (r < 0) {
 		/* Malformed, oversized, unexpected fds (closed by the codec),
@@ -662,7 +659,7 @@ static int on_session(sd_event_source *es, int fd, uint32_t revents,
 		proto_msg_clear(&e);
 		proto_msg_clear(&m);
 		session_free(s);
-		return 0;
+		return -1;
 	}
 	if (!proto_type_allowed(m.type, PROTO_PEER_CLIENT) ||
 	    (!s->welcomed && m.type != PROTO_HELLO)) {
@@ -670,7 +667,7 @@ static int on_session(sd_event_source *es, int fd, uint32_t revents,
 			   proto_type_name(m.type));
 		proto_msg_clear(&m);
 		session_free(s);
-		return 0;
+		return -1;
 	}
 	switch (m.type) {
 	case PROTO_HELLO:
@@ -682,7 +679,7 @@ static int on_session(sd_event_source *es, int fd, uint32_t revents,
 				   PROTO_VERSION_MIN, PROTO_VERSION_MAX);
 			proto_msg_clear(&m);
 			session_free(s);
-			return 0;
+			return -1;
 		} else {
 			struct proto_msg w;
 
@@ -708,8 +705,29 @@ static int on_session(sd_event_source *es, int fd, uint32_t revents,
 		break;
 	}
 	proto_msg_clear(&m);
-	if (r < 0 && r != -EAGAIN)
+	if (r < 0 && r != -EAGAIN) {
 		session_free(s);
+		return -1;
+	}
+	return 1;
+}
+
+/* A few messages per wake-up: a busy client (or pipelined requests) costs
+ * fewer trips through the loop, and the other sessions still get their
+ * turn. */
+#define SESSION_BATCH 8
+
+static int on_session(sd_event_source *es, int fd, uint32_t revents,
+		      void *ud)
+{
+	struct session *s = ud;
+
+	(void)es;
+	(void)fd;
+	(void)revents;
+	for (int i = 0; i < SESSION_BATCH; i++)
+		if (session_handle_one(s) <= 0)
+			break;
 	return 0;
 }
 
