@@ -12,7 +12,11 @@
  * its latency is counted from that moment, not from when it was sent.
  * A loop that stalls for 2 s therefore shows 2 s / INTERVAL slow probes,
  * not one (the "coordinated omission" that a closed-loop client would
- * hide). On SIGTERM every probe already due is still sent and awaited.
+ * hide). The probes that fell due while one was waiting are not sent
+ * late, one after another (that would add this prober's own service
+ * time to the stall): each counts as answered when the waiting one was,
+ * as HdrHistogram's correction for an expected interval does. On
+ * SIGTERM the probe under way is awaited.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -137,10 +141,10 @@ static int ctl_ask(int fd)
 static void *run(void *arg)
 {
 	struct series *s = arg;
-	double t0 = now(), due;
+	double t0 = now(), due, done;
 
 	s->fd = -1;
-	for (size_t k = 0; k < MAX_PROBES; k++) {
+	for (size_t k = 0; k < MAX_PROBES;) {
 		due = t0 + (double)k * interval_s;
 		if (atomic_load(&stop) && due > stop_at)
 			break;
@@ -155,7 +159,15 @@ static void *run(void *arg)
 			s->fd = -1;
 			usleep(1000);
 		}
-		s->ms[s->n++] = (now() - due) * 1e3;
+		done = now();
+		s->ms[s->n++] = (done - due) * 1e3;
+		/* The slots that fell due meanwhile, never sent. */
+		while (++k < MAX_PROBES) {
+			due = t0 + (double)k * interval_s;
+			if (due >= done || (atomic_load(&stop) && due > stop_at))
+				break;
+			s->ms[s->n++] = (done - due) * 1e3;
+		}
 	}
 	if (s->fd >= 0)
 		close(s->fd);
