@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -79,6 +80,7 @@ enum {
 	FAKE_NOT_EOF = 13,     /* the client said more than it should */
 	FAKE_BAD_REQUEST = 14, /* a payload not as the contract says */
 	FAKE_SETUP = 15,
+	FAKE_NOT_PIPELINED = 16, /* the client waited where it need not */
 };
 
 static void fake_die(int code)
@@ -145,6 +147,33 @@ static void fake_expect_eof(int sock)
 		proto_msg_clear(&m);
 		fake_die(FAKE_NOT_EOF);
 	}
+}
+
+/* Read and drop whatever the client sends, until it hangs up. */
+static void fake_drain(int sock)
+{
+	for (;;) {
+		struct proto_msg m;
+		int r = proto_recv(sock, &m);
+
+		if (r == -EPIPE || r == -ECONNRESET)
+			return;
+		if (r < 0)
+			fake_die(FAKE_RECV);
+		proto_msg_clear(&m);
+	}
+}
+
+/*
+ * Wait until the client's next message is queued, without reading it:
+ * the client sent it without waiting for an answer we have not given.
+ */
+static void fake_wait_queued(int sock)
+{
+	struct pollfd pfd = {.fd = sock, .events = POLLIN};
+
+	if (poll(&pfd, 1, 10000) != 1)
+		fake_die(FAKE_NOT_PIPELINED);
 }
 
 static void fake_expect_detach(int sock, int attachment)
@@ -290,10 +319,21 @@ static void test_code_errno(void **state)
 
 /* ---- connecting ---- */
 
+/* HELLO, WELCOME: the client may hang up before reading it. */
 static void script_welcome(int sock, const void *arg)
 {
+	struct proto_msg m, w;
+	int r;
+
 	(void)arg;
-	fake_welcome(sock);
+	fake_recv(sock, &m, PROTO_HELLO);
+	if (proto_welcome(&w, m.id, 1, "test") < 0)
+		fake_die(FAKE_SETUP);
+	r = proto_send(sock, &w);
+	if (r < 0 && r != -EPIPE && r != -ECONNRESET)
+		fake_die(FAKE_SEND);
+	proto_msg_clear(&w);
+	proto_msg_clear(&m);
 	fake_expect_eof(sock);
 }
 
@@ -353,7 +393,10 @@ static void test_connect_no_daemon(void **state)
 	assert_int_equal(count_fds(), fds);
 }
 
-/* How the fake daemon answers HELLO. */
+/*
+ * How the fake daemon answers HELLO. rdmad_connect() does not wait for
+ * the answer: the first request's call reads it, and fails with it.
+ */
 enum hello_answer {
 	HELLO_VERSION_2,  /* WELCOME choosing a version we do not speak */
 	HELLO_NO_VERSION, /* WELCOME without one */
@@ -362,24 +405,45 @@ enum hello_answer {
 	HELLO_WRONG_ID,	  /* a WELCOME for another request */
 	HELLO_REPLY,	  /* another type than WELCOME */
 	HELLO_HANG_UP,	  /* nothing: the daemon closes */
+	/* ERROR unsupported_version, then the daemon closes (as rdmad) */
+	HELLO_REFUSED,
+	/* ERROR too_many_sessions, closing with the request unread (as
+	 * rdmad, whose refusal may cross the client's first messages):
+	 * the client's read says "reset" before the ERROR */
+	HELLO_BUSY_UNREAD,
 };
 
 static const struct hello_case {
 	const char *name;
 	enum hello_answer answer;
+	/* The fake has answered and gone before the first request is
+	 * sent: sending fails, and the answer still says why. */
+	bool gone_first;
 	int err;
 	const char *message; /* part of the last error */
 } hello_cases[] = {
-	{ "welcome_version_2", HELLO_VERSION_2, EPROTONOSUPPORT,
+	{ "welcome_version_2", HELLO_VERSION_2, false, EPROTONOSUPPORT,
 	  "protocol version" },
-	{ "welcome_no_version", HELLO_NO_VERSION, EBADMSG, "no protocol" },
-	{ "welcome_frame_v2", HELLO_FRAME_V2, EPROTONOSUPPORT,
+	{ "welcome_no_version", HELLO_NO_VERSION, false, EBADMSG,
+	  "no protocol" },
+	{ "welcome_frame_v2", HELLO_FRAME_V2, false, EPROTONOSUPPORT,
 	  "protocol version this library does not speak" },
-	{ "hello_error", HELLO_ERROR_ID0, ECONNREFUSED,
+	{ "hello_error", HELLO_ERROR_ID0, false, ECONNREFUSED,
 	  "uid 1000 has 256 sessions already" },
-	{ "welcome_wrong_id", HELLO_WRONG_ID, EPROTO, "answered request" },
-	{ "welcome_wrong_type", HELLO_REPLY, EPROTO, "HELLO with REPLY" },
-	{ "hello_hang_up", HELLO_HANG_UP, EPIPE, "closed the connection" },
+	{ "welcome_wrong_id", HELLO_WRONG_ID, false, EPROTO,
+	  "answered request 2 while 1 was expected" },
+	{ "welcome_wrong_type", HELLO_REPLY, false, EPROTO,
+	  "HELLO with REPLY" },
+	{ "hello_hang_up", HELLO_HANG_UP, false, EPIPE,
+	  "closed the connection" },
+	{ "hello_hang_up_first", HELLO_HANG_UP, true, EPIPE,
+	  "closed the connection (REQUEST)" },
+	{ "hello_refused", HELLO_REFUSED, false, EPROTONOSUPPORT,
+	  "this daemon speaks protocol versions 2 to 3" },
+	{ "hello_refused_first", HELLO_REFUSED, true, EPROTONOSUPPORT,
+	  "this daemon speaks protocol versions 2 to 3" },
+	{ "hello_busy_unread", HELLO_BUSY_UNREAD, false, ECONNREFUSED,
+	  "uid 1000 has 256 sessions already" },
 };
 
 static void script_hello(int sock, const void *arg)
@@ -428,27 +492,107 @@ static void script_hello(int sock, const void *arg)
 		break;
 	case HELLO_HANG_UP:
 		break;
+	case HELLO_REFUSED:
+		fake_error(sock, m.id, "unsupported_version",
+			   "this daemon speaks protocol versions 2 to 3");
+		break;
+	case HELLO_BUSY_UNREAD:
+		fake_wait_queued(sock);
+		fake_error(sock, 0, "too_many_sessions",
+			   "uid 1000 has 256 sessions already");
+		break;
 	}
 	proto_msg_clear(&m);
-	if (hc->answer != HELLO_HANG_UP)
-		fake_expect_eof(sock);
+	/* The daemon that closes, closes now; the others hear the client
+	 * out (it sends its request before it reads the answer). */
+	if (hc->answer != HELLO_HANG_UP && hc->answer != HELLO_REFUSED &&
+	    hc->answer != HELLO_BUSY_UNREAD)
+		fake_drain(sock);
 }
 
 static void test_connect_bad_hello(void **state)
 {
 	const struct hello_case *hc = *state;
+	struct rdmad *c;
 	struct fake f;
-	int fds;
+	int fds, status = 0;
 
 	fake_start(&f, script_hello, hc);
 	fds = count_fds();
+	c = rdmad_connect(f.path);
+	assert_non_null(c);
+	if (hc->gone_first)
+		assert_int_equal(fake_wait(&f), FAKE_OK);
 	errno = 0;
-	assert_null(rdmad_connect(f.path));
-	assert_int_equal(errno, hc->err);
+	assert_int_equal(
+	    rdmad_request(c, "GET", "/v1/health", NULL, &status, NULL),
+	    -hc->err);
 	if (!strstr(rdmad_last_error(), hc->message))
 		fail_msg("last error '%s' lacks '%s'", rdmad_last_error(),
 			 hc->message);
+	/* The session is over. */
+	assert_int_equal(
+	    rdmad_request(c, "GET", "/v1/health", NULL, &status, NULL),
+	    -ENOTCONN);
+	assert_null(rdmad_attach(c, "p", 0));
+	assert_int_equal(errno, ENOTCONN);
+	rdmad_close(c);
 	assert_int_equal(count_fds(), fds);
+	if (!hc->gone_first)
+		assert_int_equal(fake_wait(&f), FAKE_OK);
+}
+
+/* ---- pipelining ---- */
+
+/*
+ * WELCOME only once ATTACH has arrived: a client that waited for it
+ * first would hang here. Then a REQUEST, answered in turn.
+ */
+static void script_pipelined(int sock, const void *arg)
+{
+	struct proto_msg m;
+	uint32_t id;
+
+	(void)arg;
+	fake_recv(sock, &m, PROTO_HELLO);
+	fake_wait_queued(sock);
+	fake_send(sock, PROTO_WELCOME, m.id,
+		  json_pack("{s:i, s:s, s:s}", "version", 1, "server", "rdmad",
+			    "server_version", "test"),
+		  NULL, 0);
+	proto_msg_clear(&m);
+	id = fake_attach_req(sock, "p", "auto");
+	fake_error(sock, id, "not_found", "no profile 'p'");
+	fake_recv(sock, &m, PROTO_REQUEST);
+	fake_send(sock, PROTO_REPLY, m.id,
+		  json_pack("{s:i, s:{s:s}}", "status", 200, "body", "status",
+			    "ok"),
+		  NULL, 0);
+	proto_msg_clear(&m);
+	fake_expect_eof(sock);
+}
+
+static void test_attach_pipelined(void **state)
+{
+	struct fake f;
+	struct rdmad *c;
+	char *reply = NULL;
+	int status = 0;
+
+	(void)state;
+	fake_start(&f, script_pipelined, NULL);
+	c = rdmad_connect(f.path);
+	assert_non_null(c);
+	errno = 0;
+	assert_null(rdmad_attach(c, "p", RDMAD_ATTACH_AUTO));
+	assert_int_equal(errno, ENOENT);
+	assert_string_equal(rdmad_last_error(), "no profile 'p'");
+	assert_int_equal(
+	    rdmad_request(c, "GET", "/v1/health", NULL, &status, &reply), 0);
+	assert_int_equal(status, 200);
+	assert_string_equal(reply, "{\"status\":\"ok\"}");
+	free(reply);
+	rdmad_close(c);
 	assert_int_equal(fake_wait(&f), FAKE_OK);
 }
 
@@ -1059,6 +1203,7 @@ int main(void)
 	    (struct CMUnitTest)cmocka_unit_test(test_connect_no_daemon);
 	CASES(hello_cases, test_connect_bad_hello);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_attach_errors);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_attach_pipelined);
 	CASES(attached_cases, test_attach_fails_clean);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_daemon_gone);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_request);
