@@ -319,13 +319,13 @@ static int conn_set_timeout(struct rdmad *c, int ms)
 /*
  * Read the next message: the answer to the oldest pending request,
  * which is taken off the list into *req. The answer's own type is not
- * checked here (answer_check()). On failure the connection is broken
- * and m holds nothing.
+ * checked here (answer_check()). what: the request the caller waits
+ * for, to name in errors (NULL: that oldest one). On failure the
+ * connection is broken and m holds nothing.
  */
 static int conn_recv(struct rdmad *c, struct proto_msg *m,
-		     struct pending *req)
+		     struct pending *req, const char *what)
 {
-	const char *what;
 	int r;
 
 	if (!c->n_pending) {
@@ -333,7 +333,8 @@ static int conn_recv(struct rdmad *c, struct proto_msg *m,
 		return client_set_error(EPROTO, "no request to read an "
 						"answer for");
 	}
-	what = proto_type_name(c->pending[0].type);
+	if (!what)
+		what = proto_type_name(c->pending[0].type);
 	r = proto_recv(c->fd, m);
 	if (r == -ECONNRESET) {
 		/* The daemon closed with requests of ours unread. The
@@ -444,7 +445,7 @@ static int conn_settle(struct rdmad *c)
 	int r;
 
 	while (c->n_pending) {
-		r = conn_recv(c, &m, &req);
+		r = conn_recv(c, &m, &req, NULL);
 		if (r < 0)
 			return r;
 		r = conn_settle_one(c, &req, &m);
@@ -505,14 +506,15 @@ static int conn_send(struct rdmad *c, struct proto_msg *req)
  * becomes the errno of its code. On 0, ans is the caller's to clear; on
  * failure it holds nothing.
  */
-static int conn_await(struct rdmad *c, uint32_t id, struct proto_msg *ans)
+static int conn_await(struct rdmad *c, uint32_t id, const char *what,
+		      struct proto_msg *ans)
 {
 	struct pending req;
 	int r;
 
 	proto_msg_init(ans);
 	for (;;) {
-		r = conn_recv(c, ans, &req);
+		r = conn_recv(c, ans, &req, what);
 		if (r < 0)
 			return r;
 		if (req.id == id)
@@ -542,7 +544,7 @@ static int exchange(struct rdmad *c, struct proto_msg *req, int timeout_ms,
 	if (r == 0)
 		r = conn_set_timeout(c, timeout_ms);
 	if (r == 0)
-		r = conn_await(c, req->id, ans);
+		r = conn_await(c, req->id, proto_type_name(req->type), ans);
 	return r;
 }
 
@@ -591,7 +593,7 @@ static int conn_hello(struct rdmad *c)
 	proto_msg_clear(&req);
 	if (r < 0 || PROTO_VERSION_MIN == PROTO_VERSION_MAX)
 		return r;
-	r = conn_await(c, c->last_id, &ans);
+	r = conn_await(c, c->last_id, "HELLO", &ans);
 	if (r == 0)
 		r = conn_welcome(c, &ans);
 	proto_msg_clear(&ans);
