@@ -63,6 +63,7 @@ struct rdmad {
 	uint16_t version; /* 0 until the WELCOME is read */
 	int rcv_timeout_ms; /* SO_RCVTIMEO as set; 0: none */
 	int attach_wait_ms; /* for RDMAD_ATTACH_WAIT; -1: no limit */
+	bool local_seen; /* the last attach was in local mode */
 	/* Oldest first: the order the daemon answers in. */
 	struct pending pending[CLIENT_MAX_PENDING];
 	size_t n_pending;
@@ -118,6 +119,9 @@ struct rdmad_profile {
 	size_t n_mr;
 	struct client_xrcd *xrcd;
 	size_t n_xrcd;
+	/* Local mode: the devices, listed while the daemon answered. */
+	struct ibv_device **devs;
+	int n_devs;
 };
 
 /* ---- errors ---- */
@@ -696,6 +700,8 @@ static void profile_free(struct rdmad_profile *p)
 	free(p->mr);
 	free(p->xrcd);
 	closep(&p->cmd_fd);
+	if (p->devs)
+		ibv_free_device_list(p->devs);
 	free(p->ibdev);
 	free(p->name);
 	free(p);
@@ -1283,25 +1289,45 @@ static int memlock_explain(const struct rdmad_profile *p, size_t n)
 	return memlock_error(need, pinned, &rl);
 }
 
+/* The device named p->ibdev in list, or NULL. */
+static struct ibv_device *find_device(const struct rdmad_profile *p,
+				      struct ibv_device **list, int n)
+{
+	int i;
+
+	for (i = 0; list && i < n; i++)
+		if (streq(ibv_get_device_name(list[i]), p->ibdev))
+			return list[i];
+	return NULL;
+}
+
 static int open_device(struct rdmad_profile *p)
 {
-	struct ibv_device **list;
-	int i, n = 0, err;
+	struct ibv_device **list = TAKE_PTR(p->devs), *dev;
+	int n = p->n_devs, err;
 
-	errno = 0;
-	list = ibv_get_device_list(&n);
-	if (!list) {
-		err = errno ? errno : ENODEV;
-		/* ENOSYS: no RDMA in this kernel, so no such device. */
-		return client_set_error(err == ENOSYS ? ENODEV : err,
-					"RDMA device %s not found: cannot "
-					"list RDMA devices: %s",
-					p->ibdev, strerror(err));
+	/* Listed before the daemon named the device: one that came
+	 * since is not in it. */
+	dev = find_device(p, list, n);
+	if (!dev && list) {
+		ibv_free_device_list(list);
+		list = NULL;
 	}
-	for (i = 0; i < n; i++)
-		if (streq(ibv_get_device_name(list[i]), p->ibdev))
-			break;
-	if (i == n) {
+	if (!list) {
+		errno = 0;
+		list = ibv_get_device_list(&n);
+		if (!list) {
+			err = errno ? errno : ENODEV;
+			/* ENOSYS: no RDMA in this kernel, so no such
+			 * device. */
+			return client_set_error(err == ENOSYS ? ENODEV : err,
+						"RDMA device %s not found: "
+						"cannot list RDMA devices: %s",
+						p->ibdev, strerror(err));
+		}
+		dev = find_device(p, list, n);
+	}
+	if (!dev) {
 		ibv_free_device_list(list);
 		return client_set_error(ENODEV,
 					"RDMA device %s not found in this "
@@ -1309,7 +1335,7 @@ static int open_device(struct rdmad_profile *p)
 					p->ibdev, n);
 	}
 	errno = 0;
-	p->ctx = ibv_open_device(list[i]);
+	p->ctx = ibv_open_device(dev);
 	err = errno ? errno : EIO;
 	ibv_free_device_list(list);
 	if (!p->ctx)
@@ -1474,22 +1500,43 @@ static int profile_teardown(struct rdmad_profile *p)
 	return r;
 }
 
-/* Tell the daemon the attachment is over. */
-static int send_detach(struct rdmad_profile *p)
+/* Tell the daemon the attachment is over; detach_await() reads its
+ * answer, with id. */
+static int detach_send(struct rdmad_profile *p, uint32_t *id)
 {
-	struct proto_msg req, ans;
+	struct proto_msg req;
 	int r;
 
 	r = request_msg(
 	    &req, PROTO_DETACH,
 	    json_pack("{s:I}", "attachment", (json_int_t)p->attachment));
-	if (r < 0)
-		return r;
-	r = exchange(p->conn, &req, CLIENT_TIMEOUT_MS, &ans);
+	if (r == 0)
+		r = conn_send(p->conn, &req);
+	*id = req.id;
 	proto_msg_clear(&req);
-	proto_msg_clear(&ans);
 	p->granted = false;
 	return r;
+}
+
+static int detach_await(struct rdmad_profile *p, uint32_t id)
+{
+	struct proto_msg ans;
+	int r;
+
+	proto_msg_init(&ans);
+	r = conn_set_timeout(p->conn, CLIENT_TIMEOUT_MS);
+	if (r == 0)
+		r = conn_await(p->conn, id, "DETACH", &ans);
+	proto_msg_clear(&ans);
+	return r;
+}
+
+static int send_detach(struct rdmad_profile *p)
+{
+	uint32_t id;
+	int r = detach_send(p, &id);
+
+	return r < 0 ? r : detach_await(p, id);
 }
 
 static void profile_unlink(struct rdmad_profile *p)
@@ -1537,18 +1584,21 @@ static int64_t now_ms(void)
  * ATTACH, and its answer. wait_ms: 0 the daemon answers at once; > 0 it
  * may hold the answer that long for a profile that is not ready yet;
  * -1 as long as it takes. The answer is awaited for that, plus the
- * usual time.
+ * usual time. list_devices: list the RDMA devices into p meanwhile.
  */
-static int ask_attach(struct rdmad *c, const char *profile, const char *mode,
-		      int wait_ms, struct proto_msg *ans)
+static int ask_attach(struct rdmad_profile *p, const char *mode,
+		      int wait_ms, bool list_devices, struct proto_msg *ans)
 {
+	struct rdmad *c = p->conn;
 	struct proto_msg req;
 	int timeout = CLIENT_TIMEOUT_MS;
 	int64_t t0 = 0;
+	uint32_t id;
 	json_t *doc;
 	int r;
 
-	doc = json_pack("{s:s, s:s}", "profile", profile, "mode", mode);
+	proto_msg_init(ans);
+	doc = json_pack("{s:s, s:s}", "profile", p->name, "mode", mode);
 	if (doc && wait_ms &&
 	    json_object_set_new(doc, "wait_ms", json_integer(wait_ms)) < 0) {
 		json_decref(doc);
@@ -1565,8 +1615,19 @@ static int ask_attach(struct rdmad *c, const char *profile, const char *mode,
 		timeout += wait_ms;
 	if (wait_ms > 0)
 		t0 = now_ms();
-	r = exchange(c, &req, timeout, ans);
+	r = conn_send(c, &req);
+	id = req.id;
 	proto_msg_clear(&req);
+	if (r == 0)
+		r = conn_set_timeout(c, timeout);
+	if (r < 0)
+		return r;
+	/* The device list is the slowest step of local mode (a netlink
+	 * and sysfs walk) and needs nothing from the answer: take it
+	 * while the daemon works. A failure here is met again later. */
+	if (list_devices)
+		p->devs = ibv_get_device_list(&p->n_devs);
+	r = conn_await(c, id, "ATTACH", ans);
 	/* not_ready once the whole wait has passed: the daemon gave up
 	 * waiting (its message says so), the profile did not fail. */
 	if (r == -EAGAIN && wait_ms > 0 && now_ms() - t0 >= wait_ms)
@@ -1582,7 +1643,7 @@ struct rdmad_profile *rdmad_attach(struct rdmad *c, const char *profile,
 	struct rdmad_profile *p;
 	struct proto_msg ans;
 	const char *mode;
-	int r;
+	int wait_ms, r;
 
 	if (!c || !profile || !*profile) {
 		errno = -client_set_error(EINVAL, "rdmad_attach: no connection "
@@ -1615,8 +1676,15 @@ struct rdmad_profile *rdmad_attach(struct rdmad *c, const char *profile,
 		errno = -client_set_error(ENOMEM, "out of memory");
 		return NULL;
 	}
-	r = ask_attach(c, profile, mode,
-		       flags & RDMAD_ATTACH_WAIT ? c->attach_wait_ms : 0, &ans);
+	wait_ms = flags & RDMAD_ATTACH_WAIT ? c->attach_wait_ms : 0;
+	/* Local mode expected (asked, or what the daemon chose last time
+	 * on this connection) and a prompt answer: list the devices while
+	 * waiting for it. */
+	r = ask_attach(p, mode, wait_ms,
+		       !wait_ms && ((flags & RDMAD_ATTACH_LOCAL) ||
+				    (!(flags & RDMAD_ATTACH_SHARED) &&
+				     c->local_seen)),
+		       &ans);
 	if (r < 0) {
 		profile_free(p);
 		errno = -r;
@@ -1625,6 +1693,12 @@ struct rdmad_profile *rdmad_attach(struct rdmad *c, const char *profile,
 
 	r = parse_attached(p, &ans, flags);
 	proto_msg_clear(&ans); /* closes the fds nothing refers to */
+	if (p->mode)
+		c->local_seen = p->mode == RDMAD_MODE_LOCAL;
+	if (p->devs && p->mode != RDMAD_MODE_LOCAL) {
+		ibv_free_device_list(p->devs);
+		p->devs = NULL;
+	}
 	if (r == 0)
 		r = p->mode == RDMAD_MODE_SHARED ? setup_shared(p)
 						 : setup_local(p);
@@ -1640,11 +1714,13 @@ struct rdmad_profile *rdmad_attach(struct rdmad *c, const char *profile,
 
 int rdmad_detach(struct rdmad_profile *p)
 {
+	char saved[sizeof(last_error)];
+	bool sent = false;
+	uint32_t id = 0;
 	int r, d = 0;
 
 	if (!p)
 		return client_set_error(EINVAL, "rdmad_detach: no profile");
-	r = profile_teardown(p);
 	if (p->granted) {
 		if (p->conn->broken)
 			d = client_set_error(ENOTCONN,
@@ -1654,7 +1730,16 @@ int rdmad_detach(struct rdmad_profile *p)
 					     "earlier)",
 					     p->name);
 		else
-			d = send_detach(p);
+			sent = (d = detach_send(p, &id)) == 0;
+	}
+	/* The daemon ends its lease while this process releases its own
+	 * objects; nothing of the one depends on the other. */
+	r = profile_teardown(p);
+	if (sent) {
+		memcpy(saved, last_error, sizeof(saved));
+		d = detach_await(p, id);
+		if (r < 0) /* that error is the one returned */
+			memcpy(last_error, saved, sizeof(saved));
 	}
 	profile_unlink(p);
 	profile_free(p);
