@@ -16,7 +16,9 @@
  *   attach   rdmad_attach (setup) and rdmad_detach (teardown) on one
  *            connection;
  *   connect  rdmad_connect + rdmad_attach (setup), rdmad_detach +
- *            rdmad_close (teardown): a process that attaches once.
+ *            rdmad_close (teardown): a process that attaches once;
+ *   request  rdmad_request GET /v1/health: one round trip to the daemon,
+ *            the floor of what an attach adds to the verbs calls.
  *
  * and prints the median and mean of each phase in microseconds and the
  * ratios of the medians to bare's. Run it where there is an RDMA device
@@ -152,6 +154,20 @@ static void attach_once(struct rdmad *c, const char *profile,
 	add(&ph->cycle, t2 - t0);
 }
 
+static void request_once(struct rdmad *c, struct phase *ph)
+{
+	double t0, t1;
+	int status = 0;
+
+	t0 = now_us();
+	if (rdmad_request(c, "GET", "/v1/health", NULL, &status, NULL) < 0)
+		die("rdmad_request", rdmad_last_error());
+	t1 = now_us();
+	add(&ph->setup, t1 - t0);
+	add(&ph->teardown, 0);
+	add(&ph->cycle, t1 - t0);
+}
+
 static void connect_once(const char *sock, const char *profile,
 			 unsigned int flags, struct phase *ph)
 {
@@ -229,8 +245,8 @@ int main(int argc, char **argv)
 {
 	const char *sock = NULL, *profile, *mode = "local";
 	struct phase bare = {.name = "bare"}, att = {.name = "attach"},
-		     conn = {.name = "connect"};
-	struct phase *all[] = {&bare, &att, &conn};
+		     conn = {.name = "connect"}, req = {.name = "request"};
+	struct phase *all[] = {&bare, &att, &conn, &req};
 	unsigned int flags;
 	struct bare b = {0};
 	struct rdmad *c;
@@ -314,6 +330,8 @@ int main(int argc, char **argv)
 			attach_once(c, profile, flags, &att);
 		for (int i = 0; i < n; i++)
 			connect_once(sock, profile, flags, &conn);
+		for (int i = 0; i < n; i++)
+			request_once(c, &req);
 	}
 	rdmad_close(c);
 

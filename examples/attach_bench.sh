@@ -4,16 +4,16 @@
 # over it, and run attach_bench against it. As root, on an RDMA device:
 #   make all && make -C examples RDMAD_BUILD=../build attach_bench
 #   tests/vm/run examples/attach_bench.sh [-n N] [-r ROUNDS]
-# IBDEV (default rxe0) picks the device; RDMAD_BUILD the build tree; CPU=N
-# runs the daemon and the benchmark on that CPU only (taskset): in a TCG
-# guest, waking a process on another vCPU can take milliseconds, which
-# would measure qemu rather than the protocol.
+# RDMAD_BENCH_IBDEV (default rxe0) picks the device, RDMAD_BUILD the build
+# tree; RDMAD_BENCH_CPU=N runs the daemon and the benchmark on that CPU
+# only (taskset), which takes cross-CPU wake-ups (slow and erratic in a
+# TCG guest) out of the measurement. (tests/vm/run passes RDMAD_* on.)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 build=${RDMAD_BUILD:-$here/../build}
-ibdev=${IBDEV:-rxe0}
+ibdev=${RDMAD_BENCH_IBDEV:-rxe0}
 pin=
-[ -n "${CPU:-}" ] && pin="taskset -c $CPU"
+[ -n "${RDMAD_BENCH_CPU:-}" ] && pin="taskset -c $RDMAD_BENCH_CPU"
 run=$(mktemp -d /run/rdmad-bench.XXXXXX)
 pid=
 cleanup() {
