@@ -3,15 +3,22 @@
  * librdmad: connect to rdmad, attach to profiles, use their objects.
  * The payloads are those of proto/PROTOCOL.md; the framing is proto.h's.
  *
- * All I/O is blocking with a timeout and strictly request/answer: one
- * request in flight, its answer matched by id. When an answer is lost
- * (timeout) or garbled, the connection is marked broken and no further
- * request is sent on it: what the daemon did with the last one is
- * unknown. Attachments made on it keep working until detached; their
- * leases end when the connection closes.
+ * All I/O is blocking with a timeout. Requests may be pipelined: the
+ * daemon handles a session's messages in order and answers them in
+ * order, so a request whose answer nobody waits for yet (the HELLO of
+ * rdmad_connect, the REPORT of a local attach) is sent and its answer
+ * read, and checked against its id, just before the answer of the next
+ * request that is waited for. The only answer the daemon may hold back
+ * is that of an ATTACH that waits for its profile, and nothing is sent
+ * behind one. When an answer is lost (timeout) or garbled, the
+ * connection is marked broken and no further request is sent on it:
+ * what the daemon did with the last one is unknown. Attachments made on
+ * it keep working until detached; their leases end when the connection
+ * closes.
  */
 #include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <linux/capability.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -24,6 +31,7 @@
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
@@ -33,15 +41,32 @@
 #include "rdmad_internal.h"
 #include "util.h"
 
-#define CLIENT_TIMEOUT_S 30
+/* How long an answer is awaited; a waiting ATTACH adds its own wait. */
+#define CLIENT_TIMEOUT_MS 30000
+/* RDMAD_ATTACH_WAIT's limit until rdmad_set_attach_timeout(). */
+#define CLIENT_ATTACH_WAIT_MS 30000
+/* Requests sent whose answers are still to be read, at most. */
+#define CLIENT_MAX_PENDING 4
 
 static __thread char last_error[512];
+
+/* A request sent whose answer has not been read yet. */
+struct pending {
+	uint32_t id;
+	uint16_t type; /* the request's */
+};
 
 struct rdmad {
 	int fd;
 	uint32_t last_id;
 	bool broken; /* an answer was lost or garbled: no more requests */
-	uint16_t version;
+	uint16_t version; /* 0 until the WELCOME is read */
+	int rcv_timeout_ms; /* SO_RCVTIMEO as set; 0: none */
+	int attach_wait_ms; /* for RDMAD_ATTACH_WAIT; -1: no limit */
+	bool local_seen; /* the last attach was in local mode */
+	/* Oldest first: the order the daemon answers in. */
+	struct pending pending[CLIENT_MAX_PENDING];
+	size_t n_pending;
 	struct rdmad_profile *profiles;
 };
 
@@ -94,6 +119,9 @@ struct rdmad_profile {
 	size_t n_mr;
 	struct client_xrcd *xrcd;
 	size_t n_xrcd;
+	/* Local mode: the devices, listed while the daemon answered. */
+	struct ibv_device **devs;
+	int n_devs;
 };
 
 /* ---- errors ---- */
@@ -139,6 +167,8 @@ static const struct {
 	{ "bad_json", EINVAL },
 	{ "invalid_message", EINVAL },
 	{ "not_ready", EAGAIN },
+	{ "timeout", ETIMEDOUT },
+	{ "too_many_requests", EBUSY },
 	{ "not_supported", EOPNOTSUPP },
 	{ "too_many_sessions", ECONNREFUSED },
 	{ "unsupported_version", EPROTONOSUPPORT },
@@ -196,18 +226,34 @@ static void conn_break(struct rdmad *c)
 	c->broken = true;
 }
 
-/* A failure of the socket or of the framing, during what. */
-static int transport_error(int r, const char *what)
+/* "30 s", "1500 ms". */
+static void duration_str(int ms, char *buf, size_t size)
 {
+	if (ms % 1000 == 0)
+		snprintf(buf, size, "%d s", ms / 1000);
+	else
+		snprintf(buf, size, "%d ms", ms);
+}
+
+/*
+ * A failure of the socket or of the framing, during what; timeout_ms is
+ * the limit that ran out, for -ETIMEDOUT. Whether the daemon closed the
+ * connection with our requests read (EPIPE) or unread (ECONNRESET) is
+ * the same to the caller: EPIPE.
+ */
+static int transport_error(int r, const char *what, int timeout_ms)
+{
+	char limit[32];
+
 	switch (r) {
 	case -EPIPE:
 	case -ECONNRESET:
-		return client_set_error(r, "rdmad closed the connection (%s)",
+		return client_set_error(EPIPE, "rdmad closed the connection (%s)",
 					what);
 	case -ETIMEDOUT:
-		return client_set_error(r,
-					"rdmad did not answer %s within %d s",
-					what, CLIENT_TIMEOUT_S);
+		duration_str(timeout_ms, limit, sizeof(limit));
+		return client_set_error(r, "rdmad did not answer %s within %s",
+					what, limit);
 	case -EPROTONOSUPPORT:
 		return client_set_error(r,
 					"rdmad answered %s in a protocol "
@@ -238,62 +284,271 @@ static int daemon_error(const struct proto_msg *ans, const char *what)
 				code ? code : "no reason given");
 }
 
+/* The answer a request of this type gets when all goes well. */
+static uint16_t answer_type(uint16_t request)
+{
+	switch (request) {
+	case PROTO_HELLO:
+		return PROTO_WELCOME;
+	case PROTO_ATTACH:
+		return PROTO_ATTACHED;
+	case PROTO_DETACH:
+		return PROTO_DETACHED;
+	default: /* REQUEST, REPORT */
+		return PROTO_REPLY;
+	}
+}
+
+/* How long a read waits for an answer; 0: as long as it takes. Set
+ * only when it changes: a system call per change, none per request. */
+static int conn_set_timeout(struct rdmad *c, int ms)
+{
+	struct timeval tv = {.tv_sec = ms / 1000,
+			     .tv_usec = (ms % 1000) * 1000};
+	int err;
+
+	if (c->rcv_timeout_ms == ms)
+		return 0;
+	if (setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0) {
+		err = errno;
+		return client_set_error(err,
+					"cannot set the socket's receive "
+					"timeout: %s",
+					strerror(err));
+	}
+	c->rcv_timeout_ms = ms;
+	return 0;
+}
+
 /*
- * Send req (its id is set here) and wait for its answer in ans, which
- * must be of type want. An ERROR answer becomes the errno of its code.
- * On 0, ans is the caller's to clear; on failure it holds nothing.
+ * Read the next message: the answer to the oldest pending request,
+ * which is taken off the list into *req. The answer's own type is not
+ * checked here (answer_check()). what: the request the caller waits
+ * for, to name in errors (NULL: that oldest one). On failure the
+ * connection is broken and m holds nothing.
  */
-static int exchange(struct rdmad *c, struct proto_msg *req, uint16_t want,
-		    struct proto_msg *ans)
+static int conn_recv(struct rdmad *c, struct proto_msg *m,
+		     struct pending *req, const char *what)
+{
+	int r;
+
+	if (!c->n_pending) {
+		conn_break(c);
+		return client_set_error(EPROTO, "no request to read an "
+						"answer for");
+	}
+	if (!what)
+		what = proto_type_name(c->pending[0].type);
+	r = proto_recv(c->fd, m);
+	if (r == -ECONNRESET) {
+		/* The daemon closed with requests of ours unread. The
+		 * kernel says so first, but what the daemon sent before
+		 * closing (why it did) is still queued: read it. */
+		conn_break(c);
+		r = proto_recv(c->fd, m);
+	}
+	if (r == -EAGAIN)
+		r = -ETIMEDOUT;
+	if (r < 0) {
+		conn_break(c);
+		return transport_error(r, what, c->rcv_timeout_ms);
+	}
+	if (m->type == PROTO_ERROR && m->id == 0) {
+		/* Not about a request: the daemon is ending the session. */
+		conn_break(c);
+		r = daemon_error(m, what);
+	} else if (m->id != c->pending[0].id) {
+		conn_break(c);
+		r = client_set_error(EPROTO,
+				     "rdmad answered request %u while %u was "
+				     "expected",
+				     m->id, c->pending[0].id);
+	}
+	if (r < 0) {
+		proto_msg_clear(m);
+		return r;
+	}
+	*req = c->pending[0];
+	c->n_pending--;
+	memmove(c->pending, c->pending + 1,
+		c->n_pending * sizeof(*c->pending));
+	return 0;
+}
+
+/* 0 if m is the answer req hoped for; an ERROR becomes its errno. */
+static int answer_check(struct rdmad *c, const struct pending *req,
+			const struct proto_msg *m)
+{
+	const char *what = proto_type_name(req->type);
+	uint16_t want = answer_type(req->type);
+
+	if (m->type == PROTO_ERROR)
+		return daemon_error(m, what);
+	if (m->type != want) {
+		conn_break(c);
+		return client_set_error(EPROTO,
+					"rdmad answered %s with %s, not %s",
+					what, proto_type_name(m->type),
+					proto_type_name(want));
+	}
+	return 0;
+}
+
+/* The WELCOME: the version the daemon chose. */
+static int conn_welcome(struct rdmad *c, const struct proto_msg *m)
+{
+	uint16_t version;
+	int r = proto_welcome_version(m->payload, &version);
+
+	if (r == 0) {
+		c->version = version;
+		return 0;
+	}
+	conn_break(c);
+	if (r == -EPROTONOSUPPORT)
+		return client_set_error(r,
+					"rdmad chose a protocol version "
+					"outside what this library speaks "
+					"(%d to %d)",
+					PROTO_VERSION_MIN, PROTO_VERSION_MAX);
+	return client_set_error(r, "rdmad's WELCOME names no protocol "
+				   "version");
+}
+
+/*
+ * The answer m to req, a request sent ahead that nobody waits for.
+ * HELLO: the session stands or falls with it (a daemon that refuses it
+ * closes the session). REPORT: whatever the daemon thought of the keys
+ * changes nothing in this process (it only shows them in
+ * GET /v1/sessions), so a refusal is not an error of anything; only an
+ * answer that breaks the protocol is.
+ */
+static int conn_settle_one(struct rdmad *c, const struct pending *req,
+			   const struct proto_msg *m)
+{
+	int r;
+
+	if (req->type == PROTO_HELLO) {
+		r = answer_check(c, req, m);
+		if (r < 0) {
+			conn_break(c);
+			return r;
+		}
+		return conn_welcome(c, m);
+	}
+	if (m->type == PROTO_ERROR)
+		return 0;
+	return answer_check(c, req, m);
+}
+
+/* Read and settle the answers of every request sent ahead. */
+static int conn_settle(struct rdmad *c)
+{
+	struct proto_msg m;
+	struct pending req;
+	int r;
+
+	while (c->n_pending) {
+		r = conn_recv(c, &m, &req, NULL);
+		if (r < 0)
+			return r;
+		r = conn_settle_one(c, &req, &m);
+		proto_msg_clear(&m);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/*
+ * Send req (its id is set here) without waiting for its answer: it is
+ * read by conn_await() or settled on the way to a later one.
+ */
+static int conn_send(struct rdmad *c, struct proto_msg *req)
 {
 	const char *what = proto_type_name(req->type);
 	int r;
 
-	proto_msg_init(ans);
 	if (c->broken)
 		return client_set_error(ENOTCONN,
 					"the connection to rdmad failed "
 					"earlier: connect again");
+	if (c->n_pending == CLIENT_MAX_PENDING) {
+		r = conn_settle(c);
+		if (r < 0)
+			return r;
+	}
 	if (++c->last_id == 0)
 		c->last_id = 1;
 	req->id = c->last_id;
 	r = proto_send(c->fd, req);
 	if (r == -EAGAIN)
 		r = -ETIMEDOUT;
-	if (r < 0) {
-		/* Nothing left for a message that could not be encoded. */
-		if (r != -EINVAL && r != -EMSGSIZE && r != -ENOBUFS &&
-		    r != -ENOMEM)
-			conn_break(c);
-		return transport_error(r, what);
-	}
-	r = proto_recv(c->fd, ans);
-	if (r == -EAGAIN)
-		r = -ETIMEDOUT;
+	/* Not sent, for want of memory or room: the connection is as it
+	 * was. */
+	if (r == -EINVAL || r == -EMSGSIZE || r == -ENOBUFS || r == -ENOMEM)
+		return transport_error(r, what, CLIENT_TIMEOUT_MS);
 	if (r < 0) {
 		conn_break(c);
-		return transport_error(r, what);
+		/* A daemon that closes says why first, in answer to a
+		 * request sent ahead (a refused HELLO): that is the error. */
+		if ((r == -EPIPE || r == -ECONNRESET) && c->n_pending) {
+			int why = conn_settle(c);
+
+			if (why < 0 && why != -EPIPE)
+				return why;
+		}
+		return transport_error(r, what, CLIENT_TIMEOUT_MS);
 	}
-	if (ans->type == PROTO_ERROR && ans->id == 0) {
-		/* Not about a request: the daemon is ending the session. */
-		conn_break(c);
-		r = daemon_error(ans, what);
-	} else if (ans->id != req->id) {
-		conn_break(c);
-		r = client_set_error(EPROTO,
-				     "rdmad answered request %u while %u was "
-				     "expected",
-				     ans->id, req->id);
-	} else if (ans->type == PROTO_ERROR) {
-		r = daemon_error(ans, what);
-	} else if (ans->type != want) {
-		conn_break(c);
-		r = client_set_error(
-		    EPROTO, "rdmad answered %s with %s, not %s", what,
-		    proto_type_name(ans->type), proto_type_name(want));
+	c->pending[c->n_pending++] = (struct pending){req->id, req->type};
+	return 0;
+}
+
+/*
+ * Read answers up to the one to request id, into ans: those to requests
+ * sent ahead come first and are settled on the way. An ERROR answer
+ * becomes the errno of its code. On 0, ans is the caller's to clear; on
+ * failure it holds nothing.
+ */
+static int conn_await(struct rdmad *c, uint32_t id, const char *what,
+		      struct proto_msg *ans)
+{
+	struct pending req;
+	int r;
+
+	proto_msg_init(ans);
+	for (;;) {
+		r = conn_recv(c, ans, &req, what);
+		if (r < 0)
+			return r;
+		if (req.id == id)
+			break;
+		r = conn_settle_one(c, &req, ans);
+		proto_msg_clear(ans);
+		if (r < 0)
+			return r;
 	}
+	r = answer_check(c, &req, ans);
 	if (r < 0)
 		proto_msg_clear(ans);
+	return r;
+}
+
+/*
+ * Send req and wait for its answer in ans, for at most timeout_ms (0:
+ * no limit), as conn_send() and conn_await().
+ */
+static int exchange(struct rdmad *c, struct proto_msg *req, int timeout_ms,
+		    struct proto_msg *ans)
+{
+	int r;
+
+	proto_msg_init(ans);
+	r = conn_send(c, req);
+	if (r == 0)
+		r = conn_set_timeout(c, timeout_ms);
+	if (r == 0)
+		r = conn_await(c, req->id, proto_type_name(req->type), ans);
 	return r;
 }
 
@@ -323,39 +578,37 @@ static void conn_freep(struct rdmad **c)
 	conn_free(*c);
 }
 
+/*
+ * Send HELLO. Its answer is read with the first request's: the daemon
+ * answers HELLO first, and a request sent before the WELCOME is framed
+ * in the one version this library speaks. A library that speaks
+ * several must know the daemon's choice before it frames the next
+ * request, so it waits here.
+ */
 static int conn_hello(struct rdmad *c)
 {
 	struct proto_msg req, ans;
-	uint16_t version;
 	int r;
 
 	r = proto_hello(&req, 0);
 	if (r < 0)
 		return client_set_error(r, "out of memory");
-	r = exchange(c, &req, PROTO_WELCOME, &ans);
+	r = conn_send(c, &req);
 	proto_msg_clear(&req);
-	if (r < 0)
+	if (r < 0 || PROTO_VERSION_MIN == PROTO_VERSION_MAX)
 		return r;
-	r = proto_welcome_version(ans.payload, &version);
+	r = conn_await(c, c->last_id, "HELLO", &ans);
+	if (r == 0)
+		r = conn_welcome(c, &ans);
 	proto_msg_clear(&ans);
-	if (r == -EPROTONOSUPPORT)
-		return client_set_error(r,
-					"rdmad chose a protocol version "
-					"outside what this library speaks "
-					"(%d to %d)",
-					PROTO_VERSION_MIN, PROTO_VERSION_MAX);
-	if (r < 0)
-		return client_set_error(r, "rdmad's WELCOME names no protocol "
-					   "version");
-	c->version = version;
-	return 0;
+	return r;
 }
 
 struct rdmad *rdmad_connect(const char *socket_path)
 {
 	_cleanup_(conn_freep) struct rdmad *c = NULL;
 	struct sockaddr_un sun = {.sun_family = AF_UNIX};
-	struct timeval tv = {.tv_sec = CLIENT_TIMEOUT_S};
+	struct timeval tv = {.tv_sec = CLIENT_TIMEOUT_MS / 1000};
 	const char *hint = "";
 	int r, err;
 
@@ -383,6 +636,7 @@ struct rdmad *rdmad_connect(const char *socket_path)
 		errno = -client_set_error(ENOMEM, "out of memory");
 		return NULL;
 	}
+	c->attach_wait_ms = CLIENT_ATTACH_WAIT_MS;
 	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (c->fd < 0) {
 		err = errno;
@@ -398,6 +652,7 @@ struct rdmad *rdmad_connect(const char *socket_path)
 					  strerror(err));
 		return NULL;
 	}
+	c->rcv_timeout_ms = CLIENT_TIMEOUT_MS;
 	if (connect(c->fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
 		err = errno;
 		if (err == ENOENT || err == ECONNREFUSED)
@@ -445,6 +700,8 @@ static void profile_free(struct rdmad_profile *p)
 	free(p->mr);
 	free(p->xrcd);
 	closep(&p->cmd_fd);
+	if (p->devs)
+		ibv_free_device_list(p->devs);
 	free(p->ibdev);
 	free(p->name);
 	free(p);
@@ -941,37 +1198,33 @@ static uint64_t pinned_now(void)
 	return (uint64_t)kb * 1024;
 }
 
-/*
- * Registering pins the pages, counted against RLIMIT_MEMLOCK (unless
- * CAP_IPC_LOCK): fail early with the numbers rather than with the
- * kernel's bare ENOMEM halfway through.
- */
-static int memlock_check(const struct rdmad_profile *p)
+/* What registering MRs [0, n) pins: their pages. */
+static uint64_t pinned_by(const struct rdmad_profile *p, size_t n)
 {
-	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), need = 0, pinned,
-		 total;
-	char s_need[32], s_pinned[64] = "", s_limit[32], s_total[32],
-			 s_hard[96] = "";
-	struct rlimit rl;
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), bytes = 0;
 	size_t i;
 
-	for (i = 0; i < p->n_mr; i++) {
+	for (i = 0; i < n; i++) {
 		const struct client_mr *mr = &p->mr[i];
 		uint64_t start = mr->offset & ~(page - 1);
 		uint64_t end =
 		    (mr->offset + mr->length + page - 1) & ~(page - 1);
 
-		need += end - start;
+		bytes += end - start;
 	}
-	if (getrlimit(RLIMIT_MEMLOCK, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
-		return 0;
-	pinned = pinned_now();
-	total = need + pinned;
-	if (total <= rl.rlim_cur || has_cap_ipc_lock())
-		return 0;
+	return bytes;
+}
+
+/* The ENOMEM of a limit too low: what is needed, and how to get it. */
+static int memlock_error(uint64_t need, uint64_t pinned,
+			 const struct rlimit *rl)
+{
+	uint64_t total = need + pinned;
+	char s_need[32], s_pinned[64] = "", s_limit[32], s_total[32],
+			 s_hard[96] = "";
 
 	client_size_str(need, s_need, sizeof(s_need));
-	client_size_str(rl.rlim_cur, s_limit, sizeof(s_limit));
+	client_size_str(rl->rlim_cur, s_limit, sizeof(s_limit));
 	client_size_str(total, s_total, sizeof(s_total));
 	if (pinned) {
 		char s[32];
@@ -979,10 +1232,10 @@ static int memlock_check(const struct rdmad_profile *p)
 		client_size_str(pinned, s, sizeof(s));
 		snprintf(s_pinned, sizeof(s_pinned), " (%s pinned already)", s);
 	}
-	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < total) {
+	if (rl->rlim_max != RLIM_INFINITY && rl->rlim_max < total) {
 		char s[32];
 
-		client_size_str(rl.rlim_max, s, sizeof(s));
+		client_size_str(rl->rlim_max, s, sizeof(s));
 		snprintf(s_hard, sizeof(s_hard),
 			 "; the hard limit is %s: raising it needs root", s);
 	}
@@ -996,25 +1249,85 @@ static int memlock_check(const struct rdmad_profile *p)
 				s_hard);
 }
 
+/*
+ * Registering pins the pages, counted against RLIMIT_MEMLOCK (unless
+ * CAP_IPC_LOCK): when the MRs alone exceed it, fail before registering
+ * anything, with the numbers rather than with the kernel's bare ENOMEM.
+ * Whether what the process has pinned already pushes them over is
+ * left to the kernel, which counts it anyway: reading it here
+ * (/proc/self/status) would cost every attach more than registering a
+ * small MR; memlock_explain() reads it when the kernel says ENOMEM.
+ */
+static int memlock_check(const struct rdmad_profile *p)
+{
+	uint64_t need = pinned_by(p, p->n_mr);
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) < 0 ||
+	    rl.rlim_cur == RLIM_INFINITY || need <= rl.rlim_cur ||
+	    has_cap_ipc_lock())
+		return 0;
+	return memlock_error(need, pinned_now(), &rl);
+}
+
+/*
+ * Registering MR n failed with ENOMEM: if RLIMIT_MEMLOCK is why, say so
+ * as memlock_check() would have, counting what MRs [0, n) pinned as
+ * part of the need rather than as pinned already. 0 if it is not.
+ */
+static int memlock_explain(const struct rdmad_profile *p, size_t n)
+{
+	uint64_t need = pinned_by(p, p->n_mr), ours = pinned_by(p, n);
+	uint64_t pinned = pinned_now();
+	struct rlimit rl;
+
+	pinned = pinned > ours ? pinned - ours : 0;
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) < 0 ||
+	    rl.rlim_cur == RLIM_INFINITY || need + pinned <= rl.rlim_cur ||
+	    has_cap_ipc_lock())
+		return 0;
+	return memlock_error(need, pinned, &rl);
+}
+
+/* The device named p->ibdev in list, or NULL. */
+static struct ibv_device *find_device(const struct rdmad_profile *p,
+				      struct ibv_device **list, int n)
+{
+	int i;
+
+	for (i = 0; list && i < n; i++)
+		if (streq(ibv_get_device_name(list[i]), p->ibdev))
+			return list[i];
+	return NULL;
+}
+
 static int open_device(struct rdmad_profile *p)
 {
-	struct ibv_device **list;
-	int i, n = 0, err;
+	struct ibv_device **list = TAKE_PTR(p->devs), *dev;
+	int n = p->n_devs, err;
 
-	errno = 0;
-	list = ibv_get_device_list(&n);
-	if (!list) {
-		err = errno ? errno : ENODEV;
-		/* ENOSYS: no RDMA in this kernel, so no such device. */
-		return client_set_error(err == ENOSYS ? ENODEV : err,
-					"RDMA device %s not found: cannot "
-					"list RDMA devices: %s",
-					p->ibdev, strerror(err));
+	/* Listed before the daemon named the device: one that came
+	 * since is not in it. */
+	dev = find_device(p, list, n);
+	if (!dev && list) {
+		ibv_free_device_list(list);
+		list = NULL;
 	}
-	for (i = 0; i < n; i++)
-		if (streq(ibv_get_device_name(list[i]), p->ibdev))
-			break;
-	if (i == n) {
+	if (!list) {
+		errno = 0;
+		list = ibv_get_device_list(&n);
+		if (!list) {
+			err = errno ? errno : ENODEV;
+			/* ENOSYS: no RDMA in this kernel, so no such
+			 * device. */
+			return client_set_error(err == ENOSYS ? ENODEV : err,
+						"RDMA device %s not found: "
+						"cannot list RDMA devices: %s",
+						p->ibdev, strerror(err));
+		}
+		dev = find_device(p, list, n);
+	}
+	if (!dev) {
 		ibv_free_device_list(list);
 		return client_set_error(ENODEV,
 					"RDMA device %s not found in this "
@@ -1022,7 +1335,7 @@ static int open_device(struct rdmad_profile *p)
 					p->ibdev, n);
 	}
 	errno = 0;
-	p->ctx = ibv_open_device(list[i]);
+	p->ctx = ibv_open_device(dev);
 	err = errno ? errno : EIO;
 	ibv_free_device_list(list);
 	if (!p->ctx)
@@ -1031,11 +1344,15 @@ static int open_device(struct rdmad_profile *p)
 	return 0;
 }
 
+/*
+ * Tell the daemon the keys of this process's MRs. The answer is not
+ * waited for: it carries nothing this process needs, and is read with
+ * the next request's (conn_settle_one()).
+ */
 static int report(struct rdmad_profile *p)
 {
-	struct proto_msg req, ans;
+	struct proto_msg req;
 	json_t *mrs = json_array();
-	json_int_t status;
 	size_t i;
 	int r;
 
@@ -1059,17 +1376,8 @@ static int report(struct rdmad_profile *p)
 			    : NULL);
 	if (r < 0)
 		return r;
-	r = exchange(p->conn, &req, PROTO_REPLY, &ans);
+	r = conn_send(p->conn, &req);
 	proto_msg_clear(&req);
-	if (r < 0)
-		return r;
-	status = json_integer_value(json_object_get(ans.payload, "status"));
-	if (status < 200 || status > 299)
-		r = client_set_error(EPROTO,
-				     "rdmad refused the REPORT of profile "
-				     "'%s' (status %lld)",
-				     p->name, (long long)status);
-	proto_msg_clear(&ans);
 	return r;
 }
 
@@ -1111,13 +1419,14 @@ static int setup_local(struct rdmad_profile *p)
 					 mr->length, mr->iova, mr->access);
 		if (!mr->mr) {
 			err = errno ? errno : EIO;
-			return client_set_error(
-			    err,
-			    "cannot register mr '%s' (%llu bytes) on "
-			    "%s: %s%s",
-			    mr->name, (unsigned long long)mr->length, p->ibdev,
-			    strerror(err),
-			    err == ENOMEM ? " (RLIMIT_MEMLOCK too low?)" : "");
+			if (err == ENOMEM && (r = memlock_explain(p, i)) < 0)
+				return r;
+			return client_set_error(err,
+						"cannot register mr '%s' (%llu "
+						"bytes) on %s: %s",
+						mr->name,
+						(unsigned long long)mr->length,
+						p->ibdev, strerror(err));
 		}
 	}
 	return report(p);
@@ -1191,22 +1500,43 @@ static int profile_teardown(struct rdmad_profile *p)
 	return r;
 }
 
-/* Tell the daemon the attachment is over. */
-static int send_detach(struct rdmad_profile *p)
+/* Tell the daemon the attachment is over; detach_await() reads its
+ * answer, with id. */
+static int detach_send(struct rdmad_profile *p, uint32_t *id)
 {
-	struct proto_msg req, ans;
+	struct proto_msg req;
 	int r;
 
 	r = request_msg(
 	    &req, PROTO_DETACH,
 	    json_pack("{s:I}", "attachment", (json_int_t)p->attachment));
-	if (r < 0)
-		return r;
-	r = exchange(p->conn, &req, PROTO_DETACHED, &ans);
+	if (r == 0)
+		r = conn_send(p->conn, &req);
+	*id = req.id;
 	proto_msg_clear(&req);
-	proto_msg_clear(&ans);
 	p->granted = false;
 	return r;
+}
+
+static int detach_await(struct rdmad_profile *p, uint32_t id)
+{
+	struct proto_msg ans;
+	int r;
+
+	proto_msg_init(&ans);
+	r = conn_set_timeout(p->conn, CLIENT_TIMEOUT_MS);
+	if (r == 0)
+		r = conn_await(p->conn, id, "DETACH", &ans);
+	proto_msg_clear(&ans);
+	return r;
+}
+
+static int send_detach(struct rdmad_profile *p)
+{
+	uint32_t id;
+	int r = detach_send(p, &id);
+
+	return r < 0 ? r : detach_await(p, id);
 }
 
 static void profile_unlink(struct rdmad_profile *p)
@@ -1233,26 +1563,100 @@ static void profile_abort(struct rdmad_profile *p)
 	profile_free(p);
 }
 
+int rdmad_set_attach_timeout(struct rdmad *c, int timeout_ms)
+{
+	if (!c)
+		return client_set_error(EINVAL, "rdmad_set_attach_timeout: no "
+						"connection");
+	c->attach_wait_ms = timeout_ms < 0 ? -1 : timeout_ms;
+	return 0;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/*
+ * ATTACH, and its answer. wait_ms: 0 the daemon answers at once; > 0 it
+ * may hold the answer that long for a profile that is not ready yet;
+ * -1 as long as it takes. The answer is awaited for that, plus the
+ * usual time. list_devices: list the RDMA devices into p meanwhile.
+ */
+static int ask_attach(struct rdmad_profile *p, const char *mode,
+		      int wait_ms, bool list_devices, struct proto_msg *ans)
+{
+	struct rdmad *c = p->conn;
+	struct proto_msg req;
+	int timeout = CLIENT_TIMEOUT_MS;
+	int64_t t0 = 0;
+	uint32_t id;
+	json_t *doc;
+	int r;
+
+	proto_msg_init(ans);
+	doc = json_pack("{s:s, s:s}", "profile", p->name, "mode", mode);
+	if (doc && wait_ms &&
+	    json_object_set_new(doc, "wait_ms", json_integer(wait_ms)) < 0) {
+		json_decref(doc);
+		doc = NULL;
+	}
+	r = request_msg(&req, PROTO_ATTACH, doc);
+	if (r < 0)
+		return r;
+	if (wait_ms < 0)
+		timeout = 0;
+	else if (wait_ms > INT_MAX - CLIENT_TIMEOUT_MS)
+		timeout = INT_MAX;
+	else
+		timeout += wait_ms;
+	if (wait_ms > 0)
+		t0 = now_ms();
+	r = conn_send(c, &req);
+	id = req.id;
+	proto_msg_clear(&req);
+	if (r == 0)
+		r = conn_set_timeout(c, timeout);
+	if (r < 0)
+		return r;
+	/* The device list is the slowest step of local mode (a netlink
+	 * and sysfs walk) and needs nothing from the answer: take it
+	 * while the daemon works. A failure here is met again later. */
+	if (list_devices)
+		p->devs = ibv_get_device_list(&p->n_devs);
+	r = conn_await(c, id, "ATTACH", ans);
+	/* not_ready once the whole wait has passed: the daemon gave up
+	 * waiting (its message says so), the profile did not fail. */
+	if (r == -EAGAIN && wait_ms > 0 && now_ms() - t0 >= wait_ms)
+		r = -ETIMEDOUT;
+	return r;
+}
+
 struct rdmad_profile *rdmad_attach(struct rdmad *c, const char *profile,
 				   unsigned int flags)
 {
-	static const unsigned int known =
+	static const unsigned int modes =
 	    RDMAD_ATTACH_SHARED | RDMAD_ATTACH_LOCAL;
 	struct rdmad_profile *p;
-	struct proto_msg req, ans;
+	struct proto_msg ans;
 	const char *mode;
-	int r;
+	int wait_ms, r;
 
 	if (!c || !profile || !*profile) {
 		errno = -client_set_error(EINVAL, "rdmad_attach: no connection "
 						  "or no profile name");
 		return NULL;
 	}
-	if ((flags & ~known) || (flags & known) == known) {
+	if ((flags & ~(modes | RDMAD_ATTACH_WAIT)) ||
+	    (flags & modes) == modes) {
 		errno = -client_set_error(EINVAL,
 					  "rdmad_attach: flags 0x%x: at most "
 					  "one of RDMAD_ATTACH_SHARED and "
-					  "RDMAD_ATTACH_LOCAL",
+					  "RDMAD_ATTACH_LOCAL, and "
+					  "RDMAD_ATTACH_WAIT",
 					  flags);
 		return NULL;
 	}
@@ -1272,12 +1676,15 @@ struct rdmad_profile *rdmad_attach(struct rdmad *c, const char *profile,
 		errno = -client_set_error(ENOMEM, "out of memory");
 		return NULL;
 	}
-	r = request_msg(
-	    &req, PROTO_ATTACH,
-	    json_pack("{s:s, s:s}", "profile", profile, "mode", mode));
-	if (r == 0)
-		r = exchange(c, &req, PROTO_ATTACHED, &ans);
-	proto_msg_clear(&req);
+	wait_ms = flags & RDMAD_ATTACH_WAIT ? c->attach_wait_ms : 0;
+	/* Local mode expected (asked, or what the daemon chose last time
+	 * on this connection) and a prompt answer: list the devices while
+	 * waiting for it. */
+	r = ask_attach(p, mode, wait_ms,
+		       !wait_ms && ((flags & RDMAD_ATTACH_LOCAL) ||
+				    (!(flags & RDMAD_ATTACH_SHARED) &&
+				     c->local_seen)),
+		       &ans);
 	if (r < 0) {
 		profile_free(p);
 		errno = -r;
@@ -1286,6 +1693,12 @@ struct rdmad_profile *rdmad_attach(struct rdmad *c, const char *profile,
 
 	r = parse_attached(p, &ans, flags);
 	proto_msg_clear(&ans); /* closes the fds nothing refers to */
+	if (p->mode)
+		c->local_seen = p->mode == RDMAD_MODE_LOCAL;
+	if (p->devs && p->mode != RDMAD_MODE_LOCAL) {
+		ibv_free_device_list(p->devs);
+		p->devs = NULL;
+	}
 	if (r == 0)
 		r = p->mode == RDMAD_MODE_SHARED ? setup_shared(p)
 						 : setup_local(p);
@@ -1301,11 +1714,13 @@ struct rdmad_profile *rdmad_attach(struct rdmad *c, const char *profile,
 
 int rdmad_detach(struct rdmad_profile *p)
 {
+	char saved[sizeof(last_error)];
+	bool sent = false;
+	uint32_t id = 0;
 	int r, d = 0;
 
 	if (!p)
 		return client_set_error(EINVAL, "rdmad_detach: no profile");
-	r = profile_teardown(p);
 	if (p->granted) {
 		if (p->conn->broken)
 			d = client_set_error(ENOTCONN,
@@ -1315,7 +1730,16 @@ int rdmad_detach(struct rdmad_profile *p)
 					     "earlier)",
 					     p->name);
 		else
-			d = send_detach(p);
+			sent = (d = detach_send(p, &id)) == 0;
+	}
+	/* The daemon ends its lease while this process releases its own
+	 * objects; nothing of the one depends on the other. */
+	r = profile_teardown(p);
+	if (sent) {
+		memcpy(saved, last_error, sizeof(saved));
+		d = detach_await(p, id);
+		if (r < 0) /* that error is the one returned */
+			memcpy(last_error, saved, sizeof(saved));
 	}
 	profile_unlink(p);
 	profile_free(p);
@@ -1513,7 +1937,7 @@ int rdmad_request(struct rdmad *c, const char *method, const char *path,
 	r = request_msg(&req, PROTO_REQUEST, doc);
 	if (r < 0)
 		return r;
-	r = exchange(c, &req, PROTO_REPLY, &ans);
+	r = exchange(c, &req, CLIENT_TIMEOUT_MS, &ans);
 	proto_msg_clear(&req);
 	if (r < 0)
 		return r;

@@ -40,7 +40,7 @@ struct rdmad_profile;
 /* Where rdmad_connect(NULL) connects, unless $RDMAD_SOCKET is set. */
 #define RDMAD_DEFAULT_SOCKET "/run/rdmad/rdmad.sock"
 
-/* rdmad_attach() flags: at most one of SHARED and LOCAL. */
+/* rdmad_attach() flags: at most one of SHARED and LOCAL, and WAIT. */
 enum {
 	/* Shared when the device can import, else local: the daemon picks. */
 	RDMAD_ATTACH_AUTO = 0,
@@ -48,6 +48,13 @@ enum {
 	RDMAD_ATTACH_SHARED = 1 << 0,
 	/* Open the device and register the same memory in this process. */
 	RDMAD_ATTACH_LOCAL = 1 << 1,
+	/*
+	 * A profile that is not ready yet (its objects are still being
+	 * created): wait until it is, it fails, or the attach timeout
+	 * (rdmad_set_attach_timeout(), 30 s by default) passes, instead of
+	 * failing with EAGAIN at once.
+	 */
+	RDMAD_ATTACH_WAIT = 1 << 2,
 };
 
 enum rdmad_mode {
@@ -57,8 +64,12 @@ enum rdmad_mode {
 
 /*
  * Connect to the daemon at socket_path (NULL: $RDMAD_SOCKET, else
- * RDMAD_DEFAULT_SOCKET) and agree on a protocol version. Every answer
- * is awaited for at most 30 seconds. NULL and errno on failure.
+ * RDMAD_DEFAULT_SOCKET) and offer the protocol versions this library
+ * speaks. The daemon's answer is read with the first request's: a
+ * daemon that refuses the session (no common version, too many
+ * sessions) makes that first call fail, with its reason. Every answer
+ * is awaited for at most 30 seconds (a waiting attach adds its wait).
+ * NULL and errno on failure.
  */
 struct rdmad *rdmad_connect(const char *socket_path);
 
@@ -71,12 +82,23 @@ void rdmad_close(struct rdmad *c);
 /*
  * Attach to profile. Either fully succeeds or leaves nothing behind
  * (no fd, mapping, verbs object or lease). NULL and errno on failure:
- * ENOENT no such profile, EACCES not allowed, EAGAIN profile not ready,
+ * ENOENT no such profile, EACCES not allowed, EAGAIN profile not ready
+ * (or, with RDMAD_ATTACH_WAIT, it failed while waited for), ETIMEDOUT
+ * RDMAD_ATTACH_WAIT and still not ready when the timeout passed,
  * EOPNOTSUPP shared mode asked on a device that cannot import, ENOMEM
  * RLIMIT_MEMLOCK too low for local mode, ENODEV device not found, ...
  */
 struct rdmad_profile *rdmad_attach(struct rdmad *c, const char *profile,
 				   unsigned int flags);
+
+/*
+ * How long rdmad_attach() with RDMAD_ATTACH_WAIT waits for a profile
+ * that is not ready: timeout_ms milliseconds (30000 until set; 0: not
+ * at all, as without the flag), or as long as it takes if negative.
+ * The daemon does the waiting; the library waits for its answer that
+ * long plus the usual 30 seconds. 0, or -EINVAL for a NULL c.
+ */
+int rdmad_set_attach_timeout(struct rdmad *c, int timeout_ms);
 
 /*
  * Release the profile's objects in this process (they must no longer be

@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -79,6 +80,7 @@ enum {
 	FAKE_NOT_EOF = 13,     /* the client said more than it should */
 	FAKE_BAD_REQUEST = 14, /* a payload not as the contract says */
 	FAKE_SETUP = 15,
+	FAKE_NOT_PIPELINED = 16, /* the client waited where it need not */
 };
 
 static void fake_die(int code)
@@ -145,6 +147,33 @@ static void fake_expect_eof(int sock)
 		proto_msg_clear(&m);
 		fake_die(FAKE_NOT_EOF);
 	}
+}
+
+/* Read and drop whatever the client sends, until it hangs up. */
+static void fake_drain(int sock)
+{
+	for (;;) {
+		struct proto_msg m;
+		int r = proto_recv(sock, &m);
+
+		if (r == -EPIPE || r == -ECONNRESET)
+			return;
+		if (r < 0)
+			fake_die(FAKE_RECV);
+		proto_msg_clear(&m);
+	}
+}
+
+/*
+ * Wait until the client's next message is queued, without reading it:
+ * the client sent it without waiting for an answer we have not given.
+ */
+static void fake_wait_queued(int sock)
+{
+	struct pollfd pfd = {.fd = sock, .events = POLLIN};
+
+	if (poll(&pfd, 1, 10000) != 1)
+		fake_die(FAKE_NOT_PIPELINED);
 }
 
 static void fake_expect_detach(int sock, int attachment)
@@ -284,16 +313,29 @@ static void test_code_errno(void **state)
 	assert_int_equal(client_code_errno("not_supported"), EOPNOTSUPP);
 	assert_int_equal(client_code_errno("bad_request"), EINVAL);
 	assert_int_equal(client_code_errno("too_many_sessions"), ECONNREFUSED);
+	assert_int_equal(client_code_errno("timeout"), ETIMEDOUT);
+	assert_int_equal(client_code_errno("too_many_requests"), EBUSY);
 	assert_int_equal(client_code_errno("what_is_this"), EPROTO);
 	assert_int_equal(client_code_errno(NULL), EPROTO);
 }
 
 /* ---- connecting ---- */
 
+/* HELLO, WELCOME: the client may hang up before reading it. */
 static void script_welcome(int sock, const void *arg)
 {
+	struct proto_msg m, w;
+	int r;
+
 	(void)arg;
-	fake_welcome(sock);
+	fake_recv(sock, &m, PROTO_HELLO);
+	if (proto_welcome(&w, m.id, 1, "test") < 0)
+		fake_die(FAKE_SETUP);
+	r = proto_send(sock, &w);
+	if (r < 0 && r != -EPIPE && r != -ECONNRESET)
+		fake_die(FAKE_SEND);
+	proto_msg_clear(&w);
+	proto_msg_clear(&m);
 	fake_expect_eof(sock);
 }
 
@@ -353,7 +395,10 @@ static void test_connect_no_daemon(void **state)
 	assert_int_equal(count_fds(), fds);
 }
 
-/* How the fake daemon answers HELLO. */
+/*
+ * How the fake daemon answers HELLO. rdmad_connect() does not wait for
+ * the answer: the first request's call reads it, and fails with it.
+ */
 enum hello_answer {
 	HELLO_VERSION_2,  /* WELCOME choosing a version we do not speak */
 	HELLO_NO_VERSION, /* WELCOME without one */
@@ -362,24 +407,45 @@ enum hello_answer {
 	HELLO_WRONG_ID,	  /* a WELCOME for another request */
 	HELLO_REPLY,	  /* another type than WELCOME */
 	HELLO_HANG_UP,	  /* nothing: the daemon closes */
+	/* ERROR unsupported_version, then the daemon closes (as rdmad) */
+	HELLO_REFUSED,
+	/* ERROR too_many_sessions, closing with the request unread (as
+	 * rdmad, whose refusal may cross the client's first messages):
+	 * the client's read says "reset" before the ERROR */
+	HELLO_BUSY_UNREAD,
 };
 
 static const struct hello_case {
 	const char *name;
 	enum hello_answer answer;
+	/* The fake has answered and gone before the first request is
+	 * sent: sending fails, and the answer still says why. */
+	bool gone_first;
 	int err;
 	const char *message; /* part of the last error */
 } hello_cases[] = {
-	{ "welcome_version_2", HELLO_VERSION_2, EPROTONOSUPPORT,
+	{ "welcome_version_2", HELLO_VERSION_2, false, EPROTONOSUPPORT,
 	  "protocol version" },
-	{ "welcome_no_version", HELLO_NO_VERSION, EBADMSG, "no protocol" },
-	{ "welcome_frame_v2", HELLO_FRAME_V2, EPROTONOSUPPORT,
+	{ "welcome_no_version", HELLO_NO_VERSION, false, EBADMSG,
+	  "no protocol" },
+	{ "welcome_frame_v2", HELLO_FRAME_V2, false, EPROTONOSUPPORT,
 	  "protocol version this library does not speak" },
-	{ "hello_error", HELLO_ERROR_ID0, ECONNREFUSED,
+	{ "hello_error", HELLO_ERROR_ID0, false, ECONNREFUSED,
 	  "uid 1000 has 256 sessions already" },
-	{ "welcome_wrong_id", HELLO_WRONG_ID, EPROTO, "answered request" },
-	{ "welcome_wrong_type", HELLO_REPLY, EPROTO, "HELLO with REPLY" },
-	{ "hello_hang_up", HELLO_HANG_UP, EPIPE, "closed the connection" },
+	{ "welcome_wrong_id", HELLO_WRONG_ID, false, EPROTO,
+	  "answered request 2 while 1 was expected" },
+	{ "welcome_wrong_type", HELLO_REPLY, false, EPROTO,
+	  "HELLO with REPLY" },
+	{ "hello_hang_up", HELLO_HANG_UP, false, EPIPE,
+	  "closed the connection" },
+	{ "hello_hang_up_first", HELLO_HANG_UP, true, EPIPE,
+	  "closed the connection (REQUEST)" },
+	{ "hello_refused", HELLO_REFUSED, false, EPROTONOSUPPORT,
+	  "this daemon speaks protocol versions 2 to 3" },
+	{ "hello_refused_first", HELLO_REFUSED, true, EPROTONOSUPPORT,
+	  "this daemon speaks protocol versions 2 to 3" },
+	{ "hello_busy_unread", HELLO_BUSY_UNREAD, false, ECONNREFUSED,
+	  "uid 1000 has 256 sessions already" },
 };
 
 static void script_hello(int sock, const void *arg)
@@ -428,27 +494,107 @@ static void script_hello(int sock, const void *arg)
 		break;
 	case HELLO_HANG_UP:
 		break;
+	case HELLO_REFUSED:
+		fake_error(sock, m.id, "unsupported_version",
+			   "this daemon speaks protocol versions 2 to 3");
+		break;
+	case HELLO_BUSY_UNREAD:
+		fake_wait_queued(sock);
+		fake_error(sock, 0, "too_many_sessions",
+			   "uid 1000 has 256 sessions already");
+		break;
 	}
 	proto_msg_clear(&m);
-	if (hc->answer != HELLO_HANG_UP)
-		fake_expect_eof(sock);
+	/* The daemon that closes, closes now; the others hear the client
+	 * out (it sends its request before it reads the answer). */
+	if (hc->answer != HELLO_HANG_UP && hc->answer != HELLO_REFUSED &&
+	    hc->answer != HELLO_BUSY_UNREAD)
+		fake_drain(sock);
 }
 
 static void test_connect_bad_hello(void **state)
 {
 	const struct hello_case *hc = *state;
+	struct rdmad *c;
 	struct fake f;
-	int fds;
+	int fds, status = 0;
 
 	fake_start(&f, script_hello, hc);
 	fds = count_fds();
+	c = rdmad_connect(f.path);
+	assert_non_null(c);
+	if (hc->gone_first)
+		assert_int_equal(fake_wait(&f), FAKE_OK);
 	errno = 0;
-	assert_null(rdmad_connect(f.path));
-	assert_int_equal(errno, hc->err);
+	assert_int_equal(
+	    rdmad_request(c, "GET", "/v1/health", NULL, &status, NULL),
+	    -hc->err);
 	if (!strstr(rdmad_last_error(), hc->message))
 		fail_msg("last error '%s' lacks '%s'", rdmad_last_error(),
 			 hc->message);
+	/* The session is over. */
+	assert_int_equal(
+	    rdmad_request(c, "GET", "/v1/health", NULL, &status, NULL),
+	    -ENOTCONN);
+	assert_null(rdmad_attach(c, "p", 0));
+	assert_int_equal(errno, ENOTCONN);
+	rdmad_close(c);
 	assert_int_equal(count_fds(), fds);
+	if (!hc->gone_first)
+		assert_int_equal(fake_wait(&f), FAKE_OK);
+}
+
+/* ---- pipelining ---- */
+
+/*
+ * WELCOME only once ATTACH has arrived: a client that waited for it
+ * first would hang here. Then a REQUEST, answered in turn.
+ */
+static void script_pipelined(int sock, const void *arg)
+{
+	struct proto_msg m;
+	uint32_t id;
+
+	(void)arg;
+	fake_recv(sock, &m, PROTO_HELLO);
+	fake_wait_queued(sock);
+	fake_send(sock, PROTO_WELCOME, m.id,
+		  json_pack("{s:i, s:s, s:s}", "version", 1, "server", "rdmad",
+			    "server_version", "test"),
+		  NULL, 0);
+	proto_msg_clear(&m);
+	id = fake_attach_req(sock, "p", "auto");
+	fake_error(sock, id, "not_found", "no profile 'p'");
+	fake_recv(sock, &m, PROTO_REQUEST);
+	fake_send(sock, PROTO_REPLY, m.id,
+		  json_pack("{s:i, s:{s:s}}", "status", 200, "body", "status",
+			    "ok"),
+		  NULL, 0);
+	proto_msg_clear(&m);
+	fake_expect_eof(sock);
+}
+
+static void test_attach_pipelined(void **state)
+{
+	struct fake f;
+	struct rdmad *c;
+	char *reply = NULL;
+	int status = 0;
+
+	(void)state;
+	fake_start(&f, script_pipelined, NULL);
+	c = rdmad_connect(f.path);
+	assert_non_null(c);
+	errno = 0;
+	assert_null(rdmad_attach(c, "p", RDMAD_ATTACH_AUTO));
+	assert_int_equal(errno, ENOENT);
+	assert_string_equal(rdmad_last_error(), "no profile 'p'");
+	assert_int_equal(
+	    rdmad_request(c, "GET", "/v1/health", NULL, &status, &reply), 0);
+	assert_int_equal(status, 200);
+	assert_string_equal(reply, "{\"status\":\"ok\"}");
+	free(reply);
+	rdmad_close(c);
 	assert_int_equal(fake_wait(&f), FAKE_OK);
 }
 
@@ -515,10 +661,141 @@ static void test_attach_errors(void **state)
 	assert_int_equal(errno, EINVAL);
 	assert_null(rdmad_attach(c, "x", 1u << 7));
 	assert_int_equal(errno, EINVAL);
+	assert_null(rdmad_attach(c, "x",
+				 RDMAD_ATTACH_WAIT | RDMAD_ATTACH_SHARED |
+				     RDMAD_ATTACH_LOCAL));
+	assert_int_equal(errno, EINVAL);
+	assert_int_equal(rdmad_set_attach_timeout(NULL, 1000), -EINVAL);
 	assert_null(rdmad_attach(c, NULL, 0));
 	assert_int_equal(errno, EINVAL);
 	assert_null(rdmad_attach(NULL, "x", 0));
 	assert_int_equal(errno, EINVAL);
+	rdmad_close(c);
+	assert_int_equal(fake_wait(&f), FAKE_OK);
+}
+
+/* ---- waiting attach ---- */
+
+/* One attach of test_attach_wait, in order. */
+static const struct wait_case {
+	unsigned int flags;
+	bool set;	 /* rdmad_set_attach_timeout(timeout) first */
+	int timeout;
+	json_int_t wait; /* "wait_ms" in the ATTACH; 0: no such key */
+	const char *mode;
+	int delay_ms; /* the fake answers not_ready after that */
+	const char *message;
+	int err;
+	int rcvtimeo_ms; /* the socket's receive timeout meanwhile */
+} wait_cases[] = {
+	/* No flag: no wait_ms, the usual receive timeout. */
+	{ 0, false, 0, 0, "auto", 0, "profile 'p' is creating", EAGAIN,
+	  30000 },
+	/* The default wait; the profile failed meanwhile: EAGAIN. */
+	{ RDMAD_ATTACH_WAIT, false, 0, 30000, "auto", 0,
+	  "profile 'p' is failed: no device", EAGAIN, 60000 },
+	/* The daemon gave up after the whole wait: ETIMEDOUT. */
+	{ RDMAD_ATTACH_WAIT | RDMAD_ATTACH_LOCAL, true, 200, 200, "local",
+	  200, "timed out after 200 ms: profile 'p' is creating", ETIMEDOUT,
+	  30200 },
+	/* Negative: no limit, and no receive timeout at all. */
+	{ RDMAD_ATTACH_WAIT, true, -7, -1, "auto", 0,
+	  "profile 'p' is failed", EAGAIN, 0 },
+	/* 0: do not wait. */
+	{ RDMAD_ATTACH_WAIT | RDMAD_ATTACH_SHARED, true, 0, 0, "shared", 0,
+	  "profile 'p' is creating", EAGAIN, 30000 },
+	/* A timeout set does not wait without the flag. */
+	{ 0, true, 500, 0, "auto", 0, "profile 'p' is creating", EAGAIN,
+	  30000 },
+};
+
+/* Check each ATTACH against wait_cases and answer not_ready. */
+static void script_wait(int sock, const void *arg)
+{
+	const struct wait_case *wc = arg;
+	size_t i;
+
+	fake_welcome(sock);
+	for (i = 0; i < ARRAY_SIZE(wait_cases); i++) {
+		struct proto_msg m;
+		json_t *w;
+
+		fake_recv(sock, &m, PROTO_ATTACH);
+		w = json_object_get(m.payload, "wait_ms");
+		if (wc[i].wait ? !json_is_integer(w) ||
+				     json_integer_value(w) != wc[i].wait
+			       : w != NULL)
+			fake_die(FAKE_BAD_REQUEST);
+		if (!streq(json_string_value(json_object_get(m.payload, "mode")),
+			   wc[i].mode))
+			fake_die(FAKE_BAD_REQUEST);
+		if (wc[i].delay_ms)
+			usleep(wc[i].delay_ms * 1000);
+		fake_error(sock, m.id, "not_ready", wc[i].message);
+		proto_msg_clear(&m);
+	}
+	fake_expect_eof(sock);
+}
+
+/* The fds open now, as a bitmap of the first 1024. */
+static void open_fds(bool open[1024])
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+
+	assert_non_null(d);
+	memset(open, 0, 1024 * sizeof(*open));
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.' && atoi(e->d_name) < 1024 &&
+		    atoi(e->d_name) != dirfd(d))
+			open[atoi(e->d_name)] = true;
+	closedir(d);
+}
+
+static int rcvtimeo_ms(int fd)
+{
+	struct timeval tv;
+	socklen_t len = sizeof(tv);
+
+	assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &len),
+			 0);
+	return (int)(tv.tv_sec * 1000 + tv.tv_usec / 1000);
+}
+
+static void test_attach_wait(void **state)
+{
+	bool before[1024], after[1024];
+	struct fake f;
+	struct rdmad *c;
+	int fd = -1;
+	size_t i;
+
+	(void)state;
+	fake_start(&f, script_wait, wait_cases);
+	open_fds(before);
+	c = rdmad_connect(f.path);
+	assert_non_null(c);
+	open_fds(after);
+	for (i = 0; i < 1024; i++)
+		if (after[i] && !before[i])
+			fd = (int)i;
+	assert_true(fd >= 0);
+	assert_int_equal(rcvtimeo_ms(fd), 30000);
+
+	for (i = 0; i < ARRAY_SIZE(wait_cases); i++) {
+		const struct wait_case *wc = &wait_cases[i];
+
+		if (wc->set)
+			assert_int_equal(
+			    rdmad_set_attach_timeout(c, wc->timeout), 0);
+		errno = 0;
+		assert_null(rdmad_attach(c, "p", wc->flags));
+		if (errno != wc->err)
+			fail_msg("case %zu: errno %d, not %d (%s)", i, errno,
+				 wc->err, rdmad_last_error());
+		assert_string_equal(rdmad_last_error(), wc->message);
+		assert_int_equal(rcvtimeo_ms(fd), wc->rcvtimeo_ms);
+	}
 	rdmad_close(c);
 	assert_int_equal(fake_wait(&f), FAKE_OK);
 }
@@ -880,16 +1157,57 @@ static void test_accessors_null(void **state)
 
 /* ---- local mode on a real device (tests/vm/run) ---- */
 
-struct local_case {
+/*
+ * How the fake daemon answers the REPORT, which the client does not
+ * wait for: a request made between attach and detach reads that
+ * answer first.
+ */
+enum report_answer {
+	REPORT_LATE,	 /* REPLY 200, once the next request is queued */
+	REPORT_REFUSED,	 /* ERROR: only the daemon's view lacks the keys */
+	REPORT_WRONG_ID, /* a REPLY for another request: EPROTO */
+	REPORT_HANG_UP,	 /* no answer, the daemon closes: EPIPE */
+};
+
+static const struct local_case {
+	const char *name;
+	enum report_answer report;
+	int err; /* of the request after the attach */
+	const char *message;
+} local_cases[] = {
+	{ "local_report_late", REPORT_LATE, 0, NULL },
+	{ "local_report_refused", REPORT_REFUSED, 0, NULL },
+	{ "local_report_wrong_id", REPORT_WRONG_ID, EPROTO,
+	  "answered request 103 while 3 was expected" },
+	{ "local_report_hang_up", REPORT_HANG_UP, EPIPE,
+	  "closed the connection (REQUEST)" },
+};
+
+/* A local case on the device found. */
+struct local_run {
+	const struct local_case *lc;
 	char ibdev[64];
 };
+
+/* The answer to the REQUEST after the attach: not the REPORT's. */
+static void fake_request_404(int sock)
+{
+	struct proto_msg m;
+
+	fake_recv(sock, &m, PROTO_REQUEST);
+	fake_send(sock, PROTO_REPLY, m.id,
+		  json_pack("{s:i, s:{s:s}}", "status", 404, "body", "mark",
+			    "request"),
+		  NULL, 0);
+	proto_msg_clear(&m);
+}
 
 /* Two MRs: zero-based on "small", VA-based at an offset in "big". */
 #define LOCAL_IOVA 0x7f1234560000ull
 
 static void script_local(int sock, const void *arg)
 {
-	const struct local_case *lc = arg;
+	const struct local_run *lr = arg;
 	struct proto_msg m;
 	json_t *doc, *mrs, *mr;
 	size_t i;
@@ -905,7 +1223,7 @@ static void script_local(int sock, const void *arg)
 	    " s:[{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:b, s:[s, s]},"
 	    "    {s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:b, s:[s]}]}",
 	    "profile", "p", "attachment", 7, "mode", "local", "ibdev",
-	    lc->ibdev, "port", 1, "gid_index", 1, "import_capable", 0, "memory",
+	    lr->ibdev, "port", 1, "gid_index", 1, "import_capable", 0, "memory",
 	    "name", "big", "size", MEM_BIG, "backing", "memfd", "fd", 0, "name",
 	    "small", "size", MEM_SMALL, "backing", "memfd", "fd", 1, "pd",
 	    "name", "main", "handle", 0, "mr", "name", "ring", "pd", "main",
@@ -944,9 +1262,30 @@ static void script_local(int sock, const void *arg)
 			      len != 8192)
 			fake_die(FAKE_BAD_REQUEST);
 	}
-	fake_send(sock, PROTO_REPLY, m.id,
-		  json_pack("{s:i, s:{}}", "status", 200, "body"), NULL, 0);
+	id = m.id;
 	proto_msg_clear(&m);
+	switch (lr->lc->report) {
+	case REPORT_LATE:
+		/* The attach is over without this answer. */
+		fake_wait_queued(sock);
+		fake_send(sock, PROTO_REPLY, id,
+			  json_pack("{s:i, s:{}}", "status", 200, "body"),
+			  NULL, 0);
+		fake_request_404(sock);
+		break;
+	case REPORT_REFUSED:
+		fake_error(sock, id, "bad_request", "REPORT is for local mode");
+		fake_request_404(sock);
+		break;
+	case REPORT_WRONG_ID:
+		fake_send(sock, PROTO_REPLY, id + 100,
+			  json_pack("{s:i, s:{}}", "status", 200, "body"),
+			  NULL, 0);
+		fake_drain(sock);
+		return;
+	case REPORT_HANG_UP:
+		return;
+	}
 	/* The client writes through its mapping: we must see it. */
 	fake_expect_detach(sock, 7);
 	{
@@ -960,28 +1299,28 @@ static void script_local(int sock, const void *arg)
 
 static void test_attach_local_device(void **state)
 {
-	struct local_case lc = {0};
+	struct local_run lr = {.lc = *state};
 	struct ibv_device **list;
 	struct rdmad_profile *p;
 	struct ibv_mr *mr;
 	struct fake f;
 	struct rdmad *c;
+	char *reply = NULL;
 	size_t len = 0;
 	char *bytes;
-	int n = 0, fds, maps;
+	int n = 0, fds, maps, status = 0;
 
-	(void)state;
 	list = ibv_get_device_list(&n);
 	if (!list || n == 0) {
 		if (list)
 			ibv_free_device_list(list);
 		skip();
 	}
-	snprintf(lc.ibdev, sizeof(lc.ibdev), "%s",
+	snprintf(lr.ibdev, sizeof(lr.ibdev), "%s",
 		 ibv_get_device_name(list[0]));
 	ibv_free_device_list(list);
 
-	fake_start(&f, script_local, &lc);
+	fake_start(&f, script_local, &lr);
 	fds = count_fds();
 	maps = count_test_maps();
 	c = rdmad_connect(f.path);
@@ -992,7 +1331,7 @@ static void test_attach_local_device(void **state)
 	assert_int_equal(rdmad_mode(p), RDMAD_MODE_LOCAL);
 	assert_non_null(rdmad_context(p));
 	assert_string_equal(ibv_get_device_name(rdmad_context(p)->device),
-			    lc.ibdev);
+			    lr.ibdev);
 	assert_int_equal(rdmad_port(p), 1);
 	assert_int_equal(rdmad_gid_index(p), 1);
 	assert_non_null(rdmad_pd(p, "main"));
@@ -1027,6 +1366,30 @@ static void test_attach_local_device(void **state)
 	memcpy(bytes, "hello", 5);
 	assert_int_equal(count_test_maps(), 2);
 
+	/* The REPORT's answer, read first, is not taken for this one. */
+	errno = 0;
+	if (lr.lc->err) {
+		assert_int_equal(rdmad_request(c, "GET", "/v1/x", NULL,
+					       &status, &reply),
+				 -lr.lc->err);
+		if (!strstr(rdmad_last_error(), lr.lc->message))
+			fail_msg("last error '%s' lacks '%s'",
+				 rdmad_last_error(), lr.lc->message);
+		assert_null(reply);
+		/* Released here; the daemon cannot be told. */
+		assert_int_equal(rdmad_detach(p), -ENOTCONN);
+		assert_int_equal(count_test_maps(), maps);
+		rdmad_close(c);
+		assert_int_equal(count_fds(), fds);
+		assert_int_equal(fake_wait(&f), FAKE_OK);
+		return;
+	}
+	assert_int_equal(
+	    rdmad_request(c, "GET", "/v1/x", NULL, &status, &reply), 0);
+	assert_int_equal(status, 404);
+	assert_string_equal(reply, "{\"mark\":\"request\"}");
+	free(reply);
+
 	assert_int_equal(rdmad_detach(p), 0);
 	assert_int_equal(count_test_maps(), maps);
 	rdmad_close(c);
@@ -1045,7 +1408,8 @@ static void test_attach_local_device(void **state)
 int main(void)
 {
 	struct CMUnitTest
-	    tests[ARRAY_SIZE(hello_cases) + ARRAY_SIZE(attached_cases) + 16];
+	    tests[ARRAY_SIZE(hello_cases) + ARRAY_SIZE(attached_cases) +
+		  ARRAY_SIZE(local_cases) + 16];
 	size_t n = 0, i;
 
 	/* A test that got SIGPIPE would die instead of failing. */
@@ -1059,12 +1423,13 @@ int main(void)
 	    (struct CMUnitTest)cmocka_unit_test(test_connect_no_daemon);
 	CASES(hello_cases, test_connect_bad_hello);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_attach_errors);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_attach_pipelined);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_attach_wait);
 	CASES(attached_cases, test_attach_fails_clean);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_daemon_gone);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_request);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_accessors_null);
-	tests[n++] =
-	    (struct CMUnitTest)cmocka_unit_test(test_attach_local_device);
+	CASES(local_cases, test_attach_local_device);
 	assert_true(n <= ARRAY_SIZE(tests));
 	return _cmocka_run_group_tests("librdmad", tests, n, NULL, NULL);
 }
