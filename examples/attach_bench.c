@@ -12,7 +12,8 @@
  *            ibv_reg_mr of a 4 KiB buffer (setup), then ibv_dereg_mr,
  *            ibv_dealloc_pd, ibv_close_device (teardown): what a process
  *            does without rdmad, on the profile's device, with the MR's
- *            access flags;
+ *            length and the access of attach_bench.sh's profile (local
+ *            and remote write, remote read);
  *   attach   rdmad_attach (setup) and rdmad_detach (teardown) on one
  *            connection;
  *   connect  rdmad_connect + rdmad_attach (setup), rdmad_detach +
