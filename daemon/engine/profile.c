@@ -610,6 +610,23 @@ int profile_reload(struct profile *next, struct profile *old,
 	return 0;
 }
 
+bool profile_retire(struct profile *p)
+{
+	cancel_creation(p);
+	for (size_t i = p->n_objects; i-- > 0;) {
+		struct object *o = &p->objects[i];
+
+		if (o->leases && o->state == OBJ_READY && add_draining(p, o) == 0)
+			continue;
+		object_destroy(o);
+	}
+	/* Its configuration goes with the reload: nothing may look at it. */
+	p->conf = NULL;
+	p->dev = NULL;
+	profile_touch(p);
+	return p->n_draining > 0;
+}
+
 struct object *profile_find_serial(struct profile *p, enum obj_kind kind,
 				   const char *name, uint64_t serial)
 {

@@ -163,21 +163,12 @@ static int send_error(struct session *s, uint32_t id, const char *code,
 
 static void release(struct control *c, struct attachment *a)
 {
-	struct profile *p = a->profile ? manager_profile(c->m, a->profile)
-				       : NULL;
-
 	for (size_t i = 0; i < a->n_leases; i++) {
 		struct lease *l = &a->leases[i];
-		struct object *o = p ? profile_find_serial(p, l->kind, l->name,
-							   l->serial)
-				     : NULL;
 
-		if (o)
-			profile_release(p, o);
+		manager_release(c->m, a->profile, l->kind, l->name, l->serial);
 		free(l->name);
 	}
-	if (p && a->n_leases)
-		profile_touch(p);
 	free(a->leases);
 	free(a->profile);
 	json_decref(a->report);

@@ -265,3 +265,15 @@ struct config *config_free(struct config *c)
 	return NULL;
 }
 
+json_t *config_errors_json(const struct config *c)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < c->n_errors; i++)
+		json_array_append_new(
+			a, json_pack("{s:s, s:i, s:s}", "file",
+				     c->errors[i].loc.file, "line",
+				     c->errors[i].loc.line, "message",
+				     c->errors[i].msg));
+	return a;
+}

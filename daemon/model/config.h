@@ -277,6 +277,8 @@ int config_load(const char *path, struct config **out);
 int config_load_string(const char *name, const char *text,
 		       struct config **out);
 void config_print_errors(const struct config *c, FILE *f);
+/* The errors as a JSON array of {"file", "line", "message"}. */
+json_t *config_errors_json(const struct config *c);
 struct config *config_free(struct config *c);
 static inline void config_freep(struct config **c)
 {

@@ -484,3 +484,35 @@ def test_metrics(shared):
     assert 'rdmad_port_counter{device="rxe0",port="1",' \
         'group="hw_counters",counter="rcvd_pkts"}' in lines
     c.close()
+
+
+def test_removing_a_leased_profile_drains_it(shared):
+    """A reload that removes a whole profile (here: every profile, so it
+    needs force) keeps what sessions hold until they let go."""
+    d = shared
+    c = Client(d.sock)
+    t, doc, fds = c.call(ATTACH, {"profile": "ingest"})
+    assert t == ATTACHED
+    for fd in fds:
+        os.close(fd)
+    held = len(rdma_res("mr", d.pid))
+    assert held == 2
+    text = d.conf.read_text()
+    d.conf.write_text(text.split("\ndevices")[0] + "\n")
+    status, body = d.request("POST", "/v1/reload")
+    assert status == 409, body
+    status, body = d.request("POST", "/v1/reload", {"force": True})
+    assert status == 200, body
+    assert {"profile": "ingest", "kind": "profile",
+            "action": "remove"} in body["changes"]
+    status, _ = d.get("/v1/profiles/ingest")
+    assert status == 404
+    # The leased MRs and their PD stay in the kernel while held; the
+    # unleased CQ and QP went.
+    assert len(rdma_res("mr", d.pid)) == held
+    assert len(rdma_res("pd", d.pid)) == 1
+    assert not rdma_res("qp", d.pid) and not rdma_res("cq", d.pid)
+    t, _, _ = c.call(DETACH, {"attachment": doc["attachment"]})
+    assert t == DETACHED
+    assert not rdma_res("mr", d.pid) and not rdma_res("pd", d.pid)
+    c.close()
