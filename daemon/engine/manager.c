@@ -114,6 +114,11 @@ int manager_new(struct config *config, struct manager **out)
 	}
 	m->config = config;
 	clock_gettime(CLOCK_MONOTONIC, &m->started);
+	r = config_resolve_identities(config);
+	if (r < 0) {
+		manager_free(m);
+		return r;
+	}
 	r = sd_event_default(&m->event);
 	if (r < 0) {
 		manager_free(m);
@@ -160,13 +165,17 @@ static void watch_profile(struct manager *m, struct profile *p)
 			 p->conf->name, p->ibdev);
 }
 
+/* Stop p; lost: its device went (memory stays for its return). */
 static void stop_profile(struct manager *m, struct profile *p,
-			 const char *reason)
+			 const char *reason, bool lost)
 {
 	bool was_busy = profile_busy(p);
 
 	p->async = asyncwatch_free(p->async);
-	profile_stop(p, reason);
+	if (lost)
+		profile_lose_device(p, reason);
+	else
+		profile_stop(p, reason);
 	announce(m, MANAGER_PROFILE_CHANGED, p);
 	/* A creation it cut short may have been the last one under way. */
 	if (was_busy && !m->reloading && !manager_busy(m))
@@ -213,7 +222,7 @@ static void on_async_event(void *ud, const struct ibv_async_event *ev)
 		 p->ibdev);
 	log_warn(0, "profile %s: %s; waiting for it to come back",
 		 p->conf->name, reason);
-	stop_profile(m, p, reason);
+	stop_profile(m, p, reason, true);
 }
 
 static void on_device(void *ud, const char *ibdev, enum devwatch_action a)
@@ -235,7 +244,7 @@ static void on_device(void *ud, const char *ibdev, enum devwatch_action a)
 		if (a == DEVWATCH_REMOVE && p->ctx && streq(p->ibdev, ibdev)) {
 			snprintf(reason, sizeof(reason),
 				 "device %s was removed", ibdev);
-			stop_profile(m, p, reason);
+			stop_profile(m, p, reason, true);
 			log_profile(p);
 		} else if (a == DEVWATCH_ADD && !p->ctx &&
 			   devmatch_matches(p->dev, ibdev)) {
@@ -264,7 +273,7 @@ void manager_stop(struct manager *m)
 {
 	m->devwatch = devwatch_free(m->devwatch);
 	for (size_t i = m->n_profiles; i-- > 0;)
-		stop_profile(m, m->profiles[i], NULL);
+		stop_profile(m, m->profiles[i], NULL, false);
 }
 
 struct manager *manager_free(struct manager *m)
@@ -369,6 +378,9 @@ static int load_checked(const char *path, struct config **out,
 				    config_errors_json(next));
 		return -EINVAL;
 	}
+	r = config_resolve_identities(next);
+	if (r < 0)
+		return r;
 	*out = TAKE_PTR(next);
 	return 0;
 }

@@ -413,8 +413,9 @@ int profile_start(struct profile *p)
 
 	if (r < 0)
 		return r;
+	/* Memory that outlived its device is there already. */
 	for (size_t i = 0; i < p->n_objects; i++)
-		p->objects[i].todo = true;
+		p->objects[i].todo = p->objects[i].state != OBJ_READY;
 	create_objects(p);
 	return 0;
 }
@@ -437,11 +438,15 @@ static void destroy_draining(struct profile *p, bool all)
 	profile_touch(p);
 }
 
-void profile_stop(struct profile *p, const char *reason)
+/* Destroy the objects, children first, and close the context; memory
+ * stays when keep_memory (it does not depend on the device). */
+static void stop(struct profile *p, const char *reason, bool keep_memory)
 {
 	cancel_creation(p);
 	for (size_t i = p->n_objects; i-- > 0;)
-		object_destroy(&p->objects[i]);
+		if (!keep_memory || p->objects[i].kind != OBJ_MEMORY ||
+		    p->objects[i].state != OBJ_READY)
+			object_destroy(&p->objects[i]);
 	destroy_draining(p, true);
 	if (p->ctx)
 		ibv_close_device(p->ctx);
@@ -450,6 +455,16 @@ void profile_stop(struct profile *p, const char *reason)
 	p->gid_index = -1;
 	profile_set_state(p, PROFILE_PENDING, "%s", reason ? reason : "stopped");
 	profile_touch(p);
+}
+
+void profile_stop(struct profile *p, const char *reason)
+{
+	stop(p, reason, false);
+}
+
+void profile_lose_device(struct profile *p, const char *reason)
+{
+	stop(p, reason, true);
 }
 
 /* ---- reload ---- */
@@ -515,6 +530,28 @@ static int add_draining(struct profile *p, struct object *o)
 	return 0;
 }
 
+/* Memory does not depend on the device: what next declares the same way
+ * is taken over from old, contents and leases, whatever the device. */
+static void take_memory(struct profile *next, struct profile *old)
+{
+	for (size_t i = 0; i < next->n_objects; i++) {
+		struct object *o = &next->objects[i];
+		struct object *was;
+
+		if (o->kind != OBJ_MEMORY)
+			continue;
+		was = profile_find(old, OBJ_MEMORY, o->name);
+		if (!was || was->state != OBJ_READY ||
+		    !conf_obj_equal(OBJ_MEMORY, o->conf, was->conf))
+			continue;
+		o->u = was->u;
+		o->leases = was->leases;
+		o->serial = was->serial;
+		o->state = OBJ_READY;
+		object_forget(was);
+	}
+}
+
 int profile_reload(struct profile *next, struct profile *old,
 		   void (*report)(void *ud, const struct object *o,
 				  enum obj_action a),
@@ -534,16 +571,20 @@ int profile_reload(struct profile *next, struct profile *old,
 			if (!profile_find(next, old->objects[i].kind,
 					  old->objects[i].name))
 				report(ud, &old->objects[i], ACT_REMOVE);
+		take_memory(next, old);
 		profile_stop(old, "reloaded");
 		/* Only what is really being created is reported. */
 		if (profile_start(next) < 0)
 			return 0;
-		for (size_t i = 0; i < next->n_objects; i++)
-			report(ud, &next->objects[i],
-			       had && profile_find(old, next->objects[i].kind,
-						   next->objects[i].name)
+		for (size_t i = 0; i < next->n_objects; i++) {
+			struct object *o = &next->objects[i];
+
+			report(ud, o,
+			       !o->todo ? ACT_KEEP
+			       : had && profile_find(old, o->kind, o->name)
 				       ? ACT_RECREATE
 				       : ACT_CREATE);
+		}
 		return 0;
 	}
 

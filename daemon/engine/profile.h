@@ -151,6 +151,10 @@ int profile_start(struct profile *p);
  * every object, children first, and close the context. reason says why
  * (NULL: "stopped"); the profile becomes pending. */
 void profile_stop(struct profile *p, const char *reason);
+/* The device went: as profile_stop(), but memory stays, contents and
+ * all, for the objects profile_start() builds over it again when the
+ * device comes back. */
+void profile_lose_device(struct profile *p, const char *reason);
 /*
  * Take over the running objects of old that next declares the same way
  * (same attributes, same dependencies), destroy the rest of old (children

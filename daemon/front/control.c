@@ -4,7 +4,6 @@
 #include <time.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <pwd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -52,6 +51,8 @@ struct session {
 	int fd;
 	sd_event_source *io;
 	struct ucred cred;
+	gid_t *groups; /* supplementary, at connect time */
+	size_t n_groups;
 	bool admin;
 	bool welcomed;
 	struct attachment *att;
@@ -77,47 +78,46 @@ struct control {
 
 /* ---- who the peer is ---- */
 
-/* Is uid (with primary group gid) a member of group? By name or number. */
-static bool in_group(uid_t uid, gid_t gid, const char *group)
+/* The peer's groups, from the kernel (SO_PEERGROUPS): what the process
+ * holds, with no directory lookup. */
+static int peer_groups(struct session *s)
 {
-	struct group *gr = getgrnam(group);
-	struct passwd *pw = getpwuid(uid);
-	gid_t want, groups[256];
-	int n = ARRAY_SIZE(groups);
-	char *end;
+	socklen_t len = 64 * sizeof(gid_t);
 
-	if (gr) {
-		want = gr->gr_gid;
-	} else {
-		want = (gid_t)strtoul(group, &end, 10);
-		if (!*group || *end)
-			return false;
+	for (;;) {
+		gid_t *g = realloc(s->groups, len ? len : sizeof(gid_t));
+
+		if (!g)
+			return -ENOMEM;
+		s->groups = g;
+		if (getsockopt(s->fd, SOL_SOCKET, SO_PEERGROUPS, g, &len) == 0)
+			break;
+		if (errno != ERANGE)
+			return -errno;
 	}
-	if (gid == want)
+	s->n_groups = len / sizeof(gid_t);
+	return 0;
+}
+
+static bool peer_in_group(const struct session *s, gid_t gid)
+{
+	if (s->cred.gid == gid)
 		return true;
-	if (!pw || getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) < 0)
-		return false;
-	for (int i = 0; i < n; i++)
-		if (groups[i] == want)
+	for (size_t i = 0; i < s->n_groups; i++)
+		if (s->groups[i] == gid)
 			return true;
 	return false;
 }
 
-static bool allowed(const struct conf_profile *p, const struct ucred *cr)
+static bool allowed(const struct conf_profile *p, const struct session *s)
 {
-	if (cr->uid == 0)
+	if (s->cred.uid == 0)
 		return true;
-	for (size_t i = 0; i < p->n_allow_uids; i++)
-		if ((uid_t)p->allow_uids[i] == cr->uid)
+	for (size_t i = 0; i < p->n_admit_uids; i++)
+		if (p->admit_uids[i] == s->cred.uid)
 			return true;
-	for (size_t i = 0; i < p->n_allow_users; i++) {
-		struct passwd *pw = getpwnam(p->allow_users[i]);
-
-		if (pw && pw->pw_uid == cr->uid)
-			return true;
-	}
-	for (size_t i = 0; i < p->n_allow_groups; i++)
-		if (in_group(cr->uid, cr->gid, p->allow_groups[i]))
+	for (size_t i = 0; i < p->n_admit_gids; i++)
+		if (peer_in_group(s, p->admit_gids[i]))
 			return true;
 	return false;
 }
@@ -370,7 +370,7 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 				  "ATTACH needs \"profile\"");
 	if (!p)
 		return send_error(s, id, "not_found", "no profile '%s'", name);
-	if (!allowed(p->conf, &s->cred))
+	if (!allowed(p->conf, s))
 		return send_error(s, id, "forbidden",
 				  "uid %u may not attach to profile '%s'",
 				  (unsigned int)s->cred.uid, name);
@@ -616,6 +616,7 @@ static void session_free(struct session *s)
 			 s->id, (int)s->cred.pid, (unsigned int)s->cred.uid,
 			 s->n_att);
 	free(s->att);
+	free(s->groups);
 	sd_event_source_disable_unref(s->io);
 	closep(&s->fd);
 	free(s);
@@ -735,7 +736,7 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents,
 		     void *ud)
 {
 	struct control *c = ud;
-	const char *admin = c->m->config->daemon.admin_group;
+	int64_t admin = c->m->config->daemon.admin_gid;
 	socklen_t len = sizeof(struct ucred);
 	struct session *s;
 	int cfd, r;
@@ -753,13 +754,15 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents,
 	s->c = c;
 	s->fd = cfd;
 	s->id = ++c->next_session;
-	if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &s->cred, &len) < 0) {
+	if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &s->cred, &len) < 0 ||
+	    peer_groups(s) < 0) {
+		free(s->groups);
 		free(s);
 		close(cfd);
 		return 0;
 	}
 	s->admin = s->cred.uid == 0 ||
-		   (admin && in_group(s->cred.uid, s->cred.gid, admin));
+		   (admin >= 0 && peer_in_group(s, (gid_t)admin));
 	if (sessions_of(c, s->cred.uid) >= CONTROL_MAX_SESSIONS_PER_UID) {
 		s->next = NULL;
 		send_error(s, 0, "too_many_sessions",
@@ -767,12 +770,14 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents,
 			   (unsigned int)s->cred.uid,
 			   CONTROL_MAX_SESSIONS_PER_UID);
 		close(cfd);
+		free(s->groups);
 		free(s);
 		return 0;
 	}
 	r = sd_event_add_io(c->m->event, &s->io, cfd, EPOLLIN, on_session, s);
 	if (r < 0) {
 		close(cfd);
+		free(s->groups);
 		free(s);
 		return 0;
 	}

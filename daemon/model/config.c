@@ -241,6 +241,8 @@ static void free_profile(struct conf_profile *pr)
 		free(pr->objs[k]);
 		conf_names_free(pr->names[k]);
 	}
+	free(pr->admit_uids);
+	free(pr->admit_gids);
 }
 
 struct config *config_free(struct config *c)

@@ -233,6 +233,12 @@ struct conf_profile {
 	size_t n_allow_groups;
 	int64_t *allow_uids;
 	size_t n_allow_uids;
+	/* The allow list as numbers, resolved once by
+	 * config_resolve_identities(): no name lookup when a client comes. */
+	uint32_t *admit_uids;
+	size_t n_admit_uids;
+	uint32_t *admit_gids;
+	size_t n_admit_gids;
 };
 
 #define CONF_OBJS(prof, kind, type) ((struct conf_##type *)(prof)->objs[kind])
@@ -248,6 +254,7 @@ struct conf_daemon {
 	char *include;
 	char *log_level;
 	int workers; /* worker threads; 0: one per online CPU */
+	int64_t admin_gid; /* admin_group resolved; -1: none */
 };
 
 struct config {
@@ -296,6 +303,15 @@ const struct conf_device *config_device(const struct config *c,
 					const char *name);
 const struct conf_profile *config_profile(const struct config *c,
 					  const char *name);
+
+/*
+ * Resolve the users and groups the configuration names (allow lists,
+ * admin_group) to numbers, through NSS, once: at start and at each
+ * reload, so that admitting a client never waits on a directory service.
+ * A user or group that does not exist then admits nobody; logged.
+ * Returns -ENOMEM or 0.
+ */
+int config_resolve_identities(struct config *c);
 
 /* Names of enum values, as in the configuration. */
 const char *mem_backing_name(enum mem_backing b);

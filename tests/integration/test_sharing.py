@@ -26,6 +26,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "examples"))
 MIB = 1 << 20
 USER, OTHER = 1000, 1001
+GROUP = 4242  # in no group database: only the kernel knows who holds it
 
 
 def profile_conf(run):
@@ -35,7 +36,7 @@ daemon = {{ runtime_dir = "{run}"; control_group = "{USER}";
 devices = ( {{ name = "d0"; match = {{ ibdev = "rxe0"; }}; }} );
 profiles = (
   {{ name = "ingest"; device = "d0";
-    allow = {{ uids = [ {USER} ]; }};
+    allow = {{ uids = [ {USER} ]; groups = [ "{GROUP}" ]; }};
     memory = ( {{ name = "ring"; size = "64M"; }},
                {{ name = "side"; size = "1M"; }} );
     pd = ( {{ name = "main"; }} );
@@ -169,6 +170,15 @@ def test_user_not_on_the_list_gets_nothing(shared):
     assert out["doc"]["error"]["code"] == "forbidden"
     assert out["fds"] == 0
     assert out["fds_after"] == out["fds_before"]
+
+
+def test_supplementary_group_admits(shared):
+    """Group membership is what the peer process holds (SO_PEERGROUPS),
+    not what a directory says: no lookup when a client comes."""
+    r = as_user(shared, OTHER, READER, "0", "1", groups=[USER, GROUP])
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["doc"]["profile"] == "ingest" and "bytes" in out, out
 
 
 def test_sessions_and_kill(shared):
