@@ -661,7 +661,13 @@ bool profile_retire(struct profile *p)
 			continue;
 		object_destroy(o);
 	}
-	/* Its configuration goes with the reload: nothing may look at it. */
+	/* Its configuration goes with the reload: nothing may look at it,
+	 * nor at the objects named by it (what drains has its own names). */
+	for (size_t i = 0; i < p->n_objects; i++)
+		free(p->objects[i].reason);
+	for (int k = 0; k < OBJ_KIND_MAX; k++)
+		HASH_CLEAR(hh, p->index[k]);
+	p->n_objects = 0;
 	p->conf = NULL;
 	p->dev = NULL;
 	profile_touch(p);

@@ -845,21 +845,28 @@ int control_start(struct manager *m)
 			return -EADDRINUSE;
 		unlink(c->path);
 	}
-	/* Born with its final mode: no window with the umask's. */
+	/* Born with its final mode and group: bound under a temporary name
+	 * (when it fits), made right, then renamed into place, so that no
+	 * client of the group is ever refused for a moment. */
+	if (strlen(c->path) + 1 < sizeof(sun.sun_path))
+		strcat(sun.sun_path, "~");
+	unlink(sun.sun_path);
 	old_mask = umask(0117);
 	r = bind(c->fd, (struct sockaddr *)&sun, sizeof(sun));
 	umask(old_mask);
 	if (r < 0 || listen(c->fd, 128) < 0)
 		return -errno;
-	if (chmod(c->path, 0660) < 0)
+	if (chmod(sun.sun_path, 0660) < 0)
 		return -errno;
 	if (d->control_group) {
 		r = resolve_group(d->control_group, &gid);
 		if (r < 0)
 			return r;
-		if (chown(c->path, (uid_t)-1, gid) < 0)
+		if (chown(sun.sun_path, (uid_t)-1, gid) < 0)
 			return -errno;
 	}
+	if (!streq(sun.sun_path, c->path) && rename(sun.sun_path, c->path) < 0)
+		return -errno;
 	r = sd_event_add_io(m->event, &c->io, c->fd, EPOLLIN, on_accept, c);
 	if (r < 0)
 		return r;
