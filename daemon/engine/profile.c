@@ -420,20 +420,33 @@ int profile_start(struct profile *p)
 	return 0;
 }
 
+/* Destroy the draining objects no session holds (all: every one),
+ * children first. One that a held object may still depend on (held
+ * objects of a later kind: kinds are in dependency order) waits for it:
+ * a PD is not deallocated under its MR. */
 static void destroy_draining(struct profile *p, bool all)
 {
+	int held = -1; /* the latest kind still held */
 	size_t kept = 0;
 
-	for (size_t i = 0; i < p->n_draining; i++) {
-		struct object *o = &p->draining[i];
+	for (size_t i = 0; !all && i < p->n_draining; i++)
+		if (p->draining[i].leases && (int)p->draining[i].kind > held)
+			held = (int)p->draining[i].kind;
+	for (int k = OBJ_KIND_MAX - 1; k >= 0; k--)
+		for (size_t i = 0; i < p->n_draining; i++) {
+			struct object *o = &p->draining[i];
 
-		if (all || !o->leases) {
-			object_destroy(o);
-			free((char *)o->name);
-		} else {
-			p->draining[kept++] = *o;
+			if ((int)o->kind != k || o->state != OBJ_DRAINING)
+				continue;
+			if (all || (!o->leases && k >= held)) {
+				object_destroy(o);
+				free((char *)o->name);
+				o->name = NULL;
+			}
 		}
-	}
+	for (size_t i = 0; i < p->n_draining; i++)
+		if (p->draining[i].name)
+			p->draining[kept++] = p->draining[i];
 	p->n_draining = kept;
 	profile_touch(p);
 }
