@@ -9,7 +9,9 @@
  *
  * Conventions: calls returning a pointer return NULL and set errno on
  * failure; calls returning int return 0 or a negative errno. Either way
- * rdmad_last_error() then says what went wrong, in this thread.
+ * rdmad_last_error() then says what went wrong, in this thread. A call
+ * on a connection the daemon closed (it stopped or restarted) fails with
+ * ECONNRESET: rdmad_reconnect().
  *
  * Threads: a struct rdmad, and the profiles attached through it, may be
  * used by one thread at a time (lock around them to share them). Calls
@@ -104,6 +106,9 @@ int rdmad_set_attach_timeout(struct rdmad *c, int timeout_ms);
  * Release the profile's objects in this process (they must no longer be
  * in use: destroy the QPs, CQs, ... created on them first), tell the
  * daemon, and free p. p is freed even when this fails: 0 or -errno.
+ * When the daemon has gone (it stopped or restarted: its side of the
+ * attachment ended with the session) or after rdmad_reconnect(), only
+ * the release here is done, and 0 returned.
  */
 int rdmad_detach(struct rdmad_profile *p);
 
