@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BUILD, TOKEN, settle
+from rdmadproto import ATTACH, ATTACHED, EVENT, Client
 
 HELPER = BUILD / "tests" / "event_client"
 
@@ -136,6 +137,12 @@ def report(name, seconds):
 def test_device_removed_event_lets_the_device_go(rdmad, run_dir):
     d = start(rdmad, run_dir)
     h = Helper(d.sock)
+    # The wire format, seen by a client that opens nothing on the device.
+    raw = Client(d.sock)
+    t, att, fds = raw.call(ATTACH, {"profile": "p", "mode": "local"})
+    assert t == ATTACHED, att
+    for fd in fds:
+        os.close(fd)
     try:
         assert h.expect("attached") == "attached local rxe0"
         try:
@@ -144,6 +151,11 @@ def test_device_removed_event_lets_the_device_go(rdmad, run_dir):
         finally:
             link_add()
         report("event-aware client", took)
+        t, ev, fds = raw.recv()
+        assert (t, fds) == (EVENT, [])
+        assert "rxe0" in ev.pop("reason"), ev
+        assert ev == {"event": "device_removed", "profile": "p",
+                      "attachment": att["attachment"], "device": "rxe0"}
         assert h.expect("event") == "event device_removed p rxe0 same"
         assert h.expect("detached") == "detached 0"
         assert h.finish() == 0, h.lines
@@ -154,8 +166,9 @@ def test_device_removed_event_lets_the_device_go(rdmad, run_dir):
         # The profile comes back with the device; the session is gone.
         assert settle(lambda: state(d) == "ready", 60)
         status, sessions = d.get("/v1/sessions")
-        assert sessions == []
+        assert [s["pid"] for s in sessions] == [os.getpid()]
     finally:
+        raw.close()
         h.kill()
 
 
