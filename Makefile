@@ -108,7 +108,8 @@ $(B)/tests/%: tests/unit/%.c $(ASAN_DAEMON_OBJ) $(ASAN_LIB_OBJ)
 unit: $(UNIT_BIN)
 
 # Small programs the integration suite drives (tests/integration/helpers).
-HELPERS := $(B)/tests/loopback $(B)/tests/devwatch_probe
+HELPERS := $(B)/tests/loopback $(B)/tests/devwatch_probe \
+	$(B)/tests/event_client
 
 $(B)/tests/loopback: tests/integration/helpers/loopback.c \
 		$(B)/daemon/verbs/qpstate.o $(B)/daemon/verbs/selftest.o
@@ -119,6 +120,12 @@ $(B)/tests/devwatch_probe: tests/integration/helpers/devwatch_probe.c \
 		$(B)/daemon/verbs/devwatch.o
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(B)/tests/event_client: tests/integration/helpers/event_client.c \
+		$(B)/librdmad.so.0
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -Iclient -o $@ $< -L$(B) -lrdmad \
+		-Wl,-rpath,'$$ORIGIN/..' $(shell pkg-config --libs libibverbs)
 
 helpers: $(HELPERS)
 

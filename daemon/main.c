@@ -205,6 +205,8 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 		st.ready = true;
 		return;
 	case MANAGER_PROFILE_CHANGED:
+	case MANAGER_DEVICE_LOST:
+	case MANAGER_PROFILE_REMOVED:
 		return;
 	}
 }

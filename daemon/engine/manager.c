@@ -34,15 +34,20 @@ void manager_unsubscribe(struct manager *m, manager_listener_fn fn, void *ud)
 		}
 }
 
-static void announce(struct manager *m, enum manager_event_kind kind,
-		     struct profile *p)
+static void announce_event(struct manager *m, const struct manager_event *ev)
 {
-	struct manager_event ev = { kind, p };
-
 	/* A listener may unsubscribe itself. */
 	for (size_t i = m->n_listeners; i-- > 0;)
 		if (i < m->n_listeners)
-			m->listeners[i].fn(m->listeners[i].ud, &ev);
+			m->listeners[i].fn(m->listeners[i].ud, ev);
+}
+
+static void announce(struct manager *m, enum manager_event_kind kind,
+		     struct profile *p)
+{
+	struct manager_event ev = { kind, p, NULL, NULL };
+
+	announce_event(m, &ev);
 }
 
 void manager_set_sessions(struct manager *m, const struct manager_sessions *s)
@@ -170,12 +175,22 @@ static void stop_profile(struct manager *m, struct profile *p,
 			 const char *reason, bool lost)
 {
 	bool was_busy = profile_busy(p);
+	char ibdev[sizeof(p->ibdev)];
 
+	snprintf(ibdev, sizeof(ibdev), "%s", p->ibdev);
 	p->async = asyncwatch_free(p->async);
 	if (lost)
 		profile_lose_device(p, reason);
 	else
 		profile_stop(p, reason);
+	if (lost) {
+		/* After our own context is closed: the device can go as soon
+		 * as the sessions' contexts are closed too. */
+		struct manager_event ev = { MANAGER_DEVICE_LOST, p, ibdev,
+					    reason };
+
+		announce_event(m, &ev);
+	}
 	announce(m, MANAGER_PROFILE_CHANGED, p);
 	/* A creation it cut short may have been the last one under way. */
 	if (was_busy && !m->reloading && !manager_busy(m))
@@ -489,6 +504,7 @@ int manager_reload(struct manager *m, bool force, json_t **result)
 
 		if (!config_profile(next, old->conf->name)) {
 			report_profile(&rep, old, "remove");
+			announce(m, MANAGER_PROFILE_REMOVED, old);
 			retire_profile(m, old);
 			m->profiles[i] = NULL;
 		}

@@ -25,11 +25,20 @@ enum manager_event_kind {
 	MANAGER_PROGRESS,	 /* an object of a profile's creation is done */
 	MANAGER_PROFILE_CHANGED, /* a profile settled, started or stopped */
 	MANAGER_SETTLED,	 /* nothing is being created anywhere */
+	/* A profile lost its device (removed or failed); it is pending
+	 * now: what sessions opened on the device themselves must go. */
+	MANAGER_DEVICE_LOST,
+	/* A reload is removing a profile (it drains what is leased). */
+	MANAGER_PROFILE_REMOVED,
 };
 
 struct manager_event {
 	enum manager_event_kind kind;
 	struct profile *profile; /* NULL for MANAGER_SETTLED */
+	/* MANAGER_DEVICE_LOST: the device it had (the profile's is
+	 * cleared by then) and why; NULL otherwise. */
+	const char *ibdev;
+	const char *reason;
 };
 
 typedef void (*manager_listener_fn)(void *ud, const struct manager_event *ev);

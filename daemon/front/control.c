@@ -282,12 +282,67 @@ static int wait_ready(struct session *s, uint32_t id, json_t *req,
 	return 0;
 }
 
+/*
+ * Tell every session attached to ev's profile that its device went
+ * (MANAGER_DEVICE_LOST) or a reload removes it (MANAGER_PROFILE_REMOVED):
+ * one EVENT per attachment, so that clients let go of what they opened
+ * on the device themselves (rxe's removal waits for every context on
+ * it) and of their leases. The attachments stay until DETACH. A client
+ * that does not read is not waited for: an EVENT that does not fit in
+ * its socket is dropped.
+ */
+static void sessions_notify(struct control *c, const struct manager_event *ev)
+{
+	const char *name = ev->profile->conf->name;
+	bool lost = ev->kind == MANAGER_DEVICE_LOST;
+
+	for (struct session *s = c->sessions; s; s = s->next)
+		for (size_t i = 0; i < s->n_att; i++) {
+			const struct attachment *a = &s->att[i];
+			json_t *doc;
+			int r;
+
+			if (!streq(a->profile, name))
+				continue;
+			doc = json_pack("{s:s, s:i, s:s}", "event",
+					lost ? "device_removed"
+					     : "profile_removed",
+					"attachment", (int)a->id, "profile",
+					name);
+			if (doc && lost)
+				json_object_set_new(doc, "device",
+						    json_string(ev->ibdev));
+			if (doc && ev->reason)
+				json_object_set_new(doc, "reason",
+						    json_string(ev->reason));
+			r = send_json(s, PROTO_EVENT, 0, doc, NULL, 0);
+			if (r < 0)
+				log_warn(r,
+					 "session %u (pid %d): cannot tell it "
+					 "profile %s %s, ignoring",
+					 s->id, (int)s->cred.pid, name,
+					 lost ? "lost its device"
+					      : "is removed");
+			else
+				log_info("session %u (pid %d): told it "
+					 "profile %s %s",
+					 s->id, (int)s->cred.pid, name,
+					 lost ? "lost its device"
+					      : "is removed");
+		}
+}
+
 /* A profile changed: answer the attaches that waited for it. */
 static void on_manager_event(void *ud, const struct manager_event *ev)
 {
 	struct control *c = ud;
 	struct waiter *w, *next;
 
+	if (ev->kind == MANAGER_DEVICE_LOST ||
+	    ev->kind == MANAGER_PROFILE_REMOVED) {
+		sessions_notify(c, ev);
+		return;
+	}
 	if (ev->kind == MANAGER_PROGRESS)
 		return;
 	for (w = c->waiters; w; w = next) {

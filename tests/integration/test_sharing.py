@@ -522,7 +522,10 @@ def test_removing_a_leased_profile_drains_it(shared):
     assert len(rdma_res("mr", d.pid)) == held
     assert len(rdma_res("pd", d.pid)) == 1
     assert not rdma_res("qp", d.pid) and not rdma_res("cq", d.pid)
+    # The session is told, before the answer to what it asks next.
     t, _, _ = c.call(DETACH, {"attachment": doc["attachment"]})
     assert t == DETACHED
+    assert c.events == [{"event": "profile_removed", "profile": "ingest",
+                         "attachment": doc["attachment"]}]
     assert not rdma_res("mr", d.pid) and not rdma_res("pd", d.pid)
     c.close()
