@@ -102,16 +102,44 @@ $(B)/tests/devwatch_probe: tests/integration/helpers/devwatch_probe.c \
 
 helpers: $(HELPERS)
 
-# Coverage-guided fuzzing of the protocol decoder (clang's libFuzzer).
-$(B)/fuzz_proto: tests/unit/fuzz_proto.c proto/proto.c
-	@mkdir -p $(dir $@)
-	clang -g -O1 -std=gnu11 -D_GNU_SOURCE $(DAEMON_INC) -Iproto \
-		-fsanitize=fuzzer,address,undefined $^ \
-		$(shell pkg-config --cflags --libs jansson) -o $@
+# Coverage-guided fuzzing (clang's libFuzzer, with ASan and UBSan): one
+# target per input rdmad reads from others. Seeds and dictionaries are in
+# tests/fuzz/<target>/; the corpora grow in build/fuzz/corpus/<target>.
+#   make fuzz                   every target FUZZ_SECONDS (60) seconds
+#   make fuzz FUZZ_TARGETS=fuzz_config FUZZ_SECONDS=600
+FUZZ_CC := clang
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all \
+	-fno-omit-frame-pointer
+FUZZ_CFLAGS := -g -O1 -std=gnu11 -D_GNU_SOURCE -DRDMAD_VERSION='"$(VERSION)"' $(DAEMON_INC) -Iproto \
+	-Itests/fuzz
+FUZZ_ALL := fuzz_config fuzz_api fuzz_http fuzz_proto
+FUZZ_TARGETS ?= $(FUZZ_ALL)
+FUZZ_SECONDS ?= 60
+FUZZ_OBJ := $(DAEMON_SRC:%.c=$(B)/fuzz/obj/%.o) \
+	$(PROTO_OBJ:$(B)/%=$(B)/fuzz/obj/%)
 
-fuzz: $(B)/fuzz_proto
-	@mkdir -p $(B)/fuzz-corpus
-	$< -max_len=70000 -max_total_time=$${FUZZ_SECONDS:-60} $(B)/fuzz-corpus
+$(B)/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
+		$(PKG_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer $(PKG_CFLAGS) \
+		-o $@ $^ $(PKG_LIBS)
+
+fuzz-build: $(FUZZ_ALL:%=$(B)/fuzz/%)
+
+fuzz: $(FUZZ_TARGETS:%=$(B)/fuzz/%)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		mkdir -p $(B)/fuzz/corpus/$$t; \
+		dict=; [ -f tests/fuzz/$$t.dict ] && dict=-dict=tests/fuzz/$$t.dict; \
+		echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
+		$(B)/fuzz/$$t $$dict -max_len=65536 -timeout=10 \
+			-max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+			-artifact_prefix=$(B)/fuzz/$$t- \
+			$(B)/fuzz/corpus/$$t tests/fuzz/$$t; \
+	done
 
 deps:
 	@tests/deps
@@ -133,5 +161,5 @@ bench:
 	$(MAKE) all bench-progs
 	bench/run --size "$(BENCH_SIZE)"
 
-.PHONY: all unit helpers fuzz deps check demo clean
+.PHONY: all unit helpers fuzz fuzz-build deps check demo clean
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
