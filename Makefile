@@ -85,7 +85,18 @@ $(B)/tests/%: tests/unit/%.c $(ASAN_DAEMON_OBJ) $(ASAN_LIB_OBJ)
 	$(CC) $(CFLAGS) $(SAN) $(PKG_CFLAGS) -Itests/unit -o $@ $^ \
 		$(PKG_LIBS) -lcmocka
 
-unit: $(UNIT_BIN)
+# The fuzz targets replay their seeds and past crashes (tests/fuzz/) as
+# unit tests, built with the daemon's compiler.
+FUZZ_REPLAY := $(patsubst tests/fuzz/fuzz_%.c,$(B)/tests/test_fuzz_%, \
+	$(wildcard tests/fuzz/fuzz_*.c))
+
+$(B)/tests/test_fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c \
+		$(ASAN_DAEMON_OBJ) $(ASAN_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) $(PKG_CFLAGS) -Itests/fuzz \
+		-DFUZZ_TARGET='"fuzz_$*"' -o $@ $^ $(PKG_LIBS) -lcmocka
+
+unit: $(UNIT_BIN) $(FUZZ_REPLAY)
 
 # Small programs the integration suite drives (tests/integration/helpers).
 HELPERS := $(B)/tests/loopback $(B)/tests/devwatch_probe

@@ -69,7 +69,7 @@ static void write_part(const char *path, const uint8_t *data, size_t len)
 /* Remove the files of a run. */
 static void clean(void)
 {
-	char path[128];
+	char path[512];
 	struct dirent *de;
 	DIR *d;
 
@@ -139,7 +139,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const uint8_t *part = data, *end = data + size;
 	struct config *c = NULL;
-	char path[128];
+	char path[512];
 	int n = 0;
 
 	if (!root[0]) {
