@@ -67,6 +67,8 @@ static const struct bad_case bad_cases[] = {
 	{ "runtime dir too long", "daemon = { runtime_dir = \"/run/0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123\"; };", 1, "its control socket rdmad.sock would not fit" },
 	{ "relative control socket", "daemon = { control_socket = \"rdmad.sock\"; };", 1, "is not an absolute unix socket path" },
 	{ "relative token file", "daemon = { http = { token_file = \"token\"; }; };", 1, "'token_file' = 'token' is not an absolute path" },
+	{ "same key twice on a line", PROFILE("memory = ( { name = \"a\"; size = 5368709120; }, { name = \"b\"; size = 1073741824; } );"), 3, "memory 'a': 'size' = 5368709120 does not fit in 32 bits" },
+	{ "line break before =", PROFILE("cq = ( { name = \"c\"; cqe\n= 4294967297; } );"), 3, "cq 'c': 'cqe' = 4294967297 does not fit in 32 bits" },
 	{ "@include", HEAD "\n  @include \"/etc/passwd\"\n", 3, "@include is not supported" },
 	{ "string not UTF-8", HEAD "profiles = ( { name = \"p\xff\"; device = \"d\"; } );", 2, "'name' is not valid UTF-8" },
 	{ "qp peer without a name", PROFILE("qp = ( { type = \"rc\"; state = \"rts\"; peer = \"b\"; },\n { name = \"b\"; type = \"rc\"; state = \"rts\"; peer = \"a\"; } );"), 4, "qp 'b': peer 'a' is not declared in profile 'p'" },
