@@ -142,15 +142,7 @@ $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
 fuzz-build: $(FUZZ_ALL:%=$(B)/fuzz/%)
 
 fuzz: $(FUZZ_TARGETS:%=$(B)/fuzz/%)
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		mkdir -p $(B)/fuzz/corpus/$$t; \
-		dict=; [ -f tests/fuzz/$$t.dict ] && dict=-dict=tests/fuzz/$$t.dict; \
-		echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
-		$(B)/fuzz/$$t $$dict -max_len=65536 -timeout=10 \
-			-max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-			-artifact_prefix=$(B)/fuzz/$$t- \
-			$(B)/fuzz/corpus/$$t tests/fuzz/$$t; \
-	done
+	tests/fuzz/run $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 deps:
 	@tests/deps
