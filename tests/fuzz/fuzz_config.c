@@ -39,6 +39,7 @@ const char *__lsan_default_suppressions(void)
 #define MAX_PARTS 8
 
 static char root[64];
+static FILE *devnull;
 
 static void check(bool ok, const char *what)
 {
@@ -129,6 +130,41 @@ static void check_dump(const struct config *c)
 		fputs(text, stderr);
 		check(false, "the dump reads back to another configuration");
 	}
+	/* The reload diff sees the same objects, with the same references. */
+	check(c->n_devices == again->n_devices &&
+		      c->n_profiles == again->n_profiles,
+	      "the dump has other devices or profiles");
+	for (size_t i = 0; i < c->n_devices; i++)
+		check(conf_device_equal(&c->devices[i], &again->devices[i]),
+		      "a device differs after the dump");
+	for (size_t i = 0; i < c->n_profiles; i++) {
+		const struct conf_profile *pa = &c->profiles[i];
+		const struct conf_profile *pb =
+			config_profile(again, pa->name);
+
+		check(pb != NULL, "a profile is lost in the dump");
+		for (int k = 0; k < OBJ_KIND_MAX; k++) {
+			check(pa->n_objs[k] == pb->n_objs[k],
+			      "objects are lost in the dump");
+			for (size_t n = 0; n < pa->n_objs[k]; n++) {
+				const void *oa = conf_obj(pa, k, n);
+				const void *ob = conf_obj(pb, k, n);
+				struct conf_ref ra[CONF_MAX_REFS];
+				struct conf_ref rb[CONF_MAX_REFS];
+				size_t na, nb;
+
+				check(conf_obj_equal(k, oa, ob),
+				      "an object differs after the dump");
+				na = conf_obj_refs(k, oa, ra, CONF_MAX_REFS);
+				nb = conf_obj_refs(k, ob, rb, CONF_MAX_REFS);
+				check(na == nb, "references differ");
+				for (size_t r = 0; r < na; r++)
+					check(conf_obj_find(pa, ra[r].kind,
+							    ra[r].name) != NULL,
+					      "a reference to nothing");
+			}
+		}
+	}
 	json_decref(a);
 	json_decref(b);
 	config_free(again);
@@ -150,6 +186,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		snprintf(path, sizeof(path), "%s/d", root);
 		check(mkdir(path, 0700) == 0, "mkdir d");
+		devnull = fopen("/dev/null", "w");
+		check(devnull != NULL, "/dev/null");
 	}
 	while (part <= end && n <= MAX_PARTS) {
 		const uint8_t *sep = part;
@@ -177,6 +215,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	snprintf(path, sizeof(path), "%s/rdmad.conf", root);
 	check(config_load(path, &c) == 0, "config_load");
 	check_errors(c);
+	config_print_errors(c, devnull);
 	if (!c->n_errors)
 		check_dump(c);
 	config_free(c);
