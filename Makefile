@@ -105,7 +105,18 @@ $(B)/tests/%: tests/unit/%.c $(ASAN_DAEMON_OBJ) $(ASAN_LIB_OBJ)
 	$(CC) $(CFLAGS) $(SAN) $(PKG_CFLAGS) -Itests/unit -o $@ $^ \
 		$(PKG_LIBS) -lcmocka
 
-unit: $(UNIT_BIN)
+# The fuzz targets replay their seeds and past crashes (tests/fuzz/) as
+# unit tests, built with the daemon's compiler.
+FUZZ_REPLAY := $(patsubst tests/fuzz/fuzz_%.c,$(B)/tests/test_fuzz_%, \
+	$(wildcard tests/fuzz/fuzz_*.c))
+
+$(B)/tests/test_fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c \
+		$(ASAN_DAEMON_OBJ) $(ASAN_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) $(PKG_CFLAGS) -Itests/fuzz \
+		-DFUZZ_TARGET='"fuzz_$*"' -o $@ $^ $(PKG_LIBS) -lcmocka
+
+unit: $(UNIT_BIN) $(FUZZ_REPLAY)
 
 # Small programs the integration suite drives (tests/integration/helpers).
 HELPERS := $(B)/tests/loopback $(B)/tests/devwatch_probe \
@@ -129,16 +140,36 @@ $(B)/tests/event_client: tests/integration/helpers/event_client.c \
 
 helpers: $(HELPERS)
 
-# Coverage-guided fuzzing of the protocol decoder (clang's libFuzzer).
-$(B)/fuzz_proto: tests/unit/fuzz_proto.c proto/proto.c
-	@mkdir -p $(dir $@)
-	clang -g -O1 -std=gnu11 -D_GNU_SOURCE $(DAEMON_INC) -Iproto \
-		-fsanitize=fuzzer,address,undefined $^ \
-		$(shell pkg-config --cflags --libs jansson) -o $@
+# Coverage-guided fuzzing (clang's libFuzzer, with ASan and UBSan): one
+# target per input rdmad reads from others. Seeds and dictionaries are in
+# tests/fuzz/<target>/; the corpora grow in build/fuzz/corpus/<target>.
+#   make fuzz                   every target FUZZ_SECONDS (60) seconds
+#   make fuzz FUZZ_TARGETS=fuzz_config FUZZ_SECONDS=600
+FUZZ_CC := clang
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all \
+	-fno-omit-frame-pointer
+FUZZ_CFLAGS := -g -O1 -std=gnu11 -D_GNU_SOURCE -DRDMAD_VERSION='"$(VERSION)"' $(DAEMON_INC) -Iproto \
+	-Itests/fuzz
+FUZZ_ALL := fuzz_config fuzz_api fuzz_http fuzz_proto
+FUZZ_TARGETS ?= $(FUZZ_ALL)
+FUZZ_SECONDS ?= 60
+FUZZ_OBJ := $(DAEMON_SRC:%.c=$(B)/fuzz/obj/%.o) \
+	$(PROTO_OBJ:$(B)/%=$(B)/fuzz/obj/%)
 
-fuzz: $(B)/fuzz_proto
-	@mkdir -p $(B)/fuzz-corpus
-	$< -max_len=70000 -max_total_time=$${FUZZ_SECONDS:-60} $(B)/fuzz-corpus
+$(B)/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
+		$(PKG_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer $(PKG_CFLAGS) \
+		-o $@ $^ $(PKG_LIBS)
+
+fuzz-build: $(FUZZ_ALL:%=$(B)/fuzz/%)
+
+fuzz: $(FUZZ_TARGETS:%=$(B)/fuzz/%)
+	tests/fuzz/run $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 deps:
 	@tests/deps
@@ -166,5 +197,5 @@ bench:
 	$(MAKE) all bench-progs
 	bench/run --size "$(BENCH_SIZE)"
 
-.PHONY: all unit helpers tsan fuzz deps check stress demo clean
+.PHONY: all unit helpers tsan fuzz fuzz-build deps check stress demo clean
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

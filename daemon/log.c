@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <systemd/sd-journal.h>
 
 #include "log.h"
+#include "utf8.h"
 
 static int log_level = LOG_INFO;
 static int log_to_journal;
@@ -53,6 +55,21 @@ void log_msg(int prio, int err, const char *fmt, ...)
 	va_end(ap);
 	if (err < 0)
 		err = -err;
+	/* Messages quote what clients sent (request paths, names): one
+	 * line of UTF-8, whatever bytes those hold. */
+	utf8_trim_cut(buf);
+	for (char *c = buf; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
+	if (!utf8_valid(buf)) {
+		char *clean = utf8_sanitize(buf);
+
+		if (clean) {
+			snprintf(buf, sizeof(buf), "%s", clean);
+			utf8_trim_cut(buf);
+			free(clean);
+		}
+	}
 
 	if (log_to_journal) {
 		if (err)

@@ -9,19 +9,28 @@
 #include "objects.h"
 #include "qpstate.h"
 #include "selftest.h"
+#include "utf8.h"
 
 #define MAX_SEGMENTS 8
 
+/* Messages quote paths, names and values as the client sent them: they
+ * are made UTF-8 (bad bytes become U+FFFD, a character the buffer cut
+ * is dropped), or jansson would refuse the document and the client
+ * would get no answer at all. */
 json_t *api_error(const char *code, const char *fmt, ...)
 {
+	_cleanup_free_ char *clean = NULL;
 	char msg[512];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	utf8_trim_cut(msg);
+	if (!utf8_valid(msg) && !(clean = utf8_sanitize(msg)))
+		return NULL;
 	return json_pack("{s:{s:s, s:s}}", "error", "code", code, "message",
-			 msg);
+			 clean ? clean : msg);
 }
 
 struct request {
@@ -496,6 +505,10 @@ int api_handle(struct manager *m, const struct api_request *req,
 		}
 		status = routes[i].handler(&r);
 		*out = r.reply;
+		if (!*out) {
+			*out = api_error("internal", "out of memory");
+			return 500;
+		}
 		return status;
 	}
 	if (path_known) {

@@ -11,6 +11,7 @@
 #include "api.h"
 #include "control.h"
 #include "log.h"
+#include "utf8.h"
 #include "manager.h"
 #include "objects.h"
 #include "proto.h"
@@ -147,15 +148,21 @@ static int send_error(struct session *s, uint32_t id, const char *code,
 static int send_error(struct session *s, uint32_t id, const char *code,
 		      const char *fmt, ...)
 {
+	_cleanup_free_ char *clean = NULL;
 	char msg[512];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	/* Names are quoted as the client sent them: never cut inside a
+	 * character, so that the message stays UTF-8 (JSON). */
+	utf8_trim_cut(msg);
+	if (!utf8_valid(msg))
+		clean = utf8_sanitize(msg);
 	return send_json(s, PROTO_ERROR, id,
 			 json_pack("{s:{s:s, s:s}}", "error", "code", code,
-				   "message", msg),
+				   "message", clean ? clean : msg),
 			 NULL, 0);
 }
 

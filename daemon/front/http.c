@@ -73,52 +73,45 @@ static struct MHD_Response *json_response(json_t *doc)
 	return resp;
 }
 
-static enum MHD_Result send_json(struct MHD_Connection *c, int status,
-				 json_t *doc)
+/* The document of path at generation, rendered once: a response the
+ * cache keeps (*shared). */
+static struct MHD_Response *cached_answer(struct manager *m,
+					  const struct api_request *ar,
+					  uint64_t generation,
+					  unsigned int *status, bool *shared)
 {
-	struct MHD_Response *resp = json_response(doc);
-	enum MHD_Result ret;
-
-	if (!resp)
-		return MHD_NO;
-	ret = MHD_queue_response(c, (unsigned int)status, resp);
-	MHD_destroy_response(resp);
-	return ret;
-}
-
-/* The document of path at generation, rendered once. */
-static enum MHD_Result send_cached(struct listener *l,
-				   struct MHD_Connection *conn,
-				   const struct api_request *ar,
-				   uint64_t generation)
-{
-	struct http *h = l->m->http;
+	struct http *h = m->http;
 	struct cached *c = NULL;
 	json_t *reply = NULL;
-	int status;
+	int st;
 
 	HASH_FIND_STR(h->cache, ar->path, c);
-	if (c && c->generation == generation)
-		return MHD_queue_response(conn, c->status, c->resp);
+	if (c && c->generation == generation) {
+		*status = c->status;
+		*shared = true;
+		return c->resp;
+	}
 	if (c)
 		cached_free(h, c);
 	/* Profiles come and go: a bound, not an eviction policy. */
 	if (HASH_COUNT(h->cache) >= HTTP_MAX_CACHED)
 		while (h->cache)
 			cached_free(h, h->cache);
-	status = api_handle(l->m, ar, &reply);
+	st = api_handle(m, ar, &reply);
 	c = calloc(1, sizeof(*c));
 	if (!c || !(c->path = strdup(ar->path)) ||
 	    !(c->resp = json_response(reply))) {
 		if (c)
 			free(c->path);
 		free(c);
-		return MHD_NO;
+		return NULL;
 	}
 	c->generation = generation;
-	c->status = (unsigned int)status;
+	c->status = (unsigned int)st;
 	HASH_ADD_KEYPTR(hh, h->cache, c->path, strlen(c->path), c);
-	return MHD_queue_response(conn, c->status, c->resp);
+	*status = c->status;
+	*shared = true;
+	return c->resp;
 }
 
 /* One request in flight: its body, bounded by HTTP_MAX_BODY. */
@@ -139,77 +132,99 @@ static bool token_equal(const char *a, const char *b)
 	return diff == 0;
 }
 
-static bool authorized(struct manager *m, struct MHD_Connection *c)
+static bool authorized(struct manager *m, const char *h)
 {
-	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-						    MHD_HTTP_HEADER_AUTHORIZATION);
-
 	if (!m->token || !h || strncasecmp(h, "Bearer ", 7))
 		return false;
 	return token_equal(h + 7, m->token);
 }
 
 /* Prometheus scrapes text, not JSON. */
-static enum MHD_Result send_metrics(struct listener *l,
-				    struct MHD_Connection *c)
+static struct MHD_Response *metrics_response(struct manager *m)
 {
-	char *text = metrics_render(l->m);
+	char *text = metrics_render(m);
 	struct MHD_Response *resp;
-	enum MHD_Result ret;
 
 	if (!text)
-		return send_json(c, 500, api_error("internal", "out of memory"));
+		return NULL;
 	resp = MHD_create_response_from_buffer(strlen(text), text,
 					       MHD_RESPMEM_MUST_FREE);
 	if (!resp) {
 		free(text);
-		return MHD_NO;
+		return NULL;
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
 				"text/plain; version=0.0.4");
-	ret = MHD_queue_response(c, 200, resp);
-	MHD_destroy_response(resp);
-	return ret;
+	return resp;
 }
 
-static enum MHD_Result handle(struct listener *l, struct MHD_Connection *c,
-			      const char *method, const char *url,
-			      const struct request *req)
+static struct MHD_Response *json_answer(int st, json_t *doc,
+					unsigned int *status)
+{
+	*status = (unsigned int)st;
+	return json_response(doc);
+}
+
+struct MHD_Response *http_answer(struct manager *m, const char *method,
+				 const char *url, const char *authorization,
+				 const char *body, size_t len, bool too_big,
+				 unsigned int *status, bool *shared)
 {
 	struct api_request ar = {
 		.method = method,
 		.path = url,
-		.authorized = authorized(l->m, c),
-		.token_set = l->m->token != NULL,
+		.authorized = authorized(m, authorization),
+		.token_set = m->token != NULL,
 	};
+	struct MHD_Response *resp;
 	json_error_t jerr;
 	json_t *reply = NULL;
 	uint64_t generation;
-	int status;
+	int st;
 
-	if (streq(url, "/metrics") && streq(method, "GET"))
-		return send_metrics(l, c);
-	if (!req->len && api_cacheable(l->m, method, url, &generation))
-		return send_cached(l, c, &ar, generation);
-	if (req->len) {
+	*shared = false;
+	if (too_big)
+		return json_answer(413,
+				   api_error("body_too_large",
+					     "request bodies are limited to %d "
+					     "bytes",
+					     HTTP_MAX_BODY),
+				   status);
+	if (len && (streq(method, "GET") || streq(method, "HEAD")))
+		return json_answer(413,
+				   api_error("body_not_allowed",
+					     "%s %s takes no request body",
+					     method, url),
+				   status);
+	if (streq(url, "/metrics") && streq(method, "GET")) {
+		*status = 200;
+		resp = metrics_response(m);
+		if (resp)
+			return resp;
+		return json_answer(500, api_error("internal", "out of memory"),
+				   status);
+	}
+	if (!len && m->http && api_cacheable(m, method, url, &generation))
+		return cached_answer(m, &ar, generation, status, shared);
+	if (len) {
 		/* Depth is bounded by the body size limit and jansson's own
 		 * limit (2048). */
-		ar.body = json_loadb(req->body, req->len, JSON_REJECT_DUPLICATES,
-				     &jerr);
+		ar.body = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
 		if (!json_is_object(ar.body)) {
 			json_decref(ar.body);
-			return send_json(c, 400,
-					 api_error("bad_json",
-						   "the body must be a JSON "
-						   "object: %s",
-						   ar.body ? "it is not"
-							   : jerr.text));
+			return json_answer(400,
+					   api_error("bad_json",
+						     "the body must be a JSON "
+						     "object: %s",
+						     ar.body ? "it is not"
+							     : jerr.text),
+					   status);
 		}
 	}
-	status = api_handle(l->m, &ar, &reply);
+	st = api_handle(m, &ar, &reply);
 	json_decref(ar.body);
-	log_debug("%s %s -> %d", method, url, status);
-	return send_json(c, status, reply);
+	log_debug("%s %s -> %d", method, url, st);
+	return json_answer(st, reply, status);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
@@ -219,6 +234,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 {
 	struct listener *l = cls;
 	struct request *req = *state;
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+	unsigned int status;
+	bool shared;
 
 	(void)version;
 	if (!req) {
@@ -246,18 +265,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 		req->body = b;
 		return MHD_YES;
 	}
-	if (req->too_big)
-		return send_json(c, 413,
-				 api_error("body_too_large",
-					   "request bodies are limited to %d "
-					   "bytes",
-					   HTTP_MAX_BODY));
-	if (req->len && (streq(method, "GET") || streq(method, "HEAD")))
-		return send_json(c, 413,
-				 api_error("body_not_allowed",
-					   "%s %s takes no request body",
-					   method, url));
-	return handle(l, c, method, url, req);
+	resp = http_answer(l->m, method, url,
+			   MHD_lookup_connection_value(
+				   c, MHD_HEADER_KIND,
+				   MHD_HTTP_HEADER_AUTHORIZATION),
+			   req->body, req->len, req->too_big, &status,
+			   &shared);
+	if (!resp)
+		return MHD_NO;
+	ret = MHD_queue_response(c, status, resp);
+	if (!shared)
+		MHD_destroy_response(resp);
+	return ret;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **state,

@@ -3,13 +3,28 @@
 #ifndef RDMAD_HTTP_H
 #define RDMAD_HTTP_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 struct manager;
 struct http;
+struct MHD_Response;
 
 /* Listen on every address of the configuration ("HOST:PORT",
  * "[V6]:PORT", "unix:/PATH"). Returns 0 or -errno; *failed names the
  * address that failed. */
 int http_start(struct manager *m, const char **failed);
+/*
+ * The answer to one complete request, as libmicrohttpd hands it over
+ * (url decoded; authorization: the Authorization header or NULL; the
+ * body, too_big when it was cut at the limit): the response to queue
+ * with *status, which the front end's cache keeps when *shared (do not
+ * destroy it). NULL when out of memory. The fuzz target calls it too.
+ */
+struct MHD_Response *http_answer(struct manager *m, const char *method,
+				 const char *url, const char *authorization,
+				 const char *body, size_t len, bool too_big,
+				 unsigned int *status, bool *shared);
 void http_stop(struct manager *m);
 
 #endif

@@ -41,7 +41,8 @@ static int set_defaults(struct config *c)
 	if (!d->runtime_dir && !(d->runtime_dir = strdup("/run/rdmad")))
 		return -ENOMEM;
 	if (!d->control_socket &&
-	    asprintf(&d->control_socket, "%s/rdmad.sock", d->runtime_dir) < 0) {
+	    asprintf(&d->control_socket, "%s/" CONFIG_DEFAULT_SOCKET_NAME,
+		     d->runtime_dir) < 0) {
 		d->control_socket = NULL;
 		return -ENOMEM;
 	}

@@ -14,6 +14,8 @@
 
 #define CONFIG_DEFAULT_PATH "/etc/rdmad/rdmad.conf"
 #define CONFIG_DEFAULT_LISTEN "127.0.0.1:8470"
+/* The control socket in daemon.runtime_dir, unless said otherwise. */
+#define CONFIG_DEFAULT_SOCKET_NAME "rdmad.sock"
 
 /* Where a setting came from, for messages. */
 struct conf_loc {

@@ -153,6 +153,11 @@ json_t *config_json(const struct config *c)
 	return j;
 }
 
+static bool int32_fits(json_int_t n)
+{
+	return n >= INT32_MIN && n <= INT32_MAX;
+}
+
 /* libconfig text for a JSON value: objects are groups, arrays of objects
  * lists, other arrays arrays. */
 static void print_value(FILE *f, const json_t *v, int depth);
@@ -187,10 +192,21 @@ static void print_value(FILE *f, const json_t *v, int depth)
 			      json_is_object(json_array_get(v, 0));
 
 		if (!groups) {
+			/* The integers of an array have one width: all
+			 * with the L when one needs it. */
+			bool wide = false;
+
+			json_array_foreach ((json_t *)v, i, e)
+				wide |= json_is_integer(e) &&
+					!int32_fits(json_integer_value(e));
 			fputs("[ ", f);
 			json_array_foreach ((json_t *)v, i, e) {
 				fputs(i ? ", " : "", f);
-				print_value(f, e, depth);
+				if (wide && json_is_integer(e))
+					fprintf(f, "%lldL", (long long)
+						json_integer_value(e));
+				else
+					print_value(f, e, depth);
 			}
 			fputs(" ]", f);
 			break;
@@ -220,8 +236,7 @@ static void print_value(FILE *f, const json_t *v, int depth)
 		json_int_t n = json_integer_value(v);
 
 		/* libconfig keeps 32 bits without the L. */
-		fprintf(f, "%lld%s", (long long)n,
-			n > INT32_MAX || n < INT32_MIN ? "L" : "");
+		fprintf(f, "%lld%s", (long long)n, int32_fits(n) ? "" : "L");
 		break;
 	}
 	case JSON_TRUE:

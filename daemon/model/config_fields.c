@@ -7,7 +7,9 @@
  * is one line here.
  */
 #include <arpa/inet.h>
+#include <sys/un.h>
 #include <grp.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <infiniband/verbs.h>
@@ -118,6 +120,35 @@ int obj_kind_from_name(const char *name)
 	return -EINVAL;
 }
 
+/* Where a unix socket will be bound: it must fit in sun_path. */
+static const char *check_socket_path(const char *s)
+{
+	struct sockaddr_un sun;
+
+	if (s[0] != '/')
+		return "is not an absolute unix socket path";
+	if (strlen(s) >= sizeof(sun.sun_path))
+		return "is too long for a unix socket path (at most 107 "
+		       "bytes)";
+	return NULL;
+}
+
+/* The control socket's directory unless said otherwise: its default
+ * socket must fit too. */
+static const char *check_runtime_dir(const char *s)
+{
+	struct sockaddr_un sun;
+
+	if (s[0] != '/')
+		return "is not an absolute path";
+	if (strlen(s) + strlen("/" CONFIG_DEFAULT_SOCKET_NAME) >=
+	    sizeof(sun.sun_path))
+		return "is too long: its control socket " CONFIG_DEFAULT_SOCKET_NAME
+		       " would not fit in a unix socket path (at most 107 "
+		       "bytes)";
+	return NULL;
+}
+
 static const char *check_listen(const char *s)
 {
 	char host[INET6_ADDRSTRLEN + 2];
@@ -128,8 +159,7 @@ static const char *check_listen(const char *s)
 	long port;
 
 	if (!strncmp(s, "unix:", 5))
-		return s[5] == '/' ? NULL
-				   : "is not an absolute unix socket path";
+		return check_socket_path(s + 5);
 	if (!colon || colon == s)
 		goto bad;
 	len = (size_t)(colon - s);
@@ -183,7 +213,9 @@ static const char *check_gid(const char *s)
 
 static const char *check_abs_path(const char *s)
 {
-	return s[0] == '/' ? NULL : "is not an absolute path";
+	if (s[0] != '/')
+		return "is not an absolute path";
+	return strlen(s) < PATH_MAX ? NULL : "is longer than PATH_MAX";
 }
 
 /* A group that exists now: a name, or a number. */
@@ -212,13 +244,16 @@ static const char *check_log_level(const char *s)
 
 static const struct field http_fields[] = {
 	LIST(conf_daemon, "listen", listen, .check = check_listen),
-	FLD(conf_daemon, "token_file", F_STRING, token_file),
+	FLD(conf_daemon, "token_file", F_STRING, token_file,
+	    .check = check_abs_path),
 	END_OF_TABLE,
 };
 
 const struct field conf_daemon_fields[] = {
-	FLD(conf_daemon, "runtime_dir", F_STRING, runtime_dir),
-	FLD(conf_daemon, "control_socket", F_STRING, control_socket),
+	FLD(conf_daemon, "runtime_dir", F_STRING, runtime_dir,
+	    .check = check_runtime_dir),
+	FLD(conf_daemon, "control_socket", F_STRING, control_socket,
+	    .check = check_socket_path),
 	FLD(conf_daemon, "admin_group", F_STRING, admin_group,
 	    .check = check_group),
 	FLD(conf_daemon, "control_group", F_STRING, control_group,

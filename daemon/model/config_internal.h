@@ -57,6 +57,9 @@ struct field {
 
 #define END_OF_TABLE { .key = NULL }
 
+/* F_SIZE without a max of its own: 1 PiB, anything above is a typo. */
+#define CONF_SIZE_LIMIT (1LL << 50)
+
 struct kind_table {
 	const struct field *fields;
 	size_t size;
@@ -89,7 +92,8 @@ struct parser {
 	struct config *c;
 	int oom;
 	const char *file; /* interned name of the file being parsed */
-	struct source *src; /* its lines, for raw literals (config_parse.c) */
+	/* Where daemon.include and daemon.runtime_dir were set. */
+	struct conf_loc include_loc, runtime_dir_loc;
 	char label[96];	  /* "mr 'ring'": the object being parsed */
 };
 

@@ -13,8 +13,10 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config_internal.h"
+#include "utf8.h"
 
 /* ---- errors and locations ---- */
 
@@ -32,21 +34,27 @@ static void *array_room(void *a, size_t n, size_t size)
 	return reallocarray(a, n ? 2 * n : 1, size);
 }
 
+/* The name of a file as messages show it: UTF-8, whatever bytes the
+ * name on disk holds. */
 static const char *intern_file(struct parser *p, const char *file)
 {
 	struct config *c = p->c;
+	_cleanup_free_ char *shown = NULL;
 	char **n;
 
 	if (!file)
 		file = c->path;
+	shown = utf8_sanitize(file);
+	if (!shown)
+		goto oom;
 	for (size_t i = 0; i < c->n_files; i++)
-		if (streq(c->files[i], file))
+		if (streq(c->files[i], shown))
 			return c->files[i];
 	n = array_room(c->files, c->n_files, sizeof(*n));
 	if (!n)
 		goto oom;
 	c->files = n;
-	n[c->n_files] = strdup(file);
+	n[c->n_files] = TAKE_PTR(shown);
 	if (!n[c->n_files])
 		goto oom;
 	return n[c->n_files++];
@@ -85,6 +93,14 @@ static void add_errorv(struct parser *p, struct conf_loc loc,
 	if (!prefix)
 		msg = TAKE_PTR(body);
 	free(body);
+	/* Values are quoted as written, whatever bytes they hold: the
+	 * message is shown as text and sent as JSON. */
+	if (msg && !utf8_valid(msg)) {
+		char *clean = utf8_sanitize(msg);
+
+		free(msg);
+		msg = clean;
+	}
 	n = msg ? array_room(c->errors, c->n_errors, sizeof(*n)) : NULL;
 	if (!n) {
 		free(msg);
@@ -288,118 +304,228 @@ static void name_choices(const struct enum_name *t, char *buf, size_t len)
 				off ? ", " : "", t->name);
 }
 
-/* The text of the file being parsed, by line. */
-struct source {
-	const char **line; /* line[i]: where line i + 1 starts */
-	bool *wide; /* line i + 1 has an integer literal beyond 32 bits */
-	size_t n_lines;
+/*
+ * The integer literals of the text being parsed, in the order libconfig
+ * reads them. libconfig 1.5 silently keeps only the low 32 bits of an
+ * integer literal without an L suffix (5368709120 becomes 1073741824,
+ * 0xFFFFFFFF becomes -1), and saturates one with the suffix beyond 64
+ * bits: each integer setting is paired with the literal it was read from
+ * (through the setting's hook), so that a value that did not survive is
+ * refused, in arrays as in scalars.
+ */
+struct literal {
+	const char *text; /* as written */
+	int len;
+	int line;
+	long long value;
+	bool erange; /* beyond 64 bits */
+	bool wide;   /* an L suffix: libconfig made it a 64-bit setting */
 };
 
-/* The integer literal after the '=' or ':' at op: its start, or NULL when
- * there is none; *raw, *end and *erange as strtoll() left them. */
-static const char *read_literal(const char *op, long long *raw, char **end,
-				bool *erange)
-{
-	const char *v = op + 1 + strspn(op + 1, " \t");
+struct source {
+	struct literal *lit;
+	size_t n_lit;
+	size_t next; /* pairing: the next literal to hand out */
+	int include_line; /* a line that starts with @include, or 0 */
+};
 
+static bool name_char(char c)
+{
+	return isalnum((unsigned char)c) || c == '-' || c == '_' || c == '*';
+}
+
+/* Length of libconfig's number token at t (the longest of its integer,
+ * hex and float rules), and whether it is an integer. */
+static size_t number_token(const char *t, bool *integer, bool *wide)
+{
+	size_t i = 0, digits;
+
+	*integer = false;
+	*wide = false;
+	if (t[0] == '0' && (t[1] == 'x' || t[1] == 'X') &&
+	    isxdigit((unsigned char)t[2])) {
+		for (i = 2; isxdigit((unsigned char)t[i]); i++)
+			;
+		*integer = true;
+	} else {
+		if (t[i] == '-' || t[i] == '+')
+			i++;
+		for (digits = 0; isdigit((unsigned char)t[i]); i++)
+			digits++;
+		if (t[i] == '.') {
+			for (i++; isdigit((unsigned char)t[i]); i++)
+				;
+		} else if (!digits) {
+			return i; /* a lone sign: not a number */
+		} else {
+			*integer = true;
+		}
+		/* An exponent makes it a float, when it is complete. */
+		if (t[i] == 'e' || t[i] == 'E') {
+			size_t e = i + 1;
+
+			if (t[e] == '-' || t[e] == '+')
+				e++;
+			if (isdigit((unsigned char)t[e])) {
+				while (isdigit((unsigned char)t[e]))
+					e++;
+				*integer = false;
+				return e;
+			}
+		}
+		if (!*integer)
+			return i;
+	}
+	if (t[i] == 'L') {
+		*wide = true;
+		i += 1 + (t[i + 1] == 'L');
+	}
+	return i;
+}
+
+static int add_literal(struct source *src, const char *t, size_t len,
+		       int line, bool wide)
+{
+	struct literal *l = array_room(src->lit, src->n_lit, sizeof(*l));
+	bool hex = t[0] == '0' && (t[1] == 'x' || t[1] == 'X');
+	char *end;
+
+	if (!l)
+		return -ENOMEM;
+	src->lit = l;
+	l += src->n_lit++;
 	errno = 0;
-	*raw = strtoll(v, end, 0);
-	*erange = errno == ERANGE;
-	return *end == v ? NULL : v;
+	/* libconfig reads decimal literals as decimal: 010 is ten. */
+	l->value = strtoll(t, &end, hex ? 16 : 10);
+	l->erange = errno == ERANGE;
+	l->text = t;
+	l->len = (int)len;
+	l->line = line;
+	l->wide = wide;
+	return 0;
 }
 
 /*
- * Where each line of text starts, and which lines have a literal after
- * '=' or ':' that does not fit in 32 bits: only there can libconfig have
- * cut a value (int_literal_ok()), so only there is a line read again.
- * One pass, however many literals the file has.
+ * One pass over the text with libconfig's lexical rules (comments,
+ * strings with their escapes, names, numbers): every integer literal,
+ * and the first line that libconfig would take for an @include.
  */
-static int source_index(struct source *src, const char *text)
+static int source_scan(struct source *src, const char *text)
 {
-	size_t n = 1, i = 0;
+	const char *t = text;
+	bool line_start = true;
+	int line = 1;
 
-	for (const char *t = text; (t = strchr(t, '\n')); t++)
-		n++;
-	src->line = malloc(n * sizeof(*src->line));
-	src->wide = calloc(n, sizeof(*src->wide));
-	if (!src->line || !src->wide)
-		return -ENOMEM;
-	src->n_lines = n;
-	src->line[0] = text;
-	for (const char *t = text; *(t += strcspn(t, "\n=:")); t++) {
-		long long raw;
-		bool erange;
-		char *end;
+	while (*t) {
+		if (line_start) {
+			const char *s = t + strspn(t, " \t");
 
-		if (*t == '\n')
-			src->line[++i] = t + 1;
-		else if (read_literal(t, &raw, &end, &erange) &&
-			 (erange || raw != (int32_t)raw))
-			src->wide[i] = true;
+			line_start = false;
+			if (!strncmp(s, "@include", 8) && !src->include_line)
+				src->include_line = line;
+		}
+		if (*t == '\n') {
+			line++;
+			line_start = true;
+			t++;
+		} else if (t[0] == '/' && t[1] == '*') {
+			for (t += 2; *t && !(t[0] == '*' && t[1] == '/'); t++)
+				line += *t == '\n';
+			t += *t ? 2 : 0;
+		} else if (*t == '#' || (t[0] == '/' && t[1] == '/')) {
+			t = strchrnul(t, '\n');
+		} else if (*t == '"') {
+			for (t++; *t && *t != '"'; t++) {
+				if (*t == '\\' && (t[1] == '"' || t[1] == '\\'))
+					t++;
+				line += *t == '\n';
+			}
+			t += *t ? 1 : 0;
+		} else if (isalpha((unsigned char)*t) || *t == '*') {
+			while (name_char(*t))
+				t++;
+		} else if (isdigit((unsigned char)*t) || *t == '-' ||
+			   *t == '+' || *t == '.') {
+			bool integer, wide;
+			size_t len = number_token(t, &integer, &wide);
+
+			if (!len)
+				len = 1;
+			if (integer && add_literal(src, t, len, line, wide) < 0)
+				return -ENOMEM;
+			t += len;
+		} else {
+			t++;
+		}
 	}
 	return 0;
 }
 
 static void source_free(struct source *src)
 {
-	free(src->line);
-	free(src->wide);
+	free(src->lit);
 }
 
-/*
- * libconfig 1.5 silently keeps only the low 32 bits of an integer literal
- * without an L suffix (5368709120 becomes 1073741824). Read the literal
- * from the source line again and refuse a value that did not survive.
- */
-static bool int_literal_ok(struct parser *p, const config_setting_t *s)
+/* Pair every integer setting under s, in order, with its literal.
+ * Returns false when the two do not match up. */
+static bool source_pair(struct source *src, config_setting_t *s)
+{
+	int t = config_setting_type(s);
+
+	if (t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64) {
+		struct literal *l;
+
+		if (src->next >= src->n_lit)
+			return false;
+		l = &src->lit[src->next++];
+		if (l->wide != (t == CONFIG_TYPE_INT64))
+			return false;
+		config_setting_set_hook(s, l);
+		return true;
+	}
+	if (!config_setting_is_aggregate(s))
+		return true;
+	for (int i = 0, n = config_setting_length(s); i < n; i++)
+		if (!source_pair(src, config_setting_get_elem(s, i)))
+			return false;
+	return true;
+}
+
+/* The key a value belongs to: its own, or its array's. */
+static const char *key_of(const config_setting_t *s)
 {
 	const char *name = config_setting_name(s);
-	long long value = config_setting_get_int64(s);
-	int n = config_setting_source_line(s);
-	const char *line, *at, *eol, *cut = NULL;
-	struct source *src = p->src;
-	size_t len;
-	int cut_len = 0;
 
-	if (config_setting_type(s) != CONFIG_TYPE_INT || !name || !*name)
-		return true;
-	if (!src || n < 1 || (size_t)n > src->n_lines || !src->wide[n - 1])
-		return true;
-	line = src->line[n - 1];
-	eol = strchrnul(line, '\n');
-	len = strlen(name);
-	/* The same key may stand several times on one line: the value is
-	 * fine if one of its literals is exactly it. */
-	for (at = line; (at = memmem(at, (size_t)(eol - at), name, len));
-	     at++) {
-		const char *v = at + len;
-		long long raw;
-		bool erange;
-		char *end;
+	if (!name && config_setting_parent(s))
+		name = config_setting_name(config_setting_parent(s));
+	return name ? name : "?";
+}
 
-		if (at > line && (isalnum((unsigned char)at[-1]) ||
-				  at[-1] == '_'))
-			continue;
-		v += strspn(v, " \t");
-		if (*v != '=' && *v != ':')
-			continue;
-		v = read_literal(v, &raw, &end, &erange);
-		if (!v)
-			continue;
-		if (!erange && raw == value)
-			return true;
-		if (!cut && (erange || (int32_t)raw == value)) {
-			cut = v;
-			cut_len = (int)(end - v);
-		}
-	}
-	if (!cut)
+/* Refuse an integer that is not the literal it was written as. */
+static bool int_literal_ok(struct parser *p, const config_setting_t *s)
+{
+	const struct literal *l = config_setting_get_hook(s);
+	const char *key = key_of(s);
+
+	if (!l || (!l->erange && l->value == config_setting_get_int64(s)))
 		return true;
-	field_error(p, s,
-		    "'%s' = %.*s does not fit in 32 bits, which libconfig "
-		    "keeps without a suffix: write %.*sL (or a size string "
-		    "such as \"5G\")",
-		    name, cut_len, cut, cut_len, cut);
+	if (l->wide || l->erange)
+		field_error(p, s,
+			    "'%s' = %.*s does not fit in 64 bits", key,
+			    l->len, l->text);
+	else if (!config_setting_name(s))
+		/* An array holds integers of one width. */
+		field_error(p, s,
+			    "'%s' = %.*s does not fit in 32 bits, which "
+			    "libconfig keeps without a suffix: write %.*sL, "
+			    "and every integer of the array with an L",
+			    key, l->len, l->text, l->len, l->text);
+	else
+		field_error(p, s,
+			    "'%s' = %.*s does not fit in 32 bits, which "
+			    "libconfig keeps without a suffix: write %.*sL "
+			    "(or a size string such as \"5G\")",
+			    key, l->len, l->text, l->len, l->text);
 	return false;
 }
 
@@ -519,6 +645,12 @@ static void parse_field(struct parser *p, const struct field *f,
 		if (size < (uint64_t)f->min) {
 			field_error(p, s, "'%s' must be at least %" PRId64,
 				      f->key, f->min);
+			return;
+		}
+		if (size > (uint64_t)(f->max ? f->max : CONF_SIZE_LIMIT)) {
+			field_error(p, s, "%s %" PRIu64 " is larger than %s",
+				    f->key, size,
+				    f->max ? "allowed" : "1024T");
 			return;
 		}
 		*(uint64_t *)dst = size;
@@ -642,6 +774,8 @@ static void set_label(struct parser *p, const char *kind,
 		snprintf(p->label, sizeof(p->label), "%s '%s'", kind, name);
 	else
 		snprintf(p->label, sizeof(p->label), "%s", kind);
+	/* A long name is cut: never inside a character. */
+	utf8_trim_cut(p->label);
 }
 
 static void parse_objects(struct parser *p, const config_setting_t *pg,
@@ -736,6 +870,18 @@ static void parse_devices(struct parser *p, const config_setting_t *list)
 	}
 }
 
+/* Where key of group g was set, for checks made later. */
+static void remember_loc(struct parser *p, const config_setting_t *g,
+			 const char *key, struct conf_loc *out)
+{
+	const config_setting_t *s = config_setting_is_group(g)
+					    ? config_setting_get_member(g, key)
+					    : NULL;
+
+	if (s)
+		*out = loc_of(p, s);
+}
+
 static void parse_root(struct parser *p, const config_setting_t *root,
 		       bool main_file)
 {
@@ -749,6 +895,8 @@ static void parse_root(struct parser *p, const config_setting_t *root,
 			snprintf(p->label, sizeof(p->label), "daemon");
 			parse_group(p, conf_daemon_fields, s, "daemon",
 				    &p->c->daemon);
+			remember_loc(p, s, "include", &p->include_loc);
+			remember_loc(p, s, "runtime_dir", &p->runtime_dir_loc);
 			p->label[0] = '\0';
 		}
 		else if (streq(key, "devices"))
@@ -763,7 +911,22 @@ static void parse_root(struct parser *p, const config_setting_t *root,
 	}
 }
 
-#define CONFIG_MAX_FILE (16 << 20)
+/* A file of exactly this size is read; one byte more is refused. */
+#define CONFIG_MAX_FILE ((size_t)16 << 20)
+
+/* Every string value must be UTF-8: the documents that show them (REST,
+ * --dump, the control socket) are JSON. */
+static void check_strings(struct parser *p, const config_setting_t *s)
+{
+	const char *str = config_setting_get_string(s);
+
+	if (str && !utf8_valid(str))
+		setting_error(p, s, "'%s' is not valid UTF-8", key_of(s));
+	if (!config_setting_is_aggregate(s))
+		return;
+	for (int i = 0, n = config_setting_length(s); i < n; i++)
+		check_strings(p, config_setting_get_elem(s, i));
+}
 
 /* Parse one file's text; name is what locations say. */
 void parser_text(struct parser *p, const char *name, const char *text,
@@ -773,42 +936,135 @@ void parser_text(struct parser *p, const char *name, const char *text,
 	config_t cfg;
 
 	p->file = intern_file(p, name);
-	if (source_index(&src, text) < 0) {
+	if (source_scan(&src, text) < 0) {
 		source_free(&src);
 		p->oom = 1;
 		return;
 	}
-	p->src = &src;
+	/* libconfig would read the named file behind our back: past the
+	 * size limit and the checks, with no file:line of its own, and it
+	 * exits the process when the name is a directory. */
+	if (src.include_line) {
+		parser_error(p, loc_at(p->file, src.include_line),
+			     "@include is not supported: put profiles in "
+			     "*.conf files of the directory daemon.include "
+			     "names");
+		source_free(&src);
+		return;
+	}
 	config_init(&cfg);
-	if (!config_read_string(&cfg, text))
+	if (!config_read_string(&cfg, text)) {
 		parser_error(p, loc_at(p->file, config_error_line(&cfg)),
 			     "syntax error: %s", config_error_text(&cfg));
-	else
+	} else if (!source_pair(&src, config_root_setting(&cfg)) ||
+		   src.next != src.n_lit) {
+		/* Never seen: the scanner and libconfig disagree. Refuse
+		 * rather than take values that may have been cut. */
+		parser_error(p, loc_at(p->file, 0),
+			     "cannot match the integer values with their "
+			     "literals (an rdmad bug: please report it)");
+	} else {
+		check_strings(p, config_root_setting(&cfg));
 		parse_root(p, config_root_setting(&cfg), main_file);
+	}
 	config_destroy(&cfg);
-	p->src = NULL;
 	source_free(&src);
 }
 
-static int read_text(const char *path, char **out)
+/*
+ * The text of a regular file of at most CONFIG_MAX_FILE bytes. Opened
+ * without blocking, so that a FIFO or a device is refused instead of
+ * waited on. Returns 0, -errno, or an error message in *why.
+ */
+static int read_text(const char *path, char **out, size_t *len,
+		     const char **why)
 {
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	int r;
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC |
+						    O_NONBLOCK | O_NOCTTY);
+	_cleanup_free_ char *buf = NULL;
+	struct stat st;
+	size_t n = 0;
 
 	if (fd < 0)
 		return -errno;
-	r = read_all(fd, CONFIG_MAX_FILE, -1, out, NULL);
-	return r == -EMSGSIZE ? -EFBIG : r;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (S_ISDIR(st.st_mode)) {
+		*why = "is a directory, not a file";
+		return -EINVAL;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		*why = S_ISFIFO(st.st_mode) ? "is a FIFO, not a regular file"
+					    : "is not a regular file";
+		return -EINVAL;
+	}
+	if ((uint64_t)st.st_size > CONFIG_MAX_FILE) {
+		*why = "is larger than the limit of 16 MiB (File too large)";
+		return -EFBIG;
+	}
+	/* One byte more than the limit finds a file that grew since. */
+	buf = malloc((size_t)st.st_size + 2);
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		size_t room = (size_t)st.st_size + 1 - n;
+		ssize_t r;
+
+		if (!room) {
+			char *nb;
+
+			if (n > CONFIG_MAX_FILE) {
+				*why = "is larger than the limit of 16 MiB "
+				       "(File too large)";
+				return -EFBIG;
+			}
+			nb = realloc(buf, CONFIG_MAX_FILE + 2);
+			if (!nb)
+				return -ENOMEM;
+			buf = nb;
+			st.st_size = (off_t)CONFIG_MAX_FILE + 1;
+			continue;
+		}
+		r = read(fd, buf + n, room);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	buf[n] = '\0';
+	*len = n;
+	*out = TAKE_PTR(buf);
+	return 0;
 }
 
 void parser_file(struct parser *p, const char *path, bool main_file)
 {
 	_cleanup_free_ char *text = NULL;
-	int r = read_text(path, &text);
+	const char *why = NULL, *nul;
+	size_t len = 0;
+	int r = read_text(path, &text, &len, &why);
 
 	if (r < 0) {
-		parser_error(p, loc_at(intern_file(p, path), 0),
-			     "cannot read: %s", strerror(-r));
+		if (why)
+			parser_error(p, loc_at(intern_file(p, path), 0),
+				     "cannot read: %s", why);
+		else
+			parser_error(p, loc_at(intern_file(p, path), 0),
+				     "cannot read: %s", strerror(-r));
+		return;
+	}
+	/* libconfig would stop at a NUL and ignore the rest. */
+	nul = memchr(text, '\0', len);
+	if (nul) {
+		int line = 1;
+
+		for (const char *t = text; t < nul; t++)
+			line += *t == '\n';
+		parser_error(p, loc_at(intern_file(p, path), line),
+			     "a NUL byte: this is not a text file");
 		return;
 	}
 	parser_text(p, path, text, main_file);
@@ -848,7 +1104,7 @@ void parser_include(struct parser *p)
 	}
 	d = opendir(dir);
 	if (!d) {
-		parser_error(p, loc_at(intern_file(p, p->c->path), 0),
+		parser_error(p, p->include_loc,
 			     "include directory '%s': %s", dir,
 			     strerror(errno));
 		return;
@@ -870,7 +1126,8 @@ void parser_include(struct parser *p)
 		n++;
 	}
 	closedir(d);
-	qsort(names, n, sizeof(*names), cmp_str);
+	if (n)
+		qsort(names, n, sizeof(*names), cmp_str);
 	for (size_t i = 0; i < n; i++) {
 		if (!p->oom)
 			parser_file(p, names[i], false);
@@ -878,4 +1135,3 @@ void parser_include(struct parser *p)
 	}
 	free(names);
 }
-

@@ -11,7 +11,6 @@
 #include "config_internal.h"
 
 #define NAME_MAX_LEN 64
-#define SIZE_LIMIT (1ULL << 50) /* 1 PiB: anything above is a typo */
 
 /* A name for messages: an object without one (an error of its own) is
  * '?'. */
@@ -142,11 +141,6 @@ static void check_references(struct parser *p, const struct conf_profile *pr)
 
 static void verify_memory(struct parser *p, const struct conf_memory *m)
 {
-	if (m->size > SIZE_LIMIT)
-		parser_error(p, m->loc,
-			     "memory '%s': size %" PRIu64
-			     " is larger than 1024T",
-			     unnamed(m->name), m->size);
 	if (m->backing == MEM_FILE && !m->path)
 		parser_error(p, m->loc,
 			     "memory '%s': backing \"file\" needs a path",

@@ -4,6 +4,7 @@
 table of bad inputs lives in the unit suite (tests/unit/test_config.c);
 this checks the real binary end to end, on the machine with devices."""
 
+import os
 import subprocess
 
 import pytest
@@ -61,3 +62,49 @@ def test_missing_file_is_a_config_error(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 78
     assert "absent.conf: cannot read: No such file" in r.stderr
+
+
+def test_fifo_config_is_refused_not_waited_on(tmp_path):
+    """Nothing writes to the FIFO: a blocking open would hang forever."""
+    fifo = tmp_path / "fifo.conf"
+    os.mkfifo(fifo)
+    r = subprocess.run([str(RDMAD), "--check", "-c", str(fifo)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 78 or r.returncode == 1, r.stderr
+    assert f"{fifo}: cannot read: is a FIFO, not a regular file" in r.stderr
+
+
+def test_include_directive_and_include_dir_fifo(write_conf, tmp_path):
+    inc = tmp_path / "conf.d"
+    inc.mkdir()
+    os.mkfifo(inc / "10-fifo.conf")
+    path = write_conf(GOOD_HEAD.replace(
+        "daemon = {", f'daemon = {{ include = "{inc}";') +
+        '@include "/etc/passwd"\n', name="inc.conf")
+    r = subprocess.run([str(RDMAD), "--check", "-c", str(path)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0
+    assert f"{path}:3: @include is not supported" in r.stderr, r.stderr
+    path = write_conf(GOOD_HEAD.replace(
+        "daemon = {", f'daemon = {{ include = "{inc}";'), name="inc2.conf")
+    r = subprocess.run([str(RDMAD), "--check", "-c", str(path)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0
+    assert (f"{inc}/10-fifo.conf: cannot read: is a FIFO, not a regular "
+            "file") in r.stderr, r.stderr
+
+
+def test_file_of_16_mib_is_read(write_conf):
+    text = GOOD_HEAD
+    path = write_conf(text + "#" * (16 * 1024 * 1024 - len(text) - 1) + "\n",
+                      name="big.conf")
+    assert path.stat().st_size == 16 * 1024 * 1024
+    r = subprocess.run([str(RDMAD), "--check", "-c", str(path)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    with open(path, "a") as f:
+        f.write("\n")
+    r = subprocess.run([str(RDMAD), "--check", "-c", str(path)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "larger than the limit of 16 MiB" in r.stderr

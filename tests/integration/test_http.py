@@ -9,6 +9,7 @@ import subprocess
 import time
 
 from conftest import RDMAD, RDMACTL, free_port, rdmactl
+from rdmadproto import ATTACH, ERROR, Client
 
 PROFILE = """
 devices = ( { name = "d0"; match = { ibdev = "rxe0"; }; } );
@@ -209,3 +210,29 @@ def test_unix_listen_replaces_only_a_stale_socket(write_conf, tmp_path):
     finally:
         p.send_signal(signal.SIGTERM)
         assert p.wait(60) == 0
+
+
+def test_error_messages_are_utf8_whatever_the_path_holds(rdmad):
+    """A path with bytes that are not UTF-8, or long enough for the
+    message to be cut inside a character, still gets its 404 document
+    (it used to be a closed connection, and REPLY {} on the socket)."""
+    d = rdmad(PROFILE)
+    for path in (b"/v1/profiles/%FF%FE", b"/v1/profiles/" + b"%C3%A9" * 300,
+                 b"/v1/nothing/%E2%82"):
+        status, body = raw_request(
+            d.port, b"GET " + path + b" HTTP/1.0\r\n\r\n")
+        assert status == 404, path
+        assert body["error"]["code"] == "not_found"
+        assert body["error"]["message"].startswith("no ")
+    sock = d.conf.parent / "rdmad.sock"
+    c = Client(str(sock))
+    try:
+        status, body = c.request("GET", "/v1/profiles/" + "\u00e9" * 400)
+        assert status == 404
+        assert body["error"]["code"] == "not_found"
+        assert body["error"]["message"].startswith("no profile '")
+        t, doc, _ = c.call(ATTACH, {"profile": "\u00e9" * 400})
+        assert t == ERROR, doc
+        assert doc["error"]["code"] == "not_found"
+    finally:
+        c.close()

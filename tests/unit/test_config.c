@@ -53,6 +53,25 @@ static const struct bad_case bad_cases[] = {
 	{ "zero size", PROFILE("memory = ( { name = \"m\"; size = 0; } );"), 3, "'size' must be at least 1" },
 	{ "size overflow", PROFILE("memory = ( { name = \"m\"; size = \"99999999999T\"; } );"), 3, "is not a size" },
 	{ "size too large", PROFILE("memory = ( { name = \"m\"; size = \"2000T\"; } );"), 3, "memory 'm': size 2199023255552000 is larger than 1024T" },
+	/* Issue 9: every integer is checked for truncation, every size
+	 * bounded, every path against what will use it. */
+	{ "uid cut in an array", PROFILE("allow = { uids = [ 1000,\n 4294968296 ]; };"), 4, "profile 'p': 'uids' = 4294968296 does not fit in 32 bits, which libconfig keeps without a suffix: write 4294968296L, and every integer of the array with an L" },
+	{ "uid out of range", PROFILE("allow = { uids = [ 1000L, 4294967296L ]; };"), 3, "'uids' = 4294967296 is out of range [0, 4294967294]" },
+	{ "hex cut to -1", PROFILE("qp = ( { name = \"q\"; type = \"ud\"; qkey = 0xFFFFFFFF; } );"), 3, "'qkey' = 0xFFFFFFFF does not fit in 32 bits" },
+	{ "negative cut", PROFILE("cq = ( { name = \"c\"; comp_vector = -2147483649; } );"), 3, "'comp_vector' = -2147483649 does not fit in 32 bits" },
+	{ "64-bit saturated", PROFILE("memory = ( { name = \"m\"; size = 99999999999999999999L; } );"), 3, "memory 'm': 'size' = 99999999999999999999L does not fit in 64 bits" },
+	{ "dm size saturated", PROFILE("dm = ( { name = \"x\"; size = \"18446744073709551615\"; } );"), 3, "dm 'x': size 18446744073709551615 is larger than 1024T" },
+	{ "mr offset too large", PROFILE("mr = ( { name = \"r\"; pd = \"a\"; memory = \"m\"; offset = 9223372036854775807L; } );"), 3, "mr 'r': offset 9223372036854775807 is larger than 1024T" },
+	{ "control socket too long", "daemon = { control_socket = \"/run/rdmad/0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789\"; };", 1, "is too long for a unix socket path (at most 107 bytes)" },
+	{ "http socket too long", "daemon = {\n http = { listen = [ \"unix:/run/rdmad/0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789\" ]; }; };", 2, "is too long for a unix socket path" },
+	{ "runtime dir too long", "daemon = { runtime_dir = \"/run/0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123\"; };", 1, "its control socket rdmad.sock would not fit" },
+	{ "relative control socket", "daemon = { control_socket = \"rdmad.sock\"; };", 1, "is not an absolute unix socket path" },
+	{ "relative token file", "daemon = { http = { token_file = \"token\"; }; };", 1, "'token_file' = 'token' is not an absolute path" },
+	{ "same key twice on a line", PROFILE("memory = ( { name = \"a\"; size = 5368709120; }, { name = \"b\"; size = 1073741824; } );"), 3, "memory 'a': 'size' = 5368709120 does not fit in 32 bits" },
+	{ "line break before =", PROFILE("cq = ( { name = \"c\"; cqe\n= 4294967297; } );"), 3, "cq 'c': 'cqe' = 4294967297 does not fit in 32 bits" },
+	{ "@include", HEAD "\n  @include \"/etc/passwd\"\n", 3, "@include is not supported" },
+	{ "string not UTF-8", HEAD "profiles = ( { name = \"p\xff\"; device = \"d\"; } );", 2, "'name' is not valid UTF-8" },
+	{ "qp peer without a name", PROFILE("qp = ( { type = \"rc\"; state = \"rts\"; peer = \"b\"; },\n { name = \"b\"; type = \"rc\"; state = \"rts\"; peer = \"a\"; } );"), 4, "qp 'b': peer 'a' is not declared in profile 'p'" },
 	{ "size wrong type", PROFILE("memory = ( { name = \"m\"; size = true; } );"), 3, "must be a size" },
 	{ "bad backing", PROFILE("memory = ( { name = \"m\"; size = 1; backing = \"tape\"; } );"), 3, "'backing' = \"tape\" is not one of: memfd, hugetlb, file, anonymous" },
 	{ "file without path", PROFILE("memory = ( { name = \"m\"; size = 1; backing = \"file\"; } );"), 3, "backing \"file\" needs a path" },
@@ -654,9 +673,214 @@ static void test_wide_literal_deep(void **state)
 	free(text);
 }
 
+/* A file of n bytes: a valid configuration padded with comment lines. */
+static void write_sized(const char *path, size_t n)
+{
+	static const char head[] = HEAD;
+	FILE *f = fopen(path, "w");
+	size_t left = n - (sizeof(head) - 1);
+
+	assert_non_null(f);
+	fputs(head, f);
+	while (left) {
+		char line[64];
+		size_t len = left < sizeof(line) ? left : sizeof(line);
+
+		memset(line, ' ', len);
+		line[0] = '#';
+		line[len - 1] = '\n';
+		assert_int_equal(fwrite(line, 1, len, f), len);
+		left -= len;
+	}
+	assert_int_equal(fclose(f), 0);
+}
+
+/* The limit is 16 MiB: 16 MiB - 1 and 16 MiB are read, one byte more
+ * is refused. */
+static void test_file_limit(void **state)
+{
+	static const size_t sizes[] = { (16 << 20) - 1, 16 << 20,
+					(16 << 20) + 1 };
+	char dir[] = "/tmp/rdmad-limit-XXXXXX", path[64];
+	struct config *cfg = NULL;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/rdmad.conf", dir);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		write_sized(path, sizes[i]);
+		assert_int_equal(config_load(path, &cfg), 0);
+		if (i < 2) {
+			if (cfg->n_errors)
+				config_print_errors(cfg, stderr);
+			assert_int_equal(cfg->n_errors, 0);
+		} else {
+			assert_int_equal(cfg->n_errors, 1);
+			assert_non_null(strstr(cfg->errors[0].msg,
+					       "larger than the limit of 16 MiB"));
+		}
+		cfg = config_free(cfg);
+	}
+	unlink(path);
+	rmdir(dir);
+}
+
+/* A FIFO, as the main file or in the include directory, is refused at
+ * once (nothing writes to it: a blocking open would wait forever), and
+ * so is a directory named like a file; an empty include directory is
+ * fine. */
+static void test_not_regular(void **state)
+{
+	char dir[] = "/tmp/rdmad-fifo-XXXXXX";
+	char main_path[64], inc[64], fifo[80], sub[80], text[160];
+	struct config *cfg = NULL;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(main_path, sizeof(main_path), "%s/rdmad.conf", dir);
+	snprintf(inc, sizeof(inc), "%s/d", dir);
+	snprintf(fifo, sizeof(fifo), "%s/d/10-fifo.conf", dir);
+	snprintf(sub, sizeof(sub), "%s/d/20-dir.conf", dir);
+	assert_int_equal(mkdir(inc, 0700), 0);
+	snprintf(text, sizeof(text), "daemon = {\n include = \"d\"; };\n");
+	write_file(main_path, text);
+
+	/* empty: no error (and no UBSan report) */
+	assert_int_equal(config_load(main_path, &cfg), 0);
+	assert_int_equal(cfg->n_errors, 0);
+	cfg = config_free(cfg);
+
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	assert_int_equal(mkdir(sub, 0700), 0);
+	assert_int_equal(config_load(main_path, &cfg), 0);
+	has_error(cfg, fifo, 0, "cannot read: is a FIFO, not a regular file");
+	has_error(cfg, sub, 0, "cannot read: is a directory, not a file");
+	assert_int_equal(cfg->n_errors, 2);
+	cfg = config_free(cfg);
+
+	/* the FIFO as the main file */
+	assert_int_equal(config_load(fifo, &cfg), 0);
+	has_error(cfg, fifo, 0, "cannot read: is a FIFO, not a regular file");
+	cfg = config_free(cfg);
+
+	/* a missing include directory: at the line that names it */
+	rmdir(sub);
+	unlink(fifo);
+	rmdir(inc);
+	assert_int_equal(config_load(main_path, &cfg), 0);
+	assert_int_equal(cfg->n_errors, 1);
+	assert_int_equal(cfg->errors[0].loc.line, 2);
+	cfg = config_free(cfg);
+	unlink(main_path);
+	rmdir(dir);
+}
+
+/* libconfig would stop at a NUL byte and ignore the rest of the file. */
+static void test_nul_byte(void **state)
+{
+	static const char text[] = HEAD "\nfoo\0 = 1;\n";
+	char path[] = "/tmp/rdmad-nul-XXXXXX";
+	struct config *cfg = NULL;
+	int fd = mkstemp(path);
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, sizeof(text) - 1),
+			 (ssize_t)sizeof(text) - 1);
+	close(fd);
+	assert_int_equal(config_load(path, &cfg), 0);
+	has_error(cfg, path, 3, "a NUL byte: this is not a text file");
+	config_free(cfg);
+	unlink(path);
+}
+
+/* What libconfig itself does not take for a directive or a literal is
+ * not one: @include in a comment or a string, digits in names, 010 is
+ * ten. */
+static void test_literals_in_context(void **state)
+{
+	static const char text[] =
+		"/* @include \"x\"\n"
+		"@include \"y\" */\n"
+		"# cqe = 5368709120\n"
+		"devices = ( { name = \"d2\"; match = { ibdev = \"rx\n"
+		"@include 4294967296\"; }; } );\n"
+		"profiles = ( { name = \"p\"; device = \"d2\";\n"
+		"cq = ( { name = \"c0x1\"; cqe = 010; }, { name = \"e1\"; cqe = +7; } );\n"
+		"allow = { uids = [ 0x10L, 2L, 4294967294L ]; }; } );\n";
+	struct config *cfg = NULL;
+	const struct conf_cq *cq;
+
+	(void)state;
+	assert_int_equal(config_load_string("l.conf", text, &cfg), 0);
+	if (cfg->n_errors)
+		config_print_errors(cfg, stderr);
+	assert_int_equal(cfg->n_errors, 0);
+	cq = conf_obj(&cfg->profiles[0], OBJ_CQ, 0);
+	assert_int_equal(cq->cqe, 10);
+	assert_int_equal(cfg->profiles[0].allow_uids[2], 4294967294LL);
+	config_free(cfg);
+}
+
+/* Messages are UTF-8 whatever the input holds, even where a fixed buffer
+ * cuts a long name inside a character. */
+static void test_messages_utf8(void **state)
+{
+	char text[1024], name[300];
+	struct config *cfg = NULL;
+	size_t off = 0;
+
+	(void)state;
+	for (int i = 0; i < 99; i++)
+		off += (size_t)snprintf(name + off, sizeof(name) - off,
+					"\xc3\xa9");
+	snprintf(text, sizeof(text),
+		 PROFILE("cq = ( { name = \"x%s\"; cqe = 0; } );\n"
+			 "pd = ( { name = \"\xe2\x82\"; } );"),
+		 name);
+	assert_int_equal(config_load_string("u\xff.conf", text, &cfg), 0);
+	assert_true(cfg->n_errors >= 3);
+	for (size_t i = 0; i < cfg->n_errors; i++) {
+		json_t *j = json_string(cfg->errors[i].msg);
+
+		assert_non_null(j); /* jansson takes UTF-8 only */
+		json_decref(j);
+		j = json_string(cfg->errors[i].loc.file);
+		assert_non_null(j);
+		json_decref(j);
+	}
+	assert_string_equal(cfg->errors[0].loc.file, "u\xef\xbf\xbd.conf");
+	config_free(cfg);
+}
+
+/* --dump writes an array with one wide integer all wide: libconfig
+ * refuses arrays of mixed widths. */
+static void test_dump_wide_array(void **state)
+{
+	static const char text[] =
+		PROFILE("allow = { uids = [ 0L, 4294967294L ]; };");
+	struct config *cfg = NULL, *again = NULL;
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+
+	(void)state;
+	assert_int_equal(config_load_string("t.conf", text, &cfg), 0);
+	assert_int_equal(cfg->n_errors, 0);
+	assert_int_equal(config_print(cfg, f), 0);
+	fclose(f);
+	assert_non_null(strstr(out, "uids = [ 0L, 4294967294L ]"));
+	assert_int_equal(config_load_string("dump", out, &again), 0);
+	assert_int_equal(again->n_errors, 0);
+	assert_int_equal(again->profiles[0].allow_uids[1], 4294967294LL);
+	config_free(again);
+	config_free(cfg);
+	free(out);
+}
+
 int main(void)
 {
-	struct CMUnitTest tests[sizeof(bad_cases) / sizeof(bad_cases[0]) + 13];
+	struct CMUnitTest tests[sizeof(bad_cases) / sizeof(bad_cases[0]) + 19];
 	size_t n = 0;
 
 	for (size_t i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++)
@@ -677,5 +901,11 @@ int main(void)
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_many_duplicates);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_no_names);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_wide_literal_deep);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_file_limit);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_not_regular);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_nul_byte);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_literals_in_context);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_messages_utf8);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_dump_wide_array);
 	return _cmocka_run_group_tests("config", tests, n, NULL, NULL);
 }

@@ -8,7 +8,7 @@
  *
  *   clang -g -O1 -std=gnu11 -D_GNU_SOURCE \
  *     -fsanitize=fuzzer,address,undefined -Idaemon -Iproto \
- *     proto/proto.c tests/unit/fuzz_proto.c -ljansson -o build/fuzz_proto
+ *     proto/proto.c tests/fuzz/fuzz_proto.c -ljansson -o build/fuzz_proto
  *   build/fuzz_proto -max_len=70000 -max_total_time=60 CORPUS_DIR
  */
 #include <errno.h>

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libFuzzer target for the REST front end's request handling
+ * (http_answer: what on_request does with a request libmicrohttpd has
+ * read): the body limits, the bearer token, /metrics, the cache of
+ * rendered documents, JSON bodies, then the control layer.
+ *
+ * Input: one byte of flags (bit 0: the body was cut at the limit, bit 1:
+ * no Authorization header), then "METHOD\nURL\nAUTHORIZATION\nBODY".
+ * The token is "secret".
+ */
+#include <microhttpd.h>
+#include <string.h>
+
+#include "api.h"
+#include "fuzz_manager.h"
+#include "http.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check(bool ok, const char *what)
+{
+	if (!ok) {
+		fprintf(stderr, "fuzz_http: %s\n", what);
+		abort();
+	}
+}
+
+static char *take_line(const uint8_t **p, const uint8_t *end)
+{
+	const uint8_t *nl = memchr(*p, '\n', (size_t)(end - *p));
+	size_t len = (size_t)((nl ? nl : end) - *p);
+	char *s = strndup((const char *)*p, len);
+
+	*p = nl ? nl + 1 : end;
+	check(s != NULL, "strndup");
+	return s;
+}
+
+static struct manager *setup(void)
+{
+	struct manager *m = fuzz_manager();
+	const char *failed = NULL;
+	size_t n;
+
+	if (m->http)
+		return m;
+	/* The front end without listening anywhere: its cache. */
+	n = m->config->daemon.n_listen;
+	m->config->daemon.n_listen = 0;
+	check(http_start(m, &failed) == 0, "http_start");
+	m->config->daemon.n_listen = n;
+	return m;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct manager *m = setup();
+	const uint8_t *p = data + 1, *end = data + size;
+	struct MHD_Response *resp;
+	char *method, *url, *auth;
+	unsigned int status = 0;
+	bool shared = false;
+
+	if (size < 1)
+		return 0;
+	method = take_line(&p, end);
+	url = take_line(&p, end);
+	auth = take_line(&p, end);
+	resp = http_answer(m, method, url, data[0] & 2 ? NULL : auth,
+			   (const char *)p, (size_t)(end - p), data[0] & 1,
+			   &status, &shared);
+	check(resp != NULL, "no response");
+	check(status >= 100 && status <= 599, "status out of range");
+	if (!shared)
+		MHD_destroy_response(resp);
+	free(method);
+	free(url);
+	free(auth);
+	return 0;
+}
