@@ -71,7 +71,8 @@ $(B)/rdmad-tsan: $(B)/tsan/daemon/main.o $(TSAN_DAEMON_OBJ) \
 	$(CC) $(CFLAGS) $(TSAN) -o $@ $^ $(PKG_LIBS)
 
 $(B)/tsan-tests/test_workers: tests/unit/test_workers.c \
-		$(B)/tsan/daemon/engine/workers.o $(B)/tsan/daemon/log.o
+		$(B)/tsan/daemon/engine/workers.o $(B)/tsan/daemon/log.o \
+		$(B)/tsan/daemon/utf8.o
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(TSAN) $(PKG_CFLAGS) -Itests/unit -o $@ $^ \
 		$(PKG_LIBS) -lcmocka
