@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <systemd/sd-journal.h>
 
 #include "log.h"
@@ -40,11 +42,69 @@ void log_open(const char *ident)
 	log_to_journal = getenv("JOURNAL_STREAM") != NULL;
 }
 
+static void log_write(int prio, int err, const char *msg)
+{
+	if (log_to_journal) {
+		if (err)
+			sd_journal_send("MESSAGE=%s: %s", msg, strerror(err),
+					"PRIORITY=%d", prio, "ERRNO=%d", err,
+					"SYSLOG_IDENTIFIER=%s", log_ident, NULL);
+		else
+			sd_journal_send("MESSAGE=%s", msg, "PRIORITY=%d", prio,
+					"SYSLOG_IDENTIFIER=%s", log_ident, NULL);
+	} else {
+		if (err)
+			fprintf(stderr, "%s: %s: %s\n", log_ident, msg,
+				strerror(err));
+		else
+			fprintf(stderr, "%s: %s\n", log_ident, msg);
+	}
+}
+
+/*
+ * Repeats: a condition that persists (a full fd table, a client that
+ * retries in a loop) must not fill the journal. The same line (text,
+ * errno and priority) is written LOG_REPEAT_BURST times within
+ * LOG_REPEAT_WINDOW seconds; after that it is counted, and the count is
+ * written when another line comes or the window has passed.
+ */
+#define LOG_REPEAT_BURST 3
+#define LOG_REPEAT_WINDOW 10
+
+static struct {
+	pthread_mutex_t lock;
+	char text[1024];
+	int prio, err;
+	unsigned long seen;	  /* times in this window */
+	unsigned long suppressed; /* not written yet */
+	time_t since;
+} last = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void flush_repeats(void)
+{
+	char buf[1200];
+
+	if (!last.suppressed)
+		return;
+	snprintf(buf, sizeof(buf), "last message repeated %lu more time%s: %s",
+		 last.suppressed, last.suppressed == 1 ? "" : "s", last.text);
+	log_write(last.prio, last.err, buf);
+	last.suppressed = 0;
+}
+
+void log_flush(void)
+{
+	pthread_mutex_lock(&last.lock);
+	flush_repeats();
+	pthread_mutex_unlock(&last.lock);
+}
+
 void log_msg(int prio, int err, const char *fmt, ...)
 {
 	char buf[1024];
 	va_list ap;
 	int saved = errno;
+	struct timespec ts;
 
 	if (prio > log_level)
 		return;
@@ -53,21 +113,28 @@ void log_msg(int prio, int err, const char *fmt, ...)
 	va_end(ap);
 	if (err < 0)
 		err = -err;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
 
-	if (log_to_journal) {
-		if (err)
-			sd_journal_send("MESSAGE=%s: %s", buf, strerror(err),
-					"PRIORITY=%d", prio, "ERRNO=%d", err,
-					"SYSLOG_IDENTIFIER=%s", log_ident, NULL);
-		else
-			sd_journal_send("MESSAGE=%s", buf, "PRIORITY=%d", prio,
-					"SYSLOG_IDENTIFIER=%s", log_ident, NULL);
+	pthread_mutex_lock(&last.lock);
+	if (prio == last.prio && err == last.err && streq(buf, last.text) &&
+	    ts.tv_sec - last.since < LOG_REPEAT_WINDOW) {
+		if (++last.seen > LOG_REPEAT_BURST) {
+			last.suppressed++;
+			pthread_mutex_unlock(&last.lock);
+			errno = saved;
+			return;
+		}
 	} else {
-		if (err)
-			fprintf(stderr, "%s: %s: %s\n", log_ident, buf,
-				strerror(err));
-		else
-			fprintf(stderr, "%s: %s\n", log_ident, buf);
+		flush_repeats();
+		if (!(prio == last.prio && err == last.err &&
+		      streq(buf, last.text)))
+			snprintf(last.text, sizeof(last.text), "%s", buf);
+		last.prio = prio;
+		last.err = err;
+		last.seen = 1;
+		last.since = ts.tv_sec;
 	}
+	log_write(prio, err, buf);
+	pthread_mutex_unlock(&last.lock);
 	errno = saved;
 }

@@ -438,6 +438,38 @@ bool api_cacheable(struct manager *m, const char *method, const char *path,
 	return true;
 }
 
+/* Documents are JSON, whose strings are UTF-8: a path that is not
+ * cannot name anything, nor be quoted in an error. */
+static bool utf8_valid(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	while (*p) {
+		unsigned int c = *p++, n, cp;
+
+		if (c < 0x80)
+			continue;
+		if (c >= 0xc2 && c <= 0xdf)
+			n = 1, cp = c & 0x1f;
+		else if (c >= 0xe0 && c <= 0xef)
+			n = 2, cp = c & 0x0f;
+		else if (c >= 0xf0 && c <= 0xf4)
+			n = 3, cp = c & 0x07;
+		else
+			return false;
+		for (unsigned int i = 0; i < n; i++, p++) {
+			if ((*p & 0xc0) != 0x80)
+				return false;
+			cp = cp << 6 | (*p & 0x3f);
+		}
+		/* overlong, surrogates, past U+10FFFF */
+		if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+		    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+			return false;
+	}
+	return true;
+}
+
 int api_handle(struct manager *m, const struct api_request *req,
 	       json_t **out)
 {
@@ -447,6 +479,14 @@ int api_handle(struct manager *m, const struct api_request *req,
 	char buf[1024];
 	int status;
 
+	if (!utf8_valid(path)) {
+		*out = api_error("not_found", "the path is not valid UTF-8");
+		return 404;
+	}
+	if (!utf8_valid(method)) {
+		*out = api_error("bad_request", "the method is not valid UTF-8");
+		return 400;
+	}
 	if (strlen(path) >= sizeof(buf)) {
 		*out = api_error("not_found", "path too long");
 		return 404;

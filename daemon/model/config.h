@@ -14,6 +14,13 @@
 
 #define CONFIG_DEFAULT_PATH "/etc/rdmad/rdmad.conf"
 #define CONFIG_DEFAULT_LISTEN "127.0.0.1:8470"
+#define CONFIG_DEFAULT_MAX_SESSIONS 1024
+#define CONFIG_DEFAULT_MAX_SESSIONS_PER_UID 256
+#define CONFIG_DEFAULT_HELLO_TIMEOUT 10
+#define CONFIG_DEFAULT_HTTP_MAX_CONNECTIONS 1024
+#define CONFIG_DEFAULT_HTTP_MAX_PER_ADDRESS 64
+#define CONFIG_DEFAULT_HTTP_IDLE_TIMEOUT 60
+#define CONFIG_DEFAULT_HTTP_HEADER_TIMEOUT 10
 
 /* Where a setting came from, for messages. */
 struct conf_loc {
@@ -248,6 +255,19 @@ struct conf_daemon {
 	char *include;
 	char *log_level;
 	int workers; /* worker threads; 0: one per online CPU */
+	/* Front-end limits (0 in the file: the default, filled in). */
+	int max_sessions;	  /* control socket sessions, all uids */
+	int max_sessions_per_uid;
+	int hello_timeout;	  /* seconds until HELLO */
+	int http_max_connections; /* REST connections, all listeners */
+	int http_max_per_address; /* per non-loopback client address */
+	int http_idle_timeout;	  /* seconds */
+	int http_header_timeout;  /* seconds to send a request's headers */
+	char *tls_cert;		  /* PEM files: HTTPS on TCP listeners */
+	char *tls_key;
+	bool insecure; /* plain HTTP on a non-loopback address */
+	struct conf_loc listen_loc; /* of http.listen, when given */
+	struct conf_loc http_loc;   /* of the http group, when given */
 };
 
 struct config {
