@@ -10,6 +10,7 @@
 #include <sys/un.h>
 
 #include "api.h"
+#include "budget.h"
 #include "control.h"
 #include "log.h"
 #include "manager.h"
@@ -51,6 +52,8 @@ struct session {
 	unsigned int waits;
 	int fd;
 	sd_event_source *io;
+	sd_event_source *hello_timer; /* until HELLO is answered */
+	uint64_t last_active;	      /* CLOCK_MONOTONIC usec */
 	struct ucred cred;
 	bool admin;
 	bool welcomed;
@@ -71,9 +74,20 @@ struct control {
 	int fd;
 	char *path;
 	sd_event_source *io;
+	struct accept_pause pause;
+	struct front_caps caps;
+	unsigned int n_sessions;
+	unsigned long long refused, evicted;
 	struct session *sessions;
 	unsigned int next_session, next_attachment;
 };
+
+/* Who goes first in the loop: new connections, then sessions that have
+ * not said HELLO yet (a connect is answered however busy the others
+ * are), then the sessions at work. */
+#define PRIO_ACCEPT (SD_EVENT_PRIORITY_IMPORTANT)
+#define PRIO_NEW_SESSION (SD_EVENT_PRIORITY_NORMAL - 10)
+#define PRIO_SESSION (SD_EVENT_PRIORITY_NORMAL)
 
 /* ---- who the peer is ---- */
 
@@ -626,7 +640,9 @@ static void session_free(struct session *s)
 			 s->n_att);
 	free(s->att);
 	sd_event_source_disable_unref(s->io);
+	sd_event_source_disable_unref(s->hello_timer);
 	closep(&s->fd);
+	c->n_sessions--;
 	free(s);
 }
 
@@ -642,6 +658,7 @@ static int session_handle_one(struct session *s)
 	r = proto_recv(s->fd, &m);
 	if (r == -EAGAIN)
 		return 0;
+	sd_event_now(s->c->m->event, CLOCK_MONOTONIC, &s->last_active);
 	if (r == -EPIPE || r == -ECONNRESET) {
 		session_free(s);
 		return -1;
@@ -689,6 +706,12 @@ static int session_handle_one(struct session *s)
 				r = proto_send(s->fd, &w);
 			proto_msg_clear(&w);
 			s->welcomed = r == 0;
+			if (s->welcomed) {
+				s->hello_timer = sd_event_source_disable_unref(
+					s->hello_timer);
+				sd_event_source_set_priority(s->io,
+							     PRIO_SESSION);
+			}
 		}
 		break;
 	case PROTO_ATTACH:
@@ -740,56 +763,201 @@ static unsigned int sessions_of(struct control *c, uid_t uid)
 	return n;
 }
 
+/* Idle: holds nothing (no attachment, no waiting attach). */
+static bool session_idle(const struct session *s)
+{
+	return !s->n_att && !s->waits;
+}
+
+/* The idle session of uid (any uid: (uid_t)-1) quiet the longest. */
+static struct session *oldest_idle(struct control *c, uid_t uid)
+{
+	struct session *best = NULL;
+
+	for (struct session *s = c->sessions; s; s = s->next)
+		if ((uid == (uid_t)-1 || s->cred.uid == uid) &&
+		    session_idle(s) &&
+		    (!best || s->last_active < best->last_active))
+			best = s;
+	return best;
+}
+
+/* The uid with the most sessions, and how many. */
+static uid_t busiest_uid(struct control *c, unsigned int *count)
+{
+	uid_t best = (uid_t)-1;
+
+	*count = 0;
+	for (struct session *s = c->sessions; s; s = s->next) {
+		unsigned int n;
+
+		if (s->cred.uid == best)
+			continue;
+		n = sessions_of(c, s->cred.uid);
+		if (n > *count) {
+			*count = n;
+			best = s->cred.uid;
+		}
+		/* More than half: nobody can have more. */
+		if (*count * 2 > c->n_sessions)
+			break;
+	}
+	return best;
+}
+
+static void evict(struct session *s, const char *why)
+{
+	log_info("session %u (pid %d uid %u): closed, idle the longest, to "
+		 "make room: %s",
+		 s->id, (int)s->cred.pid, (unsigned int)s->cred.uid, why);
+	send_error(s, 0, "too_many_sessions",
+		   "closed to make room for a new session: %s", why);
+	s->c->evicted++;
+	session_free(s);
+}
+
+/*
+ * Room for a session of uid? Idle sessions never lock out real work:
+ * a uid at its cap loses its own oldest idle session to the newcomer;
+ * at the global cap, the uid with the most sessions (if it has more
+ * than the newcomer's) loses its oldest idle one. Sessions that hold
+ * attachments are never closed: then the newcomer is refused.
+ * Returns NULL when admitted, else why not.
+ */
+static const char *admit(struct control *c, uid_t uid, char *why, size_t n)
+{
+	unsigned int mine = sessions_of(c, uid), most;
+	struct session *victim;
+	uid_t busiest;
+
+	if (mine >= c->caps.sessions_per_uid) {
+		snprintf(why, n, "uid %u has %u sessions, the most one uid may "
+				 "have (daemon.max_sessions_per_uid)",
+			 (unsigned int)uid, c->caps.sessions_per_uid);
+		victim = oldest_idle(c, uid);
+		if (!victim)
+			return why;
+		evict(victim, why);
+		return NULL;
+	}
+	if (c->n_sessions < c->caps.sessions)
+		return NULL;
+	snprintf(why, n, "the daemon has %u sessions, its limit "
+			 "(daemon.max_sessions)",
+		 c->caps.sessions);
+	busiest = busiest_uid(c, &most);
+	victim = most > mine + 1 ? oldest_idle(c, busiest) : NULL;
+	if (!victim)
+		return why;
+	evict(victim, why);
+	return NULL;
+}
+
+static int on_hello_timeout(sd_event_source *es, uint64_t usec, void *ud)
+{
+	struct session *s = ud;
+
+	(void)es;
+	(void)usec;
+	log_debug("session %u (pid %d uid %u): no HELLO in %d s, closing",
+		  s->id, (int)s->cred.pid, (unsigned int)s->cred.uid,
+		  s->c->m->config->daemon.hello_timeout);
+	send_error(s, 0, "timeout", "no HELLO within %d s (daemon.hello_timeout)",
+		   s->c->m->config->daemon.hello_timeout);
+	session_free(s);
+	return 0;
+}
+
+/* Refuse at once, with the reason, rather than leave a client to time
+ * out: the socket is ours for as long as it takes to say so. */
+static void refuse(struct control *c, int fd, const struct ucred *cred,
+		   const char *why)
+{
+	struct session tmp = { .c = c, .fd = fd, .cred = *cred };
+
+	c->refused++;
+	log_info("control socket: refused pid %d uid %u: %s", (int)cred->pid,
+		 (unsigned int)cred->uid, why);
+	send_error(&tmp, 0, "too_many_sessions", "%s", why);
+	close(fd);
+}
+
+static void accept_one(struct control *c, int cfd)
+{
+	const char *admin = c->m->config->daemon.admin_group;
+	socklen_t len = sizeof(struct ucred);
+	struct session *s;
+	struct ucred cred;
+	const char *no;
+	char why[160];
+	int r;
+
+	if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+		close(cfd);
+		return;
+	}
+	no = admit(c, cred.uid, why, sizeof(why));
+	if (no) {
+		refuse(c, cfd, &cred, no);
+		return;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		refuse(c, cfd, &cred, "out of memory");
+		return;
+	}
+	s->c = c;
+	s->fd = cfd;
+	s->cred = cred;
+	s->id = ++c->next_session;
+	sd_event_now(c->m->event, CLOCK_MONOTONIC, &s->last_active);
+	s->admin = s->cred.uid == 0 ||
+		   (admin && in_group(s->cred.uid, s->cred.gid, admin));
+	r = sd_event_add_io(c->m->event, &s->io, cfd, EPOLLIN, on_session, s);
+	if (r >= 0)
+		r = sd_event_source_set_priority(s->io, PRIO_NEW_SESSION);
+	if (r >= 0)
+		r = sd_event_add_time_relative(
+			c->m->event, &s->hello_timer, CLOCK_MONOTONIC,
+			(uint64_t)c->m->config->daemon.hello_timeout * 1000000,
+			100000, on_hello_timeout, s);
+	if (r < 0) {
+		sd_event_source_disable_unref(s->io);
+		free(s);
+		refuse(c, cfd, &cred, strerror(-r));
+		return;
+	}
+	s->next = c->sessions;
+	c->sessions = s;
+	c->n_sessions++;
+	log_debug("session %u: pid %d uid %u gid %u%s", s->id,
+		  (int)s->cred.pid, (unsigned int)s->cred.uid,
+		  (unsigned int)s->cred.gid, s->admin ? " (admin)" : "");
+}
+
+/* Up to this many connections per turn of the loop: a burst of
+ * connects is taken in quickly, and the loop still turns. */
+#define ACCEPT_BATCH 64
+
 static int on_accept(sd_event_source *es, int fd, uint32_t revents,
 		     void *ud)
 {
 	struct control *c = ud;
-	const char *admin = c->m->config->daemon.admin_group;
-	socklen_t len = sizeof(struct ucred);
-	struct session *s;
-	int cfd, r;
 
 	(void)es;
 	(void)revents;
-	cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-	if (cfd < 0)
-		return 0;
-	s = calloc(1, sizeof(*s));
-	if (!s) {
-		close(cfd);
-		return 0;
+	for (int i = 0; i < ACCEPT_BATCH; i++) {
+		int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+		if (cfd < 0) {
+			if (errno != EAGAIN && errno != EINTR &&
+			    !accept_pause_on_error(&c->pause, errno))
+				log_warn(errno, "control socket: accept");
+			return 0;
+		}
+		accept_pause_ok(&c->pause);
+		accept_one(c, cfd);
 	}
-	s->c = c;
-	s->fd = cfd;
-	s->id = ++c->next_session;
-	if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &s->cred, &len) < 0) {
-		free(s);
-		close(cfd);
-		return 0;
-	}
-	s->admin = s->cred.uid == 0 ||
-		   (admin && in_group(s->cred.uid, s->cred.gid, admin));
-	if (sessions_of(c, s->cred.uid) >= CONTROL_MAX_SESSIONS_PER_UID) {
-		s->next = NULL;
-		send_error(s, 0, "too_many_sessions",
-			   "uid %u has %d sessions already",
-			   (unsigned int)s->cred.uid,
-			   CONTROL_MAX_SESSIONS_PER_UID);
-		close(cfd);
-		free(s);
-		return 0;
-	}
-	r = sd_event_add_io(c->m->event, &s->io, cfd, EPOLLIN, on_session, s);
-	if (r < 0) {
-		close(cfd);
-		free(s);
-		return 0;
-	}
-	s->next = c->sessions;
-	c->sessions = s;
-	log_debug("session %u: pid %d uid %u gid %u%s", s->id,
-		  (int)s->cred.pid, (unsigned int)s->cred.uid,
-		  (unsigned int)s->cred.gid, s->admin ? " (admin)" : "");
 	return 0;
 }
 
@@ -853,7 +1021,7 @@ int control_start(struct manager *m)
 	old_mask = umask(0117);
 	r = bind(c->fd, (struct sockaddr *)&sun, sizeof(sun));
 	umask(old_mask);
-	if (r < 0 || listen(c->fd, 128) < 0)
+	if (r < 0 || listen(c->fd, SOMAXCONN) < 0)
 		return -errno;
 	if (chmod(c->path, 0660) < 0)
 		return -errno;
@@ -864,9 +1032,20 @@ int control_start(struct manager *m)
 		if (chown(c->path, (uid_t)-1, gid) < 0)
 			return -errno;
 	}
+	front_caps(m->config, &c->caps);
+	if (c->caps.lowered)
+		log_notice("open-file limit %u: at most %u control sessions "
+			   "(%u per uid) and %u REST connections",
+			   c->caps.nofile, c->caps.sessions,
+			   c->caps.sessions_per_uid, c->caps.http);
 	r = sd_event_add_io(m->event, &c->io, c->fd, EPOLLIN, on_accept, c);
 	if (r < 0)
 		return r;
+	r = sd_event_source_set_priority(c->io, PRIO_ACCEPT);
+	if (r < 0)
+		return r;
+	c->pause = (struct accept_pause){ .io = c->io,
+					  .what = "control socket" };
 	r = manager_subscribe(m, on_manager_event, c);
 	if (r < 0)
 		return r;
@@ -888,6 +1067,7 @@ void control_stop(struct manager *m)
 	manager_set_sessions(m, NULL);
 	while (c->sessions)
 		session_free(c->sessions);
+	accept_pause_done(&c->pause);
 	sd_event_source_disable_unref(c->io);
 	if (c->fd >= 0) {
 		close(c->fd);
