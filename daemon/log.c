@@ -99,9 +99,52 @@ void log_flush(void)
 	pthread_mutex_unlock(&last.lock);
 }
 
+/* Length of the valid UTF-8 sequence at s (of a multi-byte character),
+ * or 0. */
+static size_t utf8_seq(const unsigned char *s)
+{
+	size_t n = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4
+		   : s[0] >= 0xe0		  ? 3
+		   : s[0] >= 0xc2 && s[0] <= 0xdf ? 2
+						  : 0;
+	unsigned int cp = s[0] & (0x7f >> n);
+
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return n;
+}
+
+/* What clients send (paths, names) ends up in messages: one line each,
+ * valid UTF-8, control characters and stray bytes as \xNN. */
+static void sanitize(const char *in, char *out, size_t size)
+{
+	const unsigned char *s = (const unsigned char *)in;
+	size_t o = 0;
+
+	while (*s && o + 5 < size) {
+		size_t n = *s >= 0x80 ? utf8_seq(s) : 1;
+
+		if (*s < 0x20 || *s == 0x7f || !n) {
+			o += (size_t)snprintf(out + o, size - o, "\\x%02x", *s);
+			s++;
+			continue;
+		}
+		memcpy(out + o, s, n);
+		o += n;
+		s += n;
+	}
+	out[o] = '\0';
+}
+
 void log_msg(int prio, int err, const char *fmt, ...)
 {
-	char buf[1024];
+	char raw[1024], buf[1024];
 	va_list ap;
 	int saved = errno;
 	struct timespec ts;
@@ -109,8 +152,9 @@ void log_msg(int prio, int err, const char *fmt, ...)
 	if (prio > log_level)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
+	sanitize(raw, buf, sizeof(buf));
 	if (err < 0)
 		err = -err;
 	clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -763,20 +763,26 @@ static unsigned int sessions_of(struct control *c, uid_t uid)
 	return n;
 }
 
-/* Idle: holds nothing (no attachment, no waiting attach). */
-static bool session_idle(const struct session *s)
+/* Idle: holds nothing (no attachment, no waiting attach) and has said
+ * nothing for a while. */
+#define SESSION_IDLE_USEC 1000000
+
+static bool session_idle(const struct session *s, uint64_t now)
 {
-	return !s->n_att && !s->waits;
+	return !s->n_att && !s->waits &&
+	       s->last_active + SESSION_IDLE_USEC <= now;
 }
 
 /* The idle session of uid (any uid: (uid_t)-1) quiet the longest. */
 static struct session *oldest_idle(struct control *c, uid_t uid)
 {
 	struct session *best = NULL;
+	uint64_t now;
 
+	sd_event_now(c->m->event, CLOCK_MONOTONIC, &now);
 	for (struct session *s = c->sessions; s; s = s->next)
 		if ((uid == (uid_t)-1 || s->cred.uid == uid) &&
-		    session_idle(s) &&
+		    session_idle(s, now) &&
 		    (!best || s->last_active < best->last_active))
 			best = s;
 	return best;
