@@ -885,6 +885,19 @@ static void refuse(struct control *c, int fd, const struct ucred *cred,
 	log_info("control socket: refused pid %d uid %u: %s", (int)cred->pid,
 		 (unsigned int)cred->uid, why);
 	send_error(&tmp, 0, "too_many_sessions", "%s", why);
+	/* Closing a socket with unread messages resets it, and the client
+	 * may lose the ERROR: read what came already (a HELLO sent right
+	 * after connecting), closing any fds. */
+	for (int i = 0; i < 4; i++) {
+		struct proto_msg m;
+		int r;
+
+		proto_msg_init(&m);
+		r = proto_recv(fd, &m);
+		proto_msg_clear(&m);
+		if (r == -EAGAIN || r == -EPIPE || r == -ECONNRESET)
+			break;
+	}
 	close(fd);
 }
 

@@ -282,6 +282,7 @@ def test_too_many_sessions(limited):
     assert "max_sessions_per_uid" in doc["error"]["message"]
     # One idle, one busy: the idle one makes room.
     busy.pop().close()
+    assert settle(lambda: len(d.get("/v1/sessions")[1]) == 1)
     idle = Client(d.sock)
     time.sleep(1.2)  # quiet for a second: idle
     new = Client(d.sock)
