@@ -54,6 +54,7 @@ struct session {
 	sd_event_source *io;
 	sd_event_source *hello_timer; /* until HELLO is answered */
 	uint64_t last_active;	      /* CLOCK_MONOTONIC usec */
+	unsigned int boost;	      /* first messages, served first */
 	struct ucred cred;
 	bool admin;
 	bool welcomed;
@@ -82,9 +83,11 @@ struct control {
 	unsigned int next_session, next_attachment;
 };
 
-/* Who goes first in the loop: new connections, then sessions that have
- * not said HELLO yet (a connect is answered however busy the others
- * are), then the sessions at work. */
+/* Who goes first in the loop: new connections, then the first few
+ * messages of a new session (HELLO and the first requests: a new client
+ * is served however busy the others are), then the sessions at work,
+ * in turn. */
+#define SESSION_BOOST_MESSAGES 4
 #define PRIO_ACCEPT (SD_EVENT_PRIORITY_IMPORTANT)
 #define PRIO_NEW_SESSION (SD_EVENT_PRIORITY_NORMAL - 10)
 #define PRIO_SESSION (SD_EVENT_PRIORITY_NORMAL)
@@ -659,6 +662,8 @@ static int session_handle_one(struct session *s)
 	if (r == -EAGAIN)
 		return 0;
 	sd_event_now(s->c->m->event, CLOCK_MONOTONIC, &s->last_active);
+	if (s->boost && !--s->boost)
+		sd_event_source_set_priority(s->io, PRIO_SESSION);
 	if (r == -EPIPE || r == -ECONNRESET) {
 		session_free(s);
 		return -1;
@@ -706,12 +711,9 @@ static int session_handle_one(struct session *s)
 				r = proto_send(s->fd, &w);
 			proto_msg_clear(&w);
 			s->welcomed = r == 0;
-			if (s->welcomed) {
+			if (s->welcomed)
 				s->hello_timer = sd_event_source_disable_unref(
 					s->hello_timer);
-				sd_event_source_set_priority(s->io,
-							     PRIO_SESSION);
-			}
 		}
 		break;
 	case PROTO_ATTACH:
@@ -929,6 +931,7 @@ static void accept_one(struct control *c, int cfd)
 	s->fd = cfd;
 	s->cred = cred;
 	s->id = ++c->next_session;
+	s->boost = SESSION_BOOST_MESSAGES;
 	sd_event_now(c->m->event, CLOCK_MONOTONIC, &s->last_active);
 	s->admin = s->cred.uid == 0 ||
 		   (admin && in_group(s->cred.uid, s->cred.gid, admin));
