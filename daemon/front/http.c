@@ -43,7 +43,8 @@ struct listener {
 	struct accept_pause pause;
 	sd_event_source *io;
 	sd_event_source *timer;
-	char *unix_path; /* to unlink at stop */
+	unsigned int n_fresh; /* connections before their first reply */
+	char *unix_path;      /* to unlink at stop */
 };
 
 /* Connections per client address (non-loopback TCP). */
@@ -62,7 +63,35 @@ struct conn {
 	struct peer *peer;
 	uint64_t since;
 	bool waiting;
+	bool fresh; /* no reply yet */
 };
+
+/*
+ * A new connection's first request is served before the control
+ * socket's busy sessions (as a new session's first messages are): while
+ * a listener has fresh connections, libmicrohttpd runs at that
+ * priority; otherwise it takes its turn with the sessions.
+ */
+#define PRIO_FRESH (SD_EVENT_PRIORITY_NORMAL - 10)
+
+static void listener_prio(struct listener *l)
+{
+	int64_t prio = l->n_fresh ? PRIO_FRESH : SD_EVENT_PRIORITY_NORMAL;
+
+	if (l->io)
+		sd_event_source_set_priority(l->io, prio);
+	if (l->timer)
+		sd_event_source_set_priority(l->timer, prio);
+}
+
+static void conn_unfresh(struct conn *cn)
+{
+	if (!cn->fresh)
+		return;
+	cn->fresh = false;
+	if (!--cn->l->n_fresh)
+		listener_prio(cn->l);
+}
 
 /* A rendered document kept while its generation holds (api_cacheable):
  * large documents are not rebuilt for every request. */
@@ -360,8 +389,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
 	(void)cls;
 	/* Kept alive: the next request's headers have a deadline too. */
 	if (code == MHD_REQUEST_TERMINATED_COMPLETED_OK && ci &&
-	    ci->socket_context)
+	    ci->socket_context) {
+		conn_unfresh(ci->socket_context);
 		conn_wait_headers(ci->socket_context);
+	}
 	if (req) {
 		free(req->body);
 		free(req);
@@ -439,12 +470,16 @@ static void on_connection(void *cls, struct MHD_Connection *c,
 			cn->peer->n++;
 		h->n_conns++;
 		conn_wait_headers(cn);
+		cn->fresh = true;
+		if (!l->n_fresh++)
+			listener_prio(l);
 		*socket_context = cn;
 		return;
 	}
 	if (!cn)
 		return;
 	conn_unlist(cn);
+	conn_unfresh(cn);
 	h->n_conns--;
 	if (cn->peer && !--cn->peer->n) {
 		HASH_DEL(h->peers, cn->peer);

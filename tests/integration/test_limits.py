@@ -237,9 +237,9 @@ def test_new_client_served_while_500_clients_loop(limited):
         times = [timed_session(d.sock) for _ in range(5)]
         print("new client while 500 loop:", times)
         assert max(times) < 1, times
-        t = timed_health(d)
-        print("REST while 500 loop:", t)
-        assert t < 1
+        rest = [timed_health(d) for _ in range(5)]
+        print("REST while 500 loop:", rest)
+        assert max(rest) < 1, rest
     finally:
         os.close(stop_w)
         for pid in pids:
