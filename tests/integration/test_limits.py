@@ -412,3 +412,72 @@ def test_connections_per_address(rdmad, run_dir):
     assert timed_health(d) < 1
     for h in held:
         h.close()
+
+
+def hold_raw(path, uid, n):
+    """A child of uid with n connections (no HELLO, whatever the daemon
+    makes of them) until its pipe closes."""
+    r, w = os.pipe()
+    r2, w2 = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(w)
+            os.close(r2)
+            os.setgroups([])
+            os.setgid(GROUP)
+            os.setuid(uid)
+            held = []
+            for _ in range(n):
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                s.connect(path)
+                held.append(s)
+            os.write(w2, b"k")
+            os.read(r, 1)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(0)
+    os.close(r)
+    os.close(w2)
+    assert os.read(r2, 1) == b"k", f"uid {uid} could not connect {n}"
+    os.close(r2)
+    return pid, w
+
+
+def test_1100_sessions_at_an_fd_limit_of_1024(limited, monkeypatch,
+                                              tmp_path):
+    # The daemon runs with a hard limit of 1024: its caps must fit in it.
+    import conftest
+    wrapper = tmp_path / "rdmad-1024"
+    wrapper.write_text(f'#!/bin/sh\nexec prlimit --nofile=1024:1024 '
+                       f'{conftest.RDMAD} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setattr(conftest, "RDMAD", wrapper)
+    d = limited(daemon="hello_timeout = 600;")
+    assert "open-file limit 1024: at most" in d.log()
+    children = []
+    try:
+        for uid in UIDS:
+            children.append(hold_raw(d.sock, uid, 220))
+        time.sleep(1.5)
+        fds = len(os.listdir(f"/proc/{d.pid}/fd"))
+        print("daemon fds with 1100 connections:", fds)
+        assert fds < 1024 - 64
+        cpu0 = cpu_seconds(d.pid)
+        time.sleep(2)
+        spent = cpu_seconds(d.pid) - cpu0
+        print("cpu meanwhile:", spent)
+        assert spent < 1
+        t = timed_health(d)
+        print("health:", t)
+        assert t < 1
+        t = timed_session(d.sock)
+        print("root session:", t)
+        assert t < 1
+    finally:
+        release(children)
+    assert settle_health(d)
+    assert timed_session(d.sock) < 1
+    lines = d.log().splitlines()
+    assert max(lines.count(x) for x in set(lines)) < 50
