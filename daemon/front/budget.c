@@ -61,6 +61,7 @@ static int on_retry(sd_event_source *s, uint64_t usec, void *ud)
 
 	(void)s;
 	(void)usec;
+	log_debug("%s: trying to accept again", ap->what);
 	/* Accept again; the next EMFILE pauses again, for longer. */
 	sd_event_source_set_enabled(ap->io, SD_EVENT_ON);
 	return 0;
@@ -86,7 +87,11 @@ bool accept_pause_on_error(struct accept_pause *ap, int err)
 		r = sd_event_add_time(e, &ap->timer, CLOCK_MONOTONIC,
 				      now + ap->delay_ms * 1000ULL, 10000,
 				      on_retry, ap);
+		if (r >= 0)
+			r = sd_event_source_set_priority(
+				ap->timer, SD_EVENT_PRIORITY_IMPORTANT);
 		if (r < 0) {
+			log_warn(r, "%s: cannot pause", ap->what);
 			/* Without a timer, spinning beats never accepting. */
 			sd_event_source_set_enabled(ap->io, SD_EVENT_ON);
 			return true;

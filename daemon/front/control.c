@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <uthash.h>
 
 #include "api.h"
 #include "budget.h"
@@ -78,9 +79,16 @@ struct control {
 	struct accept_pause pause;
 	struct front_caps caps;
 	unsigned int n_sessions;
+	struct uid_count *uids; /* sessions per uid */
 	unsigned long long refused, evicted;
 	struct session *sessions;
 	unsigned int next_session, next_attachment;
+};
+
+struct uid_count {
+	uid_t uid;
+	unsigned int n;
+	UT_hash_handle hh;
 };
 
 /* Who goes first in the loop: new connections, then the first few
@@ -646,6 +654,15 @@ static void session_free(struct session *s)
 	sd_event_source_disable_unref(s->hello_timer);
 	closep(&s->fd);
 	c->n_sessions--;
+	{
+		struct uid_count *u;
+
+		HASH_FIND(hh, c->uids, &s->cred.uid, sizeof(uid_t), u);
+		if (u && !--u->n) {
+			HASH_DEL(c->uids, u);
+			free(u);
+		}
+	}
 	free(s);
 }
 
@@ -758,11 +775,10 @@ static int on_session(sd_event_source *es, int fd, uint32_t revents,
 
 static unsigned int sessions_of(struct control *c, uid_t uid)
 {
-	unsigned int n = 0;
+	struct uid_count *u;
 
-	for (struct session *s = c->sessions; s; s = s->next)
-		n += s->cred.uid == uid;
-	return n;
+	HASH_FIND(hh, c->uids, &uid, sizeof(uid), u);
+	return u ? u->n : 0;
 }
 
 /* Idle: holds nothing (no attachment, no waiting attach) and has said
@@ -796,20 +812,11 @@ static uid_t busiest_uid(struct control *c, unsigned int *count)
 	uid_t best = (uid_t)-1;
 
 	*count = 0;
-	for (struct session *s = c->sessions; s; s = s->next) {
-		unsigned int n;
-
-		if (s->cred.uid == best)
-			continue;
-		n = sessions_of(c, s->cred.uid);
-		if (n > *count) {
-			*count = n;
-			best = s->cred.uid;
+	for (struct uid_count *u = c->uids; u; u = u->hh.next)
+		if (u->n > *count) {
+			*count = u->n;
+			best = u->uid;
 		}
-		/* More than half: nobody can have more. */
-		if (*count * 2 > c->n_sessions)
-			break;
-	}
 	return best;
 }
 
@@ -908,6 +915,7 @@ static void accept_one(struct control *c, int cfd)
 	const char *admin = c->m->config->daemon.admin_group;
 	socklen_t len = sizeof(struct ucred);
 	struct session *s;
+	struct uid_count *u;
 	struct ucred cred;
 	const char *no;
 	char why[160];
@@ -949,6 +957,20 @@ static void accept_one(struct control *c, int cfd)
 		refuse(c, cfd, &cred, strerror(-r));
 		return;
 	}
+	HASH_FIND(hh, c->uids, &cred.uid, sizeof(uid_t), u);
+	if (!u) {
+		u = calloc(1, sizeof(*u));
+		if (!u) {
+			sd_event_source_disable_unref(s->io);
+			sd_event_source_disable_unref(s->hello_timer);
+			free(s);
+			refuse(c, cfd, &cred, "out of memory");
+			return;
+		}
+		u->uid = cred.uid;
+		HASH_ADD(hh, c->uids, uid, sizeof(uid_t), u);
+	}
+	u->n++;
 	s->next = c->sessions;
 	c->sessions = s;
 	c->n_sessions++;

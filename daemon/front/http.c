@@ -489,6 +489,14 @@ static void on_connection(void *cls, struct MHD_Connection *c,
 	*socket_context = NULL;
 }
 
+/* Often enough for the header deadline, and for libmicrohttpd to
+ * finish with connections that have ended. */
+static uint64_t sweep_interval(const struct http *h)
+{
+	return h->header_timeout / 4 < 1000000 ? h->header_timeout / 4
+					       : 1000000;
+}
+
 /* Connections whose headers are late: shut their sockets down, and
  * libmicrohttpd, reading the end, closes them as it closes any other. */
 static int on_sweep(sd_event_source *s, uint64_t usec, void *ud)
@@ -510,7 +518,7 @@ static int on_sweep(sd_event_source *s, uint64_t usec, void *ud)
 			  cn->l->addr,
 			  (unsigned long long)(h->header_timeout / 1000000));
 	}
-	sd_event_source_set_time(s, now + h->header_timeout / 4);
+	sd_event_source_set_time(s, now + sweep_interval(h));
 	for (size_t i = 0; i < h->n; i++)
 		if (h->l[i].mhd)
 			on_io(NULL, -1, 0, &h->l[i]);
@@ -591,6 +599,13 @@ static void accept_one(struct listener *l, int fd, struct sockaddr *sa,
 	struct peer *p = NULL;
 	char why[160];
 
+	if (h->n_conns >= h->max_conns) {
+		/* Connections that have ended may wait for libmicrohttpd to
+		 * notice: let it, before saying no. */
+		for (size_t i = 0; i < h->n; i++)
+			if (h->l[i].mhd)
+				MHD_run(h->l[i].mhd);
+	}
 	if (h->n_conns >= h->max_conns) {
 		snprintf(why, sizeof(why),
 			 "the daemon has %u REST connections, its limit "
@@ -875,7 +890,7 @@ int http_start(struct manager *m, const char **failed)
 		}
 	}
 	r = sd_event_add_time_relative(m->event, &h->sweep, CLOCK_MONOTONIC,
-				       h->header_timeout / 4, 100000, on_sweep,
+				       sweep_interval(h), 100000, on_sweep,
 				       h);
 	if (r >= 0)
 		r = sd_event_source_set_enabled(h->sweep, SD_EVENT_ON);
