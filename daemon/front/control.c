@@ -628,6 +628,17 @@ static int request(struct session *s, uint32_t id, json_t *req)
 
 /* ---- sessions ---- */
 
+static void uid_count_put(struct control *c, uid_t uid)
+{
+	struct uid_count *u;
+
+	HASH_FIND(hh, c->uids, &uid, sizeof(uid), u);
+	if (u && !--u->n) {
+		HASH_DEL(c->uids, u);
+		free(u);
+	}
+}
+
 static void session_free(struct session *s)
 {
 	struct control *c = s->c;
@@ -654,15 +665,7 @@ static void session_free(struct session *s)
 	sd_event_source_disable_unref(s->hello_timer);
 	closep(&s->fd);
 	c->n_sessions--;
-	{
-		struct uid_count *u;
-
-		HASH_FIND(hh, c->uids, &s->cred.uid, sizeof(uid_t), u);
-		if (u && !--u->n) {
-			HASH_DEL(c->uids, u);
-			free(u);
-		}
-	}
+	uid_count_put(c, s->cred.uid);
 	free(s);
 }
 
@@ -822,9 +825,12 @@ static uid_t busiest_uid(struct control *c, unsigned int *count)
 
 static void evict(struct session *s, const char *why)
 {
-	log_info("session %u (pid %d uid %u): closed, idle the longest, to "
-		 "make room: %s",
-		 s->id, (int)s->cred.pid, (unsigned int)s->cred.uid, why);
+	/* One line per uid and reason: a flood is counted, not repeated. */
+	log_debug("session %u (pid %d): closed to make room", s->id,
+		  (int)s->cred.pid);
+	log_notice("control socket: closed an idle session of uid %u, idle "
+		   "the longest, to make room: %s",
+		   (unsigned int)s->cred.uid, why);
 	send_error(s, 0, "too_many_sessions",
 		   "closed to make room for a new session: %s", why);
 	s->c->evicted++;
@@ -891,8 +897,9 @@ static void refuse(struct control *c, int fd, const struct ucred *cred,
 	struct session tmp = { .c = c, .fd = fd, .cred = *cred };
 
 	c->refused++;
-	log_info("control socket: refused pid %d uid %u: %s", (int)cred->pid,
-		 (unsigned int)cred->uid, why);
+	log_debug("control socket: refused pid %d", (int)cred->pid);
+	log_notice("control socket: refused a session of uid %u: %s",
+		   (unsigned int)cred->uid, why);
 	send_error(&tmp, 0, "too_many_sessions", "%s", why);
 	/* Closing a socket with unread messages resets it, and the client
 	 * may lose the ERROR: read what came already (a HELLO sent right

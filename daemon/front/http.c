@@ -534,6 +534,7 @@ static void refuse(struct listener *l, int fd, const char *code,
 	int n;
 
 	l->h->refused++;
+	log_notice("%s: refused a connection: %s", l->addr, why);
 	if (!l->tls) {
 		snprintf(body, sizeof(body),
 			 "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}",

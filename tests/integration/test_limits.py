@@ -194,7 +194,7 @@ def test_idle_control_sessions_of_several_uids(limited):
         time.sleep(1.2)
         pid, w = hold_sessions(d.sock, UIDS[0], 1)
         release([(pid, w)])
-        assert "idle the longest, to make room" in d.log()
+        assert "closed an idle session of uid 1000, idle the longest" in d.log()
     finally:
         release(children)
 
