@@ -825,9 +825,8 @@ static uid_t busiest_uid(struct control *c, unsigned int *count)
 
 static void evict(struct session *s, const char *why)
 {
-	/* One line per uid and reason: a flood is counted, not repeated. */
-	log_debug("session %u (pid %d): closed to make room", s->id,
-		  (int)s->cred.pid);
+	/* The same line for a uid and a reason: a flood of them is
+	 * counted, not repeated (log.c). */
 	log_notice("control socket: closed an idle session of uid %u, idle "
 		   "the longest, to make room: %s",
 		   (unsigned int)s->cred.uid, why);
@@ -897,7 +896,6 @@ static void refuse(struct control *c, int fd, const struct ucred *cred,
 	struct session tmp = { .c = c, .fd = fd, .cred = *cred };
 
 	c->refused++;
-	log_debug("control socket: refused pid %d", (int)cred->pid);
 	log_notice("control socket: refused a session of uid %u: %s",
 		   (unsigned int)cred->uid, why);
 	send_error(&tmp, 0, "too_many_sessions", "%s", why);
