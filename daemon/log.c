@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <systemd/sd-journal.h>
 
 #include "log.h"
@@ -42,49 +44,143 @@ void log_open(const char *ident)
 	log_to_journal = getenv("JOURNAL_STREAM") != NULL;
 }
 
+static void log_write(int prio, int err, const char *msg)
+{
+	if (log_to_journal) {
+		if (err)
+			sd_journal_send("MESSAGE=%s: %s", msg, strerror(err),
+					"PRIORITY=%d", prio, "ERRNO=%d", err,
+					"SYSLOG_IDENTIFIER=%s", log_ident, NULL);
+		else
+			sd_journal_send("MESSAGE=%s", msg, "PRIORITY=%d", prio,
+					"SYSLOG_IDENTIFIER=%s", log_ident, NULL);
+	} else {
+		if (err)
+			fprintf(stderr, "%s: %s: %s\n", log_ident, msg,
+				strerror(err));
+		else
+			fprintf(stderr, "%s: %s\n", log_ident, msg);
+	}
+}
+
+/*
+ * Repeats: a condition that persists (a full fd table, a client that
+ * retries in a loop) must not fill the journal. The same line (text,
+ * errno and priority) is written LOG_REPEAT_BURST times within
+ * LOG_REPEAT_WINDOW seconds; after that it is counted, and the count is
+ * written when another line comes or the window has passed.
+ */
+#define LOG_REPEAT_BURST 3
+#define LOG_REPEAT_WINDOW 10
+
+static struct {
+	pthread_mutex_t lock;
+	char text[1024];
+	int prio, err;
+	unsigned long seen;	  /* times in this window */
+	unsigned long suppressed; /* not written yet */
+	time_t since;
+} last = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void flush_repeats(void)
+{
+	char buf[1200];
+
+	if (!last.suppressed)
+		return;
+	snprintf(buf, sizeof(buf), "last message repeated %lu more time%s: %s",
+		 last.suppressed, last.suppressed == 1 ? "" : "s", last.text);
+	log_write(last.prio, last.err, buf);
+	last.suppressed = 0;
+}
+
+void log_flush(void)
+{
+	pthread_mutex_lock(&last.lock);
+	flush_repeats();
+	pthread_mutex_unlock(&last.lock);
+}
+
+/* Length of the valid UTF-8 sequence at s (of a multi-byte character),
+ * or 0. */
+static size_t utf8_seq(const unsigned char *s)
+{
+	size_t n = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4
+		   : s[0] >= 0xe0		  ? 3
+		   : s[0] >= 0xc2 && s[0] <= 0xdf ? 2
+						  : 0;
+	unsigned int cp = s[0] & (0x7f >> n);
+
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return n;
+}
+
+/* What clients send (paths, names) ends up in messages: one line each,
+ * valid UTF-8, control characters and stray bytes as \xNN. */
+static void sanitize(const char *in, char *out, size_t size)
+{
+	const unsigned char *s = (const unsigned char *)in;
+	size_t o = 0;
+
+	while (*s && o + 5 < size) {
+		size_t n = *s >= 0x80 ? utf8_seq(s) : 1;
+
+		if (*s < 0x20 || *s == 0x7f || !n) {
+			o += (size_t)snprintf(out + o, size - o, "\\x%02x", *s);
+			s++;
+			continue;
+		}
+		memcpy(out + o, s, n);
+		o += n;
+		s += n;
+	}
+	out[o] = '\0';
+}
+
 void log_msg(int prio, int err, const char *fmt, ...)
 {
-	char buf[1024];
+	char raw[1024], buf[1024];
 	va_list ap;
 	int saved = errno;
+	struct timespec ts;
 
 	if (prio > log_level)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
+	sanitize(raw, buf, sizeof(buf));
 	if (err < 0)
 		err = -err;
-	/* Messages quote what clients sent (request paths, names): one
-	 * line of UTF-8, whatever bytes those hold. */
-	utf8_trim_cut(buf);
-	for (char *c = buf; *c; c++)
-		if ((unsigned char)*c < 0x20 || *c == 0x7f)
-			*c = '?';
-	if (!utf8_valid(buf)) {
-		char *clean = utf8_sanitize(buf);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
 
-		if (clean) {
-			snprintf(buf, sizeof(buf), "%s", clean);
-			utf8_trim_cut(buf);
-			free(clean);
+	pthread_mutex_lock(&last.lock);
+	if (prio == last.prio && err == last.err && streq(buf, last.text) &&
+	    ts.tv_sec - last.since < LOG_REPEAT_WINDOW) {
+		if (++last.seen > LOG_REPEAT_BURST) {
+			last.suppressed++;
+			pthread_mutex_unlock(&last.lock);
+			errno = saved;
+			return;
 		}
-	}
-
-	if (log_to_journal) {
-		if (err)
-			sd_journal_send("MESSAGE=%s: %s", buf, strerror(err),
-					"PRIORITY=%d", prio, "ERRNO=%d", err,
-					"SYSLOG_IDENTIFIER=%s", log_ident, NULL);
-		else
-			sd_journal_send("MESSAGE=%s", buf, "PRIORITY=%d", prio,
-					"SYSLOG_IDENTIFIER=%s", log_ident, NULL);
 	} else {
-		if (err)
-			fprintf(stderr, "%s: %s: %s\n", log_ident, buf,
-				strerror(err));
-		else
-			fprintf(stderr, "%s: %s\n", log_ident, buf);
+		flush_repeats();
+		if (!(prio == last.prio && err == last.err &&
+		      streq(buf, last.text)))
+			snprintf(last.text, sizeof(last.text), "%s", buf);
+		last.prio = prio;
+		last.err = err;
+		last.seen = 1;
+		last.since = ts.tv_sec;
 	}
+	log_write(prio, err, buf);
+	pthread_mutex_unlock(&last.lock);
 	errno = saved;
 }

@@ -11,7 +11,11 @@ void log_set_level(int level);
 int log_get_level(void);
 void log_open(const char *ident);
 
+/* Identical lines in a row are written a few times, then counted
+ * ("last message repeated N more times: ..."). */
 void log_msg(int prio, int err, const char *fmt, ...) _printf_(3, 4);
+/* Write the count of repeats held back, if any (at exit). */
+void log_flush(void);
 
 /* err is a positive or negative errno appended as ": strerror", or 0. */
 #define log_error(err, ...) log_msg(LOG_ERR, (err), __VA_ARGS__)

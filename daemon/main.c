@@ -325,5 +325,7 @@ int main(int argc, char **argv)
 		return r;
 	if (o.log_level)
 		log_set_level(log_parse_level(o.log_level));
-	return run(&o);
+	r = run(&o);
+	log_flush();
+	return r;
 }

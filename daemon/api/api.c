@@ -470,6 +470,14 @@ int api_handle(struct manager *m, const struct api_request *req,
 	char buf[1024];
 	int status;
 
+	if (!utf8_valid(path)) {
+		*out = api_error("not_found", "the path is not valid UTF-8");
+		return 404;
+	}
+	if (!utf8_valid(method)) {
+		*out = api_error("bad_request", "the method is not valid UTF-8");
+		return 400;
+	}
 	if (strlen(path) >= sizeof(buf)) {
 		*out = api_error("not_found", "path too long");
 		return 404;

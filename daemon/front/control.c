@@ -7,8 +7,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <uthash.h>
 
 #include "api.h"
+#include "budget.h"
 #include "control.h"
 #include "log.h"
 #include "utf8.h"
@@ -51,6 +53,9 @@ struct session {
 	unsigned int waits;
 	int fd;
 	sd_event_source *io;
+	sd_event_source *hello_timer; /* until HELLO is answered */
+	uint64_t last_active;	      /* CLOCK_MONOTONIC usec */
+	unsigned int boost;	      /* first messages, served first */
 	struct ucred cred;
 	gid_t *groups; /* supplementary, at connect time */
 	size_t n_groups;
@@ -73,9 +78,29 @@ struct control {
 	int fd;
 	char *path;
 	sd_event_source *io;
+	struct accept_pause pause;
+	struct front_caps caps;
+	unsigned int n_sessions;
+	struct uid_count *uids; /* sessions per uid */
+	unsigned long long refused, evicted;
 	struct session *sessions;
 	unsigned int next_session, next_attachment;
 };
+
+struct uid_count {
+	uid_t uid;
+	unsigned int n;
+	UT_hash_handle hh;
+};
+
+/* Who goes first in the loop: new connections, then the first few
+ * messages of a new session (HELLO and the first requests: a new client
+ * is served however busy the others are), then the sessions at work,
+ * in turn. */
+#define SESSION_BOOST_MESSAGES 4
+#define PRIO_ACCEPT (SD_EVENT_PRIORITY_IMPORTANT)
+#define PRIO_NEW_SESSION (SD_EVENT_PRIORITY_NORMAL - 10)
+#define PRIO_SESSION (SD_EVENT_PRIORITY_NORMAL)
 
 /* ---- who the peer is ---- */
 
@@ -656,6 +681,17 @@ static int request(struct session *s, uint32_t id, json_t *req)
 
 /* ---- sessions ---- */
 
+static void uid_count_put(struct control *c, uid_t uid)
+{
+	struct uid_count *u;
+
+	HASH_FIND(hh, c->uids, &uid, sizeof(uid), u);
+	if (u && !--u->n) {
+		HASH_DEL(c->uids, u);
+		free(u);
+	}
+}
+
 static void session_free(struct session *s)
 {
 	struct control *c = s->c;
@@ -680,7 +716,10 @@ static void session_free(struct session *s)
 	free(s->att);
 	free(s->groups);
 	sd_event_source_disable_unref(s->io);
+	sd_event_source_disable_unref(s->hello_timer);
 	closep(&s->fd);
+	c->n_sessions--;
+	uid_count_put(c, s->cred.uid);
 	free(s);
 }
 
@@ -696,6 +735,9 @@ static int session_handle_one(struct session *s)
 	r = proto_recv(s->fd, &m);
 	if (r == -EAGAIN)
 		return 0;
+	sd_event_now(s->c->m->event, CLOCK_MONOTONIC, &s->last_active);
+	if (s->boost && !--s->boost)
+		sd_event_source_set_priority(s->io, PRIO_SESSION);
 	if (r == -EPIPE || r == -ECONNRESET) {
 		session_free(s);
 		return -1;
@@ -743,6 +785,9 @@ static int session_handle_one(struct session *s)
 				r = proto_send(s->fd, &w);
 			proto_msg_clear(&w);
 			s->welcomed = r == 0;
+			if (s->welcomed)
+				s->hello_timer = sd_event_source_disable_unref(
+					s->hello_timer);
 		}
 		break;
 	case PROTO_ATTACH:
@@ -787,67 +832,244 @@ static int on_session(sd_event_source *es, int fd, uint32_t revents,
 
 static unsigned int sessions_of(struct control *c, uid_t uid)
 {
-	unsigned int n = 0;
+	struct uid_count *u;
 
-	for (struct session *s = c->sessions; s; s = s->next)
-		n += s->cred.uid == uid;
-	return n;
+	HASH_FIND(hh, c->uids, &uid, sizeof(uid), u);
+	return u ? u->n : 0;
 }
+
+/* Idle: holds nothing (no attachment, no waiting attach) and has said
+ * nothing for a while. */
+#define SESSION_IDLE_USEC 1000000
+
+static bool session_idle(const struct session *s, uint64_t now)
+{
+	return !s->n_att && !s->waits &&
+	       s->last_active + SESSION_IDLE_USEC <= now;
+}
+
+/* The idle session of uid (any uid: (uid_t)-1) quiet the longest. */
+static struct session *oldest_idle(struct control *c, uid_t uid)
+{
+	struct session *best = NULL;
+	uint64_t now;
+
+	sd_event_now(c->m->event, CLOCK_MONOTONIC, &now);
+	for (struct session *s = c->sessions; s; s = s->next)
+		if ((uid == (uid_t)-1 || s->cred.uid == uid) &&
+		    session_idle(s, now) &&
+		    (!best || s->last_active < best->last_active))
+			best = s;
+	return best;
+}
+
+/* The uid with the most sessions, and how many. */
+static uid_t busiest_uid(struct control *c, unsigned int *count)
+{
+	uid_t best = (uid_t)-1;
+
+	*count = 0;
+	for (struct uid_count *u = c->uids; u; u = u->hh.next)
+		if (u->n > *count) {
+			*count = u->n;
+			best = u->uid;
+		}
+	return best;
+}
+
+static void evict(struct session *s, const char *why)
+{
+	/* The same line for a uid and a reason: a flood of them is
+	 * counted, not repeated (log.c). */
+	log_notice("control socket: closed an idle session of uid %u, idle "
+		   "the longest, to make room: %s",
+		   (unsigned int)s->cred.uid, why);
+	send_error(s, 0, "too_many_sessions",
+		   "closed to make room for a new session: %s", why);
+	s->c->evicted++;
+	session_free(s);
+}
+
+/*
+ * Room for a session of uid? Idle sessions never lock out real work:
+ * a uid at its cap loses its own oldest idle session to the newcomer;
+ * at the global cap, the uid with the most sessions (if it has more
+ * than the newcomer's) loses its oldest idle one. Sessions that hold
+ * attachments are never closed: then the newcomer is refused.
+ * Returns NULL when admitted, else why not.
+ */
+static const char *admit(struct control *c, uid_t uid, char *why, size_t n)
+{
+	unsigned int mine = sessions_of(c, uid), most;
+	struct session *victim;
+	uid_t busiest;
+
+	if (mine >= c->caps.sessions_per_uid) {
+		snprintf(why, n, "uid %u has %u sessions, the most one uid may "
+				 "have (daemon.max_sessions_per_uid)",
+			 (unsigned int)uid, c->caps.sessions_per_uid);
+		victim = oldest_idle(c, uid);
+		if (!victim)
+			return why;
+		evict(victim, why);
+		return NULL;
+	}
+	if (c->n_sessions < c->caps.sessions)
+		return NULL;
+	snprintf(why, n, "the daemon has %u sessions, its limit "
+			 "(daemon.max_sessions)",
+		 c->caps.sessions);
+	busiest = busiest_uid(c, &most);
+	victim = most > mine + 1 ? oldest_idle(c, busiest) : NULL;
+	if (!victim)
+		return why;
+	evict(victim, why);
+	return NULL;
+}
+
+static int on_hello_timeout(sd_event_source *es, uint64_t usec, void *ud)
+{
+	struct session *s = ud;
+
+	(void)es;
+	(void)usec;
+	log_debug("session %u (pid %d uid %u): no HELLO in %d s, closing",
+		  s->id, (int)s->cred.pid, (unsigned int)s->cred.uid,
+		  s->c->m->config->daemon.hello_timeout);
+	send_error(s, 0, "timeout", "no HELLO within %d s (daemon.hello_timeout)",
+		   s->c->m->config->daemon.hello_timeout);
+	session_free(s);
+	return 0;
+}
+
+/* Refuse at once, with the reason, rather than leave a client to time
+ * out: the socket is ours for as long as it takes to say so. */
+static void refuse(struct control *c, int fd, const struct ucred *cred,
+		   const char *why)
+{
+	struct session tmp = { .c = c, .fd = fd, .cred = *cred };
+
+	c->refused++;
+	log_notice("control socket: refused a session of uid %u: %s",
+		   (unsigned int)cred->uid, why);
+	send_error(&tmp, 0, "too_many_sessions", "%s", why);
+	/* Closing a socket with unread messages resets it, and the client
+	 * may lose the ERROR: read what came already (a HELLO sent right
+	 * after connecting), closing any fds. */
+	for (int i = 0; i < 4; i++) {
+		struct proto_msg m;
+		int r;
+
+		proto_msg_init(&m);
+		r = proto_recv(fd, &m);
+		proto_msg_clear(&m);
+		if (r == -EAGAIN || r == -EPIPE || r == -ECONNRESET)
+			break;
+	}
+	close(fd);
+}
+
+static void accept_one(struct control *c, int cfd)
+{
+	int64_t admin = c->m->config->daemon.admin_gid;
+	socklen_t len = sizeof(struct ucred);
+	struct session *s;
+	struct uid_count *u;
+	struct ucred cred;
+	const char *no;
+	char why[160];
+	int r;
+
+	if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+		close(cfd);
+		return;
+	}
+	no = admit(c, cred.uid, why, sizeof(why));
+	if (no) {
+		refuse(c, cfd, &cred, no);
+		return;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		refuse(c, cfd, &cred, "out of memory");
+		return;
+	}
+	s->c = c;
+	s->fd = cfd;
+	s->cred = cred;
+	s->id = ++c->next_session;
+	s->boost = SESSION_BOOST_MESSAGES;
+	sd_event_now(c->m->event, CLOCK_MONOTONIC, &s->last_active);
+	r = peer_groups(s);
+	if (r < 0) {
+		free(s->groups);
+		free(s);
+		refuse(c, cfd, &cred, strerror(-r));
+		return;
+	}
+	s->admin = s->cred.uid == 0 ||
+		   (admin >= 0 && peer_in_group(s, (gid_t)admin));
+	r = sd_event_add_io(c->m->event, &s->io, cfd, EPOLLIN, on_session, s);
+	if (r >= 0)
+		r = sd_event_source_set_priority(s->io, PRIO_NEW_SESSION);
+	if (r >= 0)
+		r = sd_event_add_time_relative(
+			c->m->event, &s->hello_timer, CLOCK_MONOTONIC,
+			(uint64_t)c->m->config->daemon.hello_timeout * 1000000,
+			100000, on_hello_timeout, s);
+	if (r < 0) {
+		sd_event_source_disable_unref(s->io);
+		free(s->groups);
+		free(s);
+		refuse(c, cfd, &cred, strerror(-r));
+		return;
+	}
+	HASH_FIND(hh, c->uids, &cred.uid, sizeof(uid_t), u);
+	if (!u) {
+		u = calloc(1, sizeof(*u));
+		if (!u) {
+			sd_event_source_disable_unref(s->io);
+			sd_event_source_disable_unref(s->hello_timer);
+			free(s->groups);
+			free(s);
+			refuse(c, cfd, &cred, "out of memory");
+			return;
+		}
+		u->uid = cred.uid;
+		HASH_ADD(hh, c->uids, uid, sizeof(uid_t), u);
+	}
+	u->n++;
+	s->next = c->sessions;
+	c->sessions = s;
+	c->n_sessions++;
+	log_debug("session %u: pid %d uid %u gid %u%s", s->id,
+		  (int)s->cred.pid, (unsigned int)s->cred.uid,
+		  (unsigned int)s->cred.gid, s->admin ? " (admin)" : "");
+}
+
+/* Up to this many connections per turn of the loop: a burst of
+ * connects is taken in quickly, and the loop still turns. */
+#define ACCEPT_BATCH 64
 
 static int on_accept(sd_event_source *es, int fd, uint32_t revents,
 		     void *ud)
 {
 	struct control *c = ud;
-	int64_t admin = c->m->config->daemon.admin_gid;
-	socklen_t len = sizeof(struct ucred);
-	struct session *s;
-	int cfd, r;
 
 	(void)es;
 	(void)revents;
-	cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-	if (cfd < 0)
-		return 0;
-	s = calloc(1, sizeof(*s));
-	if (!s) {
-		close(cfd);
-		return 0;
+	for (int i = 0; i < ACCEPT_BATCH; i++) {
+		int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+		if (cfd < 0) {
+			if (errno != EAGAIN && errno != EINTR &&
+			    !accept_pause_on_error(&c->pause, errno))
+				log_warn(errno, "control socket: accept");
+			return 0;
+		}
+		accept_pause_ok(&c->pause);
+		accept_one(c, cfd);
 	}
-	s->c = c;
-	s->fd = cfd;
-	s->id = ++c->next_session;
-	if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &s->cred, &len) < 0 ||
-	    peer_groups(s) < 0) {
-		free(s->groups);
-		free(s);
-		close(cfd);
-		return 0;
-	}
-	s->admin = s->cred.uid == 0 ||
-		   (admin >= 0 && peer_in_group(s, (gid_t)admin));
-	if (sessions_of(c, s->cred.uid) >= CONTROL_MAX_SESSIONS_PER_UID) {
-		s->next = NULL;
-		send_error(s, 0, "too_many_sessions",
-			   "uid %u has %d sessions already",
-			   (unsigned int)s->cred.uid,
-			   CONTROL_MAX_SESSIONS_PER_UID);
-		close(cfd);
-		free(s->groups);
-		free(s);
-		return 0;
-	}
-	r = sd_event_add_io(c->m->event, &s->io, cfd, EPOLLIN, on_session, s);
-	if (r < 0) {
-		close(cfd);
-		free(s->groups);
-		free(s);
-		return 0;
-	}
-	s->next = c->sessions;
-	c->sessions = s;
-	log_debug("session %u: pid %d uid %u gid %u%s", s->id,
-		  (int)s->cred.pid, (unsigned int)s->cred.uid,
-		  (unsigned int)s->cred.gid, s->admin ? " (admin)" : "");
 	return 0;
 }
 
@@ -916,7 +1138,7 @@ int control_start(struct manager *m)
 	old_mask = umask(0117);
 	r = bind(c->fd, (struct sockaddr *)&sun, sizeof(sun));
 	umask(old_mask);
-	if (r < 0 || listen(c->fd, 128) < 0)
+	if (r < 0 || listen(c->fd, SOMAXCONN) < 0)
 		return -errno;
 	if (chmod(sun.sun_path, 0660) < 0)
 		return -errno;
@@ -929,9 +1151,20 @@ int control_start(struct manager *m)
 	}
 	if (!streq(sun.sun_path, c->path) && rename(sun.sun_path, c->path) < 0)
 		return -errno;
+	front_caps(m->config, &c->caps);
+	if (c->caps.lowered)
+		log_notice("open-file limit %u: at most %u control sessions "
+			   "(%u per uid) and %u REST connections",
+			   c->caps.nofile, c->caps.sessions,
+			   c->caps.sessions_per_uid, c->caps.http);
 	r = sd_event_add_io(m->event, &c->io, c->fd, EPOLLIN, on_accept, c);
 	if (r < 0)
 		return r;
+	r = sd_event_source_set_priority(c->io, PRIO_ACCEPT);
+	if (r < 0)
+		return r;
+	c->pause = (struct accept_pause){ .io = c->io,
+					  .what = "control socket" };
 	r = manager_subscribe(m, on_manager_event, c);
 	if (r < 0)
 		return r;
@@ -953,6 +1186,7 @@ void control_stop(struct manager *m)
 	manager_set_sessions(m, NULL);
 	while (c->sessions)
 		session_free(c->sessions);
+	accept_pause_done(&c->pause);
 	sd_event_source_disable_unref(c->io);
 	if (c->fd >= 0) {
 		close(c->fd);

@@ -11,8 +11,6 @@
 
 struct manager;
 
-#define CONTROL_MAX_SESSIONS_PER_UID 256
-
 /* Listen on daemon.control_socket (mode 0660, group control_group), and
  * lend the manager the sessions for GET /v1/sessions and /metrics.
  * Returns 0 or -errno. */

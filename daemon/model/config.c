@@ -48,6 +48,20 @@ static int set_defaults(struct config *c)
 	}
 	if (!d->log_level && !(d->log_level = strdup("info")))
 		return -ENOMEM;
+	if (!d->max_sessions)
+		d->max_sessions = CONFIG_DEFAULT_MAX_SESSIONS;
+	if (!d->max_sessions_per_uid)
+		d->max_sessions_per_uid = CONFIG_DEFAULT_MAX_SESSIONS_PER_UID;
+	if (!d->hello_timeout)
+		d->hello_timeout = CONFIG_DEFAULT_HELLO_TIMEOUT;
+	if (!d->http_max_connections)
+		d->http_max_connections = CONFIG_DEFAULT_HTTP_MAX_CONNECTIONS;
+	if (!d->http_max_per_address)
+		d->http_max_per_address = CONFIG_DEFAULT_HTTP_MAX_PER_ADDRESS;
+	if (!d->http_idle_timeout)
+		d->http_idle_timeout = CONFIG_DEFAULT_HTTP_IDLE_TIMEOUT;
+	if (!d->http_header_timeout)
+		d->http_header_timeout = CONFIG_DEFAULT_HTTP_HEADER_TIMEOUT;
 	if (!d->listen) {
 		d->listen = calloc(2, sizeof(char *));
 		if (!d->listen || !(d->listen[0] = strdup(CONFIG_DEFAULT_LISTEN)))

@@ -16,6 +16,13 @@
 #define CONFIG_DEFAULT_LISTEN "127.0.0.1:8470"
 /* The control socket in daemon.runtime_dir, unless said otherwise. */
 #define CONFIG_DEFAULT_SOCKET_NAME "rdmad.sock"
+#define CONFIG_DEFAULT_MAX_SESSIONS 4096
+#define CONFIG_DEFAULT_MAX_SESSIONS_PER_UID 256
+#define CONFIG_DEFAULT_HELLO_TIMEOUT 10
+#define CONFIG_DEFAULT_HTTP_MAX_CONNECTIONS 4096
+#define CONFIG_DEFAULT_HTTP_MAX_PER_ADDRESS 64
+#define CONFIG_DEFAULT_HTTP_IDLE_TIMEOUT 60
+#define CONFIG_DEFAULT_HTTP_HEADER_TIMEOUT 10
 
 /* Where a setting came from, for messages. */
 struct conf_loc {
@@ -257,6 +264,19 @@ struct conf_daemon {
 	char *log_level;
 	int workers; /* worker threads; 0: one per online CPU */
 	int64_t admin_gid; /* admin_group resolved; -1: none */
+	/* Front-end limits (0 in the file: the default, filled in). */
+	int max_sessions;	  /* control socket sessions, all uids */
+	int max_sessions_per_uid;
+	int hello_timeout;	  /* seconds until HELLO */
+	int http_max_connections; /* REST connections, all listeners */
+	int http_max_per_address; /* per non-loopback client address */
+	int http_idle_timeout;	  /* seconds */
+	int http_header_timeout;  /* seconds to send a request's headers */
+	char *tls_cert;		  /* PEM files: HTTPS on TCP listeners */
+	char *tls_key;
+	bool insecure; /* plain HTTP on a non-loopback address */
+	struct conf_loc listen_loc; /* of http.listen, when given */
+	struct conf_loc http_loc;   /* of the http group, when given */
 };
 
 struct config {

@@ -246,6 +246,19 @@ static const struct field http_fields[] = {
 	LIST(conf_daemon, "listen", listen, .check = check_listen),
 	FLD(conf_daemon, "token_file", F_STRING, token_file,
 	    .check = check_abs_path),
+	FLD(conf_daemon, "max_connections", F_INT, http_max_connections,
+	    .min = 1, .max = 1 << 20),
+	FLD(conf_daemon, "max_connections_per_address", F_INT,
+	    http_max_per_address, .min = 1, .max = 1 << 20),
+	FLD(conf_daemon, "idle_timeout", F_INT, http_idle_timeout, .min = 1,
+	    .max = 86400),
+	FLD(conf_daemon, "header_timeout", F_INT, http_header_timeout,
+	    .min = 1, .max = 3600),
+	FLD(conf_daemon, "tls_cert", F_STRING, tls_cert,
+	    .check = check_abs_path),
+	FLD(conf_daemon, "tls_key", F_STRING, tls_key,
+	    .check = check_abs_path),
+	FLD(conf_daemon, "insecure", F_BOOL, insecure),
 	END_OF_TABLE,
 };
 
@@ -263,6 +276,12 @@ const struct field conf_daemon_fields[] = {
 	FLD(conf_daemon, "log_level", F_STRING, log_level,
 	    .check = check_log_level),
 	FLD(conf_daemon, "workers", F_INT, workers, .min = 0, .max = 1024),
+	FLD(conf_daemon, "max_sessions", F_INT, max_sessions, .min = 1,
+	    .max = 1 << 20),
+	FLD(conf_daemon, "max_sessions_per_uid", F_INT, max_sessions_per_uid,
+	    .min = 1, .max = 1 << 20),
+	FLD(conf_daemon, "hello_timeout", F_INT, hello_timeout, .min = 1,
+	    .max = 3600),
 	END_OF_TABLE,
 };
 

@@ -893,10 +893,23 @@ static void parse_root(struct parser *p, const config_setting_t *root,
 
 		if (streq(key, "daemon") && main_file) {
 			snprintf(p->label, sizeof(p->label), "daemon");
+			const config_setting_t *h, *l;
+
 			parse_group(p, conf_daemon_fields, s, "daemon",
 				    &p->c->daemon);
 			remember_loc(p, s, "include", &p->include_loc);
 			remember_loc(p, s, "runtime_dir", &p->runtime_dir_loc);
+			/* Where verify points when an address needs TLS. */
+			h = config_setting_is_group(s)
+				    ? config_setting_get_member(s, "http")
+				    : NULL;
+			l = h && config_setting_is_group(h)
+				    ? config_setting_get_member(h, "listen")
+				    : NULL;
+			if (h)
+				p->c->daemon.http_loc = loc_of(p, h);
+			if (l)
+				p->c->daemon.listen_loc = loc_of(p, l);
 			p->label[0] = '\0';
 		}
 		else if (streq(key, "devices"))

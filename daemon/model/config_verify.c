@@ -334,9 +334,42 @@ static void verify_profile(struct parser *p, struct conf_profile *pr)
 	}
 }
 
+/* 127.0.0.0/8 and ::1 (unix sockets are local too). */
+static bool listen_is_local(const char *s)
+{
+	if (!strncmp(s, "unix:", 5) || !strncmp(s, "127.", 4))
+		return true;
+	return !strncmp(s, "[::1]:", 6);
+}
+
+/* REST off the machine carries the bearer token: only over TLS, unless
+ * the operator says otherwise. */
+static void verify_http(struct parser *p)
+{
+	struct conf_daemon *d = &p->c->daemon;
+	struct conf_loc loc = d->listen_loc.file ? d->listen_loc : d->http_loc;
+
+	if (!d->tls_cert != !d->tls_key)
+		parser_error(p, d->http_loc,
+			     "daemon.http: 'tls_cert' and 'tls_key' go "
+			     "together");
+	if (d->tls_cert || d->insecure)
+		return;
+	for (size_t i = 0; i < d->n_listen; i++)
+		if (!listen_is_local(d->listen[i]))
+			parser_error(p, loc,
+				     "daemon.http: 'listen' = \"%s\" is not a "
+				     "loopback address: set 'tls_cert' and "
+				     "'tls_key' (HTTPS), or 'insecure = true' "
+				     "for plain HTTP",
+				     d->listen[i]);
+}
+
 void parser_verify(struct parser *p)
 {
 	struct config *c = p->c;
+
+	verify_http(p);
 
 	index_names(p, "device", c->devices, c->n_devices, sizeof(*c->devices),
 		    &c->device_names);

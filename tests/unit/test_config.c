@@ -136,6 +136,10 @@ static const struct bad_case bad_cases[] = {
 	{ "too many workers", "daemon = {\n workers = 5000; };", 2, "daemon: 'workers' = 5000 is out of range [0, 1024]" },
 	{ "negative workers", "daemon = {\n workers = -1; };", 2, "daemon: 'workers' = -1 is out of range [0, 1024]" },
 	{ "listen not strings", "daemon = { http = { listen = [ 1 ]; }; };", 1, "must hold strings only" },
+	{ "plain http off loopback", "daemon = {\n http = {\n listen = [ \"127.0.0.1:1\", \"0.0.0.0:80\" ]; }; };", 3, "'listen' = \"0.0.0.0:80\" is not a loopback address" },
+	{ "tls cert without key", "daemon = {\n http = { tls_cert = \"/c.pem\"; }; };", 2, "'tls_cert' and 'tls_key' go together" },
+	{ "tls cert relative", "daemon = { http = { tls_cert = \"c.pem\"; tls_key = \"/k\"; }; };", 1, "is not an absolute path" },
+	{ "hello_timeout zero", "daemon = { hello_timeout = 0; };", 1, "out of range" },
 };
 
 static void test_bad(void **state)

@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: MIT
+/* The log: a line that repeats is written a few times, then counted;
+ * bytes that are not printable UTF-8 are escaped. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "log.h"
+
+/* Run fn with stderr going to a file; returns what it wrote. */
+static char *capture(void (*fn)(void))
+{
+	static char buf[16384];
+	FILE *f = tmpfile();
+	int saved = dup(2);
+	size_t n;
+
+	assert_non_null(f);
+	fflush(stderr);
+	dup2(fileno(f), 2);
+	fn();
+	log_flush();
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	rewind(f);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+static size_t count(const char *hay, const char *needle)
+{
+	size_t n = 0;
+
+	for (const char *p = hay; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+static void flood(void)
+{
+	for (int i = 0; i < 1000; i++)
+		log_warn(24, "control socket: accept");
+	log_info("something else");
+}
+
+static void test_repeats_are_counted(void **state)
+{
+	char *out = capture(flood);
+
+	(void)state;
+	assert_int_equal(count(out, "rdmad: control socket: accept: Too many "
+				    "open files\n"),
+			 3);
+	assert_non_null(strstr(out, "rdmad: last message repeated 997 more "
+				    "times: control socket: accept: Too many "
+				    "open files\n"));
+	/* The count comes before the next line. */
+	assert_true(strstr(out, "repeated 997") < strstr(out, "something else"));
+}
+
+static void different(void)
+{
+	for (int i = 0; i < 10; i++)
+		log_info("line %d", i);
+	log_info("same");
+	log_info("same");
+	log_warn(0, "same"); /* another priority: another line */
+}
+
+static void test_different_lines_are_all_written(void **state)
+{
+	char *out = capture(different);
+
+	(void)state;
+	assert_int_equal(count(out, "rdmad: line "), 10);
+	assert_int_equal(count(out, "rdmad: same\n"), 3);
+	assert_null(strstr(out, "repeated"));
+}
+
+static void stray_bytes(void)
+{
+	log_info("GET %s -> 404", "/v1/\xff\xfe\n\xc3\xa9t\xc3\xa9");
+}
+
+static void test_stray_bytes_are_escaped(void **state)
+{
+	char *out = capture(stray_bytes);
+
+	(void)state;
+	assert_string_equal(out, "rdmad: GET /v1/\\xff\\xfe\\x0a\xc3\xa9t\xc3\xa9 "
+				 "-> 404\n");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_repeats_are_counted),
+		cmocka_unit_test(test_different_lines_are_all_written),
+		cmocka_unit_test(test_stray_bytes_are_escaped),
+	};
+
+	unsetenv("JOURNAL_STREAM"); /* stderr, which the tests read */
+	log_open("rdmad");
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
