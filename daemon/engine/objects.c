@@ -158,9 +158,10 @@ static int mr_create(struct profile *p, struct object *o)
 		return -o->err;
 	addr = (char *)mem->u.mem.addr + c->offset;
 	len = c->length ? c->length : mem->u.mem.size - c->offset;
-	o->iova = c->zero_based ? 0 : (uintptr_t)addr;
-	o->u.mr = ibv_reg_mr_iova(pd->u.pd, addr, len, o->iova, c->access);
-	if (!o->u.mr)
+	o->u.mr.iova = c->zero_based ? 0 : (uintptr_t)addr;
+	o->u.mr.mr = ibv_reg_mr_iova(pd->u.pd, addr, len, o->u.mr.iova,
+				     c->access);
+	if (!o->u.mr.mr)
 		return object_fail(o, errno, "ibv_reg_mr of %llu bytes: %s",
 				   (unsigned long long)len, strerror(errno));
 	return 0;
@@ -168,8 +169,8 @@ static int mr_create(struct profile *p, struct object *o)
 
 static void mr_destroy(struct object *o)
 {
-	if (o->u.mr)
-		ibv_dereg_mr(o->u.mr);
+	if (o->u.mr.mr)
+		ibv_dereg_mr(o->u.mr.mr);
 }
 
 /* ---- mw ---- */
@@ -497,7 +498,6 @@ static void object_reset(struct object *o)
 		o->u.mem.fd = -1;
 	if (o->kind == OBJ_XRCD)
 		o->u.xrcd.fd = -1;
-	o->iova = 0;
 }
 
 /* Each creation is a new incarnation: leases name the one they hold.
@@ -663,14 +663,14 @@ static void ready_json(const struct object *o, json_t *j)
 	case OBJ_MR: {
 		const struct conf_mr *c = o->conf;
 
-		SET_INT(j, "handle", o->u.mr->handle);
+		SET_INT(j, "handle", o->u.mr.mr->handle);
 		SET_STR(j, "pd", c->pd);
 		SET_STR(j, "memory", c->memory);
-		SET_INT(j, "lkey", o->u.mr->lkey);
-		SET_INT(j, "rkey", o->u.mr->rkey);
-		SET_INT(j, "length", o->u.mr->length);
+		SET_INT(j, "lkey", o->u.mr.mr->lkey);
+		SET_INT(j, "rkey", o->u.mr.mr->rkey);
+		SET_INT(j, "length", o->u.mr.mr->length);
 		SET_INT(j, "offset", c->offset);
-		SET_INT(j, "iova", o->iova);
+		SET_INT(j, "iova", o->u.mr.iova);
 		json_object_set_new(j, "zero_based",
 				    json_boolean(c->zero_based));
 		json_object_set_new(j, "access", access_json(c->access));

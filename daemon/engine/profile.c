@@ -72,14 +72,30 @@ void profile_touch(struct profile *p)
 	p->generation = ++generations;
 }
 
+/* The key of a lookup: a kind and a name. */
+struct obj_key {
+	enum obj_kind kind;
+	const char *name;
+};
+
+static bool key_eq(const void *ctx, uint32_t i, const void *key)
+{
+	const struct profile *p = ctx;
+	const struct obj_key *k = key;
+
+	return p->objects[i].kind == k->kind && streq(p->objects[i].name, k->name);
+}
+
 struct object *profile_find(struct profile *p, enum obj_kind kind,
 			    const char *name)
 {
-	struct object *o = NULL;
+	struct obj_key key = { kind, name };
+	uint32_t at;
 
-	if (name)
-		HASH_FIND_STR(p->index[kind], name, o);
-	return o;
+	if (!name)
+		return NULL;
+	at = nameidx_find(&p->index, nameidx_hash(name, kind), key_eq, p, &key);
+	return at == NAMEIDX_NONE ? NULL : &p->objects[at];
 }
 
 /* The objects o refers to. Without links: those it waits for, i.e. all
@@ -154,7 +170,8 @@ int profile_new(const struct config *cfg, const struct conf_profile *c,
 	for (int k = 0; k < OBJ_KIND_MAX; k++)
 		n += c->n_objs[k];
 	p->objects = calloc(n ? n : 1, sizeof(*p->objects));
-	if (!p->objects) {
+	if (!p->objects || nameidx_init(&p->index, n) < 0) {
+		free(p->objects);
 		free(p);
 		return -ENOMEM;
 	}
@@ -174,13 +191,13 @@ int profile_new(const struct config *cfg, const struct conf_profile *c,
 			o->kind = (enum obj_kind)k;
 			o->conf = conf_obj(c, (enum obj_kind)k, i);
 			o->name = conf_obj_name(o->conf);
-			o->profile = p;
 			object_forget(o); /* pending, fds at -1 */
 			/* A verified config has unique names; the first
 			 * wins otherwise. */
 			if (o->name && !profile_find(p, o->kind, o->name))
-				HASH_ADD_KEYPTR(hh, p->index[k], o->name,
-						strlen(o->name), o);
+				nameidx_add(&p->index,
+					    nameidx_hash(o->name, (uint32_t)k),
+					    (uint32_t)(o - p->objects));
 		}
 	if (build_dependents(p) < 0) {
 		profile_free(p);
@@ -252,23 +269,52 @@ static uint64_t object_bytes(struct profile *p, const struct object *o)
 	return cm && cm->size > c->offset ? cm->size - c->offset : 0;
 }
 
+/* The creation of p->objects[j - p->jobs]: its job on the workers and
+ * what it waits for. */
+struct job {
+	struct work work;
+	struct profile *profile;
+	uint32_t waiting; /* dependencies not created yet */
+	int result;	  /* the job's: 0 or -errno */
+	enum obj_phase phase;
+};
+
+static struct object *job_object(struct job *j)
+{
+	return &j->profile->objects[j - j->profile->jobs];
+}
+
+static struct job *object_job(struct profile *p, const struct object *o)
+{
+	return &p->jobs[o - p->objects];
+}
+
 static void job_run(struct work *w)
 {
-	struct object *o = container_of(w, struct object, work);
+	struct job *j = container_of(w, struct job, work);
+	struct object *o = job_object(j);
 
-	o->result = o->phase == PHASE_CREATE ? object_build(o->profile, o)
-					     : object_connect(o->profile, o);
+	j->result = j->phase == PHASE_CREATE ? object_build(j->profile, o)
+					     : object_connect(j->profile, o);
 }
 
 static void job_done(struct work *w, bool cancelled);
 
 static void submit(struct profile *p, struct object *o, enum obj_phase ph)
 {
-	o->phase = (uint8_t)ph;
-	o->work = (struct work){ .run = job_run, .done = job_done,
-				 .owner = p };
+	struct job *j = object_job(p, o);
+
+	j->phase = ph;
+	j->work = (struct work){ .run = job_run, .done = job_done, .owner = p };
 	p->in_flight++;
-	workers_submit(p->workers, &o->work);
+	workers_submit(p->workers, &j->work);
+}
+
+/* The creation is over: its bookkeeping goes. */
+static void jobs_free(struct profile *p)
+{
+	free(p->jobs);
+	p->jobs = NULL;
 }
 
 /* Does o, once built, still have to move to its target state? */
@@ -288,7 +334,7 @@ static void phase_end(struct profile *p)
 		struct object *o = &p->objects[i];
 
 		if (o->todo && o->state == OBJ_CREATING &&
-		    o->phase == PHASE_CREATE) {
+		    object_job(p, o)->phase == PHASE_CREATE) {
 			submit(p, o, PHASE_CONNECT);
 			connecting = true;
 		}
@@ -297,6 +343,7 @@ static void phase_end(struct profile *p)
 		return;
 	for (size_t i = 0; i < p->n_objects; i++)
 		p->objects[i].todo = false;
+	jobs_free(p);
 	update_state(p);
 	if (p->changed)
 		p->changed(p->changed_ud, p, PROFILE_SETTLED);
@@ -310,31 +357,32 @@ static void object_ready(struct object *o)
 
 static void job_done(struct work *w, bool cancelled)
 {
-	struct object *o = container_of(w, struct object, work);
-	struct profile *p = o->profile;
+	struct job *j = container_of(w, struct job, work);
+	struct profile *p = j->profile;
+	struct object *o = job_object(j);
 
 	p->in_flight--;
 	profile_touch(p);
 	if (cancelled) {
 		/* Never ran: a built QP stays creating (not connected),
 		 * anything else has nothing. */
-		if (o->phase == PHASE_CREATE)
+		if (j->phase == PHASE_CREATE)
 			o->state = OBJ_PENDING;
-	} else if (o->result < 0) {
+	} else if (j->result < 0) {
 		o->state = OBJ_FAILED;
-	} else if (o->phase == PHASE_CREATE && needs_connect(o)) {
+	} else if (j->phase == PHASE_CREATE && needs_connect(o)) {
 		/* Built; connected once every object exists. */
 	} else {
 		object_ready(o);
 	}
-	if (!cancelled && o->phase == PHASE_CREATE) {
+	if (!cancelled && j->phase == PHASE_CREATE) {
 		p->progress.objects++;
 		if (o->state != OBJ_FAILED)
 			p->progress.bytes += object_bytes(p, o);
 	}
 	if (p->cancelling)
 		return;
-	if (o->phase == PHASE_CREATE) {
+	if (j->phase == PHASE_CREATE) {
 		for (uint32_t e = p->dep_start[o - p->objects];
 		     e < p->dep_start[o - p->objects + 1]; e++) {
 			struct object *d = &p->objects[p->dependents[e]];
@@ -343,7 +391,7 @@ static void job_done(struct work *w, bool cancelled)
 			if (d->kind == OBJ_QP && o->kind == OBJ_QP)
 				continue;
 			if (d->todo && d->state == OBJ_CREATING &&
-			    --d->waiting == 0)
+			    --object_job(p, d)->waiting == 0)
 				submit(p, d, PHASE_CREATE);
 		}
 		if (p->changed)
@@ -360,11 +408,20 @@ static void create_objects(struct profile *p)
 	size_t roots = 0;
 
 	p->progress = (struct profile_progress){ 0 };
+	jobs_free(p);
+	p->jobs = calloc(p->n_objects + 1, sizeof(*p->jobs));
 	for (size_t i = 0; i < p->n_objects; i++) {
 		struct object *o = &p->objects[i];
 
 		if (!o->todo)
 			continue;
+		if (!p->jobs) {
+			o->todo = false;
+			object_fail(o, ENOMEM, "out of memory");
+			o->state = OBJ_FAILED;
+			continue;
+		}
+		p->jobs[i].profile = p;
 		o->state = OBJ_CREATING;
 		p->progress.objects_total++;
 		p->progress.bytes_total += object_bytes(p, o);
@@ -376,16 +433,15 @@ static void create_objects(struct profile *p)
 		if (!o->todo)
 			continue;
 		n = object_refs(p, o, false, deps);
-		o->waiting = 0;
 		for (size_t d = 0; d < n; d++)
-			o->waiting += deps[d]->todo;
+			p->jobs[i].waiting += deps[d]->todo;
 	}
 	profile_set_state(p, PROFILE_CREATING, NULL);
 	profile_touch(p);
 	for (size_t i = 0; i < p->n_objects; i++) {
 		struct object *o = &p->objects[i];
 
-		if (o->todo && !o->waiting) {
+		if (o->todo && !p->jobs[i].waiting) {
 			submit(p, o, PHASE_CREATE);
 			roots++;
 		}
@@ -405,6 +461,7 @@ static void cancel_creation(struct profile *p)
 	p->cancelling = false;
 	for (size_t i = 0; i < p->n_objects; i++)
 		p->objects[i].todo = false;
+	jobs_free(p);
 }
 
 int profile_start(struct profile *p)
@@ -571,7 +628,6 @@ int profile_reload(struct profile *next, struct profile *old,
 
 		if (keep[i]) {
 			o->u = was->u;
-			o->iova = was->iova;
 			o->leases = was->leases;
 			o->serial = was->serial;
 			o->state = OBJ_READY;
@@ -638,8 +694,8 @@ struct profile *profile_free(struct profile *p)
 	if (!p)
 		return NULL;
 	profile_stop(p, NULL);
-	for (int k = 0; k < OBJ_KIND_MAX; k++)
-		HASH_CLEAR(hh, p->index[k]);
+	nameidx_done(&p->index);
+	jobs_free(p);
 	for (size_t i = 0; i < p->n_objects; i++)
 		free(p->objects[i].reason);
 	free(p->dep_start);

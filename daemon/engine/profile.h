@@ -12,6 +12,8 @@
 #include <jansson.h>
 #include <uthash.h>
 
+#include "nameidx.h"
+
 #include "config.h"
 #include "memory.h"
 #include "util.h"
@@ -34,24 +36,17 @@ enum obj_phase {
 	PHASE_CONNECT, /* a QP moving to its target state */
 };
 
+/*
+ * One declared object. Tens of thousands of them are normal, so it holds
+ * only what lives as long as the object: what a creation needs meanwhile
+ * (its job, what it waits for) is the profile's while it runs (struct
+ * job, profile.c), and the names are indexed apart (struct nameidx).
+ */
 struct object {
-	enum obj_kind kind;
-	enum obj_state state;
-	const char *name; /* owned by the config */
-	const void *conf; /* struct conf_<kind> */
-	int err;	     /* positive errno when failed */
-	char *reason;	     /* when failed */
-	unsigned int leases; /* sessions holding it (attach protocol) */
-	uint64_t serial;     /* this incarnation, unique in the daemon */
-	/* Creation on a worker: what it waits for, and its job. While the
-	 * state is creating, only the job touches u, err and reason. */
-	struct profile *profile;
-	uint32_t waiting; /* dependencies not created yet */
-	uint8_t phase;	  /* enum obj_phase */
-	bool todo;	  /* part of the creation under way */
-	int result;	  /* the job's: 0 or -errno */
-	struct work work;
-	UT_hash_handle hh; /* profile->index[kind], by name */
+	const char *name; /* owned by the config (a draining object: by it) */
+	const void *conf; /* struct conf_<kind>; NULL once draining */
+	char *reason;	  /* when failed */
+	uint64_t serial;  /* this incarnation, unique in the daemon */
 	union {
 		struct memory mem;
 		struct {
@@ -60,7 +55,10 @@ struct object {
 		} xrcd;
 		struct ibv_pd *pd;
 		struct ibv_dm *dm;
-		struct ibv_mr *mr;
+		struct {
+			struct ibv_mr *mr;
+			uint64_t iova;
+		} mr;
 		struct ibv_mw *mw;
 		struct {
 			struct ibv_cq *cq;
@@ -70,7 +68,13 @@ struct object {
 		struct ibv_qp *qp;
 		struct ibv_ah *ah;
 	} u;
-	uint64_t iova; /* mr */
+	unsigned int leases; /* sessions holding it (attach protocol) */
+	int err;	     /* positive errno when failed */
+	enum obj_kind kind : 8;
+	/* While the state is creating, only the job touches u, err and
+	 * reason. */
+	enum obj_state state : 8;
+	bool todo : 1; /* part of the creation under way */
 };
 
 enum profile_state {
@@ -107,11 +111,13 @@ struct profile {
 	char *reason;
 	struct object *objects; /* in creation order */
 	size_t n_objects;
-	struct object *index[OBJ_KIND_MAX]; /* by name, per kind */
+	struct nameidx index; /* objects by kind and name */
 	/* Who depends on object i: dependents[dep_start[i] .. dep_start[i+1]) */
 	uint32_t *dep_start, *dependents;
-	/* The creation under way, on workers. */
+	/* The creation under way, on workers: a job per object, allocated
+	 * while it runs. */
 	struct workers *workers;
+	struct job *jobs;
 	size_t in_flight;  /* jobs submitted and not done */
 	bool cancelling;   /* a drain: done jobs start nothing new */
 	struct profile_progress progress;

@@ -73,9 +73,9 @@ extern const struct field conf_profile_fields[];
 /* The name of value v in t, or "?". */
 const char *conf_enum_name(const struct enum_name *t, int v);
 
-/* config_index.c: a name index over up to cap objects that begin with
- * loc and name. */
-struct conf_names *conf_names_new(size_t cap);
+/* config_index.c: a name index over up to cap objects of the array at
+ * base (each size bytes), which begin with loc and name. */
+struct conf_names *conf_names_new(const void *base, size_t size, size_t cap);
 /* Index obj under its name: 0 (also for an object without a name), or
  * -EEXIST when the name is taken (*first: the object that has it, and
  * obj is not indexed), -ENOSPC past cap, or -ENOMEM. */

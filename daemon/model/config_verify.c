@@ -47,7 +47,7 @@ static void index_names(struct parser *p, const char *what, const void *arr,
 
 	if (!n)
 		return; /* nothing to find: no index (lookups scan nothing) */
-	ix = conf_names_new(n);
+	ix = conf_names_new(arr, size, n);
 	if (!ix) {
 		p->oom = 1;
 		return;
