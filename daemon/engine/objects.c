@@ -344,7 +344,17 @@ static int qp_path_of(struct profile *p, struct object *o,
 		      struct qp_path *path)
 {
 	const struct conf_qp *c = o->conf;
-	const struct conf_path *cp = &c->path;
+	static const struct conf_path none = {
+		.dgid = NULL,	     .port_num = -1,	   .pkey_index = -1,
+		.qkey = -1,	     .dqpn = -1,	   .rq_psn = -1,
+		.sq_psn = -1,	     .mtu = -1,		   .max_dest_rd_atomic = -1,
+		.min_rnr_timer = -1, .dlid = -1,	   .sl = -1,
+		.src_path_bits = -1, .static_rate = -1,	   .sgid_index = -1,
+		.hop_limit = -1,     .traffic_class = -1,  .flow_label = -1,
+		.timeout = -1,	     .retry_cnt = -1,	   .rnr_retry = -1,
+		.max_rd_atomic = -1,
+	};
+	const struct conf_path *cp = c->path ? c->path : &none;
 	struct ibv_port_attr pattr;
 
 	qp_path_init(path);

@@ -169,8 +169,7 @@ struct conf_qp {
 	uint16_t pkey_index;
 	uint32_t qkey; /* UD */
 	char *peer;    /* rtr/rts: another QP of the profile (loopback) */
-	bool has_path;
-	struct conf_path path;
+	struct conf_path *path; /* NULL: no path block */
 };
 
 struct conf_ah {
@@ -261,6 +260,8 @@ struct config {
 	struct conf_names *device_names;
 	struct conf_names *profile_names;
 
+	/* Every string of the settings above (config_strings.c). */
+	struct conf_strings *strings;
 	char **files; /* interned file names for conf_loc */
 	size_t n_files;
 	struct conf_error *errors;
