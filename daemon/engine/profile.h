@@ -68,12 +68,14 @@ struct object {
 		struct ibv_qp *qp;
 		struct ibv_ah *ah;
 	} u;
-	unsigned int leases; /* sessions holding it (attach protocol) */
-	int err;	     /* positive errno when failed */
-	enum obj_kind kind : 8;
+	int err; /* positive errno when failed */
+	/* Sessions holding it (attach protocol): bounded by the sessions
+	 * per uid and their attachments, far below 2^22. */
+	unsigned int leases : 22;
+	enum obj_kind kind : 4;
 	/* While the state is creating, only the job touches u, err and
 	 * reason. */
-	enum obj_state state : 8;
+	enum obj_state state : 3;
 	bool todo : 1; /* part of the creation under way */
 };
 

@@ -92,9 +92,9 @@ struct conf_mr {
 	char *pd;
 	char *memory;
 	unsigned int access; /* IBV_ACCESS_* */
+	bool zero_based;
 	uint64_t offset;
 	uint64_t length; /* 0: to the end of the memory */
-	bool zero_based;
 };
 
 struct conf_mw {
@@ -157,19 +157,19 @@ struct conf_qp {
 	struct conf_loc loc;
 	char *name;
 	char *pd;
-	enum qp_kind type;
 	char *send_cq;
 	char *recv_cq;
 	char *srq;
 	char *xrcd; /* xrc_recv */
+	char *peer; /* rtr/rts: another QP of the profile (loopback) */
+	struct conf_path *path; /* NULL: no path block */
+	enum qp_kind type;
 	struct conf_qp_cap cap;
-	bool sq_sig_all;
 	enum qp_target_state state;
 	unsigned int access; /* qp_access_flags for INIT */
+	uint32_t qkey;	     /* UD */
 	uint16_t pkey_index;
-	uint32_t qkey; /* UD */
-	char *peer;    /* rtr/rts: another QP of the profile (loopback) */
-	struct conf_path *path; /* NULL: no path block */
+	bool sq_sig_all;
 };
 
 struct conf_ah {
