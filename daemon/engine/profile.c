@@ -72,30 +72,18 @@ void profile_touch(struct profile *p)
 	p->generation = ++generations;
 }
 
-/* The key of a lookup: a kind and a name. */
-struct obj_key {
-	enum obj_kind kind;
-	const char *name;
-};
-
-static bool key_eq(const void *ctx, uint32_t i, const void *key)
-{
-	const struct profile *p = ctx;
-	const struct obj_key *k = key;
-
-	return p->objects[i].kind == k->kind && streq(p->objects[i].name, k->name);
-}
-
+/* The objects are the config's declarations, in its order: its name
+ * index finds them (the names are not indexed twice). */
 struct object *profile_find(struct profile *p, enum obj_kind kind,
 			    const char *name)
 {
-	struct obj_key key = { kind, name };
-	uint32_t at;
+	const char *c = conf_obj_find(p->conf, kind, name);
 
-	if (!name)
+	if (!c)
 		return NULL;
-	at = nameidx_find(&p->index, nameidx_hash(name, kind), key_eq, p, &key);
-	return at == NAMEIDX_NONE ? NULL : &p->objects[at];
+	return &p->objects[p->kind_start[kind] +
+			   (size_t)(c - (const char *)p->conf->objs[kind]) /
+				   conf_obj_size(kind)];
 }
 
 /* The objects o refers to. Without links: those it waits for, i.e. all
@@ -170,7 +158,7 @@ int profile_new(const struct config *cfg, const struct conf_profile *c,
 	for (int k = 0; k < OBJ_KIND_MAX; k++)
 		n += c->n_objs[k];
 	p->objects = calloc(n ? n : 1, sizeof(*p->objects));
-	if (!p->objects || nameidx_init(&p->index, n) < 0) {
+	if (!p->objects) {
 		free(p->objects);
 		free(p);
 		return -ENOMEM;
@@ -184,7 +172,8 @@ int profile_new(const struct config *cfg, const struct conf_profile *c,
 	p->changed_ud = ud;
 	profile_set_state(p, PROFILE_PENDING, "not started");
 	/* Kind order is a dependency order. */
-	for (int k = 0; k < OBJ_KIND_MAX; k++)
+	for (int k = 0; k < OBJ_KIND_MAX; k++) {
+		p->kind_start[k] = p->n_objects;
 		for (size_t i = 0; i < c->n_objs[k]; i++) {
 			struct object *o = &p->objects[p->n_objects++];
 
@@ -192,13 +181,8 @@ int profile_new(const struct config *cfg, const struct conf_profile *c,
 			o->conf = conf_obj(c, (enum obj_kind)k, i);
 			o->name = conf_obj_name(o->conf);
 			object_forget(o); /* pending, fds at -1 */
-			/* A verified config has unique names; the first
-			 * wins otherwise. */
-			if (o->name && !profile_find(p, o->kind, o->name))
-				nameidx_add(&p->index,
-					    nameidx_hash(o->name, (uint32_t)k),
-					    (uint32_t)(o - p->objects));
 		}
+	}
 	if (build_dependents(p) < 0) {
 		profile_free(p);
 		return -ENOMEM;
@@ -694,7 +678,6 @@ struct profile *profile_free(struct profile *p)
 	if (!p)
 		return NULL;
 	profile_stop(p, NULL);
-	nameidx_done(&p->index);
 	jobs_free(p);
 	for (size_t i = 0; i < p->n_objects; i++)
 		free(p->objects[i].reason);

@@ -12,8 +12,6 @@
 #include <jansson.h>
 #include <uthash.h>
 
-#include "nameidx.h"
-
 #include "config.h"
 #include "memory.h"
 #include "util.h"
@@ -111,9 +109,12 @@ struct profile {
 	struct ibv_context *ctx;
 	enum profile_state state;
 	char *reason;
-	struct object *objects; /* in creation order */
+	/* In creation order: kind by kind, each kind in the order of its
+	 * declarations (objects[kind_start[k] + i] is declaration i of kind
+	 * k), so that the config's own name index finds them. */
+	struct object *objects;
 	size_t n_objects;
-	struct nameidx index; /* objects by kind and name */
+	size_t kind_start[OBJ_KIND_MAX];
 	/* Who depends on object i: dependents[dep_start[i] .. dep_start[i+1]) */
 	uint32_t *dep_start, *dependents;
 	/* The creation under way, on workers: a job per object, allocated
