@@ -13,6 +13,8 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "config_internal.h"
 
@@ -807,10 +809,41 @@ void parser_text(struct parser *p, const char *name, const char *text,
 static int read_text(const char *path, char **out)
 {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	_cleanup_free_ char *buf = NULL;
+	struct stat st;
+	size_t len = 0;
 	int r;
 
 	if (fd < 0)
 		return -errno;
+	/* A regular file says how big it is: one buffer, read at once,
+	 * rather than one that doubles (and copies) its way up. */
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+	    st.st_size < CONFIG_MAX_FILE) {
+		buf = malloc((size_t)st.st_size + 1);
+		if (!buf)
+			return -ENOMEM;
+		while (len < (size_t)st.st_size) {
+			ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0)
+				return -errno;
+			if (n == 0)
+				break;
+			len += (size_t)n;
+		}
+		/* Grown meanwhile: read it the general way. */
+		if (len == (size_t)st.st_size &&
+		    read(fd, &(char){ 0 }, 1) == 0) {
+			buf[len] = '\0';
+			*out = TAKE_PTR(buf);
+			return 0;
+		}
+		if (lseek(fd, 0, SEEK_SET) < 0)
+			return -errno;
+	}
 	r = read_all(fd, CONFIG_MAX_FILE, -1, out, NULL);
 	return r == -EMSGSIZE ? -EFBIG : r;
 }
