@@ -326,7 +326,7 @@ static int post_selftest(struct request *r)
 		if (o->kind == OBJ_MR && o->state == OBJ_READY &&
 		    (((const struct conf_mr *)o->conf)->access &
 		     IBV_ACCESS_REMOTE_WRITE))
-			mr_name = o->name;
+			mr_name = object_name(o);
 	}
 	if (!(mr = ready_object(r, p, OBJ_MR, mr_name, &status)))
 		return status;

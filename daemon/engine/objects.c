@@ -737,13 +737,14 @@ static void ready_json(const struct object *o, json_t *j)
 json_t *object_json(const struct object *o)
 {
 	json_t *j = json_pack("{s:s, s:s, s:s}", "kind",
-			      obj_kind_name(o->kind), "name", o->name,
+			      obj_kind_name(o->kind), "name", object_name(o),
 			      "state", obj_state_name(o->state));
 
 	if (!j)
 		return NULL;
-	/* A draining object outlived its configuration: no conf. */
-	if (o->state == OBJ_READY || (o->state == OBJ_DRAINING && o->conf))
+	/* A draining object outlived its configuration: only its name is
+	 * left of it. */
+	if (o->state == OBJ_READY)
 		ready_json(o, j);
 	/* A QP can fail its transition while it exists. */
 	if (o->state == OBJ_FAILED && o->kind == OBJ_QP && o->u.qp)

@@ -179,7 +179,6 @@ int profile_new(const struct config *cfg, const struct conf_profile *c,
 
 			o->kind = (enum obj_kind)k;
 			o->conf = conf_obj(c, (enum obj_kind)k, i);
-			o->name = conf_obj_name(o->conf);
 			object_forget(o); /* pending, fds at -1 */
 		}
 	}
@@ -469,7 +468,8 @@ static void destroy_draining(struct profile *p, bool all)
 
 		if (all || !o->leases) {
 			object_destroy(o);
-			free((char *)o->name);
+			free(((struct conf_pd *)o->conf)->name);
+			free((void *)o->conf);
 		} else {
 			p->draining[kept++] = *o;
 		}
@@ -509,7 +509,7 @@ static int mark_kept(struct profile *next, struct profile *old, bool *keep)
 		return -ENOMEM;
 	for (size_t i = 0; i < next->n_objects; i++) {
 		struct object *o = &next->objects[i];
-		struct object *was = profile_find(old, o->kind, o->name);
+		struct object *was = profile_find(old, o->kind, object_name(o));
 
 		keep[i] = was && was->state == OBJ_READY &&
 			  conf_obj_equal(o->kind, o->conf, was->conf);
@@ -537,18 +537,22 @@ static int add_draining(struct profile *p, struct object *o)
 {
 	struct object *d = realloc(p->draining,
 				   (p->n_draining + 1) * sizeof(*d));
-	char *name = strdup(o->name);
+	/* The old config goes away: the object keeps its name, in a
+	 * declaration of its own (every kind's begins like conf_pd). */
+	struct conf_pd *conf = calloc(1, conf_obj_size(o->kind));
+	char *name = strdup(object_name(o));
 
-	if (!d || !name) {
+	if (!d || !conf || !name) {
 		free(name);
+		free(conf);
 		if (d)
 			p->draining = d;
 		return -ENOMEM;
 	}
+	conf->name = name;
 	p->draining = d;
 	d[p->n_draining] = *o;
-	d[p->n_draining].name = name;
-	d[p->n_draining].conf = NULL; /* the old config goes away */
+	d[p->n_draining].conf = conf;
 	d[p->n_draining].state = OBJ_DRAINING;
 	d[p->n_draining].reason = NULL;
 	p->n_draining++;
@@ -573,7 +577,7 @@ int profile_reload(struct profile *next, struct profile *old,
 
 		for (size_t i = 0; had && i < old->n_objects; i++)
 			if (!profile_find(next, old->objects[i].kind,
-					  old->objects[i].name))
+					  object_name(&old->objects[i])))
 				report(ud, &old->objects[i], ACT_REMOVE);
 		profile_stop(old, "reloaded");
 		/* Only what is really being created is reported. */
@@ -582,7 +586,7 @@ int profile_reload(struct profile *next, struct profile *old,
 		for (size_t i = 0; i < next->n_objects; i++)
 			report(ud, &next->objects[i],
 			       had && profile_find(old, next->objects[i].kind,
-						   next->objects[i].name)
+						   object_name(&next->objects[i]))
 				       ? ACT_RECREATE
 				       : ACT_CREATE);
 		return 0;
@@ -608,7 +612,7 @@ int profile_reload(struct profile *next, struct profile *old,
 
 	for (size_t i = 0; i < next->n_objects; i++) {
 		struct object *o = &next->objects[i];
-		struct object *was = profile_find(old, o->kind, o->name);
+		struct object *was = profile_find(old, o->kind, object_name(o));
 
 		if (keep[i]) {
 			o->u = was->u;
@@ -628,7 +632,7 @@ int profile_reload(struct profile *next, struct profile *old,
 	for (size_t i = old->n_objects; i-- > 0;) {
 		struct object *was = &old->objects[i];
 
-		if (!profile_find(next, was->kind, was->name))
+		if (!profile_find(next, was->kind, object_name(was)))
 			report(ud, was, ACT_REMOVE);
 		if (was->leases && was->state == OBJ_READY &&
 		    add_draining(next, was) == 0)
@@ -640,7 +644,7 @@ int profile_reload(struct profile *next, struct profile *old,
 
 		if (o->todo)
 			report(ud, o,
-			       !profile_find(old, o->kind, o->name) ? ACT_CREATE
+			       !profile_find(old, o->kind, object_name(o)) ? ACT_CREATE
 			       : retry[i]			     ? ACT_RETRY
 								     : ACT_RECREATE);
 	}
@@ -655,11 +659,11 @@ struct object *profile_find_serial(struct profile *p, enum obj_kind kind,
 {
 	for (size_t i = 0; i < p->n_objects; i++)
 		if (p->objects[i].serial == serial &&
-		    p->objects[i].kind == kind && streq(p->objects[i].name, name))
+		    p->objects[i].kind == kind && streq(object_name(&p->objects[i]), name))
 			return &p->objects[i];
 	for (size_t i = 0; i < p->n_draining; i++)
 		if (p->draining[i].serial == serial &&
-		    p->draining[i].kind == kind && streq(p->draining[i].name, name))
+		    p->draining[i].kind == kind && streq(object_name(&p->draining[i]), name))
 			return &p->draining[i];
 	return NULL;
 }

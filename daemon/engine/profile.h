@@ -41,8 +41,9 @@ enum obj_phase {
  * job, profile.c), and the names are indexed apart (struct nameidx).
  */
 struct object {
-	const char *name; /* owned by the config (a draining object: by it) */
-	const void *conf; /* struct conf_<kind>; NULL once draining */
+	/* struct conf_<kind>, the config's; a draining object's own, with
+	 * just its name (object_name()). */
+	const void *conf;
 	char *reason;	  /* when failed */
 	uint64_t serial;  /* this incarnation, unique in the daemon */
 	union {
@@ -76,6 +77,11 @@ struct object {
 	enum obj_state state : 3;
 	bool todo : 1; /* part of the creation under way */
 };
+
+static inline const char *object_name(const struct object *o)
+{
+	return conf_obj_name(o->conf);
+}
 
 enum profile_state {
 	PROFILE_PENDING,  /* device absent */
