@@ -37,6 +37,10 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer
 ASAN_DAEMON_OBJ := $(DAEMON_SRC:%.c=$(B)/asan/%.o)
 ASAN_LIB_OBJ := $(LIB_SRC:%.c=$(B)/asan/%.o) $(CTL_SRC:%.c=$(B)/asan/%.o)
+# The threaded engine under ThreadSanitizer: the worker pool's unit test
+# and a daemon for the engine's integration tests (RDMAD_BIN=build/rdmad-tsan).
+TSAN := -fsanitize=thread -fno-omit-frame-pointer
+TSAN_DAEMON_OBJ := $(DAEMON_SRC:%.c=$(B)/tsan/%.o)
 
 all: $(B)/rdmad $(B)/rdmactl $(B)/librdmad.so $(B)/rdmad.pc \
 	$(B)/examples/attach
@@ -49,6 +53,10 @@ $(B)/asan/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SAN) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
 
+$(B)/tsan/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(TSAN) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
+
 $(B)/rdmad: $(B)/daemon/main.o $(DAEMON_OBJ) $(PROTO_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS)
 
@@ -57,6 +65,18 @@ $(B)/rdmad: $(B)/daemon/main.o $(DAEMON_OBJ) $(PROTO_OBJ)
 $(B)/rdmad-asan: $(B)/asan/daemon/main.o $(ASAN_DAEMON_OBJ) \
 		$(PROTO_OBJ:$(B)/%=$(B)/asan/%)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(PKG_LIBS)
+
+$(B)/rdmad-tsan: $(B)/tsan/daemon/main.o $(TSAN_DAEMON_OBJ) \
+		$(PROTO_OBJ:$(B)/%=$(B)/tsan/%)
+	$(CC) $(CFLAGS) $(TSAN) -o $@ $^ $(PKG_LIBS)
+
+$(B)/tsan-tests/test_workers: tests/unit/test_workers.c \
+		$(B)/tsan/daemon/engine/workers.o $(B)/tsan/daemon/log.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(TSAN) $(PKG_CFLAGS) -Itests/unit -o $@ $^ \
+		$(PKG_LIBS) -lcmocka
+
+tsan: $(B)/rdmad-tsan $(B)/tsan-tests/test_workers
 
 $(B)/librdmad.so: $(LIB_OBJ) client/librdmad.map
 	$(CC) $(CFLAGS) -shared -Wl,-soname,librdmad.so.0 \
@@ -88,7 +108,8 @@ $(B)/tests/%: tests/unit/%.c $(ASAN_DAEMON_OBJ) $(ASAN_LIB_OBJ)
 unit: $(UNIT_BIN)
 
 # Small programs the integration suite drives (tests/integration/helpers).
-HELPERS := $(B)/tests/loopback $(B)/tests/devwatch_probe
+HELPERS := $(B)/tests/loopback $(B)/tests/devwatch_probe \
+	$(B)/tests/event_client
 
 $(B)/tests/loopback: tests/integration/helpers/loopback.c \
 		$(B)/daemon/verbs/qpstate.o $(B)/daemon/verbs/selftest.o
@@ -99,6 +120,12 @@ $(B)/tests/devwatch_probe: tests/integration/helpers/devwatch_probe.c \
 		$(B)/daemon/verbs/devwatch.o
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(B)/tests/event_client: tests/integration/helpers/event_client.c \
+		$(B)/librdmad.so.0
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -Iclient -o $@ $< -L$(B) -lrdmad \
+		-Wl,-rpath,'$$ORIGIN/..' $(shell pkg-config --libs libibverbs)
 
 helpers: $(HELPERS)
 
@@ -117,8 +144,14 @@ deps:
 	@tests/deps
 
 check: deps
-	$(MAKE) all unit helpers $(B)/rdmad-asan
+	$(MAKE) all unit helpers $(B)/rdmad-asan tsan
 	tests/check
+
+# The load and fault suite at full size (make check runs it small).
+stress: deps
+	$(MAKE) all helpers
+	RDMAD_STRESS=long tests/vm/run /usr/bin/python3 -m pytest -v -s \
+		-p no:cacheprovider tests/integration/test_stress.py
 
 demo: deps
 	$(MAKE) all
@@ -133,5 +166,5 @@ bench:
 	$(MAKE) all bench-progs
 	bench/run --size "$(BENCH_SIZE)"
 
-.PHONY: all unit helpers fuzz deps check demo clean
+.PHONY: all unit helpers tsan fuzz deps check stress demo clean
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

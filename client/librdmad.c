@@ -15,11 +15,18 @@
  * what the daemon did with the last one is unknown. Attachments made on
  * it keep working until detached; their leases end when the connection
  * closes.
+ *
+ * The daemon may also send EVENTs, unasked (its device went, ...): they
+ * are set aside wherever they are read, in order, for rdmad_next_event().
+ * A connection the daemon closed (it stopped or restarted) is "gone":
+ * its attachments ended with it on the daemon's side, so detaching them
+ * only releases them here; rdmad_reconnect() opens a new session.
  */
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
 #include <linux/capability.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -47,6 +54,9 @@
 #define CLIENT_ATTACH_WAIT_MS 30000
 /* Requests sent whose answers are still to be read, at most. */
 #define CLIENT_MAX_PENDING 4
+/* EVENTs set aside and not yet taken by rdmad_next_event(), at most:
+ * a program that never asks loses the later ones, not its memory. */
+#define CLIENT_MAX_EVENTS 256
 
 static __thread char last_error[512];
 
@@ -56,10 +66,25 @@ struct pending {
 	uint16_t type; /* the request's */
 };
 
+/* An EVENT set aside, or the end of the connection. */
+struct client_event {
+	struct client_event *next;
+	enum rdmad_event_type type;
+	struct rdmad_profile *profile; /* NULL: none (any more) */
+	json_t *doc;		       /* the payload; NULL for DAEMON_GONE */
+};
+
 struct rdmad {
 	int fd;
+	char *path; /* for rdmad_reconnect() */
 	uint32_t last_id;
 	bool broken; /* an answer was lost or garbled: no more requests */
+	bool gone;   /* the daemon closed the connection */
+	/* Oldest first; the payload of the last one handed out is kept
+	 * for the strings it lent. */
+	struct client_event *events, **events_tail;
+	size_t n_events;
+	json_t *delivered;
 	uint16_t version; /* 0 until the WELCOME is read */
 	int rcv_timeout_ms; /* SO_RCVTIMEO as set; 0: none */
 	int attach_wait_ms; /* for RDMAD_ATTACH_WAIT; -1: no limit */
@@ -226,6 +251,110 @@ static void conn_break(struct rdmad *c)
 	c->broken = true;
 }
 
+static void event_push(struct rdmad *c, enum rdmad_event_type type,
+		       struct rdmad_profile *p, json_t *doc)
+{
+	struct client_event *e;
+
+	if (c->n_events == CLIENT_MAX_EVENTS ||
+	    !(e = calloc(1, sizeof(*e)))) {
+		json_decref(doc);
+		return;
+	}
+	*e = (struct client_event){ NULL, type, p, doc };
+	*c->events_tail = e;
+	c->events_tail = &e->next;
+	c->n_events++;
+}
+
+/* The daemon closed the connection: said once, after what it sent. */
+static void conn_gone(struct rdmad *c)
+{
+	conn_break(c);
+	if (c->gone)
+		return;
+	c->gone = true;
+	event_push(c, RDMAD_EVENT_DAEMON_GONE, NULL, NULL);
+}
+
+/* An EVENT: set aside, with the profile it is about. */
+static void event_take(struct rdmad *c, struct proto_msg *m)
+{
+	const char *what = json_string_value(json_object_get(m->payload,
+							     "event"));
+	const json_t *a = json_object_get(m->payload, "attachment");
+	enum rdmad_event_type type;
+	struct rdmad_profile *p;
+
+	if (!what)
+		return;
+	if (streq(what, "device_removed"))
+		type = RDMAD_EVENT_DEVICE_REMOVED;
+	else if (streq(what, "profile_removed"))
+		type = RDMAD_EVENT_PROFILE_REMOVED;
+	else
+		return; /* a newer daemon's: nothing to do with it here */
+	for (p = c->profiles; p; p = p->next)
+		if (p->granted && json_is_integer(a) &&
+		    json_integer_value(a) == (json_int_t)p->attachment)
+			break;
+	event_push(c, type, p, json_incref(m->payload));
+}
+
+/*
+ * Read the next message that is not an EVENT into m, setting EVENTs
+ * aside on the way. block: wait for it (within SO_RCVTIMEO); else
+ * return 0 as soon as nothing more is there to read. 1 with a message;
+ * on failure the connection is broken (gone if the daemon closed it:
+ * -ECONNRESET) and m holds nothing.
+ */
+static int conn_read(struct rdmad *c, struct proto_msg *m, bool block)
+{
+	bool reset = false;
+	int r;
+
+	for (;;) {
+		struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+
+		if (!block && poll(&pfd, 1, 0) != 1)
+			return 0;
+		r = proto_recv(c->fd, m);
+		if (r == -ECONNRESET && !reset) {
+			/* The daemon closed with messages of ours unread.
+			 * The kernel says so first, but what it sent
+			 * before closing (why it did) is still queued. */
+			reset = true;
+			conn_break(c);
+			continue;
+		}
+		if (r == -EPIPE || r == -ECONNRESET) {
+			conn_gone(c);
+			return -ECONNRESET;
+		}
+		if (r == -EAGAIN && !block)
+			return 0; /* gone since poll(): another reader */
+		if (r == -EAGAIN)
+			r = -ETIMEDOUT;
+		if (r < 0) {
+			conn_break(c);
+			return r;
+		}
+		if (m->type != PROTO_EVENT)
+			break;
+		event_take(c, m);
+		proto_msg_clear(m);
+	}
+	if (!proto_type_allowed(m->type, PROTO_PEER_DAEMON)) {
+		uint16_t type = m->type;
+
+		proto_msg_clear(m);
+		conn_break(c);
+		return client_set_error(EPROTO, "rdmad sent %s, a client's "
+					"message", proto_type_name(type));
+	}
+	return 1;
+}
+
 /* "30 s", "1500 ms". */
 static void duration_str(int ms, char *buf, size_t size)
 {
@@ -239,7 +368,7 @@ static void duration_str(int ms, char *buf, size_t size)
  * A failure of the socket or of the framing, during what; timeout_ms is
  * the limit that ran out, for -ETIMEDOUT. Whether the daemon closed the
  * connection with our requests read (EPIPE) or unread (ECONNRESET) is
- * the same to the caller: EPIPE.
+ * the same to the caller: ECONNRESET.
  */
 static int transport_error(int r, const char *what, int timeout_ms)
 {
@@ -248,7 +377,10 @@ static int transport_error(int r, const char *what, int timeout_ms)
 	switch (r) {
 	case -EPIPE:
 	case -ECONNRESET:
-		return client_set_error(EPIPE, "rdmad closed the connection (%s)",
+		return client_set_error(ECONNRESET,
+					"rdmad went away (stopped or "
+					"restarted) before it answered %s; "
+					"connect again",
 					what);
 	case -ETIMEDOUT:
 		duration_str(timeout_ms, limit, sizeof(limit));
@@ -339,20 +471,12 @@ static int conn_recv(struct rdmad *c, struct proto_msg *m,
 	}
 	if (!what)
 		what = proto_type_name(c->pending[0].type);
-	r = proto_recv(c->fd, m);
-	if (r == -ECONNRESET) {
-		/* The daemon closed with requests of ours unread. The
-		 * kernel says so first, but what the daemon sent before
-		 * closing (why it did) is still queued: read it. */
-		conn_break(c);
-		r = proto_recv(c->fd, m);
-	}
-	if (r == -EAGAIN)
-		r = -ETIMEDOUT;
-	if (r < 0) {
-		conn_break(c);
+	r = conn_read(c, m, true);
+	if (r == -EPROTO)
+		return r;
+	if (r < 0)
 		return transport_error(r, what, c->rcv_timeout_ms);
-	}
+	r = 0;
 	if (m->type == PROTO_ERROR && m->id == 0) {
 		/* Not about a request: the daemon is ending the session. */
 		conn_break(c);
@@ -469,6 +593,11 @@ static int conn_send(struct rdmad *c, struct proto_msg *req)
 	const char *what = proto_type_name(req->type);
 	int r;
 
+	if (c->gone)
+		return client_set_error(ECONNRESET,
+					"rdmad went away (stopped or "
+					"restarted): connect again "
+					"(rdmad_reconnect)");
 	if (c->broken)
 		return client_set_error(ENOTCONN,
 					"the connection to rdmad failed "
@@ -495,9 +624,11 @@ static int conn_send(struct rdmad *c, struct proto_msg *req)
 		if ((r == -EPIPE || r == -ECONNRESET) && c->n_pending) {
 			int why = conn_settle(c);
 
-			if (why < 0 && why != -EPIPE)
+			if (why < 0 && why != -ECONNRESET)
 				return why;
 		}
+		if (r == -EPIPE || r == -ECONNRESET)
+			conn_gone(c);
 		return transport_error(r, what, CLIENT_TIMEOUT_MS);
 	}
 	c->pending[c->n_pending++] = (struct pending){req->id, req->type};
@@ -565,11 +696,28 @@ static int request_msg(struct proto_msg *m, uint16_t type, json_t *payload)
 
 /* ---- connecting ---- */
 
+static void events_free(struct rdmad *c)
+{
+	while (c->events) {
+		struct client_event *e = c->events;
+
+		c->events = e->next;
+		json_decref(e->doc);
+		free(e);
+	}
+	c->events_tail = &c->events;
+	c->n_events = 0;
+	json_decref(c->delivered);
+	c->delivered = NULL;
+}
+
 static void conn_free(struct rdmad *c)
 {
 	if (!c)
 		return;
 	closep(&c->fd);
+	events_free(c);
+	free(c->path);
 	free(c);
 }
 
@@ -604,7 +752,8 @@ static int conn_hello(struct rdmad *c)
 	return r;
 }
 
-struct rdmad *rdmad_connect(const char *socket_path)
+/* A new connection to socket_path (NULL: the default), said HELLO to. */
+static struct rdmad *conn_open(const char *socket_path)
 {
 	_cleanup_(conn_freep) struct rdmad *c = NULL;
 	struct sockaddr_un sun = {.sun_family = AF_UNIX};
@@ -632,7 +781,12 @@ struct rdmad *rdmad_connect(const char *socket_path)
 	strcpy(sun.sun_path, socket_path);
 
 	c = calloc(1, sizeof(*c));
-	if (!c) {
+	if (c) {
+		c->fd = -1;
+		c->events_tail = &c->events;
+		c->path = strdup(socket_path);
+	}
+	if (!c || !c->path) {
 		errno = -client_set_error(ENOMEM, "out of memory");
 		return NULL;
 	}
@@ -673,6 +827,118 @@ struct rdmad *rdmad_connect(const char *socket_path)
 		return NULL;
 	}
 	return TAKE_PTR(c);
+}
+
+struct rdmad *rdmad_connect(const char *socket_path)
+{
+	return conn_open(socket_path);
+}
+
+int rdmad_reconnect(struct rdmad *c)
+{
+	struct rdmad *n;
+	struct rdmad_profile *p;
+
+	if (!c)
+		return client_set_error(EINVAL, "rdmad_reconnect: no "
+						"connection");
+	n = conn_open(c->path);
+	if (!n)
+		return -errno;
+	/* A new session: the old one's attachments are not the daemon's
+	 * any more (they ended with it), only this process's. */
+	for (p = c->profiles; p; p = p->next)
+		p->granted = false;
+	closep(&c->fd);
+	c->fd = TAKE_FD(n->fd);
+	c->last_id = n->last_id;
+	c->broken = c->gone = false;
+	c->version = n->version;
+	c->rcv_timeout_ms = n->rcv_timeout_ms;
+	c->local_seen = false;
+	memcpy(c->pending, n->pending, sizeof(c->pending));
+	c->n_pending = n->n_pending;
+	conn_free(n);
+	return 0;
+}
+
+int rdmad_fd(struct rdmad *c)
+{
+	if (!c)
+		return client_set_error(EINVAL, "rdmad_fd: no connection");
+	return c->fd;
+}
+
+int rdmad_next_event(struct rdmad *c, struct rdmad_event *ev)
+{
+	struct client_event *e;
+	struct proto_msg m;
+	int r;
+
+	if (!c || !ev)
+		return client_set_error(EINVAL, "rdmad_next_event: no "
+						"connection or no event");
+	/* What is there to read now: EVENTs, the end of the connection,
+	 * answers to requests sent ahead (a REPORT's), settled here. */
+	while (!c->events && !c->gone) {
+		struct pending req;
+
+		proto_msg_init(&m);
+		r = conn_read(c, &m, false);
+		if (r == -ECONNRESET)
+			break; /* DAEMON_GONE is queued */
+		if (r == -EPROTO)
+			return r;
+		if (r < 0)
+			return client_set_error(r, "bad message from rdmad: %s",
+						proto_strerror(r));
+		if (r == 0)
+			break; /* nothing more now; EVENTs may be queued */
+		if (c->broken) { /* a late answer nobody waits for */
+			proto_msg_clear(&m);
+			continue;
+		}
+		if (!c->n_pending || m.id != c->pending[0].id) {
+			conn_break(c);
+			r = client_set_error(EPROTO,
+					     "rdmad sent %s (id %u) unasked",
+					     proto_type_name(m.type), m.id);
+			proto_msg_clear(&m);
+			return r;
+		}
+		req = c->pending[0];
+		c->n_pending--;
+		memmove(c->pending, c->pending + 1,
+			c->n_pending * sizeof(*c->pending));
+		r = conn_settle_one(c, &req, &m);
+		proto_msg_clear(&m);
+		if (r < 0)
+			return r;
+	}
+	e = c->events;
+	if (!e)
+		return 0;
+	c->events = e->next;
+	if (!c->events)
+		c->events_tail = &c->events;
+	c->n_events--;
+	json_decref(c->delivered);
+	c->delivered = e->doc;
+	*ev = (struct rdmad_event){
+		.type = e->type,
+		.profile = e->profile,
+		.profile_name = json_string_value(
+		    json_object_get(e->doc, "profile")),
+		.device = json_string_value(json_object_get(e->doc, "device")),
+		.reason = json_string_value(json_object_get(e->doc, "reason")),
+	};
+	if (!ev->reason)
+		ev->reason = e->type == RDMAD_EVENT_DAEMON_GONE
+				     ? "rdmad closed the connection (it "
+				       "stopped or restarted)"
+				     : "";
+	free(e);
+	return 1;
 }
 
 /* ---- profiles: parsing ATTACHED ---- */
@@ -1543,6 +1809,11 @@ static void profile_unlink(struct rdmad_profile *p)
 {
 	struct rdmad_profile **pp;
 
+	/* Events set aside about p stay, without it. */
+	for (struct client_event *e = p->conn->events; e; e = e->next)
+		if (e->profile == p)
+			e->profile = NULL;
+
 	for (pp = &p->conn->profiles; *pp; pp = &(*pp)->next)
 		if (*pp == p) {
 			*pp = p->next;
@@ -1722,7 +1993,9 @@ int rdmad_detach(struct rdmad_profile *p)
 	if (!p)
 		return client_set_error(EINVAL, "rdmad_detach: no profile");
 	if (p->granted) {
-		if (p->conn->broken)
+		if (p->conn->gone)
+			d = 0; /* its lease ended with the session */
+		else if (p->conn->broken)
 			d = client_set_error(ENOTCONN,
 					     "profile '%s' detached here; the "
 					     "daemon keeps its lease until the "
@@ -1735,10 +2008,15 @@ int rdmad_detach(struct rdmad_profile *p)
 	/* The daemon ends its lease while this process releases its own
 	 * objects; nothing of the one depends on the other. */
 	r = profile_teardown(p);
+	/* The daemon went away meanwhile: the lease is over all the same. */
+	if (!sent && d == -ECONNRESET && p->conn->gone)
+		d = 0;
 	if (sent) {
 		memcpy(saved, last_error, sizeof(saved));
 		d = detach_await(p, id);
-		if (r < 0) /* that error is the one returned */
+		if (d == -ECONNRESET && p->conn->gone)
+			d = 0;
+		if (r < 0 || d == 0) /* that error is the one returned */
 			memcpy(last_error, saved, sizeof(saved));
 	}
 	profile_unlink(p);

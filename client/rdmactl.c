@@ -20,6 +20,7 @@ struct ctl {
 	const char *token_file;
 	const char *state; /* qp --state */
 	bool json;
+	bool force; /* reload --force */
 };
 
 #define DEFAULT_TOKEN_FILE "/etc/rdmad/token"
@@ -40,8 +41,10 @@ static void usage(FILE *f)
 		"  health | version          daemon liveness, version and uptime\n"
 		"  config                    the running configuration (JSON)\n"
 		"  sessions                  attached clients: pid, uid, mode, leases\n"
-		"  reload                    reload the configuration file; prints\n"
-		"                            what changed, or the errors\n"
+		"  reload [--force]          reload the configuration file; prints\n"
+		"                            what changed, or the errors; a file\n"
+		"                            that declares no profile removes the\n"
+		"                            running ones only with --force\n"
 		"  qp PROFILE NAME --state STATE [KEY=VALUE...]\n"
 		"                            move a QP to STATE; KEY=VALUE are path\n"
 		"                            attributes (dqpn=17 dgid=::ffff:192.0.2.2)\n"
@@ -486,7 +489,8 @@ static int run_command(const struct ctl *c, const struct command *cmd,
 	if (streq(cmd->name, "qp")) {
 		r = qp_state(c, path, argc - 2, argv + 2, &doc);
 	} else if (streq(cmd->name, "reload")) {
-		r = call(c, "POST", path, "{}", false, &doc);
+		r = call(c, "POST", path, c->force ? "{\"force\":true}" : "{}",
+			 false, &doc);
 	} else if (streq(cmd->name, "selftest")) {
 		json_t *b = json_pack("{s:s, s:s}", "a", argv[1], "b", argv[2]);
 		char *text;
@@ -521,6 +525,7 @@ int main(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "token-file", required_argument, NULL, 't' },
 		{ "state", required_argument, NULL, 'S' },
+		{ "force", no_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -530,7 +535,7 @@ int main(int argc, char **argv)
 			 .token_file = getenv("RDMAD_TOKEN_FILE") };
 	int opt;
 
-	while ((opt = getopt_long(argc, argv, "u:s:jt:hV", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "u:s:jt:fhV", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'u':
 			c.url = optarg;
@@ -547,6 +552,9 @@ int main(int argc, char **argv)
 			break;
 		case 'S':
 			c.state = optarg;
+			break;
+		case 'f':
+			c.force = true;
 			break;
 		case 'h':
 			usage(stdout);

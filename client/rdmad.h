@@ -9,7 +9,9 @@
  *
  * Conventions: calls returning a pointer return NULL and set errno on
  * failure; calls returning int return 0 or a negative errno. Either way
- * rdmad_last_error() then says what went wrong, in this thread.
+ * rdmad_last_error() then says what went wrong, in this thread. A call
+ * on a connection the daemon closed (it stopped or restarted) fails with
+ * ECONNRESET: rdmad_reconnect().
  *
  * Threads: a struct rdmad, and the profiles attached through it, may be
  * used by one thread at a time (lock around them to share them). Calls
@@ -104,6 +106,9 @@ int rdmad_set_attach_timeout(struct rdmad *c, int timeout_ms);
  * Release the profile's objects in this process (they must no longer be
  * in use: destroy the QPs, CQs, ... created on them first), tell the
  * daemon, and free p. p is freed even when this fails: 0 or -errno.
+ * When the daemon has gone (it stopped or restarted: its side of the
+ * attachment ended with the session) or after rdmad_reconnect(), only
+ * the release here is done, and 0 returned.
  */
 int rdmad_detach(struct rdmad_profile *p);
 
@@ -144,6 +149,72 @@ uint32_t rdmad_mr_rkey(struct rdmad_profile *p, const char *name);
 /* Not supported yet (the daemon passes no XRC domain): NULL, errno
  * EOPNOTSUPP. */
 struct ibv_xrcd *rdmad_xrcd(struct rdmad_profile *p, const char *name);
+
+/* ---- events (RDMAD_0.3) ---- */
+
+enum rdmad_event_type {
+	/*
+	 * The profile's RDMA device went away (removed, or failed). Its
+	 * objects are dead: release them (destroy the QPs, CQs, ... made
+	 * on them, then rdmad_detach()), and attach again once the device
+	 * is back. In local mode this matters beyond this process: some
+	 * drivers (rxe) hold the device's removal until every context on
+	 * it is closed.
+	 */
+	RDMAD_EVENT_DEVICE_REMOVED = 1,
+	/* A reload of the daemon removed the profile. What the attachment
+	 * holds stays until rdmad_detach(). */
+	RDMAD_EVENT_PROFILE_REMOVED = 2,
+	/*
+	 * The daemon closed the connection: it stopped or restarted (or
+	 * ended the session). The attachments made through it ended with
+	 * it on the daemon's side: rdmad_detach() releases them here and
+	 * returns 0. rdmad_reconnect() to go on. The last event of a
+	 * connection.
+	 */
+	RDMAD_EVENT_DAEMON_GONE = 3,
+};
+
+struct rdmad_event {
+	enum rdmad_event_type type;
+	/* The attachment concerned, if it is still attached through this
+	 * connection; NULL if not (detached already) or for DAEMON_GONE. */
+	struct rdmad_profile *profile;
+	/* The strings are valid until the next rdmad_next_event() or
+	 * rdmad_close() on the connection. */
+	const char *profile_name; /* NULL for DAEMON_GONE */
+	const char *device;	  /* DEVICE_REMOVED: e.g. "rxe0"; else NULL */
+	const char *reason;	  /* a sentence, or "" */
+};
+
+/*
+ * The connection's file descriptor, to poll(2) for POLLIN next to the
+ * program's own: it is readable when the daemon has sent an event or
+ * closed the connection. Read nothing from it: call rdmad_next_event().
+ * Other calls on c may set events aside as they read answers, which
+ * poll() then does not see: call rdmad_next_event() until it returns 0
+ * before polling again. rdmad_reconnect() changes the descriptor.
+ */
+int rdmad_fd(struct rdmad *c);
+
+/*
+ * Without blocking: 1 and the oldest event in *ev, or 0 if there is
+ * none (now), or a negative errno (a message from the daemon that
+ * breaks the protocol: the connection is broken). Events are set aside
+ * in the order they came, whichever call read them.
+ */
+int rdmad_next_event(struct rdmad *c, struct rdmad_event *ev);
+
+/*
+ * Close c's connection and connect again to the same socket (for
+ * instance after RDMAD_EVENT_DAEMON_GONE or ECONNRESET: the daemon
+ * restarted), keeping c. Profiles attached through c stay usable in
+ * this process, but the new session does not hold them: rdmad_detach()
+ * them (that releases them here, and returns 0) and attach again.
+ * Events not yet read stay to be read. 0 or -errno, as rdmad_connect():
+ * on failure c is as it was, and the call may be retried.
+ */
+int rdmad_reconnect(struct rdmad *c);
 
 /*
  * A control request, as the REST API takes it: method "GET", "POST",

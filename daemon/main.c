@@ -121,10 +121,10 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si,
 	(void)si;
 	log_info("SIGHUP: reloading %s", m->config->path);
 	sd_notify(0, "RELOADING=1");
-	r = manager_reload(m, &result);
+	r = manager_reload(m, false, &result);
 	if (r == -EINVAL)
 		config_errors_log(json_object_get(result, "errors"));
-	else if (r < 0)
+	else if (r < 0 && r != -ENOTEMPTY) /* that one, manager.c says */
 		log_error(r, "reload failed");
 	json_decref(result);
 	/* A reload that applied says READY=1 once what it creates is
@@ -205,6 +205,8 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 		st.ready = true;
 		return;
 	case MANAGER_PROFILE_CHANGED:
+	case MANAGER_DEVICE_LOST:
+	case MANAGER_PROFILE_REMOVED:
 		return;
 	}
 }

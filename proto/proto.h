@@ -80,6 +80,11 @@ enum proto_type {
 	PROTO_DETACHED = 9,
 	/* client: keys of the objects it registered itself (local mode) */
 	PROTO_REPORT = 10,
+	/*
+	 * daemon: something happened that the client did not ask about,
+	 * {"event":"device_removed",...}; id 0, no answer. The last type.
+	 */
+	PROTO_EVENT = 11,
 };
 
 /* Who sends a message; for proto_type_allowed(). */

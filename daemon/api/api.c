@@ -190,9 +190,15 @@ static int get_config(struct request *r)
 
 static int post_reload(struct request *r)
 {
+	const json_t *force = json_object_get(r->req->body, "force");
 	json_t *result = NULL;
-	int e = manager_reload(r->m, &result);
+	int e;
 
+	if (force && !json_is_boolean(force))
+		return reply(r, 400, api_error("bad_request",
+					       "\"force\" must be true or "
+					       "false"));
+	e = manager_reload(r->m, json_is_true(force), &result);
 	if (e == -EINVAL) {
 		json_t *doc = json_pack(
 			"{s:{s:s, s:s, s:O}}", "error", "code", "config_invalid",
@@ -202,6 +208,14 @@ static int post_reload(struct request *r)
 
 		json_decref(result);
 		return reply(r, 422, doc);
+	}
+	if (e == -ENOTEMPTY) {
+		json_t *doc = api_error(
+			"would_remove_all", "%s",
+			json_string_value(json_object_get(result, "message")));
+
+		json_decref(result);
+		return reply(r, 409, doc);
 	}
 	if (e < 0)
 		return errno_reply(r, e, "reload");

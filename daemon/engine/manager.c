@@ -8,6 +8,7 @@
 #include "devwatch.h"
 #include "log.h"
 #include "manager.h"
+#include "validate.h"
 #include "workers.h"
 
 /* ---- announcements ---- */
@@ -33,15 +34,20 @@ void manager_unsubscribe(struct manager *m, manager_listener_fn fn, void *ud)
 		}
 }
 
-static void announce(struct manager *m, enum manager_event_kind kind,
-		     struct profile *p)
+static void announce_event(struct manager *m, const struct manager_event *ev)
 {
-	struct manager_event ev = { kind, p };
-
 	/* A listener may unsubscribe itself. */
 	for (size_t i = m->n_listeners; i-- > 0;)
 		if (i < m->n_listeners)
-			m->listeners[i].fn(m->listeners[i].ud, &ev);
+			m->listeners[i].fn(m->listeners[i].ud, ev);
+}
+
+static void announce(struct manager *m, enum manager_event_kind kind,
+		     struct profile *p)
+{
+	struct manager_event ev = { kind, p, NULL, NULL };
+
+	announce_event(m, &ev);
 }
 
 void manager_set_sessions(struct manager *m, const struct manager_sessions *s)
@@ -113,6 +119,11 @@ int manager_new(struct config *config, struct manager **out)
 	}
 	m->config = config;
 	clock_gettime(CLOCK_MONOTONIC, &m->started);
+	r = config_resolve_identities(config);
+	if (r < 0) {
+		manager_free(m);
+		return r;
+	}
 	r = sd_event_default(&m->event);
 	if (r < 0) {
 		manager_free(m);
@@ -159,13 +170,27 @@ static void watch_profile(struct manager *m, struct profile *p)
 			 p->conf->name, p->ibdev);
 }
 
+/* Stop p; lost: its device went (memory stays for its return). */
 static void stop_profile(struct manager *m, struct profile *p,
-			 const char *reason)
+			 const char *reason, bool lost)
 {
 	bool was_busy = profile_busy(p);
+	char ibdev[sizeof(p->ibdev)];
 
+	snprintf(ibdev, sizeof(ibdev), "%s", p->ibdev);
 	p->async = asyncwatch_free(p->async);
-	profile_stop(p, reason);
+	if (lost)
+		profile_lose_device(p, reason);
+	else
+		profile_stop(p, reason);
+	if (lost) {
+		/* After our own context is closed: the device can go as soon
+		 * as the sessions' contexts are closed too. */
+		struct manager_event ev = { MANAGER_DEVICE_LOST, p, ibdev,
+					    reason };
+
+		announce_event(m, &ev);
+	}
 	announce(m, MANAGER_PROFILE_CHANGED, p);
 	/* A creation it cut short may have been the last one under way. */
 	if (was_busy && !m->reloading && !manager_busy(m))
@@ -212,7 +237,7 @@ static void on_async_event(void *ud, const struct ibv_async_event *ev)
 		 p->ibdev);
 	log_warn(0, "profile %s: %s; waiting for it to come back",
 		 p->conf->name, reason);
-	stop_profile(m, p, reason);
+	stop_profile(m, p, reason, true);
 }
 
 static void on_device(void *ud, const char *ibdev, enum devwatch_action a)
@@ -221,6 +246,12 @@ static void on_device(void *ud, const char *ibdev, enum devwatch_action a)
 
 	log_info("device %s %s", ibdev,
 		 a == DEVWATCH_ADD ? "appeared" : "went away");
+	/* What removed profiles still drain on it goes with it. */
+	for (size_t i = m->n_retired; a == DEVWATCH_REMOVE && i-- > 0;)
+		if (streq(m->retired[i]->ibdev, ibdev)) {
+			profile_free(m->retired[i]);
+			m->retired[i] = m->retired[--m->n_retired];
+		}
 	for (size_t i = 0; i < m->n_profiles; i++) {
 		struct profile *p = m->profiles[i];
 		char reason[128];
@@ -228,7 +259,7 @@ static void on_device(void *ud, const char *ibdev, enum devwatch_action a)
 		if (a == DEVWATCH_REMOVE && p->ctx && streq(p->ibdev, ibdev)) {
 			snprintf(reason, sizeof(reason),
 				 "device %s was removed", ibdev);
-			stop_profile(m, p, reason);
+			stop_profile(m, p, reason, true);
 			log_profile(p);
 		} else if (a == DEVWATCH_ADD && !p->ctx &&
 			   devmatch_matches(p->dev, ibdev)) {
@@ -257,7 +288,7 @@ void manager_stop(struct manager *m)
 {
 	m->devwatch = devwatch_free(m->devwatch);
 	for (size_t i = m->n_profiles; i-- > 0;)
-		stop_profile(m, m->profiles[i], NULL);
+		stop_profile(m, m->profiles[i], NULL, false);
 }
 
 struct manager *manager_free(struct manager *m)
@@ -270,6 +301,9 @@ struct manager *manager_free(struct manager *m)
 	HASH_CLEAR(hh, m->by_name);
 	for (size_t i = 0; i < m->n_profiles; i++)
 		profile_free(m->profiles[i]);
+	for (size_t i = 0; i < m->n_retired; i++)
+		profile_free(m->retired[i]);
+	free(m->retired);
 	m->workers = workers_free(m->workers);
 	free(m->profiles);
 	free(m->listeners);
@@ -281,19 +315,6 @@ struct manager *manager_free(struct manager *m)
 }
 
 /* ---- reload ---- */
-
-json_t *config_errors_json(const struct config *c)
-{
-	json_t *a = json_array();
-
-	for (size_t i = 0; a && i < c->n_errors; i++)
-		json_array_append_new(
-			a, json_pack("{s:s, s:i, s:s}", "file",
-				     c->errors[i].loc.file, "line",
-				     c->errors[i].loc.line, "message",
-				     c->errors[i].msg));
-	return a;
-}
 
 struct reload_report {
 	const char *profile;
@@ -329,7 +350,105 @@ static void report_profile(struct reload_report *r, const struct profile *p,
 					"action", action));
 }
 
-int manager_reload(struct manager *m, json_t **result)
+/* {"status":"error", "errors":[{file, line: 0, message}]}: a reason that
+ * is about the whole file. */
+static json_t *file_error(const char *path, const char *message)
+{
+	return json_pack("{s:s, s:[{s:s, s:i, s:s}]}", "status", "error",
+			 "errors", "file", path, "line", 0, "message",
+			 message);
+}
+
+/* Read and check the configuration at path: first in a child (see
+ * validate.h), then here. Returns 0 with *out, or -EINVAL with the
+ * errors in *result. */
+static int load_checked(const char *path, struct config **out,
+			json_t **result)
+{
+	_cleanup_(config_freep) struct config *next = NULL;
+	_cleanup_free_ char *why = NULL;
+	json_t *errors = NULL;
+	int r;
+
+	r = config_validate_isolated(path, &errors, &why);
+	if (r == -EINVAL) {
+		*result = json_pack("{s:s, s:o}", "status", "error", "errors",
+				    errors);
+		return -EINVAL;
+	}
+	if (r == -EPIPE || r == -ETIMEDOUT) {
+		log_error(0, "%s: %s", path, why);
+		*result = file_error(path, why);
+		return -EINVAL;
+	}
+	if (r < 0)
+		return r;
+	r = config_load(path, &next);
+	if (r < 0)
+		return r;
+	if (!next->n_errors)
+		capcheck_config(next);
+	if (next->n_errors) {
+		*result = json_pack("{s:s, s:o}", "status", "error", "errors",
+				    config_errors_json(next));
+		return -EINVAL;
+	}
+	r = config_resolve_identities(next);
+	if (r < 0)
+		return r;
+	*out = TAKE_PTR(next);
+	return 0;
+}
+
+/* A removed profile: what sessions hold drains, the rest goes now. */
+static void retire_profile(struct manager *m, struct profile *p)
+{
+	struct profile **r;
+
+	p->async = asyncwatch_free(p->async);
+	HASH_DELETE(hh, m->by_name, p);
+	if (!profile_retire(p)) {
+		profile_free(p);
+		return;
+	}
+	r = realloc(m->retired, (m->n_retired + 1) * sizeof(*r));
+	if (!r) {
+		/* Cannot keep it: what it holds goes as in a stop. */
+		profile_free(p);
+		return;
+	}
+	m->retired = r;
+	m->retired[m->n_retired++] = p;
+}
+
+void manager_release(struct manager *m, const char *profile,
+		     enum obj_kind kind, const char *name, uint64_t serial)
+{
+	struct profile *p = profile ? manager_profile(m, profile) : NULL;
+	struct object *o = p ? profile_find_serial(p, kind, name, serial)
+			     : NULL;
+
+	if (o) {
+		profile_release(p, o);
+		profile_touch(p);
+		return;
+	}
+	/* Serials are unique in the daemon: at most one retired match. */
+	for (size_t i = 0; i < m->n_retired; i++) {
+		p = m->retired[i];
+		o = profile_find_serial(p, kind, name, serial);
+		if (!o)
+			continue;
+		profile_release(p, o);
+		if (!p->n_draining) {
+			profile_free(p);
+			m->retired[i] = m->retired[--m->n_retired];
+		}
+		return;
+	}
+}
+
+int manager_reload(struct manager *m, bool force, json_t **result)
 {
 	_cleanup_(config_freep) struct config *next = NULL;
 	struct reload_report rep = { 0 };
@@ -337,20 +456,24 @@ int manager_reload(struct manager *m, json_t **result)
 	int r;
 
 	m->reloads++;
-	r = config_load(m->config->path, &next);
+	r = load_checked(m->config->path, &next, result);
 	if (r < 0) {
 		m->reload_failures++;
+		if (r == -EINVAL)
+			log_warn(0, "%s has errors, not reloading",
+				 m->config->path);
 		return r;
 	}
-	if (!next->n_errors)
-		capcheck_config(next);
-	if (next->n_errors) {
+	if (!next->n_profiles && m->n_profiles && !force) {
 		m->reload_failures++;
-		log_warn(0, "%s has %zu errors, not reloading",
-			 m->config->path, next->n_errors);
-		*result = json_pack("{s:s, s:o}", "status", "error", "errors",
-				    config_errors_json(next));
-		return -EINVAL;
+		log_warn(0, "%s declares no profile; not removing all %zu "
+			 "without force", m->config->path, m->n_profiles);
+		*result = json_pack(
+			"{s:s, s:s}", "status", "error", "message",
+			"the configuration declares no profile: a reload "
+			"would remove every running one; reload with force "
+			"to do that");
+		return -ENOTEMPTY;
 	}
 	profiles = calloc(next->n_profiles + 1, sizeof(*profiles));
 	rep.changes = json_array();
@@ -381,7 +504,9 @@ int manager_reload(struct manager *m, json_t **result)
 
 		if (!config_profile(next, old->conf->name)) {
 			report_profile(&rep, old, "remove");
-			stop_profile(m, old, "removed by a reload");
+			announce(m, MANAGER_PROFILE_REMOVED, old);
+			retire_profile(m, old);
+			m->profiles[i] = NULL;
 		}
 	}
 	for (size_t i = 0; i < next->n_profiles; i++) {

@@ -25,11 +25,20 @@ enum manager_event_kind {
 	MANAGER_PROGRESS,	 /* an object of a profile's creation is done */
 	MANAGER_PROFILE_CHANGED, /* a profile settled, started or stopped */
 	MANAGER_SETTLED,	 /* nothing is being created anywhere */
+	/* A profile lost its device (removed or failed); it is pending
+	 * now: what sessions opened on the device themselves must go. */
+	MANAGER_DEVICE_LOST,
+	/* A reload is removing a profile (it drains what is leased). */
+	MANAGER_PROFILE_REMOVED,
 };
 
 struct manager_event {
 	enum manager_event_kind kind;
 	struct profile *profile; /* NULL for MANAGER_SETTLED */
+	/* MANAGER_DEVICE_LOST: the device it had (the profile's is
+	 * cleared by then) and why; NULL otherwise. */
+	const char *ibdev;
+	const char *reason;
 };
 
 typedef void (*manager_listener_fn)(void *ud, const struct manager_event *ev);
@@ -62,6 +71,10 @@ struct manager {
 	struct profile **profiles;
 	size_t n_profiles;
 	struct profile *by_name; /* the same profiles, by name */
+	/* Profiles a reload removed while sessions held some of their
+	 * objects: kept, out of sight, until the last lease ends. */
+	struct profile **retired;
+	size_t n_retired;
 	struct workers *workers;
 	struct manager_listener *listeners;
 	size_t n_listeners;
@@ -97,13 +110,25 @@ static inline void manager_freep(struct manager **m)
 }
 
 /*
- * Read the configuration file again; if it has errors, change nothing and
- * return -EINVAL with {"errors":[...]}; otherwise apply the difference and
- * return 0 with {"changes":[...], "kept": N}. Both in *result. New and
- * changed objects are created on the workers after this returns
- * (MANAGER_SETTLED when done).
+ * Read the configuration file again, first in a child process (a crash or
+ * a hang there changes nothing), then here. Returns, with a document in
+ * *result:
+ *   0          applied: {"status":"ok", "changes":[...], "kept": N}; new
+ *              and changed objects are created on the workers after this
+ *              returns (MANAGER_SETTLED when done);
+ *   -EINVAL    the configuration has errors (or could not be read):
+ *              {"status":"error", "errors":[{file, line, message}...]};
+ *   -ENOTEMPTY it declares no profile and would remove every running one:
+ *              refused unless force (an emptied file is more often a
+ *              mistake than a wish), {"status":"error", "message":...}.
+ * Removed objects that sessions hold drain: they stay until released.
  */
-int manager_reload(struct manager *m, json_t **result);
+int manager_reload(struct manager *m, bool force, json_t **result);
+
+/* One lease a session held ends: the object of that incarnation, in the
+ * profile of that name or in one a reload removed. */
+void manager_release(struct manager *m, const char *profile,
+		     enum obj_kind kind, const char *name, uint64_t serial);
 
 /* Read daemon.http.token_file (at least 16 characters, first line). */
 int manager_load_token(struct manager *m);
@@ -112,8 +137,5 @@ struct profile *manager_profile(struct manager *m, const char *name);
 /* Is ibdev used by a profile? */
 int manager_device_used(struct manager *m, const char *ibdev);
 double manager_uptime(struct manager *m);
-
-/* The configuration's errors as [{"file","line","message"}]. */
-json_t *config_errors_json(const struct config *c);
 
 #endif

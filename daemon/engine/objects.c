@@ -553,6 +553,8 @@ void object_destroy(struct object *o)
 {
 	kind_ops[o->kind].destroy(o);
 	object_reset(o);
+	/* This incarnation ends: leases naming it find nothing from now. */
+	o->leases = 0;
 	free(o->reason);
 	o->reason = NULL;
 	o->err = 0;

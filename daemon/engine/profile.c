@@ -77,8 +77,11 @@ void profile_touch(struct profile *p)
 struct object *profile_find(struct profile *p, enum obj_kind kind,
 			    const char *name)
 {
-	const char *c = conf_obj_find(p->conf, kind, name);
+	const char *c;
 
+	if (!p->conf) /* retired: nothing left to find */
+		return NULL;
+	c = conf_obj_find(p->conf, kind, name);
 	if (!c)
 		return NULL;
 	return &p->objects[p->kind_start[kind] +
@@ -453,36 +456,54 @@ int profile_start(struct profile *p)
 
 	if (r < 0)
 		return r;
+	/* Memory that outlived its device is there already. */
 	for (size_t i = 0; i < p->n_objects; i++)
-		p->objects[i].todo = true;
+		p->objects[i].todo = p->objects[i].state != OBJ_READY;
 	create_objects(p);
 	return 0;
 }
 
+/* Destroy the draining objects no session holds (all: every one),
+ * children first. One that a held object may still depend on (held
+ * objects of a later kind: kinds are in dependency order) waits for it:
+ * a PD is not deallocated under its MR. */
 static void destroy_draining(struct profile *p, bool all)
 {
+	int held = -1; /* the latest kind still held */
 	size_t kept = 0;
 
-	for (size_t i = 0; i < p->n_draining; i++) {
-		struct object *o = &p->draining[i];
+	for (size_t i = 0; !all && i < p->n_draining; i++)
+		if (p->draining[i].leases && (int)p->draining[i].kind > held)
+			held = (int)p->draining[i].kind;
+	for (int k = OBJ_KIND_MAX - 1; k >= 0; k--)
+		for (size_t i = 0; i < p->n_draining; i++) {
+			struct object *o = &p->draining[i];
 
-		if (all || !o->leases) {
-			object_destroy(o);
-			free(((struct conf_pd *)o->conf)->name);
-			free((void *)o->conf);
-		} else {
-			p->draining[kept++] = *o;
+			if ((int)o->kind != k || o->state != OBJ_DRAINING)
+				continue;
+			if (all || (!o->leases && k >= held)) {
+				object_destroy(o);
+				free(((struct conf_pd *)o->conf)->name);
+				free((void *)o->conf);
+				o->conf = NULL;
+			}
 		}
-	}
+	for (size_t i = 0; i < p->n_draining; i++)
+		if (p->draining[i].conf)
+			p->draining[kept++] = p->draining[i];
 	p->n_draining = kept;
 	profile_touch(p);
 }
 
-void profile_stop(struct profile *p, const char *reason)
+/* Destroy the objects, children first, and close the context; memory
+ * stays when keep_memory (it does not depend on the device). */
+static void stop(struct profile *p, const char *reason, bool keep_memory)
 {
 	cancel_creation(p);
 	for (size_t i = p->n_objects; i-- > 0;)
-		object_destroy(&p->objects[i]);
+		if (!keep_memory || p->objects[i].kind != OBJ_MEMORY ||
+		    p->objects[i].state != OBJ_READY)
+			object_destroy(&p->objects[i]);
 	destroy_draining(p, true);
 	if (p->ctx)
 		ibv_close_device(p->ctx);
@@ -491,6 +512,16 @@ void profile_stop(struct profile *p, const char *reason)
 	p->gid_index = -1;
 	profile_set_state(p, PROFILE_PENDING, "%s", reason ? reason : "stopped");
 	profile_touch(p);
+}
+
+void profile_stop(struct profile *p, const char *reason)
+{
+	stop(p, reason, false);
+}
+
+void profile_lose_device(struct profile *p, const char *reason)
+{
+	stop(p, reason, true);
 }
 
 /* ---- reload ---- */
@@ -560,6 +591,28 @@ static int add_draining(struct profile *p, struct object *o)
 	return 0;
 }
 
+/* Memory does not depend on the device: what next declares the same way
+ * is taken over from old, contents and leases, whatever the device. */
+static void take_memory(struct profile *next, struct profile *old)
+{
+	for (size_t i = 0; i < next->n_objects; i++) {
+		struct object *o = &next->objects[i];
+		struct object *was;
+
+		if (o->kind != OBJ_MEMORY)
+			continue;
+		was = profile_find(old, OBJ_MEMORY, object_name(o));
+		if (!was || was->state != OBJ_READY ||
+		    !conf_obj_equal(OBJ_MEMORY, o->conf, was->conf))
+			continue;
+		o->u = was->u;
+		o->leases = was->leases;
+		o->serial = was->serial;
+		o->state = OBJ_READY;
+		object_forget(was);
+	}
+}
+
 int profile_reload(struct profile *next, struct profile *old,
 		   void (*report)(void *ud, const struct object *o,
 				  enum obj_action a),
@@ -579,16 +632,20 @@ int profile_reload(struct profile *next, struct profile *old,
 			if (!profile_find(next, old->objects[i].kind,
 					  object_name(&old->objects[i])))
 				report(ud, &old->objects[i], ACT_REMOVE);
+		take_memory(next, old);
 		profile_stop(old, "reloaded");
 		/* Only what is really being created is reported. */
 		if (profile_start(next) < 0)
 			return 0;
-		for (size_t i = 0; i < next->n_objects; i++)
-			report(ud, &next->objects[i],
-			       had && profile_find(old, next->objects[i].kind,
-						   object_name(&next->objects[i]))
+		for (size_t i = 0; i < next->n_objects; i++) {
+			struct object *o = &next->objects[i];
+
+			report(ud, o,
+			       !o->todo ? ACT_KEEP
+			       : had && profile_find(old, o->kind, object_name(o))
 				       ? ACT_RECREATE
 				       : ACT_CREATE);
+		}
 		return 0;
 	}
 
@@ -652,6 +709,27 @@ int profile_reload(struct profile *next, struct profile *old,
 	/* Last: with nothing to create, it settles at once. */
 	create_objects(next);
 	return 0;
+}
+
+bool profile_retire(struct profile *p)
+{
+	cancel_creation(p);
+	for (size_t i = p->n_objects; i-- > 0;) {
+		struct object *o = &p->objects[i];
+
+		if (o->leases && o->state == OBJ_READY && add_draining(p, o) == 0)
+			continue;
+		object_destroy(o);
+	}
+	/* Its configuration goes with the reload: nothing may look at it,
+	 * nor at the objects named by it (what drains has its own names). */
+	for (size_t i = 0; i < p->n_objects; i++)
+		free(p->objects[i].reason);
+	p->n_objects = 0;
+	p->conf = NULL;
+	p->dev = NULL;
+	profile_touch(p);
+	return p->n_draining > 0;
 }
 
 struct object *profile_find_serial(struct profile *p, enum obj_kind kind,

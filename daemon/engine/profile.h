@@ -166,6 +166,10 @@ int profile_start(struct profile *p);
  * every object, children first, and close the context. reason says why
  * (NULL: "stopped"); the profile becomes pending. */
 void profile_stop(struct profile *p, const char *reason);
+/* The device went: as profile_stop(), but memory stays, contents and
+ * all, for the objects profile_start() builds over it again when the
+ * device comes back. */
+void profile_lose_device(struct profile *p, const char *reason);
 /*
  * Take over the running objects of old that next declares the same way
  * (same attributes, same dependencies), destroy the rest of old (children
@@ -178,6 +182,14 @@ int profile_reload(struct profile *next, struct profile *old,
 				  enum obj_action a),
 		   void *ud);
 struct profile *profile_free(struct profile *p);
+/*
+ * A profile a reload removes: stop its creation, destroy what no session
+ * holds (children first) and set the leased objects apart to drain, its
+ * context open under them. Its configuration is forgotten (conf and dev
+ * become NULL). Returns true while objects drain: free it once
+ * profile_release() has let the last one go (n_draining is 0).
+ */
+bool profile_retire(struct profile *p);
 
 /* The object of this incarnation (serial), running or draining. */
 struct object *profile_find_serial(struct profile *p, enum obj_kind kind,

@@ -4,7 +4,6 @@
 #include <time.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <pwd.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -52,6 +51,8 @@ struct session {
 	unsigned int waits;
 	int fd; /* in the control's epoll set */
 	struct ucred cred;
+	gid_t *groups; /* supplementary, at connect time */
+	size_t n_groups;
 	bool admin;
 	bool welcomed;
 	uint8_t batch; /* messages to read per wake-up (on_session) */
@@ -85,47 +86,46 @@ struct control {
 
 /* ---- who the peer is ---- */
 
-/* Is uid (with primary group gid) a member of group? By name or number. */
-static bool in_group(uid_t uid, gid_t gid, const char *group)
+/* The peer's groups, from the kernel (SO_PEERGROUPS): what the process
+ * holds, with no directory lookup. */
+static int peer_groups(struct session *s)
 {
-	struct group *gr = getgrnam(group);
-	struct passwd *pw = getpwuid(uid);
-	gid_t want, groups[256];
-	int n = ARRAY_SIZE(groups);
-	char *end;
+	socklen_t len = 64 * sizeof(gid_t);
 
-	if (gr) {
-		want = gr->gr_gid;
-	} else {
-		want = (gid_t)strtoul(group, &end, 10);
-		if (!*group || *end)
-			return false;
+	for (;;) {
+		gid_t *g = realloc(s->groups, len ? len : sizeof(gid_t));
+
+		if (!g)
+			return -ENOMEM;
+		s->groups = g;
+		if (getsockopt(s->fd, SOL_SOCKET, SO_PEERGROUPS, g, &len) == 0)
+			break;
+		if (errno != ERANGE)
+			return -errno;
 	}
-	if (gid == want)
+	s->n_groups = len / sizeof(gid_t);
+	return 0;
+}
+
+static bool peer_in_group(const struct session *s, gid_t gid)
+{
+	if (s->cred.gid == gid)
 		return true;
-	if (!pw || getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) < 0)
-		return false;
-	for (int i = 0; i < n; i++)
-		if (groups[i] == want)
+	for (size_t i = 0; i < s->n_groups; i++)
+		if (s->groups[i] == gid)
 			return true;
 	return false;
 }
 
-static bool allowed(const struct conf_profile *p, const struct ucred *cr)
+static bool allowed(const struct conf_profile *p, const struct session *s)
 {
-	if (cr->uid == 0)
+	if (s->cred.uid == 0)
 		return true;
-	for (size_t i = 0; i < p->n_allow_uids; i++)
-		if ((uid_t)p->allow_uids[i] == cr->uid)
+	for (size_t i = 0; i < p->n_admit_uids; i++)
+		if (p->admit_uids[i] == s->cred.uid)
 			return true;
-	for (size_t i = 0; i < p->n_allow_users; i++) {
-		struct passwd *pw = getpwnam(p->allow_users[i]);
-
-		if (pw && pw->pw_uid == cr->uid)
-			return true;
-	}
-	for (size_t i = 0; i < p->n_allow_groups; i++)
-		if (in_group(cr->uid, cr->gid, p->allow_groups[i]))
+	for (size_t i = 0; i < p->n_admit_gids; i++)
+		if (peer_in_group(s, p->admit_gids[i]))
 			return true;
 	return false;
 }
@@ -171,21 +171,12 @@ static int send_error(struct session *s, uint32_t id, const char *code,
 
 static void release(struct control *c, struct attachment *a)
 {
-	struct profile *p = a->profile ? manager_profile(c->m, a->profile)
-				       : NULL;
-
 	for (size_t i = 0; i < a->n_leases; i++) {
 		struct lease *l = &a->leases[i];
-		struct object *o = p ? profile_find_serial(p, l->kind, l->name,
-							   l->serial)
-				     : NULL;
 
-		if (o)
-			profile_release(p, o);
+		manager_release(c->m, a->profile, l->kind, l->name, l->serial);
 		free(l->name);
 	}
-	if (p && a->n_leases)
-		profile_touch(p);
 	free(a->leases);
 	free(a->profile);
 	json_decref(a->report);
@@ -299,12 +290,67 @@ static int wait_ready(struct session *s, uint32_t id, json_t *req,
 	return 0;
 }
 
+/*
+ * Tell every session attached to ev's profile that its device went
+ * (MANAGER_DEVICE_LOST) or a reload removes it (MANAGER_PROFILE_REMOVED):
+ * one EVENT per attachment, so that clients let go of what they opened
+ * on the device themselves (rxe's removal waits for every context on
+ * it) and of their leases. The attachments stay until DETACH. A client
+ * that does not read is not waited for: an EVENT that does not fit in
+ * its socket is dropped.
+ */
+static void sessions_notify(struct control *c, const struct manager_event *ev)
+{
+	const char *name = ev->profile->conf->name;
+	bool lost = ev->kind == MANAGER_DEVICE_LOST;
+
+	for (struct session *s = c->sessions; s; s = s->next)
+		for (size_t i = 0; i < s->n_att; i++) {
+			const struct attachment *a = &s->att[i];
+			json_t *doc;
+			int r;
+
+			if (!streq(a->profile, name))
+				continue;
+			doc = json_pack("{s:s, s:i, s:s}", "event",
+					lost ? "device_removed"
+					     : "profile_removed",
+					"attachment", (int)a->id, "profile",
+					name);
+			if (doc && lost)
+				json_object_set_new(doc, "device",
+						    json_string(ev->ibdev));
+			if (doc && ev->reason)
+				json_object_set_new(doc, "reason",
+						    json_string(ev->reason));
+			r = send_json(s, PROTO_EVENT, 0, doc, NULL, 0);
+			if (r < 0)
+				log_warn(r,
+					 "session %u (pid %d): cannot tell it "
+					 "profile %s %s, ignoring",
+					 s->id, (int)s->cred.pid, name,
+					 lost ? "lost its device"
+					      : "is removed");
+			else
+				log_info("session %u (pid %d): told it "
+					 "profile %s %s",
+					 s->id, (int)s->cred.pid, name,
+					 lost ? "lost its device"
+					      : "is removed");
+		}
+}
+
 /* A profile changed: answer the attaches that waited for it. */
 static void on_manager_event(void *ud, const struct manager_event *ev)
 {
 	struct control *c = ud;
 	struct waiter *w, *next;
 
+	if (ev->kind == MANAGER_DEVICE_LOST ||
+	    ev->kind == MANAGER_PROFILE_REMOVED) {
+		sessions_notify(c, ev);
+		return;
+	}
 	if (ev->kind == MANAGER_PROGRESS)
 		return;
 	for (w = c->waiters; w; w = next) {
@@ -387,7 +433,7 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 				  "ATTACH needs \"profile\"");
 	if (!p)
 		return send_error(s, id, "not_found", "no profile '%s'", name);
-	if (!allowed(p->conf, &s->cred))
+	if (!allowed(p->conf, s))
 		return send_error(s, id, "forbidden",
 				  "uid %u may not attach to profile '%s'",
 				  (unsigned int)s->cred.uid, name);
@@ -633,6 +679,7 @@ static void session_free(struct session *s)
 			 s->id, (int)s->cred.pid, (unsigned int)s->cred.uid,
 			 s->n_att);
 	free(s->att);
+	free(s->groups);
 	/* Not to be served after all in the wake-up under way. */
 	for (int i = 0; i < c->n_ready; i++)
 		if (c->ready[i].data.ptr == s)
@@ -797,7 +844,7 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents,
 		     void *ud)
 {
 	struct control *c = ud;
-	const char *admin = c->m->config->daemon.admin_group;
+	int64_t admin = c->m->config->daemon.admin_gid;
 	socklen_t len = sizeof(struct ucred);
 	struct session *s;
 	int cfd, r;
@@ -815,13 +862,15 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents,
 	s->c = c;
 	s->fd = cfd;
 	s->id = ++c->next_session;
-	if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &s->cred, &len) < 0) {
+	if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &s->cred, &len) < 0 ||
+	    peer_groups(s) < 0) {
+		free(s->groups);
 		free(s);
 		close(cfd);
 		return 0;
 	}
 	s->admin = s->cred.uid == 0 ||
-		   (admin && in_group(s->cred.uid, s->cred.gid, admin));
+		   (admin >= 0 && peer_in_group(s, (gid_t)admin));
 	if (sessions_of(c, s->cred.uid) >= CONTROL_MAX_SESSIONS_PER_UID) {
 		s->next = NULL;
 		send_error(s, 0, "too_many_sessions",
@@ -829,6 +878,7 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents,
 			   (unsigned int)s->cred.uid,
 			   CONTROL_MAX_SESSIONS_PER_UID);
 		close(cfd);
+		free(s->groups);
 		free(s);
 		return 0;
 	}
@@ -836,6 +886,7 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents,
 		      &(struct epoll_event){ .events = EPOLLIN, .data.ptr = s });
 	if (r < 0) {
 		close(cfd);
+		free(s->groups);
 		free(s);
 		return 0;
 	}
@@ -910,21 +961,28 @@ int control_start(struct manager *m)
 			return -EADDRINUSE;
 		unlink(c->path);
 	}
-	/* Born with its final mode: no window with the umask's. */
+	/* Born with its final mode and group: bound under a temporary name
+	 * (when it fits), made right, then renamed into place, so that no
+	 * client of the group is ever refused for a moment. */
+	if (strlen(c->path) + 1 < sizeof(sun.sun_path))
+		strcat(sun.sun_path, "~");
+	unlink(sun.sun_path);
 	old_mask = umask(0117);
 	r = bind(c->fd, (struct sockaddr *)&sun, sizeof(sun));
 	umask(old_mask);
 	if (r < 0 || listen(c->fd, 128) < 0)
 		return -errno;
-	if (chmod(c->path, 0660) < 0)
+	if (chmod(sun.sun_path, 0660) < 0)
 		return -errno;
 	if (d->control_group) {
 		r = resolve_group(d->control_group, &gid);
 		if (r < 0)
 			return r;
-		if (chown(c->path, (uid_t)-1, gid) < 0)
+		if (chown(sun.sun_path, (uid_t)-1, gid) < 0)
 			return -errno;
 	}
+	if (!streq(sun.sun_path, c->path) && rename(sun.sun_path, c->path) < 0)
+		return -errno;
 	r = sd_event_add_io(m->event, &c->io, c->fd, EPOLLIN, on_accept, c);
 	if (r < 0)
 		return r;

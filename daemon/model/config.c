@@ -259,6 +259,8 @@ static void free_profile(struct conf_profile *pr)
 		free(pr->objs[k]);
 		conf_names_free(pr->names[k]);
 	}
+	free(pr->admit_uids);
+	free(pr->admit_gids);
 }
 
 struct config *config_free(struct config *c)
@@ -284,3 +286,15 @@ struct config *config_free(struct config *c)
 	return NULL;
 }
 
+json_t *config_errors_json(const struct config *c)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < c->n_errors; i++)
+		json_array_append_new(
+			a, json_pack("{s:s, s:i, s:s}", "file",
+				     c->errors[i].loc.file, "line",
+				     c->errors[i].loc.line, "message",
+				     c->errors[i].msg));
+	return a;
+}

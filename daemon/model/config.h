@@ -232,6 +232,12 @@ struct conf_profile {
 	size_t n_allow_groups;
 	int64_t *allow_uids;
 	size_t n_allow_uids;
+	/* The allow list as numbers, resolved once by
+	 * config_resolve_identities(): no name lookup when a client comes. */
+	uint32_t *admit_uids;
+	size_t n_admit_uids;
+	uint32_t *admit_gids;
+	size_t n_admit_gids;
 };
 
 #define CONF_OBJS(prof, kind, type) ((struct conf_##type *)(prof)->objs[kind])
@@ -247,6 +253,7 @@ struct conf_daemon {
 	char *include;
 	char *log_level;
 	int workers; /* worker threads; 0: one per online CPU */
+	int64_t admin_gid; /* admin_group resolved; -1: none */
 };
 
 struct config {
@@ -278,6 +285,8 @@ int config_load(const char *path, struct config **out);
 int config_load_string(const char *name, const char *text,
 		       struct config **out);
 void config_print_errors(const struct config *c, FILE *f);
+/* The errors as a JSON array of {"file", "line", "message"}. */
+json_t *config_errors_json(const struct config *c);
 struct config *config_free(struct config *c);
 static inline void config_freep(struct config **c)
 {
@@ -295,6 +304,15 @@ const struct conf_device *config_device(const struct config *c,
 					const char *name);
 const struct conf_profile *config_profile(const struct config *c,
 					  const char *name);
+
+/*
+ * Resolve the users and groups the configuration names (allow lists,
+ * admin_group) to numbers, through NSS, once: at start and at each
+ * reload, so that admitting a client never waits on a directory service.
+ * A user or group that does not exist then admits nobody; logged.
+ * Returns -ENOMEM or 0.
+ */
+int config_resolve_identities(struct config *c);
 
 /* Names of enum values, as in the configuration. */
 const char *mem_backing_name(enum mem_backing b);

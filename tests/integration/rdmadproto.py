@@ -11,7 +11,7 @@ import struct
 MAGIC = 0x444D4452
 HDR = struct.Struct("<IHHHHII")   # magic version type flags n_fds id length
 HELLO, WELCOME, ERROR, REQUEST, REPLY, ATTACH, ATTACHED, DETACH, \
-    DETACHED, REPORT = range(1, 11)
+    DETACHED, REPORT, EVENT = range(1, 12)
 MAX_FRAME = 64 * 1024
 
 
@@ -27,6 +27,7 @@ class Client:
         self.sock.settimeout(timeout)
         self.sock.connect(path)
         self.next_id = 1
+        self.events = []  # EVENT payloads call() set aside
         if hello:
             t, doc, _ = self.call(HELLO, {"versions": [1, 1]})
             assert t == WELCOME, doc
@@ -54,8 +55,14 @@ class Client:
         return mtype, json.loads(msg[HDR.size:]), fds
 
     def call(self, mtype, payload, fds=()):
+        """Send, and read the answer; EVENTs that come first are kept
+        in self.events."""
         self.send(mtype, payload, fds)
-        return self.recv()
+        while True:
+            t, doc, fds = self.recv()
+            if t != EVENT:
+                return t, doc, fds
+            self.events.append(doc)
 
     def request(self, method, path, body=None):
         req = {"method": method, "path": path}

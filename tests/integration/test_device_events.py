@@ -4,6 +4,7 @@ of the device (on rxe, `rdma link del` waits until every context on it is
 closed), reports its profiles pending, and creates everything again when
 the device comes back. No crash, no leak."""
 
+import os
 import subprocess
 import time
 
@@ -50,10 +51,28 @@ def state(d, name):
     return p
 
 
+def memfd(pid, name):
+    """The daemon's memfd of memory object name: (path to it, inode)."""
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        path = f"/proc/{pid}/fd/{fd}"
+        try:
+            if os.readlink(path) == f"/memfd:{name} (deleted)":
+                return path, os.stat(path).st_ino
+        except OSError:
+            pass
+    raise AssertionError(f"no memfd {name} in {pid}")
+
+
 def test_device_goes_and_comes_back(rdmad):
     d = rdmad(CONFIG)
     assert state(d, "p")["state"] == "ready"
     fds_before = fds(d.pid)
+    # Memory does not depend on the device: it must outlive it.
+    path, ino = memfd(d.pid, "m")
+    pattern = os.urandom(4096)
+    with open(path, "r+b") as f:
+        f.seek(8192)
+        f.write(pattern)
     try:
         # Blocks in the kernel until rdmad has closed its context.
         r = rdma("link", "del", "rxe0", timeout=60)
@@ -62,7 +81,8 @@ def test_device_goes_and_comes_back(rdmad):
                  "profile p to go pending")
         p = state(d, "p")
         assert "rxe0 was removed" in p["reason"]
-        assert all(o["state"] == "pending" for o in p["objects"])
+        assert all(o["state"] == ("ready" if o["kind"] == "memory"
+                                  else "pending") for o in p["objects"])
         assert rdma_res("pd", d.pid) == rdma_res("pd", d.pid)  # readable
         assert [o for o in rdma_res("pd", d.pid)
                 if o["ifname"] == "rxe0"] == []
@@ -75,6 +95,12 @@ def test_device_goes_and_comes_back(rdmad):
              "profile p to come back")
     assert len([o for o in rdma_res("qp", d.pid)
                 if o["ifname"] == "rxe0"]) == 2
+    # The same memory, contents kept, under the new registration.
+    path, ino_after = memfd(d.pid, "m")
+    assert ino_after == ino
+    with open(path, "rb") as f:
+        f.seek(8192)
+        assert f.read(len(pattern)) == pattern
     # The data path works again on the new device.
     status, body = d.request("POST", "/v1/profiles/p/selftest",
                              {"a": "q0", "b": "q1"})

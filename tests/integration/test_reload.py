@@ -6,8 +6,11 @@ nothing. The kernel's view (rdma resource show) is the judge."""
 
 import signal
 import time
+from pathlib import Path
 
-from conftest import daemon_fds, rdma_res, settle
+import pytest
+
+from conftest import daemon_fds, rdma_res, rdmactl, settle
 
 BASE = """
 devices = ( { name = "d0"; match = { ibdev = "rxe0"; }; } );
@@ -184,3 +187,70 @@ def test_profiles_come_and_go(rdmad):
     assert len(rdma_res("pd", d.pid)) == 1
     status, _ = d.get("/v1/profiles/extra")
     assert status == 404
+
+
+@pytest.mark.parametrize("fault,words", [("crash", "crashed"),
+                                         ("hang", "did not finish")])
+def test_reading_that_crashes_or_hangs_changes_nothing(rdmad, monkeypatch,
+                                                      fault, words):
+    """The new configuration is read in a child process first: a crash or
+    a hang there is a failed reload, the daemon serves on unchanged."""
+    monkeypatch.setenv("RDMAD_TEST_VALIDATE", fault)
+    monkeypatch.setenv("RDMAD_VALIDATE_TIMEOUT_MS", "500")
+    d = rdmad(BASE)
+    before, kernel_before = handles(d), snapshot(d)
+    rewrite(d, CHANGED)
+    status, body = d.request("POST", "/v1/reload")
+    assert status == 422, body
+    err = body["error"]
+    assert err["code"] == "config_invalid"
+    assert [e["file"] for e in err["errors"]] == [str(d.conf)]
+    assert words in err["errors"][0]["message"], err
+    assert d.proc.poll() is None
+    assert handles(d) == before
+    assert snapshot(d) == kernel_before
+    status, health = d.get("/v1/health")
+    assert status == 200
+    # SIGHUP takes the same way; no child is left behind.
+    d.proc.send_signal(signal.SIGHUP)
+    assert settle(lambda: d.log().count(words) >= 2, 10), d.log()
+    assert snapshot(d) == kernel_before
+    assert settle(lambda: not children(d.pid), 5), children(d.pid)
+
+
+def children(pid):
+    """Processes whose parent is pid."""
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                stat = (p / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(p.name))
+    return out
+
+
+def test_empty_file_is_refused_unless_forced(rdmad):
+    d = rdmad(BASE)
+    before, kernel_before = handles(d), snapshot(d)
+    head = d.conf.read_text().split("\ndevices")[0]
+    # What a tool that truncates and rewrites leaves for a moment: here
+    # the daemon section stays (it holds the test's port), nothing else.
+    d.conf.write_text(head + "\n")
+    status, body = d.request("POST", "/v1/reload")
+    assert status == 409, body
+    assert body["error"]["code"] == "would_remove_all"
+    assert "force" in body["error"]["message"]
+    assert handles(d) == before and snapshot(d) == kernel_before
+    d.proc.send_signal(signal.SIGHUP)
+    assert settle(lambda: "declares no profile" in d.log(), 10), d.log()
+    assert handles(d) == before and snapshot(d) == kernel_before
+    status, body = d.request("POST", "/v1/reload", {"force": "yes"})
+    assert status == 400, body
+    r = rdmactl(d, "-t", str(d.conf.parent / "token"), "reload", "--force")
+    assert r.returncode == 0, r.stderr
+    status, profiles = d.get("/v1/profiles")
+    assert status == 200 and profiles == []
+    assert snapshot(d) == {"pd": [], "mr": [], "cq": [], "qp": []}

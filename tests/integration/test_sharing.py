@@ -26,6 +26,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "examples"))
 MIB = 1 << 20
 USER, OTHER = 1000, 1001
+GROUP = 4242  # in no group database: only the kernel knows who holds it
 
 
 def profile_conf(run):
@@ -35,7 +36,7 @@ daemon = {{ runtime_dir = "{run}"; control_group = "{USER}";
 devices = ( {{ name = "d0"; match = {{ ibdev = "rxe0"; }}; }} );
 profiles = (
   {{ name = "ingest"; device = "d0";
-    allow = {{ uids = [ {USER} ]; }};
+    allow = {{ uids = [ {USER} ]; groups = [ "{GROUP}" ]; }};
     memory = ( {{ name = "ring"; size = "64M"; }},
                {{ name = "side"; size = "1M"; }} );
     pd = ( {{ name = "main"; }} );
@@ -169,6 +170,15 @@ def test_user_not_on_the_list_gets_nothing(shared):
     assert out["doc"]["error"]["code"] == "forbidden"
     assert out["fds"] == 0
     assert out["fds_after"] == out["fds_before"]
+
+
+def test_supplementary_group_admits(shared):
+    """Group membership is what the peer process holds (SO_PEERGROUPS),
+    not what a directory says: no lookup when a client comes."""
+    r = as_user(shared, OTHER, READER, "0", "1", groups=[USER, GROUP])
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["doc"]["profile"] == "ingest" and "bytes" in out, out
 
 
 def test_sessions_and_kill(shared):
@@ -483,4 +493,39 @@ def test_metrics(shared):
     # The port's own counters, from sysfs.
     assert 'rdmad_port_counter{device="rxe0",port="1",' \
         'group="hw_counters",counter="rcvd_pkts"}' in lines
+    c.close()
+
+
+def test_removing_a_leased_profile_drains_it(shared):
+    """A reload that removes a whole profile (here: every profile, so it
+    needs force) keeps what sessions hold until they let go."""
+    d = shared
+    c = Client(d.sock)
+    t, doc, fds = c.call(ATTACH, {"profile": "ingest"})
+    assert t == ATTACHED
+    for fd in fds:
+        os.close(fd)
+    held = len(rdma_res("mr", d.pid))
+    assert held == 2
+    text = d.conf.read_text()
+    d.conf.write_text(text.split("\ndevices")[0] + "\n")
+    status, body = d.request("POST", "/v1/reload")
+    assert status == 409, body
+    status, body = d.request("POST", "/v1/reload", {"force": True})
+    assert status == 200, body
+    assert {"profile": "ingest", "kind": "profile",
+            "action": "remove"} in body["changes"]
+    status, _ = d.get("/v1/profiles/ingest")
+    assert status == 404
+    # The leased MRs and their PD stay in the kernel while held; the
+    # unleased CQ and QP went.
+    assert len(rdma_res("mr", d.pid)) == held
+    assert len(rdma_res("pd", d.pid)) == 1
+    assert not rdma_res("qp", d.pid) and not rdma_res("cq", d.pid)
+    # The session is told, before the answer to what it asks next.
+    t, _, _ = c.call(DETACH, {"attachment": doc["attachment"]})
+    assert t == DETACHED
+    assert c.events == [{"event": "profile_removed", "profile": "ingest",
+                         "attachment": doc["attachment"]}]
+    assert not rdma_res("mr", d.pid) and not rdma_res("pd", d.pid)
     c.close()

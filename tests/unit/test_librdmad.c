@@ -23,6 +23,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -231,13 +232,19 @@ struct fake {
 	pid_t pid;
 };
 
-static void fake_start(struct fake *f, fake_script script, const void *arg)
+/* again: at the place of f's last run, which fake_wait() removed. */
+static void fake_run(struct fake *f, fake_script script, const void *arg,
+		     bool again)
 {
 	struct sockaddr_un sun = {.sun_family = AF_UNIX};
 	int lfd;
 
-	strcpy(f->dir, "/tmp/librdmad-test.XXXXXX");
-	assert_non_null(mkdtemp(f->dir));
+	if (again) {
+		assert_int_equal(mkdir(f->dir, 0700), 0);
+	} else {
+		strcpy(f->dir, "/tmp/librdmad-test.XXXXXX");
+		assert_non_null(mkdtemp(f->dir));
+	}
 	snprintf(f->path, sizeof(f->path), "%s/rdmad.sock", f->dir);
 	strcpy(sun.sun_path, f->path);
 	lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -260,6 +267,11 @@ static void fake_start(struct fake *f, fake_script script, const void *arg)
 		_exit(FAKE_OK);
 	}
 	close(lfd);
+}
+
+static void fake_start(struct fake *f, fake_script script, const void *arg)
+{
+	fake_run(f, script, arg, false);
 }
 
 /* The child's exit code (FAKE_*), or 100 + signal. */
@@ -436,10 +448,10 @@ static const struct hello_case {
 	  "answered request 2 while 1 was expected" },
 	{ "welcome_wrong_type", HELLO_REPLY, false, EPROTO,
 	  "HELLO with REPLY" },
-	{ "hello_hang_up", HELLO_HANG_UP, false, EPIPE,
-	  "closed the connection" },
-	{ "hello_hang_up_first", HELLO_HANG_UP, true, EPIPE,
-	  "closed the connection (REQUEST)" },
+	{ "hello_hang_up", HELLO_HANG_UP, false, ECONNRESET,
+	  "rdmad went away (stopped or restarted)" },
+	{ "hello_hang_up_first", HELLO_HANG_UP, true, ECONNRESET,
+	  "before it answered REQUEST" },
 	{ "hello_refused", HELLO_REFUSED, false, EPROTONOSUPPORT,
 	  "this daemon speaks protocol versions 2 to 3" },
 	{ "hello_refused_first", HELLO_REFUSED, true, EPROTONOSUPPORT,
@@ -532,12 +544,12 @@ static void test_connect_bad_hello(void **state)
 	if (!strstr(rdmad_last_error(), hc->message))
 		fail_msg("last error '%s' lacks '%s'", rdmad_last_error(),
 			 hc->message);
-	/* The session is over. */
+	/* The session is over: gone, if the daemon was seen to close it. */
 	assert_int_equal(
 	    rdmad_request(c, "GET", "/v1/health", NULL, &status, NULL),
-	    -ENOTCONN);
+	    hc->err == ECONNRESET ? -ECONNRESET : -ENOTCONN);
 	assert_null(rdmad_attach(c, "p", 0));
-	assert_int_equal(errno, ENOTCONN);
+	assert_int_equal(errno, hc->err == ECONNRESET ? ECONNRESET : ENOTCONN);
 	rdmad_close(c);
 	assert_int_equal(count_fds(), fds);
 	if (!hc->gone_first)
@@ -1005,6 +1017,7 @@ static void script_hang_up(int sock, const void *arg)
 
 static void test_daemon_gone(void **state)
 {
+	struct rdmad_event ev;
 	struct fake f;
 	struct rdmad *c;
 	int status = 0;
@@ -1014,13 +1027,209 @@ static void test_daemon_gone(void **state)
 	c = rdmad_connect(f.path);
 	assert_non_null(c);
 	assert_null(rdmad_attach(c, "p", 0));
-	assert_int_equal(errno, EPIPE);
-	assert_non_null(strstr(rdmad_last_error(), "closed the connection"));
-	/* Nothing more is sent on a broken connection. */
+	assert_int_equal(errno, ECONNRESET);
+	assert_string_equal(rdmad_last_error(),
+			    "rdmad went away (stopped or restarted) before it "
+			    "answered ATTACH; connect again");
+	/* Nothing more is sent on a connection the daemon closed. */
 	assert_int_equal(
 	    rdmad_request(c, "GET", "/v1/health", NULL, &status, NULL),
-	    -ENOTCONN);
+	    -ECONNRESET);
 	assert_non_null(strstr(rdmad_last_error(), "connect again"));
+	/* And it is an event, once. */
+	assert_int_equal(rdmad_next_event(c, &ev), 1);
+	assert_int_equal(ev.type, RDMAD_EVENT_DAEMON_GONE);
+	assert_null(ev.profile);
+	assert_null(ev.profile_name);
+	assert_non_null(strstr(ev.reason, "stopped or restarted"));
+	assert_int_equal(rdmad_next_event(c, &ev), 0);
+	rdmad_close(c);
+	assert_int_equal(fake_wait(&f), FAKE_OK);
+}
+
+/* ---- events ---- */
+
+static void fake_event(int sock, const char *event, const char *device)
+{
+	json_t *doc = json_pack("{s:s, s:i, s:s, s:s}", "event", event,
+				"attachment", 9, "profile", "p", "reason",
+				"device rxe9 was removed");
+
+	if (doc && device)
+		json_object_set_new(doc, "device", json_string(device));
+	fake_send(sock, PROTO_EVENT, 0, doc, NULL, 0);
+}
+
+/*
+ * EVENTs in front of an answer, between answers, one of a kind this
+ * library does not know, then the end of the session.
+ */
+static void script_events(int sock, const void *arg)
+{
+	struct proto_msg m;
+
+	(void)arg;
+	fake_welcome(sock);
+	fake_recv(sock, &m, PROTO_REQUEST);
+	fake_event(sock, "device_removed", "rxe9");
+	fake_event(sock, "something_new", NULL);
+	fake_send(sock, PROTO_REPLY, m.id,
+		  json_pack("{s:i, s:{}}", "status", 200, "body"), NULL, 0);
+	proto_msg_clear(&m);
+	fake_recv(sock, &m, PROTO_REQUEST);
+	fake_send(sock, PROTO_REPLY, m.id,
+		  json_pack("{s:i, s:{}}", "status", 204, "body"), NULL, 0);
+	proto_msg_clear(&m);
+	/* Unasked, while the client waits for nothing. */
+	fake_event(sock, "profile_removed", NULL);
+	/* Then the daemon stops. */
+}
+
+static void test_events(void **state)
+{
+	struct rdmad_event ev;
+	struct pollfd pfd;
+	struct fake f;
+	struct rdmad *c;
+	int status = 0, fds;
+
+	(void)state;
+	fake_start(&f, script_events, NULL);
+	c = rdmad_connect(f.path);
+	assert_non_null(c);
+	fds = count_fds();
+	assert_int_equal(rdmad_next_event(NULL, &ev), -EINVAL);
+	assert_int_equal(rdmad_next_event(c, NULL), -EINVAL);
+	assert_int_equal(rdmad_fd(NULL), -EINVAL);
+
+	/* The events in front of the answer are not taken for one. */
+	assert_int_equal(rdmad_request(c, "GET", "/v1/x", NULL, &status, NULL),
+			 0);
+	assert_int_equal(status, 200);
+	/* Set aside while the next answer is read, too. */
+	assert_int_equal(rdmad_request(c, "GET", "/v1/x", NULL, &status, NULL),
+			 0);
+	assert_int_equal(status, 204);
+	assert_int_equal(rdmad_next_event(c, &ev), 1);
+	assert_int_equal(ev.type, RDMAD_EVENT_DEVICE_REMOVED);
+	assert_null(ev.profile); /* attachment 9 is not ours */
+	assert_string_equal(ev.profile_name, "p");
+	assert_string_equal(ev.device, "rxe9");
+	assert_string_equal(ev.reason, "device rxe9 was removed");
+
+	/* The rest comes through the fd: the event, then the end. */
+	pfd = (struct pollfd){.fd = rdmad_fd(c), .events = POLLIN};
+	assert_int_equal(poll(&pfd, 1, 10000), 1);
+	assert_int_equal(fake_wait(&f), FAKE_OK);
+	assert_int_equal(rdmad_next_event(c, &ev), 1);
+	assert_int_equal(ev.type, RDMAD_EVENT_PROFILE_REMOVED);
+	assert_string_equal(ev.profile_name, "p");
+	assert_null(ev.device);
+	assert_int_equal(rdmad_next_event(c, &ev), 1);
+	assert_int_equal(ev.type, RDMAD_EVENT_DAEMON_GONE);
+	assert_int_equal(rdmad_next_event(c, &ev), 0);
+	assert_int_equal(rdmad_next_event(c, &ev), 0);
+	assert_int_equal(rdmad_request(c, "GET", "/v1/x", NULL, &status, NULL),
+			 -ECONNRESET);
+	assert_non_null(strstr(rdmad_last_error(),
+			       "went away (stopped or restarted)"));
+	assert_int_equal(count_fds(), fds);
+	rdmad_close(c);
+}
+
+/* An answer nobody asked for, between events: the protocol is broken. */
+static void script_unasked(int sock, const void *arg)
+{
+	(void)arg;
+	fake_welcome(sock);
+	fake_send(sock, PROTO_REPLY, 77,
+		  json_pack("{s:i, s:{}}", "status", 200, "body"), NULL, 0);
+	fake_event(sock, "device_removed", "rxe9");
+	fake_drain(sock);
+}
+
+static void test_event_unasked_answer(void **state)
+{
+	struct rdmad_event ev;
+	struct pollfd pfd;
+	struct fake f;
+	struct rdmad *c;
+	int status = 0;
+
+	(void)state;
+	fake_start(&f, script_unasked, NULL);
+	c = rdmad_connect(f.path);
+	assert_non_null(c);
+	pfd = (struct pollfd){.fd = rdmad_fd(c), .events = POLLIN};
+	assert_int_equal(poll(&pfd, 1, 10000), 1);
+	usleep(100000); /* the WELCOME, the REPLY and the EVENT */
+	/* The WELCOME is the HELLO's answer; the REPLY answers nothing. */
+	assert_int_equal(rdmad_next_event(c, &ev), -EPROTO);
+	assert_non_null(strstr(rdmad_last_error(), "REPLY (id 77) unasked"));
+	/* What comes after is still read. */
+	assert_int_equal(rdmad_next_event(c, &ev), 1);
+	assert_int_equal(ev.type, RDMAD_EVENT_DEVICE_REMOVED);
+	assert_int_equal(rdmad_request(c, "GET", "/v1/x", NULL, &status, NULL),
+			 -ENOTCONN);
+	rdmad_close(c);
+	assert_int_equal(fake_wait(&f), FAKE_OK);
+}
+
+/* A daemon that restarts: the same socket path, a new session. */
+static void script_bye(int sock, const void *arg)
+{
+	(void)arg;
+	fake_welcome(sock);
+}
+
+static void script_one_request(int sock, const void *arg)
+{
+	struct proto_msg m;
+
+	(void)arg;
+	fake_welcome(sock);
+	fake_recv(sock, &m, PROTO_REQUEST);
+	fake_send(sock, PROTO_REPLY, m.id,
+		  json_pack("{s:i, s:{}}", "status", 200, "body"), NULL, 0);
+	proto_msg_clear(&m);
+	fake_expect_eof(sock);
+}
+
+static void test_reconnect(void **state)
+{
+	struct rdmad_event ev;
+	struct pollfd pfd;
+	struct fake f;
+	struct rdmad *c;
+	int status = 0, fds;
+
+	(void)state;
+	fake_start(&f, script_bye, NULL);
+	c = rdmad_connect(f.path);
+	assert_non_null(c);
+	fds = count_fds();
+	pfd = (struct pollfd){.fd = rdmad_fd(c), .events = POLLIN};
+	assert_int_equal(poll(&pfd, 1, 10000), 1);
+	assert_int_equal(fake_wait(&f), FAKE_OK); /* the socket is gone */
+	assert_int_equal(rdmad_request(c, "GET", "/v1/x", NULL, &status, NULL),
+			 -ECONNRESET);
+	/* Nobody there: c stays as it was. */
+	assert_int_equal(rdmad_reconnect(c), -ENOENT);
+	assert_non_null(strstr(rdmad_last_error(), "is rdmad running?"));
+	assert_int_equal(rdmad_reconnect(NULL), -EINVAL);
+
+	/* The daemon is back, at the same place. */
+	fake_run(&f, script_one_request, NULL, true);
+	assert_int_equal(rdmad_reconnect(c), 0);
+	assert_int_equal(count_fds(), fds);
+	/* What was not read of the old connection is still there. */
+	assert_int_equal(rdmad_next_event(c, &ev), 1);
+	assert_int_equal(ev.type, RDMAD_EVENT_DAEMON_GONE);
+	assert_int_equal(rdmad_next_event(c, &ev), 0);
+	assert_int_equal(rdmad_request(c, "PATCH", "/v1/y", "{}", &status,
+				       NULL),
+			 0);
+	assert_int_equal(status, 200);
 	rdmad_close(c);
 	assert_int_equal(fake_wait(&f), FAKE_OK);
 }
@@ -1166,7 +1375,7 @@ enum report_answer {
 	REPORT_LATE,	 /* REPLY 200, once the next request is queued */
 	REPORT_REFUSED,	 /* ERROR: only the daemon's view lacks the keys */
 	REPORT_WRONG_ID, /* a REPLY for another request: EPROTO */
-	REPORT_HANG_UP,	 /* no answer, the daemon closes: EPIPE */
+	REPORT_HANG_UP,	 /* no answer, the daemon closes: ECONNRESET */
 };
 
 static const struct local_case {
@@ -1179,8 +1388,8 @@ static const struct local_case {
 	{ "local_report_refused", REPORT_REFUSED, 0, NULL },
 	{ "local_report_wrong_id", REPORT_WRONG_ID, EPROTO,
 	  "answered request 103 while 3 was expected" },
-	{ "local_report_hang_up", REPORT_HANG_UP, EPIPE,
-	  "closed the connection (REQUEST)" },
+	{ "local_report_hang_up", REPORT_HANG_UP, ECONNRESET,
+	  "went away (stopped or restarted) before it answered REQUEST" },
 };
 
 /* A local case on the device found. */
@@ -1376,8 +1585,11 @@ static void test_attach_local_device(void **state)
 			fail_msg("last error '%s' lacks '%s'",
 				 rdmad_last_error(), lr.lc->message);
 		assert_null(reply);
-		/* Released here; the daemon cannot be told. */
-		assert_int_equal(rdmad_detach(p), -ENOTCONN);
+		/* Released here; the daemon cannot be told (a daemon that
+		 * went away has ended the lease itself). */
+		assert_int_equal(rdmad_detach(p), lr.lc->err == ECONNRESET
+							  ? 0
+							  : -ENOTCONN);
 		assert_int_equal(count_test_maps(), maps);
 		rdmad_close(c);
 		assert_int_equal(count_fds(), fds);
@@ -1427,6 +1639,10 @@ int main(void)
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_attach_wait);
 	CASES(attached_cases, test_attach_fails_clean);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_daemon_gone);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_events);
+	tests[n++] =
+	    (struct CMUnitTest)cmocka_unit_test(test_event_unasked_answer);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_reconnect);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_request);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_accessors_null);
 	CASES(local_cases, test_attach_local_device);

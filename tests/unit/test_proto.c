@@ -249,6 +249,10 @@ static const struct round_trip round_trips[] = {
 	  "{\"profile\":\"p\",\"mr\":{\"ring\":{\"lkey\":4660,"
 	  "\"rkey\":22136}}}",
 	  0 },
+	{ "round trip EVENT", PROTO_EVENT, 0,
+	  "{\"event\":\"device_removed\",\"attachment\":7,"
+	  "\"profile\":\"p\",\"device\":\"rxe0\",\"reason\":\"gone\"}",
+	  0 },
 	{ "round trip: no payload is {}", PROTO_DETACHED, 0, NULL, 0 },
 	{ "round trip: id 0xffffffff", PROTO_REQUEST, 0xffffffff, "{}", 0 },
 	{ "round trip: every JSON kind", PROTO_REPLY, 6,
@@ -329,7 +333,7 @@ static const struct bad_frame bad_frames[] = {
 	{ "version 0xffff", PROTO_HELLO, F_VERSION, 0xffff, -1, 0,
 	  -EPROTONOSUPPORT, true },
 	{ "type 0", PROTO_REQUEST, F_TYPE, 0, -1, 0, -EBADMSG, true },
-	{ "type one past the last", PROTO_REQUEST, F_TYPE, PROTO_REPORT + 1, -1,
+	{ "type one past the last", PROTO_REQUEST, F_TYPE, PROTO_EVENT + 1, -1,
 	  0, -EBADMSG, true },
 	{ "type 0xffff", PROTO_REQUEST, F_TYPE, 0xffff, -1, 0, -EBADMSG, true },
 	{ "flag bit 0", PROTO_REQUEST, F_FLAGS, 1, -1, 0, -EBADMSG, true },
@@ -405,7 +409,7 @@ static void test_fds_forbidden(void **state)
 	uint16_t t;
 
 	(void)state;
-	for (t = PROTO_HELLO; t <= PROTO_REPORT; t++) {
+	for (t = PROTO_HELLO; t <= PROTO_EVENT; t++) {
 		struct proto_msg m = PROTO_MSG_INIT;
 		size_t len = make_frame(buf, sizeof(buf), t, 1, 1, "{}");
 		int want = t == PROTO_ATTACHED ? 0 : -EBADMSG;
@@ -679,7 +683,7 @@ static json_t *make_just_deep_enough(void)
 
 static const struct bad_encode bad_encodes[] = {
 	{ "encode type 0", 0, 0, 0, NULL, NULL, 256, -EINVAL },
-	{ "encode unknown type", PROTO_REPORT + 1, 0, 0, NULL, NULL, 256,
+	{ "encode unknown type", PROTO_EVENT + 1, 0, 0, NULL, NULL, 256,
 	  -EINVAL },
 	{ "encode unknown flag", PROTO_REQUEST, 1, 0, NULL, NULL, 256,
 	  -EINVAL },
@@ -770,8 +774,9 @@ static void test_type_table(void **state)
 		{ PROTO_DETACH, "DETACH", true, false },
 		{ PROTO_DETACHED, "DETACHED", false, true },
 		{ PROTO_REPORT, "REPORT", true, false },
+		{ PROTO_EVENT, "EVENT", false, true },
 		{ 0, "UNKNOWN", false, false },
-		{ PROTO_REPORT + 1, "UNKNOWN", false, false },
+		{ PROTO_EVENT + 1, "UNKNOWN", false, false },
 		{ 0xffff, "UNKNOWN", false, false },
 	};
 	size_t i;

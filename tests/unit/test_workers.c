@@ -32,7 +32,7 @@ static void job_run(struct work *w)
 	struct job *j = container_of(w, struct job, w);
 	struct timespec ts = { 0, (long)j->sleep_ms * 1000000L };
 
-	j->thread = pthread_self();
+	__atomic_store_n(&j->thread, pthread_self(), __ATOMIC_RELAXED);
 	nanosleep(&ts, NULL);
 	j->ran++;
 }

@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: MIT
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#include "config.h"
+#include "util.h"
+#include "validate.h"
+
+/* The most the child may say: the errors of a 16 MiB file and then some. */
+#define VALIDATE_MAX_REPLY (64u << 20)
+
+/* Testing aid: RDMAD_TEST_VALIDATE=crash|hang makes the child do that, so
+ * that the suite can show the daemon survives both. */
+static void test_fault(void)
+{
+	const char *f = getenv("RDMAD_TEST_VALIDATE");
+
+	if (!f)
+		return;
+	if (streq(f, "crash"))
+		raise(SIGSEGV);
+	if (streq(f, "hang"))
+		for (;;)
+			pause();
+}
+
+/* The child: parse, verify, say what was found, exit. */
+static _Noreturn void child(const char *path, int fd)
+{
+	struct config *c = NULL;
+	json_t *errors;
+	sigset_t none;
+
+	/* The daemon's signals are blocked for sd-event; die of ours. */
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGSEGV, SIG_DFL);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	prctl(PR_SET_NAME, "rdmad-validate");
+	test_fault();
+	if (config_load(path, &c) < 0)
+		_exit(3);
+	errors = config_errors_json(c);
+	if (!errors || json_dumpfd(errors, fd, JSON_COMPACT) < 0)
+		_exit(3);
+	/* No cleanup: the process ends here, its memory with it. */
+	_exit(0);
+}
+
+static int timeout_ms(void)
+{
+	const char *e = getenv("RDMAD_VALIDATE_TIMEOUT_MS");
+	char *end;
+	long v;
+
+	if (!e)
+		return VALIDATE_TIMEOUT_MS;
+	v = strtol(e, &end, 10);
+	return *end || v <= 0 || v > 3600000 ? VALIDATE_TIMEOUT_MS : (int)v;
+}
+
+static char *describe(int status)
+{
+	char *why = NULL;
+
+	if (WIFSIGNALED(status))
+		(void)!asprintf(&why,
+				"reading the configuration crashed (%s); "
+				"nothing was changed",
+				strsignal(WTERMSIG(status)));
+	else
+		(void)!asprintf(&why,
+				"reading the configuration failed (exit "
+				"status %d); nothing was changed",
+				WEXITSTATUS(status));
+	return why;
+}
+
+int config_validate_isolated(const char *path, json_t **errors, char **why)
+{
+	_cleanup_free_ char *out = NULL;
+	int fds[2], status, r, ms = timeout_ms();
+	size_t len = 0;
+	json_t *j;
+	pid_t pid;
+
+	*errors = NULL;
+	*why = NULL;
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		r = -errno;
+		close(fds[0]);
+		close(fds[1]);
+		return r;
+	}
+	if (pid == 0) {
+		close(fds[0]);
+		child(path, fds[1]);
+	}
+	close(fds[1]);
+	/* It writes once, at the end: silence for ms is a hang. */
+	r = read_all(fds[0], VALIDATE_MAX_REPLY, ms, &out, &len);
+	close(fds[0]);
+	if (r == -ETIMEDOUT || r == -EMSGSIZE)
+		kill(pid, SIGKILL);
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	if (r == -ETIMEDOUT) {
+		(void)!asprintf(why,
+				"reading the configuration did not finish in "
+				"%d ms; nothing was changed",
+				ms);
+		return -ETIMEDOUT;
+	}
+	if (r < 0)
+		return r;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		*why = describe(status);
+		return -EPIPE;
+	}
+	j = json_loadb(out, len, 0, NULL);
+	if (!json_is_array(j)) {
+		json_decref(j);
+		return -EPROTO;
+	}
+	if (!json_array_size(j)) {
+		json_decref(j);
+		return 0;
+	}
+	*errors = j;
+	return -EINVAL;
+}
