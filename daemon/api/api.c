@@ -349,7 +349,7 @@ static int post_selftest(struct request *r)
 		if (o->kind == OBJ_MR && o->state == OBJ_READY &&
 		    (((const struct conf_mr *)o->conf)->access &
 		     IBV_ACCESS_REMOTE_WRITE))
-			mr_name = o->name;
+			mr_name = object_name(o);
 	}
 	if (!(mr = ready_object(r, p, OBJ_MR, mr_name, &status)))
 		return status;
@@ -358,11 +358,11 @@ static int post_selftest(struct request *r)
 	eb = (struct selftest_end){
 		qb->u.qp, qb->u.qp->send_cq, qb->u.qp->recv_cq };
 	smr = (struct selftest_mr){
-		.addr = mr->u.mr->addr,
-		.iova = mr->iova,
-		.length = mr->u.mr->length,
-		.lkey = mr->u.mr->lkey,
-		.rkey = mr->u.mr->rkey,
+		.addr = mr->u.mr.mr->addr,
+		.iova = mr->u.mr.iova,
+		.length = mr->u.mr.mr->length,
+		.lkey = mr->u.mr.mr->lkey,
+		.rkey = mr->u.mr.mr->rkey,
 		.access = ((const struct conf_mr *)mr->conf)->access,
 	};
 	e = selftest_run(&ea, &eb, &smr, 5000, &report);

@@ -48,7 +48,7 @@ static void objects(FILE *f, struct manager *m)
 		for (size_t k = 0; k < p->n_objects; k++)
 			if (p->objects[k].kind == OBJ_MR &&
 			    p->objects[k].state == OBJ_READY)
-				bytes += p->objects[k].u.mr->length;
+				bytes += p->objects[k].u.mr.mr->length;
 		fprintf(f, "rdmad_registered_bytes{profile=\"%s\"} %llu\n",
 			label(p->conf->name), bytes);
 	}

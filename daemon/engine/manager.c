@@ -214,7 +214,7 @@ static void log_profile(const struct profile *p)
 			log_warn(0, "profile %s: %s %s failed: %s",
 				 p->conf->name,
 				 obj_kind_name(p->objects[k].kind),
-				 p->objects[k].name, p->objects[k].reason);
+				 object_name(&p->objects[k]), p->objects[k].reason);
 	log_info("profile %s: %s%s%s", p->conf->name,
 		 profile_state_name(p->state), p->reason ? ": " : "",
 		 p->reason ? p->reason : "");
@@ -332,11 +332,11 @@ static void report_action(void *ud, const struct object *o,
 		return;
 	}
 	log_info("reload: profile %s: %s %s %s", r->profile,
-		 obj_action_name(a), obj_kind_name(o->kind), o->name);
+		 obj_action_name(a), obj_kind_name(o->kind), object_name(o));
 	json_array_append_new(
 		r->changes,
 		json_pack("{s:s, s:s, s:s, s:s}", "profile", r->profile, "kind",
-			  obj_kind_name(o->kind), "name", o->name, "action",
+			  obj_kind_name(o->kind), "name", object_name(o), "action",
 			  obj_action_name(a)));
 }
 

@@ -158,9 +158,10 @@ static int mr_create(struct profile *p, struct object *o)
 		return -o->err;
 	addr = (char *)mem->u.mem.addr + c->offset;
 	len = c->length ? c->length : mem->u.mem.size - c->offset;
-	o->iova = c->zero_based ? 0 : (uintptr_t)addr;
-	o->u.mr = ibv_reg_mr_iova(pd->u.pd, addr, len, o->iova, c->access);
-	if (!o->u.mr)
+	o->u.mr.iova = c->zero_based ? 0 : (uintptr_t)addr;
+	o->u.mr.mr = ibv_reg_mr_iova(pd->u.pd, addr, len, o->u.mr.iova,
+				     c->access);
+	if (!o->u.mr.mr)
 		return object_fail(o, errno, "ibv_reg_mr of %llu bytes: %s",
 				   (unsigned long long)len, strerror(errno));
 	return 0;
@@ -168,8 +169,8 @@ static int mr_create(struct profile *p, struct object *o)
 
 static void mr_destroy(struct object *o)
 {
-	if (o->u.mr)
-		ibv_dereg_mr(o->u.mr);
+	if (o->u.mr.mr)
+		ibv_dereg_mr(o->u.mr.mr);
 }
 
 /* ---- mw ---- */
@@ -343,7 +344,17 @@ static int qp_path_of(struct profile *p, struct object *o,
 		      struct qp_path *path)
 {
 	const struct conf_qp *c = o->conf;
-	const struct conf_path *cp = &c->path;
+	static const struct conf_path none = {
+		.dgid = NULL,	     .port_num = -1,	   .pkey_index = -1,
+		.qkey = -1,	     .dqpn = -1,	   .rq_psn = -1,
+		.sq_psn = -1,	     .mtu = -1,		   .max_dest_rd_atomic = -1,
+		.min_rnr_timer = -1, .dlid = -1,	   .sl = -1,
+		.src_path_bits = -1, .static_rate = -1,	   .sgid_index = -1,
+		.hop_limit = -1,     .traffic_class = -1,  .flow_label = -1,
+		.timeout = -1,	     .retry_cnt = -1,	   .rnr_retry = -1,
+		.max_rd_atomic = -1,
+	};
+	const struct conf_path *cp = c->path ? c->path : &none;
 	struct ibv_port_attr pattr;
 
 	qp_path_init(path);
@@ -497,7 +508,6 @@ static void object_reset(struct object *o)
 		o->u.mem.fd = -1;
 	if (o->kind == OBJ_XRCD)
 		o->u.xrcd.fd = -1;
-	o->iova = 0;
 }
 
 /* Each creation is a new incarnation: leases name the one they hold.
@@ -665,14 +675,14 @@ static void ready_json(const struct object *o, json_t *j)
 	case OBJ_MR: {
 		const struct conf_mr *c = o->conf;
 
-		SET_INT(j, "handle", o->u.mr->handle);
+		SET_INT(j, "handle", o->u.mr.mr->handle);
 		SET_STR(j, "pd", c->pd);
 		SET_STR(j, "memory", c->memory);
-		SET_INT(j, "lkey", o->u.mr->lkey);
-		SET_INT(j, "rkey", o->u.mr->rkey);
-		SET_INT(j, "length", o->u.mr->length);
+		SET_INT(j, "lkey", o->u.mr.mr->lkey);
+		SET_INT(j, "rkey", o->u.mr.mr->rkey);
+		SET_INT(j, "length", o->u.mr.mr->length);
 		SET_INT(j, "offset", c->offset);
-		SET_INT(j, "iova", o->iova);
+		SET_INT(j, "iova", o->u.mr.iova);
 		json_object_set_new(j, "zero_based",
 				    json_boolean(c->zero_based));
 		json_object_set_new(j, "access", access_json(c->access));
@@ -729,13 +739,14 @@ static void ready_json(const struct object *o, json_t *j)
 json_t *object_json(const struct object *o)
 {
 	json_t *j = json_pack("{s:s, s:s, s:s}", "kind",
-			      obj_kind_name(o->kind), "name", o->name,
+			      obj_kind_name(o->kind), "name", object_name(o),
 			      "state", obj_state_name(o->state));
 
 	if (!j)
 		return NULL;
-	/* A draining object outlived its configuration: no conf. */
-	if (o->state == OBJ_READY || (o->state == OBJ_DRAINING && o->conf))
+	/* A draining object outlived its configuration: only its name is
+	 * left of it. */
+	if (o->state == OBJ_READY)
 		ready_json(o, j);
 	/* A QP can fail its transition while it exists. */
 	if (o->state == OBJ_FAILED && o->kind == OBJ_QP && o->u.qp)

@@ -72,14 +72,21 @@ void profile_touch(struct profile *p)
 	p->generation = ++generations;
 }
 
+/* The objects are the config's declarations, in its order: its name
+ * index finds them (the names are not indexed twice). */
 struct object *profile_find(struct profile *p, enum obj_kind kind,
 			    const char *name)
 {
-	struct object *o = NULL;
+	const char *c;
 
-	if (name)
-		HASH_FIND_STR(p->index[kind], name, o);
-	return o;
+	if (!p->conf) /* retired: nothing left to find */
+		return NULL;
+	c = conf_obj_find(p->conf, kind, name);
+	if (!c)
+		return NULL;
+	return &p->objects[p->kind_start[kind] +
+			   (size_t)(c - (const char *)p->conf->objs[kind]) /
+				   conf_obj_size(kind)];
 }
 
 /* The objects o refers to. Without links: those it waits for, i.e. all
@@ -155,6 +162,7 @@ int profile_new(const struct config *cfg, const struct conf_profile *c,
 		n += c->n_objs[k];
 	p->objects = calloc(n ? n : 1, sizeof(*p->objects));
 	if (!p->objects) {
+		free(p->objects);
 		free(p);
 		return -ENOMEM;
 	}
@@ -167,21 +175,16 @@ int profile_new(const struct config *cfg, const struct conf_profile *c,
 	p->changed_ud = ud;
 	profile_set_state(p, PROFILE_PENDING, "not started");
 	/* Kind order is a dependency order. */
-	for (int k = 0; k < OBJ_KIND_MAX; k++)
+	for (int k = 0; k < OBJ_KIND_MAX; k++) {
+		p->kind_start[k] = p->n_objects;
 		for (size_t i = 0; i < c->n_objs[k]; i++) {
 			struct object *o = &p->objects[p->n_objects++];
 
 			o->kind = (enum obj_kind)k;
 			o->conf = conf_obj(c, (enum obj_kind)k, i);
-			o->name = conf_obj_name(o->conf);
-			o->profile = p;
 			object_forget(o); /* pending, fds at -1 */
-			/* A verified config has unique names; the first
-			 * wins otherwise. */
-			if (o->name && !profile_find(p, o->kind, o->name))
-				HASH_ADD_KEYPTR(hh, p->index[k], o->name,
-						strlen(o->name), o);
 		}
+	}
 	if (build_dependents(p) < 0) {
 		profile_free(p);
 		return -ENOMEM;
@@ -252,23 +255,52 @@ static uint64_t object_bytes(struct profile *p, const struct object *o)
 	return cm && cm->size > c->offset ? cm->size - c->offset : 0;
 }
 
+/* The creation of p->objects[j - p->jobs]: its job on the workers and
+ * what it waits for. */
+struct job {
+	struct work work;
+	struct profile *profile;
+	uint32_t waiting; /* dependencies not created yet */
+	int result;	  /* the job's: 0 or -errno */
+	enum obj_phase phase;
+};
+
+static struct object *job_object(struct job *j)
+{
+	return &j->profile->objects[j - j->profile->jobs];
+}
+
+static struct job *object_job(struct profile *p, const struct object *o)
+{
+	return &p->jobs[o - p->objects];
+}
+
 static void job_run(struct work *w)
 {
-	struct object *o = container_of(w, struct object, work);
+	struct job *j = container_of(w, struct job, work);
+	struct object *o = job_object(j);
 
-	o->result = o->phase == PHASE_CREATE ? object_build(o->profile, o)
-					     : object_connect(o->profile, o);
+	j->result = j->phase == PHASE_CREATE ? object_build(j->profile, o)
+					     : object_connect(j->profile, o);
 }
 
 static void job_done(struct work *w, bool cancelled);
 
 static void submit(struct profile *p, struct object *o, enum obj_phase ph)
 {
-	o->phase = (uint8_t)ph;
-	o->work = (struct work){ .run = job_run, .done = job_done,
-				 .owner = p };
+	struct job *j = object_job(p, o);
+
+	j->phase = ph;
+	j->work = (struct work){ .run = job_run, .done = job_done, .owner = p };
 	p->in_flight++;
-	workers_submit(p->workers, &o->work);
+	workers_submit(p->workers, &j->work);
+}
+
+/* The creation is over: its bookkeeping goes. */
+static void jobs_free(struct profile *p)
+{
+	free(p->jobs);
+	p->jobs = NULL;
 }
 
 /* Does o, once built, still have to move to its target state? */
@@ -288,7 +320,7 @@ static void phase_end(struct profile *p)
 		struct object *o = &p->objects[i];
 
 		if (o->todo && o->state == OBJ_CREATING &&
-		    o->phase == PHASE_CREATE) {
+		    object_job(p, o)->phase == PHASE_CREATE) {
 			submit(p, o, PHASE_CONNECT);
 			connecting = true;
 		}
@@ -297,6 +329,7 @@ static void phase_end(struct profile *p)
 		return;
 	for (size_t i = 0; i < p->n_objects; i++)
 		p->objects[i].todo = false;
+	jobs_free(p);
 	update_state(p);
 	if (p->changed)
 		p->changed(p->changed_ud, p, PROFILE_SETTLED);
@@ -310,31 +343,32 @@ static void object_ready(struct object *o)
 
 static void job_done(struct work *w, bool cancelled)
 {
-	struct object *o = container_of(w, struct object, work);
-	struct profile *p = o->profile;
+	struct job *j = container_of(w, struct job, work);
+	struct profile *p = j->profile;
+	struct object *o = job_object(j);
 
 	p->in_flight--;
 	profile_touch(p);
 	if (cancelled) {
 		/* Never ran: a built QP stays creating (not connected),
 		 * anything else has nothing. */
-		if (o->phase == PHASE_CREATE)
+		if (j->phase == PHASE_CREATE)
 			o->state = OBJ_PENDING;
-	} else if (o->result < 0) {
+	} else if (j->result < 0) {
 		o->state = OBJ_FAILED;
-	} else if (o->phase == PHASE_CREATE && needs_connect(o)) {
+	} else if (j->phase == PHASE_CREATE && needs_connect(o)) {
 		/* Built; connected once every object exists. */
 	} else {
 		object_ready(o);
 	}
-	if (!cancelled && o->phase == PHASE_CREATE) {
+	if (!cancelled && j->phase == PHASE_CREATE) {
 		p->progress.objects++;
 		if (o->state != OBJ_FAILED)
 			p->progress.bytes += object_bytes(p, o);
 	}
 	if (p->cancelling)
 		return;
-	if (o->phase == PHASE_CREATE) {
+	if (j->phase == PHASE_CREATE) {
 		for (uint32_t e = p->dep_start[o - p->objects];
 		     e < p->dep_start[o - p->objects + 1]; e++) {
 			struct object *d = &p->objects[p->dependents[e]];
@@ -343,7 +377,7 @@ static void job_done(struct work *w, bool cancelled)
 			if (d->kind == OBJ_QP && o->kind == OBJ_QP)
 				continue;
 			if (d->todo && d->state == OBJ_CREATING &&
-			    --d->waiting == 0)
+			    --object_job(p, d)->waiting == 0)
 				submit(p, d, PHASE_CREATE);
 		}
 		if (p->changed)
@@ -360,11 +394,20 @@ static void create_objects(struct profile *p)
 	size_t roots = 0;
 
 	p->progress = (struct profile_progress){ 0 };
+	jobs_free(p);
+	p->jobs = calloc(p->n_objects + 1, sizeof(*p->jobs));
 	for (size_t i = 0; i < p->n_objects; i++) {
 		struct object *o = &p->objects[i];
 
 		if (!o->todo)
 			continue;
+		if (!p->jobs) {
+			o->todo = false;
+			object_fail(o, ENOMEM, "out of memory");
+			o->state = OBJ_FAILED;
+			continue;
+		}
+		p->jobs[i].profile = p;
 		o->state = OBJ_CREATING;
 		p->progress.objects_total++;
 		p->progress.bytes_total += object_bytes(p, o);
@@ -376,16 +419,15 @@ static void create_objects(struct profile *p)
 		if (!o->todo)
 			continue;
 		n = object_refs(p, o, false, deps);
-		o->waiting = 0;
 		for (size_t d = 0; d < n; d++)
-			o->waiting += deps[d]->todo;
+			p->jobs[i].waiting += deps[d]->todo;
 	}
 	profile_set_state(p, PROFILE_CREATING, NULL);
 	profile_touch(p);
 	for (size_t i = 0; i < p->n_objects; i++) {
 		struct object *o = &p->objects[i];
 
-		if (o->todo && !o->waiting) {
+		if (o->todo && !p->jobs[i].waiting) {
 			submit(p, o, PHASE_CREATE);
 			roots++;
 		}
@@ -405,6 +447,7 @@ static void cancel_creation(struct profile *p)
 	p->cancelling = false;
 	for (size_t i = 0; i < p->n_objects; i++)
 		p->objects[i].todo = false;
+	jobs_free(p);
 }
 
 int profile_start(struct profile *p)
@@ -440,12 +483,13 @@ static void destroy_draining(struct profile *p, bool all)
 				continue;
 			if (all || (!o->leases && k >= held)) {
 				object_destroy(o);
-				free((char *)o->name);
-				o->name = NULL;
+				free(((struct conf_pd *)o->conf)->name);
+				free((void *)o->conf);
+				o->conf = NULL;
 			}
 		}
 	for (size_t i = 0; i < p->n_draining; i++)
-		if (p->draining[i].name)
+		if (p->draining[i].conf)
 			p->draining[kept++] = p->draining[i];
 	p->n_draining = kept;
 	profile_touch(p);
@@ -496,7 +540,7 @@ static int mark_kept(struct profile *next, struct profile *old, bool *keep)
 		return -ENOMEM;
 	for (size_t i = 0; i < next->n_objects; i++) {
 		struct object *o = &next->objects[i];
-		struct object *was = profile_find(old, o->kind, o->name);
+		struct object *was = profile_find(old, o->kind, object_name(o));
 
 		keep[i] = was && was->state == OBJ_READY &&
 			  conf_obj_equal(o->kind, o->conf, was->conf);
@@ -524,18 +568,22 @@ static int add_draining(struct profile *p, struct object *o)
 {
 	struct object *d = realloc(p->draining,
 				   (p->n_draining + 1) * sizeof(*d));
-	char *name = strdup(o->name);
+	/* The old config goes away: the object keeps its name, in a
+	 * declaration of its own (every kind's begins like conf_pd). */
+	struct conf_pd *conf = calloc(1, conf_obj_size(o->kind));
+	char *name = strdup(object_name(o));
 
-	if (!d || !name) {
+	if (!d || !conf || !name) {
 		free(name);
+		free(conf);
 		if (d)
 			p->draining = d;
 		return -ENOMEM;
 	}
+	conf->name = name;
 	p->draining = d;
 	d[p->n_draining] = *o;
-	d[p->n_draining].name = name;
-	d[p->n_draining].conf = NULL; /* the old config goes away */
+	d[p->n_draining].conf = conf;
 	d[p->n_draining].state = OBJ_DRAINING;
 	d[p->n_draining].reason = NULL;
 	p->n_draining++;
@@ -553,7 +601,7 @@ static void take_memory(struct profile *next, struct profile *old)
 
 		if (o->kind != OBJ_MEMORY)
 			continue;
-		was = profile_find(old, OBJ_MEMORY, o->name);
+		was = profile_find(old, OBJ_MEMORY, object_name(o));
 		if (!was || was->state != OBJ_READY ||
 		    !conf_obj_equal(OBJ_MEMORY, o->conf, was->conf))
 			continue;
@@ -582,7 +630,7 @@ int profile_reload(struct profile *next, struct profile *old,
 
 		for (size_t i = 0; had && i < old->n_objects; i++)
 			if (!profile_find(next, old->objects[i].kind,
-					  old->objects[i].name))
+					  object_name(&old->objects[i])))
 				report(ud, &old->objects[i], ACT_REMOVE);
 		take_memory(next, old);
 		profile_stop(old, "reloaded");
@@ -594,7 +642,7 @@ int profile_reload(struct profile *next, struct profile *old,
 
 			report(ud, o,
 			       !o->todo ? ACT_KEEP
-			       : had && profile_find(old, o->kind, o->name)
+			       : had && profile_find(old, o->kind, object_name(o))
 				       ? ACT_RECREATE
 				       : ACT_CREATE);
 		}
@@ -621,11 +669,10 @@ int profile_reload(struct profile *next, struct profile *old,
 
 	for (size_t i = 0; i < next->n_objects; i++) {
 		struct object *o = &next->objects[i];
-		struct object *was = profile_find(old, o->kind, o->name);
+		struct object *was = profile_find(old, o->kind, object_name(o));
 
 		if (keep[i]) {
 			o->u = was->u;
-			o->iova = was->iova;
 			o->leases = was->leases;
 			o->serial = was->serial;
 			o->state = OBJ_READY;
@@ -642,7 +689,7 @@ int profile_reload(struct profile *next, struct profile *old,
 	for (size_t i = old->n_objects; i-- > 0;) {
 		struct object *was = &old->objects[i];
 
-		if (!profile_find(next, was->kind, was->name))
+		if (!profile_find(next, was->kind, object_name(was)))
 			report(ud, was, ACT_REMOVE);
 		if (was->leases && was->state == OBJ_READY &&
 		    add_draining(next, was) == 0)
@@ -654,7 +701,7 @@ int profile_reload(struct profile *next, struct profile *old,
 
 		if (o->todo)
 			report(ud, o,
-			       !profile_find(old, o->kind, o->name) ? ACT_CREATE
+			       !profile_find(old, o->kind, object_name(o)) ? ACT_CREATE
 			       : retry[i]			     ? ACT_RETRY
 								     : ACT_RECREATE);
 	}
@@ -678,8 +725,6 @@ bool profile_retire(struct profile *p)
 	 * nor at the objects named by it (what drains has its own names). */
 	for (size_t i = 0; i < p->n_objects; i++)
 		free(p->objects[i].reason);
-	for (int k = 0; k < OBJ_KIND_MAX; k++)
-		HASH_CLEAR(hh, p->index[k]);
 	p->n_objects = 0;
 	p->conf = NULL;
 	p->dev = NULL;
@@ -692,11 +737,11 @@ struct object *profile_find_serial(struct profile *p, enum obj_kind kind,
 {
 	for (size_t i = 0; i < p->n_objects; i++)
 		if (p->objects[i].serial == serial &&
-		    p->objects[i].kind == kind && streq(p->objects[i].name, name))
+		    p->objects[i].kind == kind && streq(object_name(&p->objects[i]), name))
 			return &p->objects[i];
 	for (size_t i = 0; i < p->n_draining; i++)
 		if (p->draining[i].serial == serial &&
-		    p->draining[i].kind == kind && streq(p->draining[i].name, name))
+		    p->draining[i].kind == kind && streq(object_name(&p->draining[i]), name))
 			return &p->draining[i];
 	return NULL;
 }
@@ -715,8 +760,7 @@ struct profile *profile_free(struct profile *p)
 	if (!p)
 		return NULL;
 	profile_stop(p, NULL);
-	for (int k = 0; k < OBJ_KIND_MAX; k++)
-		HASH_CLEAR(hh, p->index[k]);
+	jobs_free(p);
 	for (size_t i = 0; i < p->n_objects; i++)
 		free(p->objects[i].reason);
 	free(p->dep_start);

@@ -34,24 +34,18 @@ enum obj_phase {
 	PHASE_CONNECT, /* a QP moving to its target state */
 };
 
+/*
+ * One declared object. Tens of thousands of them are normal, so it holds
+ * only what lives as long as the object: what a creation needs meanwhile
+ * (its job, what it waits for) is the profile's while it runs (struct
+ * job, profile.c), and the names are indexed apart (struct nameidx).
+ */
 struct object {
-	enum obj_kind kind;
-	enum obj_state state;
-	const char *name; /* owned by the config */
-	const void *conf; /* struct conf_<kind> */
-	int err;	     /* positive errno when failed */
-	char *reason;	     /* when failed */
-	unsigned int leases; /* sessions holding it (attach protocol) */
-	uint64_t serial;     /* this incarnation, unique in the daemon */
-	/* Creation on a worker: what it waits for, and its job. While the
-	 * state is creating, only the job touches u, err and reason. */
-	struct profile *profile;
-	uint32_t waiting; /* dependencies not created yet */
-	uint8_t phase;	  /* enum obj_phase */
-	bool todo;	  /* part of the creation under way */
-	int result;	  /* the job's: 0 or -errno */
-	struct work work;
-	UT_hash_handle hh; /* profile->index[kind], by name */
+	/* struct conf_<kind>, the config's; a draining object's own, with
+	 * just its name (object_name()). */
+	const void *conf;
+	char *reason;	  /* when failed */
+	uint64_t serial;  /* this incarnation, unique in the daemon */
 	union {
 		struct memory mem;
 		struct {
@@ -60,7 +54,10 @@ struct object {
 		} xrcd;
 		struct ibv_pd *pd;
 		struct ibv_dm *dm;
-		struct ibv_mr *mr;
+		struct {
+			struct ibv_mr *mr;
+			uint64_t iova;
+		} mr;
 		struct ibv_mw *mw;
 		struct {
 			struct ibv_cq *cq;
@@ -70,8 +67,21 @@ struct object {
 		struct ibv_qp *qp;
 		struct ibv_ah *ah;
 	} u;
-	uint64_t iova; /* mr */
+	int err; /* positive errno when failed */
+	/* Sessions holding it (attach protocol): bounded by the sessions
+	 * per uid and their attachments, far below 2^22. */
+	unsigned int leases : 22;
+	enum obj_kind kind : 4;
+	/* While the state is creating, only the job touches u, err and
+	 * reason. */
+	enum obj_state state : 3;
+	bool todo : 1; /* part of the creation under way */
 };
+
+static inline const char *object_name(const struct object *o)
+{
+	return conf_obj_name(o->conf);
+}
 
 enum profile_state {
 	PROFILE_PENDING,  /* device absent */
@@ -105,13 +115,18 @@ struct profile {
 	struct ibv_context *ctx;
 	enum profile_state state;
 	char *reason;
-	struct object *objects; /* in creation order */
+	/* In creation order: kind by kind, each kind in the order of its
+	 * declarations (objects[kind_start[k] + i] is declaration i of kind
+	 * k), so that the config's own name index finds them. */
+	struct object *objects;
 	size_t n_objects;
-	struct object *index[OBJ_KIND_MAX]; /* by name, per kind */
+	size_t kind_start[OBJ_KIND_MAX];
 	/* Who depends on object i: dependents[dep_start[i] .. dep_start[i+1]) */
 	uint32_t *dep_start, *dependents;
-	/* The creation under way, on workers. */
+	/* The creation under way, on workers: a job per object, allocated
+	 * while it runs. */
 	struct workers *workers;
+	struct job *jobs;
 	size_t in_flight;  /* jobs submitted and not done */
 	bool cancelling;   /* a drain: done jobs start nothing new */
 	struct profile_progress progress;

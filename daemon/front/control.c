@@ -214,7 +214,7 @@ static int lease(struct attachment *a, struct object *o)
 	if (!l)
 		return -ENOMEM;
 	a->leases = l;
-	l[a->n_leases] = (struct lease){ o->kind, strdup(o->name), o->serial };
+	l[a->n_leases] = (struct lease){ o->kind, strdup(object_name(o)), o->serial };
 	if (!l[a->n_leases].name)
 		return -ENOMEM;
 	a->n_leases++;
@@ -550,12 +550,12 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 			opened[n_opened++] = xfd;
 			json_array_append_new(
 				xrcds, json_pack("{s:s, s:s, s:i}", "name",
-						 o->name, "file", file, "fd",
+						 object_name(o), "file", file, "fd",
 						 (int)n_fds));
 			fds[n_fds++] = xfd;
 		} else if (o->kind == OBJ_PD) {
 			json_array_append_new(
-				pds, json_pack("{s:s, s:i}", "name", o->name,
+				pds, json_pack("{s:s, s:i}", "name", object_name(o),
 					       "handle", (int)o->u.pd->handle));
 		} else if (o->kind == OBJ_MR) {
 			const struct conf_mr *cm = o->conf;

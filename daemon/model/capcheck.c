@@ -37,12 +37,12 @@ static void check_qp(struct config *c, const struct caps *caps,
 	     a->max_sge);
 	OVER(c, q->loc, "qp", q->name, "max_recv_sge", q->cap.max_recv_sge,
 	     a->max_sge);
-	if (q->path.port_num > 0)
+	if (q->path && q->path->port_num > 0)
 		OVER(c, q->loc, "qp", q->name, "path port_num",
-		     q->path.port_num, a->phys_port_cnt);
-	if (q->path.sgid_index >= 0)
+		     q->path->port_num, a->phys_port_cnt);
+	if (q->path && q->path->sgid_index >= 0)
 		OVER(c, q->loc, "qp", q->name, "path sgid_index",
-		     q->path.sgid_index, caps->port.gid_tbl_len - 1);
+		     q->path->sgid_index, caps->port.gid_tbl_len - 1);
 }
 
 static void check_profile(struct config *c, const struct caps *caps,

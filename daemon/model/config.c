@@ -38,15 +38,19 @@ static int set_defaults(struct config *c)
 {
 	struct conf_daemon *d = &c->daemon;
 
-	if (!d->runtime_dir && !(d->runtime_dir = strdup("/run/rdmad")))
+	if (!d->runtime_dir && !(d->runtime_dir = conf_strdup(c, "/run/rdmad")))
 		return -ENOMEM;
-	if (!d->control_socket &&
-	    asprintf(&d->control_socket, "%s/" CONFIG_DEFAULT_SOCKET_NAME,
-		     d->runtime_dir) < 0) {
-		d->control_socket = NULL;
-		return -ENOMEM;
+	if (!d->control_socket) {
+		_cleanup_free_ char *s = NULL;
+
+		if (asprintf(&s, "%s/" CONFIG_DEFAULT_SOCKET_NAME, d->runtime_dir) < 0) {
+			s = NULL;
+			return -ENOMEM;
+		}
+		if (!(d->control_socket = conf_strdup(c, s)))
+			return -ENOMEM;
 	}
-	if (!d->log_level && !(d->log_level = strdup("info")))
+	if (!d->log_level && !(d->log_level = conf_strdup(c, "info")))
 		return -ENOMEM;
 	if (!d->max_sessions)
 		d->max_sessions = CONFIG_DEFAULT_MAX_SESSIONS;
@@ -64,7 +68,8 @@ static int set_defaults(struct config *c)
 		d->http_header_timeout = CONFIG_DEFAULT_HTTP_HEADER_TIMEOUT;
 	if (!d->listen) {
 		d->listen = calloc(2, sizeof(char *));
-		if (!d->listen || !(d->listen[0] = strdup(CONFIG_DEFAULT_LISTEN)))
+		if (!d->listen ||
+		    !(d->listen[0] = conf_strdup(c, CONFIG_DEFAULT_LISTEN)))
 			return -ENOMEM;
 		d->n_listen = 1;
 	}
@@ -83,6 +88,7 @@ static int finish(struct parser *p)
 		config_free(p->c);
 		return -ENOMEM;
 	}
+	conf_strings_seal(p->c);
 	return 0;
 }
 
@@ -128,25 +134,27 @@ static void free_strv(char **v, size_t n)
 	free(v);
 }
 
-/* Free what the fields of table own in obj (strings, lists). */
+/* Free what the fields of table own in obj (lists; the strings are the
+ * config's, config_strings.c). */
 static void free_fields(const struct field *table, void *obj)
 {
 	for (const struct field *f = table; f->key; f++) {
 		void *at = (char *)obj + f->offset;
 
 		switch (f->type) {
-		case F_STRING:
-			free(*(char **)at);
-			break;
 		case F_STRLIST:
-			free_strv(*(char ***)at,
-				  *(size_t *)((char *)obj + f->count_offset));
+			free(*(char ***)at);
 			break;
 		case F_INT64LIST:
 			free(*(int64_t **)at);
 			break;
 		case F_GROUP:
-			free_fields(f->sub, obj);
+			if (!f->indirect) {
+				free_fields(f->sub, obj);
+			} else if (*(void **)at) {
+				free_fields(f->sub, *(void **)at);
+				free(*(void **)at);
+			}
 			break;
 		default:
 			break;
@@ -212,6 +220,15 @@ static bool fields_equal(const struct field *table, const void *a,
 			break;
 		}
 		case F_GROUP:
+			if (f->indirect) {
+				const void *px = *(const void *const *)x;
+				const void *py = *(const void *const *)y;
+
+				if (!px != !py ||
+				    (px && !fields_equal(f->sub, px, py)))
+					return false;
+				break;
+			}
 			if (f->set_flag && *(const bool *)x != *(const bool *)y)
 				return false;
 			if (!fields_equal(f->sub, a, b))
@@ -277,6 +294,7 @@ struct config *config_free(struct config *c)
 		free(c->errors[i].msg);
 	free(c->errors);
 	free_strv(c->files, c->n_files);
+	conf_strings_free(c);
 	free(c->path);
 	free(c);
 	return NULL;

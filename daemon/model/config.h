@@ -101,9 +101,9 @@ struct conf_mr {
 	char *pd;
 	char *memory;
 	unsigned int access; /* IBV_ACCESS_* */
+	bool zero_based;
 	uint64_t offset;
 	uint64_t length; /* 0: to the end of the memory */
-	bool zero_based;
 };
 
 struct conf_mw {
@@ -166,20 +166,19 @@ struct conf_qp {
 	struct conf_loc loc;
 	char *name;
 	char *pd;
-	enum qp_kind type;
 	char *send_cq;
 	char *recv_cq;
 	char *srq;
 	char *xrcd; /* xrc_recv */
+	char *peer; /* rtr/rts: another QP of the profile (loopback) */
+	struct conf_path *path; /* NULL: no path block */
+	enum qp_kind type;
 	struct conf_qp_cap cap;
-	bool sq_sig_all;
 	enum qp_target_state state;
 	unsigned int access; /* qp_access_flags for INIT */
+	uint32_t qkey;	     /* UD */
 	uint16_t pkey_index;
-	uint32_t qkey; /* UD */
-	char *peer;    /* rtr/rts: another QP of the profile (loopback) */
-	bool has_path;
-	struct conf_path path;
+	bool sq_sig_all;
 };
 
 struct conf_ah {
@@ -290,6 +289,8 @@ struct config {
 	struct conf_names *device_names;
 	struct conf_names *profile_names;
 
+	/* Every string of the settings above (config_strings.c). */
+	struct conf_strings *strings;
 	char **files; /* interned file names for conf_loc */
 	size_t n_files;
 	struct conf_error *errors;

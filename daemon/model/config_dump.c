@@ -83,8 +83,11 @@ static void fields_json(const struct field *table, const void *obj, json_t *j)
 		case F_GROUP:
 			if (f->set_flag && !*(const bool *)at)
 				break;
+			if (f->indirect && !*(void *const *)at)
+				break;
 			v = json_object();
-			fields_json(f->sub, obj, v);
+			fields_json(f->sub, f->indirect ? *(void *const *)at : obj,
+				    v);
 			if (!json_object_size(v)) {
 				json_decref(v);
 				v = NULL;

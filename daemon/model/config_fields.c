@@ -388,9 +388,9 @@ static const struct field qp_cap_fields[] = {
 
 /* The keys of struct qp_path (qpstate.h), with their ranges. */
 #define PATH(k, lo, hi)                                                        \
-	FLD(conf_qp, #k, F_INT64, path.k, .min = (lo), .max = (hi))
+	FLD(conf_path, #k, F_INT64, k, .min = (lo), .max = (hi))
 static const struct field qp_path_fields[] = {
-	FLD(conf_qp, "dgid", F_STRING, path.dgid, .check = check_gid),
+	FLD(conf_path, "dgid", F_STRING, dgid, .check = check_gid),
 	PATH(port_num, 1, 255),
 	PATH(pkey_index, 0, 65535),
 	PATH(qkey, 0, UINT32_MAX),
@@ -415,6 +415,15 @@ static const struct field qp_path_fields[] = {
 	END_OF_TABLE,
 };
 
+/* -1: not given (qp_path_init's default or the device's). */
+static void path_defaults(void *sub)
+{
+	struct conf_path *path = sub;
+
+	memset(&path->port_num, 0xff,
+	       sizeof(*path) - offsetof(struct conf_path, port_num));
+}
+
 static const struct field qp_fields[] = {
 	FLD(conf_qp, "name", F_STRING, name, .required = true),
 	FLD(conf_qp, "pd", F_STRING, pd),
@@ -433,7 +442,8 @@ static const struct field qp_fields[] = {
 	FLD(conf_qp, "qkey", F_UINT32, qkey, .min = 0, .max = UINT32_MAX),
 	FLD(conf_qp, "peer", F_STRING, peer),
 	{ .key = "path", .type = F_GROUP, .sub = qp_path_fields,
-	  .offset = offsetof(struct conf_qp, has_path), .set_flag = true },
+	  .offset = offsetof(struct conf_qp, path), .indirect = true,
+	  .size = sizeof(struct conf_path), .defaults = path_defaults },
 	END_OF_TABLE,
 };
 
@@ -488,9 +498,6 @@ static void qp_defaults(void *elem)
 				       .max_send_sge = 1, .max_recv_sge = 1 };
 	q->state = QPS_TARGET_INIT;
 	q->qkey = 0x11111111;
-	/* -1: not given (qp_path_init's default or the device's). */
-	memset(&q->path.port_num, 0xff,
-	       sizeof(q->path) - offsetof(struct conf_path, port_num));
 }
 
 static void cq_defaults(void *elem)

@@ -10,71 +10,68 @@
 
 #include "config_internal.h"
 
-/* An allocation failure while adding fails that add, not the process. */
-#define HASH_NONFATAL_OOM 1
-#define uthash_nonfatal_oom(elt) (oom = true)
-#include <uthash.h>
+#include "nameidx.h"
 
-struct conf_name {
-	const void *obj;
-	UT_hash_handle hh; /* keyed by the object's own name string */
-};
-
+/* Positions into one array of objects that begin with loc and name. */
 struct conf_names {
-	struct conf_name *head;
-	size_t n, cap;
-	struct conf_name entry[];
+	const char *base;
+	size_t size;
+	struct nameidx ix;
 };
 
-struct conf_names *conf_names_new(size_t cap)
+struct conf_names *conf_names_new(const void *base, size_t size, size_t cap)
 {
-	struct conf_names *ix;
+	struct conf_names *ix = calloc(1, sizeof(*ix));
 
-	ix = calloc(1, sizeof(*ix) + cap * sizeof(ix->entry[0]));
-	if (ix)
-		ix->cap = cap;
+	if (!ix)
+		return NULL;
+	if (nameidx_init(&ix->ix, cap) < 0) {
+		free(ix);
+		return NULL;
+	}
+	ix->base = base;
+	ix->size = size;
 	return ix;
+}
+
+static bool name_eq(const void *ctx, uint32_t i, const void *key)
+{
+	const struct conf_names *ix = ctx;
+
+	return streq(conf_obj_name(ix->base + i * ix->size), key);
 }
 
 int conf_names_add(struct conf_names *ix, const void *obj, const void **first)
 {
 	const char *name = conf_obj_name(obj);
-	struct conf_name *e;
-	bool oom = false;
-	size_t len;
+	uint32_t h, at;
+	size_t i;
 
 	if (!name)
 		return 0;
-	len = strlen(name);
-	HASH_FIND(hh, ix->head, name, len, e);
-	if (e) {
-		*first = e->obj;
+	h = nameidx_hash(name, 0);
+	at = nameidx_find(&ix->ix, h, name_eq, ix, name);
+	if (at != NAMEIDX_NONE) {
+		*first = ix->base + at * ix->size;
 		return -EEXIST;
 	}
-	if (ix->n == ix->cap)
-		return -ENOSPC;
-	e = &ix->entry[ix->n];
-	e->obj = obj;
-	HASH_ADD_KEYPTR(hh, ix->head, name, len, e);
-	if (oom)
-		return -ENOMEM;
-	ix->n++;
-	return 0;
+	i = (size_t)((const char *)obj - ix->base) / ix->size;
+	return nameidx_add(&ix->ix, h, (uint32_t)i);
 }
 
 const void *conf_names_find(const struct conf_names *ix, const char *name)
 {
-	struct conf_name *e;
+	uint32_t at = nameidx_find(&ix->ix, nameidx_hash(name, 0), name_eq, ix,
+				   name);
 
-	HASH_FIND(hh, ix->head, name, strlen(name), e);
-	return e ? e->obj : NULL;
+	return at == NAMEIDX_NONE ? NULL : ix->base + at * ix->size;
 }
 
 struct conf_names *conf_names_free(struct conf_names *ix)
 {
 	if (!ix)
 		return NULL;
-	HASH_CLEAR(hh, ix->head);
+	nameidx_done(&ix->ix);
 	free(ix);
 	return NULL;
 }

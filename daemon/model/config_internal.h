@@ -51,6 +51,12 @@ struct field {
 	const struct enum_name *names; /* F_ENUM, F_ACCESS */
 	const struct field *sub;       /* F_GROUP */
 	bool set_flag;		       /* F_GROUP: set the bool at offset */
+	/* F_GROUP: a struct of its own, allocated when the key is given
+	 * (offset: the pointer to it, NULL when absent), of size bytes,
+	 * which defaults() fills in first. For what few objects have. */
+	bool indirect;
+	size_t size;
+	void (*defaults)(void *sub);
 	/* F_STRING, F_STRLIST: NULL when the value is fine, else why not. */
 	const char *(*check)(const char *value);
 };
@@ -76,15 +82,23 @@ extern const struct field conf_profile_fields[];
 /* The name of value v in t, or "?". */
 const char *conf_enum_name(const struct enum_name *t, int v);
 
-/* config_index.c: a name index over up to cap objects that begin with
- * loc and name. */
-struct conf_names *conf_names_new(size_t cap);
+/* config_index.c: a name index over up to cap objects of the array at
+ * base (each size bytes), which begin with loc and name. */
+struct conf_names *conf_names_new(const void *base, size_t size, size_t cap);
 /* Index obj under its name: 0 (also for an object without a name), or
  * -EEXIST when the name is taken (*first: the object that has it, and
  * obj is not indexed), -ENOSPC past cap, or -ENOMEM. */
 int conf_names_add(struct conf_names *ix, const void *obj, const void **first);
 const void *conf_names_find(const struct conf_names *ix, const char *name);
 struct conf_names *conf_names_free(struct conf_names *ix);
+
+/* config_strings.c: the config's own copy of str, shared with every
+ * equal string of the config while it loads (so never to be changed or
+ * freed on its own), or NULL when out of memory. */
+char *conf_strdup(struct config *c, const char *str);
+/* Loaded: no more interning (its table goes). */
+void conf_strings_seal(struct config *c);
+void conf_strings_free(struct config *c);
 
 /* The state of one load: the config being built, and the file being
  * parsed. */

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "config_internal.h"
 #include "utf8.h"
@@ -278,7 +279,7 @@ static int parse_string_list(struct parser *p, const config_setting_t *s,
 				    f->check(str));
 			continue;
 		}
-		v[(*n_out)++] = strdup(str);
+		v[(*n_out)++] = conf_strdup(p->c, str);
 		if (!v[*n_out - 1])
 			p->oom = 1;
 	}
@@ -592,8 +593,7 @@ static void parse_field(struct parser *p, const struct field *f,
 				    f->check(str));
 			return;
 		}
-		free(*(char **)dst);
-		*(char **)dst = strdup(str);
+		*(char **)dst = conf_strdup(p->c, str);
 		if (!*(char **)dst)
 			p->oom = 1;
 		return;
@@ -737,6 +737,21 @@ static void parse_field(struct parser *p, const struct field *f,
 		return;
 	}
 	case F_GROUP:
+		if (f->indirect) {
+			void **sub = dst;
+
+			if (!*sub) {
+				*sub = calloc(1, f->size);
+				if (!*sub) {
+					p->oom = 1;
+					return;
+				}
+				if (f->defaults)
+					f->defaults(*sub);
+			}
+			parse_group(p, f->sub, s, f->key, *sub);
+			return;
+		}
 		if (f->set_flag)
 			*(bool *)dst = true;
 		parse_group(p, f->sub, s, f->key, obj);

@@ -46,7 +46,7 @@ static void index_names(struct parser *p, const char *what, const void *arr,
 
 	if (!n)
 		return; /* nothing to find: no index (lookups scan nothing) */
-	ix = conf_names_new(n);
+	ix = conf_names_new(arr, size, n);
 	if (!ix) {
 		p->oom = 1;
 		return;
@@ -243,23 +243,23 @@ static void verify_qp_remote(struct parser *p, const struct conf_profile *pr,
 {
 	bool beyond_init = q->state >= QPS_TARGET_RTR;
 	const struct conf_qp *peer = conf_obj_find(pr, OBJ_QP, q->peer);
-	int64_t mtu = q->path.mtu;
+	int64_t mtu = q->path ? q->path->mtu : -1;
 
-	if (q->peer && q->has_path)
+	if (q->peer && q->path)
 		parser_error(p, q->loc, "qp '%s': give peer or path, not both",
 			     unnamed(q->name));
-	if (!beyond_init && (q->peer || q->has_path))
+	if (!beyond_init && (q->peer || q->path))
 		parser_error(p, q->loc,
 			     "qp '%s': peer and path are for state \"rtr\" or "
 			     "\"rts\", not \"%s\"",
 			     unnamed(q->name), qp_target_state_name(q->state));
 	if (beyond_init && connected_type(q->type) && !q->peer &&
-	    !(q->has_path && q->path.dqpn >= 0))
+	    !(q->path && q->path->dqpn >= 0))
 		parser_error(p, q->loc,
 			     "qp '%s': state \"%s\" needs the remote end: "
 			     "peer = \"QP\", or a path with dqpn",
 			     unnamed(q->name), qp_target_state_name(q->state));
-	if (q->has_path && mtu >= 0 && mtu != 256 && mtu != 512 &&
+	if (q->path && mtu >= 0 && mtu != 256 && mtu != 512 &&
 	    mtu != 1024 && mtu != 2048 && mtu != 4096)
 		parser_error(p, q->loc,
 			     "qp '%s': path mtu %" PRId64
