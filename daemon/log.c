@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,41 +65,86 @@ static void log_write(int prio, int err, const char *msg)
 }
 
 /*
- * Repeats: a condition that persists (a full fd table, a client that
- * retries in a loop) must not fill the journal. The same line (text,
- * errno and priority) is written LOG_REPEAT_BURST times within
+ * Repeats: a condition that persists (a full fd table, clients that
+ * retry in a loop) must not fill the journal. The same line (text, errno
+ * and priority) is written LOG_REPEAT_BURST times within
  * LOG_REPEAT_WINDOW seconds; after that it is counted, and the count is
- * written when another line comes or the window has passed.
+ * written when the window has passed (at the next line logged), when
+ * the line is forgotten for others, or at exit. A few lines are
+ * remembered at once, so that floods that interleave are counted too.
  */
 #define LOG_REPEAT_BURST 3
 #define LOG_REPEAT_WINDOW 10
+#define LOG_REPEAT_SLOTS 16
 
-static struct {
-	pthread_mutex_t lock;
+struct repeat {
 	char text[1024];
 	int prio, err;
 	unsigned long seen;	  /* times in this window */
 	unsigned long suppressed; /* not written yet */
 	time_t since;
-} last = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	unsigned long long used; /* for forgetting the least recent */
+};
 
-static void flush_repeats(void)
+static pthread_mutex_t repeat_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct repeat repeats[LOG_REPEAT_SLOTS];
+static unsigned long long repeat_clock;
+
+static void flush_repeat(struct repeat *r)
 {
 	char buf[1200];
 
-	if (!last.suppressed)
+	if (!r->suppressed)
 		return;
-	snprintf(buf, sizeof(buf), "last message repeated %lu more time%s: %s",
-		 last.suppressed, last.suppressed == 1 ? "" : "s", last.text);
-	log_write(last.prio, last.err, buf);
-	last.suppressed = 0;
+	snprintf(buf, sizeof(buf), "repeated %lu more time%s: %s",
+		 r->suppressed, r->suppressed == 1 ? "" : "s", r->text);
+	log_write(r->prio, r->err, buf);
+	r->suppressed = 0;
 }
 
 void log_flush(void)
 {
-	pthread_mutex_lock(&last.lock);
-	flush_repeats();
-	pthread_mutex_unlock(&last.lock);
+	pthread_mutex_lock(&repeat_lock);
+	for (size_t i = 0; i < LOG_REPEAT_SLOTS; i++)
+		flush_repeat(&repeats[i]);
+	pthread_mutex_unlock(&repeat_lock);
+}
+
+/* Should this line be written? Counts it, and writes the counts whose
+ * window has passed. */
+static bool repeat_admit(int prio, int err, const char *text, time_t now)
+{
+	struct repeat *hit = NULL, *lru = &repeats[0];
+
+	for (size_t i = 0; i < LOG_REPEAT_SLOTS; i++) {
+		struct repeat *r = &repeats[i];
+
+		if (r->suppressed && now - r->since >= LOG_REPEAT_WINDOW)
+			flush_repeat(r);
+		if (r->used && r->prio == prio && r->err == err &&
+		    streq(r->text, text))
+			hit = r;
+		if (r->used < lru->used)
+			lru = r;
+	}
+	if (!hit) {
+		flush_repeat(lru);
+		hit = lru;
+		snprintf(hit->text, sizeof(hit->text), "%s", text);
+		hit->prio = prio;
+		hit->err = err;
+		hit->seen = 0;
+	}
+	hit->used = ++repeat_clock;
+	if (!hit->seen || now - hit->since >= LOG_REPEAT_WINDOW) {
+		hit->since = now;
+		hit->seen = 0;
+	}
+	if (++hit->seen > LOG_REPEAT_BURST) {
+		hit->suppressed++;
+		return false;
+	}
+	return true;
 }
 
 /* Length of the valid UTF-8 sequence at s (of a multi-byte character),
@@ -161,26 +207,9 @@ void log_msg(int prio, int err, const char *fmt, ...)
 		err = -err;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 
-	pthread_mutex_lock(&last.lock);
-	if (prio == last.prio && err == last.err && streq(buf, last.text) &&
-	    ts.tv_sec - last.since < LOG_REPEAT_WINDOW) {
-		if (++last.seen > LOG_REPEAT_BURST) {
-			last.suppressed++;
-			pthread_mutex_unlock(&last.lock);
-			errno = saved;
-			return;
-		}
-	} else {
-		flush_repeats();
-		if (!(prio == last.prio && err == last.err &&
-		      streq(buf, last.text)))
-			snprintf(last.text, sizeof(last.text), "%s", buf);
-		last.prio = prio;
-		last.err = err;
-		last.seen = 1;
-		last.since = ts.tv_sec;
-	}
-	log_write(prio, err, buf);
-	pthread_mutex_unlock(&last.lock);
+	pthread_mutex_lock(&repeat_lock);
+	if (repeat_admit(prio, err, buf, ts.tv_sec))
+		log_write(prio, err, buf);
+	pthread_mutex_unlock(&repeat_lock);
 	errno = saved;
 }

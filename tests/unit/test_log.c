@@ -58,11 +58,33 @@ static void test_repeats_are_counted(void **state)
 	assert_int_equal(count(out, "rdmad: control socket: accept: Too many "
 				    "open files\n"),
 			 3);
-	assert_non_null(strstr(out, "rdmad: last message repeated 997 more "
-				    "times: control socket: accept: Too many "
-				    "open files\n"));
-	/* The count comes before the next line. */
-	assert_true(strstr(out, "repeated 997") < strstr(out, "something else"));
+	assert_non_null(strstr(out, "rdmad: repeated 997 more times: control "
+				    "socket: accept: Too many open files\n"));
+	assert_non_null(strstr(out, "rdmad: something else\n"));
+}
+
+/* Two floods that alternate are both counted. */
+static void interleaved(void)
+{
+	for (int i = 0; i < 100; i++) {
+		log_notice("refused a session of uid 1000");
+		log_notice("refused a session of uid 1001");
+	}
+}
+
+static void test_interleaved_repeats_are_counted(void **state)
+{
+	char *out = capture(interleaved);
+
+	(void)state;
+	assert_int_equal(count(out, "rdmad: refused a session of uid 1000\n"),
+			 3);
+	assert_int_equal(count(out, "rdmad: refused a session of uid 1001\n"),
+			 3);
+	assert_non_null(strstr(out, "rdmad: repeated 97 more times: refused a "
+				    "session of uid 1000\n"));
+	assert_non_null(strstr(out, "rdmad: repeated 97 more times: refused a "
+				    "session of uid 1001\n"));
 }
 
 static void different(void)
@@ -102,6 +124,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_repeats_are_counted),
+		cmocka_unit_test(test_interleaved_repeats_are_counted),
 		cmocka_unit_test(test_different_lines_are_all_written),
 		cmocka_unit_test(test_stray_bytes_are_escaped),
 	};
