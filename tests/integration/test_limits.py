@@ -356,7 +356,20 @@ def test_full_fd_table_pauses_and_recovers(limited):
         for s in held:
             s.close()
         resource.prlimit(d.pid, resource.RLIMIT_NOFILE, (soft, hard))
-    assert settle_health(d), "REST does not accept again:\n" + d.log()
+    if not settle_health(d):
+        # What the daemon is doing: for the report.
+        cpu0 = cpu_seconds(d.pid)
+        time.sleep(1)
+        state = {"cpu_per_s": cpu_seconds(d.pid) - cpu0,
+                 "wchan": Path(f"/proc/{d.pid}/wchan").read_text(),
+                 "stat": Path(f"/proc/{d.pid}/stat").read_text().split()[2],
+                 "fds": len(os.listdir(f"/proc/{d.pid}/fd"))}
+        try:
+            state["control"] = timed_session(d.sock, 3)
+        except OSError as e:
+            state["control"] = repr(e)
+        raise AssertionError(f"REST does not accept again: {state}\n"
+                             + d.log())
     assert timed_session(d.sock) < 1
     lines = d.log().splitlines()
     worst = max(lines.count(x) for x in set(lines))
