@@ -471,7 +471,8 @@ int api_handle(struct manager *m, const struct api_request *req,
 	int status;
 
 	if (!utf8_valid(path)) {
-		*out = api_error("not_found", "the path is not valid UTF-8");
+		*out = api_error("not_found",
+				 "no resource at a path that is not valid UTF-8");
 		return 404;
 	}
 	if (!utf8_valid(method)) {
