@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Daemon, daemon_fds, free_port, rdma_res, settle
+from conftest import RDMAD, Daemon, daemon_fds, free_port, rdma_res, settle
 
 HERE = Path(__file__).resolve().parent
 LONG = os.environ.get("RDMAD_STRESS", "ci") == "long"
@@ -140,8 +140,12 @@ class Baseline:
         assert settle(lambda: daemon_fds(d.pid) == self.fds, 10), \
             (daemon_fds(d.pid), self.fds)
         assert kernel(d) == self.kernel
-        # Memory comes back to what it was, give or take the allocator.
-        assert rss(d.pid) <= self.rss + rss_slack, (rss(d.pid), self.rss)
+        # Memory comes back to what it was, give or take the allocator
+        # (a sanitized daemon keeps freed memory in quarantine: its RSS
+        # says nothing about leaks, which LeakSanitizer checks at exit).
+        if "san" not in RDMAD.name:
+            assert rss(d.pid) <= self.rss + rss_slack, (rss(d.pid),
+                                                        self.rss)
 
 
 def test_hundreds_of_clients(stress):
