@@ -461,6 +461,38 @@ bool api_cacheable(struct manager *m, const char *method, const char *path,
 	return true;
 }
 
+size_t api_allow(const char *path, char *allow, size_t size)
+{
+	struct request r = { 0 };
+	size_t len = 0;
+	char buf[1024];
+
+	if (size)
+		allow[0] = '\0';
+	if (strlen(path) >= sizeof(buf))
+		return 0;
+	strcpy(buf, path);
+	if (split_path(buf, &r) < 0)
+		return 0;
+	for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
+		const char *meth = routes[i].method;
+		bool get = streq(meth, "GET");
+		int n;
+
+		if (!route_matches(&routes[i], &r))
+			continue;
+		/* Two routes may share a method (profiles/{p} and deeper). */
+		if (strstr(allow, meth))
+			continue;
+		n = snprintf(allow + len, size - len, "%s%s%s",
+			     len ? ", " : "", meth, get ? ", HEAD" : "");
+		if (n < 0 || (size_t)n >= size - len)
+			break;
+		len += (size_t)n;
+	}
+	return len;
+}
+
 int api_handle(struct manager *m, const struct api_request *req,
 	       json_t **out)
 {

@@ -38,6 +38,11 @@ int api_handle(struct manager *m, const struct api_request *req,
 bool api_cacheable(struct manager *m, const char *method, const char *path,
 		   uint64_t *generation);
 
+/* The methods path answers to, "GET, HEAD, POST" style, into allow
+ * (the Allow: header of a 405). Returns its length; 0 for an unknown
+ * path. */
+size_t api_allow(const char *path, char *allow, size_t size);
+
 /* {"error":{"code":code,"message":message}} */
 json_t *api_error(const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

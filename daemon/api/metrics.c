@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <dirent.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #include "manager.h"
@@ -94,6 +95,47 @@ static void sessions(FILE *f, struct manager *m)
 		st.attach_failures);
 }
 
+/* The front ends' connections: what limits turned away or closed. */
+static void fronts(FILE *f, struct manager *m)
+{
+	static const char *const name[FRONT_MAX] = { "control", "http" };
+	static const struct {
+		const char *metric, *help, *type;
+		size_t off;
+	} rows[] = {
+		{ "rdmad_connections", "Open connections, by front end.",
+		  "gauge", offsetof(struct front_stats, open) },
+		{ "rdmad_connections_refused_total",
+		  "Connections turned away at a limit, by front end.",
+		  "counter", offsetof(struct front_stats, refused) },
+		{ "rdmad_connections_evicted_total",
+		  "Idle connections closed to make room for new ones.",
+		  "counter", offsetof(struct front_stats, evicted) },
+		{ "rdmad_connections_timed_out_total",
+		  "Connections closed for want of a HELLO (control) or of "
+		  "request headers (http) in time.",
+		  "counter", offsetof(struct front_stats, timed_out) },
+	};
+	struct front_stats st[FRONT_MAX] = { 0 };
+
+	for (int k = 0; k < FRONT_MAX; k++)
+		if (m->fronts[k].stats)
+			m->fronts[k].stats(m->fronts[k].ud, &st[k]);
+	for (size_t r = 0; r < ARRAY_SIZE(rows); r++) {
+		fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", rows[r].metric,
+			rows[r].help, rows[r].metric, rows[r].type);
+		for (int k = 0; k < FRONT_MAX; k++) {
+			const unsigned long long *v =
+				(const void *)((const char *)&st[k] +
+					       rows[r].off);
+
+			if (m->fronts[k].stats)
+				fprintf(f, "%s{front=\"%s\"} %llu\n",
+					rows[r].metric, name[k], *v);
+		}
+	}
+}
+
 /* One sysfs counter directory, e.g. .../ports/1/hw_counters. */
 static void counter_dir(FILE *f, const struct profile *p, const char *group)
 {
@@ -119,7 +161,7 @@ static void counter_dir(FILE *f, const struct profile *p, const char *group)
 		buf[n] = '\0';
 		buf[strcspn(buf, "\n")] = '\0';
 		fprintf(f,
-			"rdmad_port_counter{device=\"%s\",port=\"%d\","
+			"rdmad_port_counter_total{device=\"%s\",port=\"%d\","
 			"group=\"%s\",counter=\"%s\"} %s\n",
 			label(p->ibdev), p->dev->port, group, label(e->d_name),
 			buf);
@@ -132,9 +174,9 @@ static void counter_dir(FILE *f, const struct profile *p, const char *group)
  * hw_counters), for the ports profiles use, each once. */
 static void port_counters(FILE *f, struct manager *m)
 {
-	fputs("# HELP rdmad_port_counter The port's counters from "
+	fputs("# HELP rdmad_port_counter_total The port's counters from "
 	      "/sys/class/infiniband/DEV/ports/N/{counters,hw_counters}.\n"
-	      "# TYPE rdmad_port_counter untyped\n",
+	      "# TYPE rdmad_port_counter_total counter\n",
 	      f);
 	for (size_t i = 0; i < m->n_profiles; i++) {
 		struct profile *p = m->profiles[i];
@@ -175,6 +217,7 @@ char *metrics_render(struct manager *m)
 		m->reload_failures);
 	objects(f, m);
 	sessions(f, m);
+	fronts(f, m);
 	port_counters(f, m);
 	if (fclose(f)) {
 		free(text);

@@ -55,6 +55,12 @@ void manager_set_sessions(struct manager *m, const struct manager_sessions *s)
 	m->sessions = s ? *s : (struct manager_sessions){ 0 };
 }
 
+void manager_set_front(struct manager *m, enum manager_front_kind kind,
+		       const struct manager_front *f)
+{
+	m->fronts[kind] = f ? *f : (struct manager_front){ 0 };
+}
+
 bool manager_busy(const struct manager *m)
 {
 	for (size_t i = 0; i < m->n_profiles; i++)

@@ -65,6 +65,20 @@ struct manager_sessions {
 	void *ud;
 };
 
+/* What a front end counts of its connections, for /metrics: the control
+ * socket and REST each lend theirs. */
+enum manager_front_kind { FRONT_CONTROL, FRONT_HTTP, FRONT_MAX };
+struct front_stats {
+	unsigned long long open;      /* connections now */
+	unsigned long long refused;   /* turned away at a limit */
+	unsigned long long evicted;   /* closed to make room */
+	unsigned long long timed_out; /* closed: no HELLO/headers in time */
+};
+struct manager_front {
+	void (*stats)(void *ud, struct front_stats *out);
+	void *ud;
+};
+
 struct manager {
 	sd_event *event;
 	struct config *config;
@@ -80,6 +94,7 @@ struct manager {
 	size_t n_listeners;
 	struct manager_sessions sessions;
 	struct http *http;
+	struct manager_front fronts[FRONT_MAX];
 	struct control *control;
 	struct devwatch *devwatch;
 	char *token; /* REST bearer token, NULL: mutating calls refused */
@@ -97,6 +112,8 @@ int manager_start(struct manager *m);
 int manager_subscribe(struct manager *m, manager_listener_fn fn, void *ud);
 void manager_unsubscribe(struct manager *m, manager_listener_fn fn, void *ud);
 void manager_set_sessions(struct manager *m, const struct manager_sessions *s);
+void manager_set_front(struct manager *m, enum manager_front_kind kind,
+		       const struct manager_front *f);
 /* Is any profile being created? */
 bool manager_busy(const struct manager *m);
 /* Every profile's progress, added up. */

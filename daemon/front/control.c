@@ -82,7 +82,7 @@ struct control {
 	struct front_caps caps;
 	unsigned int n_sessions;
 	struct uid_count *uids; /* sessions per uid */
-	unsigned long long refused, evicted;
+	unsigned long long refused, evicted, timed_out;
 	struct session *sessions;
 	unsigned int next_session, next_attachment;
 };
@@ -938,6 +938,7 @@ static int on_hello_timeout(sd_event_source *es, uint64_t usec, void *ud)
 		  s->c->m->config->daemon.hello_timeout);
 	send_error(s, 0, "timeout", "no HELLO within %d s (daemon.hello_timeout)",
 		   s->c->m->config->daemon.hello_timeout);
+	s->c->timed_out++;
 	session_free(s);
 	return 0;
 }
@@ -1076,6 +1077,7 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents,
 /* ---- the socket ---- */
 
 static void control_stats(void *ud, struct session_stats *out);
+static void control_front_stats(void *ud, struct front_stats *out);
 static json_t *control_sessions_json(void *ud);
 
 static int resolve_group(const char *name, gid_t *gid)
@@ -1172,6 +1174,9 @@ int control_start(struct manager *m)
 					.json = control_sessions_json,
 					.stats = control_stats,
 					.ud = c });
+	manager_set_front(m, FRONT_CONTROL,
+			  &(struct manager_front){ .stats = control_front_stats,
+						   .ud = c });
 	log_info("control socket on %s", c->path);
 	return 0;
 }
@@ -1184,6 +1189,7 @@ void control_stop(struct manager *m)
 		return;
 	manager_unsubscribe(m, on_manager_event, c);
 	manager_set_sessions(m, NULL);
+	manager_set_front(m, FRONT_CONTROL, NULL);
 	while (c->sessions)
 		session_free(c->sessions);
 	accept_pause_done(&c->pause);
@@ -1211,6 +1217,17 @@ static void control_stats(void *ud, struct session_stats *out)
 	out->attach_seconds = c->attach_seconds;
 	memcpy(out->attach_buckets, c->attach_buckets,
 	       sizeof(out->attach_buckets));
+}
+
+static void control_front_stats(void *ud, struct front_stats *out)
+{
+	struct control *c = ud;
+
+	*out = (struct front_stats){ .refused = c->refused,
+				     .evicted = c->evicted,
+				     .timed_out = c->timed_out };
+	for (struct session *s = c->sessions; s; s = s->next)
+		out->open++;
 }
 
 static json_t *control_sessions_json(void *ud)

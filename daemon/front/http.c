@@ -110,7 +110,7 @@ struct http {
 	size_t n;
 	struct cached *cache;
 	unsigned int n_conns, max_conns, per_address;
-	unsigned long long refused;
+	unsigned long long refused, timed_out;
 	uint64_t header_timeout; /* usec */
 	struct conn *wait_head, *wait_tail;
 	sd_event_source *sweep;
@@ -238,13 +238,37 @@ static struct MHD_Response *json_answer(int st, json_t *doc,
 	return json_response(doc);
 }
 
+/* What RFC 9110 asks of a 405 (Allow) and RFC 6750 of a 401. */
+static struct MHD_Response *with_status_headers(struct MHD_Response *resp,
+						unsigned int status,
+						const char *url)
+{
+	char allow[64];
+
+	if (!resp)
+		return NULL;
+	if (status == MHD_HTTP_METHOD_NOT_ALLOWED) {
+		if (streq(url, "/metrics"))
+			strcpy(allow, "GET, HEAD");
+		else
+			api_allow(url, allow, sizeof(allow));
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+	} else if (status == MHD_HTTP_UNAUTHORIZED) {
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+					"Bearer realm=\"rdmad\"");
+	}
+	return resp;
+}
+
 struct MHD_Response *http_answer(struct manager *m, const char *method,
 				 const char *url, const char *authorization,
 				 const char *body, size_t len, bool too_big,
 				 unsigned int *status, bool *shared)
 {
+	/* HEAD is GET without the body, which libmicrohttpd leaves out. */
+	bool head = streq(method, "HEAD");
 	struct api_request ar = {
-		.method = method,
+		.method = head ? "GET" : method,
 		.path = url,
 		.authorized = authorized(m, authorization),
 		.token_set = m->token != NULL,
@@ -269,7 +293,7 @@ struct MHD_Response *http_answer(struct manager *m, const char *method,
 					     "%s %s takes no request body",
 					     method, url),
 				   status);
-	if (streq(url, "/metrics") && streq(method, "GET")) {
+	if (streq(url, "/metrics") && streq(ar.method, "GET")) {
 		*status = 200;
 		resp = metrics_response(m);
 		if (resp)
@@ -277,7 +301,15 @@ struct MHD_Response *http_answer(struct manager *m, const char *method,
 		return json_answer(500, api_error("internal", "out of memory"),
 				   status);
 	}
-	if (!len && m->http && api_cacheable(m, method, url, &generation))
+	if (streq(url, "/metrics")) {
+		resp = json_answer(405,
+				   api_error("method_not_allowed",
+					     "%s is not allowed on %s", method,
+					     url),
+				   status);
+		return with_status_headers(resp, *status, url);
+	}
+	if (!len && m->http && api_cacheable(m, ar.method, url, &generation))
 		return cached_answer(m, &ar, generation, status, shared);
 	if (len) {
 		/* Depth is bounded by the body size limit and jansson's own
@@ -297,7 +329,8 @@ struct MHD_Response *http_answer(struct manager *m, const char *method,
 	st = api_handle(m, &ar, &reply);
 	json_decref(ar.body);
 	log_debug("%s %s -> %d", method, url, st);
-	return json_answer(st, reply, status);
+	resp = json_answer(st, reply, status);
+	return with_status_headers(resp, *status, url);
 }
 
 static void conn_unlist(struct conn *cn)
@@ -531,6 +564,7 @@ static int on_sweep(sd_event_source *s, uint64_t usec, void *ud)
 			cn->c, MHD_CONNECTION_INFO_CONNECTION_FD);
 
 		conn_unlist(cn);
+		h->timed_out++;
 		if (ci)
 			shutdown(ci->connect_fd, SHUT_RDWR);
 		log_debug("%s: request headers not in within %llu s, closing",
@@ -871,6 +905,15 @@ static int read_pem(const char *path, char **out)
 	return read_all(fd, 1 << 20, -1, out, &len);
 }
 
+static void http_front_stats(void *ud, struct front_stats *out)
+{
+	struct http *h = ud;
+
+	*out = (struct front_stats){ .open = h->n_conns,
+				     .refused = h->refused,
+				     .timed_out = h->timed_out };
+}
+
 int http_start(struct manager *m, const char **failed)
 {
 	const struct conf_daemon *d = &m->config->daemon;
@@ -886,6 +929,9 @@ int http_start(struct manager *m, const char **failed)
 		return -ENOMEM;
 	}
 	m->http = h;
+	manager_set_front(m, FRONT_HTTP,
+			  &(struct manager_front){ .stats = http_front_stats,
+						   .ud = h });
 	front_caps(m->config, &caps);
 	h->max_conns = caps.http;
 	h->per_address = (unsigned int)d->http_max_per_address;
@@ -940,6 +986,7 @@ void http_stop(struct manager *m)
 
 	if (!h)
 		return;
+	manager_set_front(m, FRONT_HTTP, NULL);
 	for (size_t i = 0; i < h->n; i++)
 		listener_stop(&h->l[i]);
 	h->sweep = sd_event_source_disable_unref(h->sweep);

@@ -2,6 +2,7 @@
 """The REST front end and rdmactl: listen addresses (TCP and unix socket),
 rdmactl's JSON equals the REST documents, signals, bad requests."""
 
+import http.client
 import json
 import signal
 import socket
@@ -236,3 +237,44 @@ def test_error_messages_are_utf8_whatever_the_path_holds(rdmad):
         assert doc["error"]["code"] == "not_found"
     finally:
         c.close()
+
+
+def http_exchange(port, method, path, headers=None):
+    """status, headers, body bytes of one request (http.client: HEAD
+    answers carry no body)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        c.request(method, path, headers=headers or {})
+        r = c.getresponse()
+        return r.status, r, r.read()
+    finally:
+        c.close()
+
+
+def test_http_conventions_allow_head_and_authenticate(rdmad):
+    d = rdmad(PROFILE)
+    # 405 names what the path does answer to.
+    for method, path, allow in (
+            ("DELETE", "/v1/profiles", {"GET", "HEAD"}),
+            ("GET", "/v1/reload", {"POST"}),
+            ("PUT", "/v1/profiles/p/selftest", {"POST"}),
+            ("POST", "/metrics", {"GET", "HEAD"})):
+        status, r, body = http_exchange(d.port, method, path)
+        assert status == 405, (method, path)
+        assert json.loads(body)["error"]["code"] == "method_not_allowed"
+        assert {m.strip() for m in r.getheader("Allow").split(",")} == allow
+    # HEAD: GET's status and headers, no body.
+    for path in ("/v1/health", "/v1/profiles", "/v1/profiles/p", "/metrics",
+                 "/v1/profiles/nope"):
+        gstatus, g, gbody = http_exchange(d.port, "GET", path)
+        hstatus, h, hbody = http_exchange(d.port, "HEAD", path)
+        assert hstatus == gstatus, path
+        assert hbody == b"", path
+        assert h.getheader("Content-Type") == g.getheader("Content-Type")
+        assert int(h.getheader("Content-Length")) == len(gbody), path
+    # 401 says how to authenticate; 403 and 200 do not.
+    status, r, _ = http_exchange(d.port, "POST", "/v1/reload")
+    assert status == 401
+    assert r.getheader("WWW-Authenticate").startswith("Bearer")
+    status, r, _ = http_exchange(d.port, "GET", "/v1/health")
+    assert status == 200 and r.getheader("WWW-Authenticate") is None
