@@ -173,6 +173,14 @@ class Daemon:
     def get(self, path):
         return self.request("GET", path)
 
+    def metrics(self):
+        """/metrics as {'name{labels}': value}, comments left out."""
+        with urllib.request.urlopen(self.url + "/metrics", timeout=30) as r:
+            text = r.read().decode()
+        return {k: float(v) for k, v in
+                (line.rsplit(" ", 1) for line in text.splitlines()
+                 if line and not line.startswith("#"))}
+
     def log(self):
         if not self._err.closed:
             self._err.flush()

@@ -172,6 +172,8 @@ def test_header_timeout_closes_slow_requests(limited):
     print("slow head closed after", time.monotonic() - t0)
     s.close()
     assert timed_health(d) < 1
+    assert d.metrics()['rdmad_connections_timed_out_total{front="http"}'] \
+        == 1
 
 
 def test_idle_control_sessions_of_several_uids(limited):
@@ -261,6 +263,9 @@ def test_hello_timeout(limited):
     # One that said HELLO stays.
     time.sleep(1)
     assert polite.request("GET", "/v1/health")[0] == 200
+    m = d.metrics()
+    assert m['rdmad_connections_timed_out_total{front="control"}'] == 1
+    assert m['rdmad_connections{front="control"}'] == 1
 
 
 def test_too_many_sessions(limited):
@@ -292,6 +297,9 @@ def test_too_many_sessions(limited):
     assert busy[0].sock.fileno() >= 0
     # The busy one is still served.
     assert busy[0].request("GET", "/v1/health")[0] == 200
+    m = d.metrics()
+    assert m['rdmad_connections_refused_total{front="control"}'] == 1
+    assert m['rdmad_connections_evicted_total{front="control"}'] == 1
 
 
 def test_rest_cap_refuses_at_once(limited):
@@ -309,6 +317,7 @@ def test_rest_cap_refuses_at_once(limited):
     for s in held:
         s.close()
     assert settle_health(d)
+    assert d.metrics()['rdmad_connections_refused_total{front="http"}'] >= 1
 
 
 def settle_health(d, timeout=15):

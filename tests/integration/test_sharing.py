@@ -7,6 +7,7 @@ bad frames; many clients. The kernel's view is the judge for objects."""
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import rdma_res
+from conftest import ROOT, rdma_res
 from rdmadproto import (ATTACH, ATTACHED, DETACH, DETACHED, ERROR, HELLO,
                         REPORT, REPLY, WELCOME, Client, frame)
 
@@ -493,6 +494,12 @@ def test_metrics(shared):
     # The port's own counters, from sysfs.
     assert 'rdmad_port_counter_total{device="rxe0",port="1",' \
         'group="hw_counters",counter="rcvd_pkts"}' in lines
+    # Prometheus' own linter accepts the whole page.
+    promtool = shutil.which("promtool") or \
+        ROOT / ".cache/tools/usr/bin/promtool"
+    r = subprocess.run([str(promtool), "check", "metrics"], input=text,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
     c.close()
 
 
