@@ -14,29 +14,10 @@
 #include <string.h>
 
 #include "api.h"
+#include "fuzz_util.h"
 #include "fuzz_manager.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void check(bool ok, const char *what)
-{
-	if (!ok) {
-		fprintf(stderr, "fuzz_api: %s\n", what);
-		abort();
-	}
-}
-
-/* The next line of [*p, end) as a string to free. */
-static char *take_line(const uint8_t **p, const uint8_t *end)
-{
-	const uint8_t *nl = memchr(*p, '\n', (size_t)(end - *p));
-	size_t len = (size_t)((nl ? nl : end) - *p);
-	char *s = strndup((const char *)*p, len);
-
-	*p = nl ? nl + 1 : end;
-	check(s != NULL, "strndup");
-	return s;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "fuzz_util.h"
 #include "utf8.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -40,14 +41,6 @@ const char *__lsan_default_suppressions(void)
 
 static char root[64];
 static FILE *devnull;
-
-static void check(bool ok, const char *what)
-{
-	if (!ok) {
-		fprintf(stderr, "fuzz_config: %s\n", what);
-		abort();
-	}
-}
 
 static void write_part(const char *path, const uint8_t *data, size_t len)
 {
