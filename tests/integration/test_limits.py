@@ -92,9 +92,9 @@ def recv_error(sock, timeout):
     return mtype, mid, json.loads(msg[HDR.size:])
 
 
-def hold_sessions(path, uid, n, hello=True):
-    """A child of uid holding n sessions until its pipe closes; returns
-    (pid, write end). Waits until all are connected."""
+def hold_as(uid, connect, n):
+    """A child of uid holding n connections made by connect() until its
+    pipe closes; returns (pid, write end). Waits until all are made."""
     r, w = os.pipe()
     r2, w2 = os.pipe()
     pid = os.fork()
@@ -105,7 +105,7 @@ def hold_sessions(path, uid, n, hello=True):
             os.setgroups([])
             os.setgid(GROUP)
             os.setuid(uid)
-            held = [Client(path, hello=hello) for _ in range(n)]
+            held = [connect() for _ in range(n)]
             os.write(w2, b"k")
             os.read(r, 1)
             del held
@@ -118,6 +118,21 @@ def hold_sessions(path, uid, n, hello=True):
     assert os.read(r2, 1) == b"k", f"uid {uid} could not connect {n}"
     os.close(r2)
     return pid, w
+
+
+def hold_sessions(path, uid, n, hello=True):
+    """n sessions of uid (rdmadproto clients, with or without HELLO)."""
+    return hold_as(uid, lambda: Client(path, hello=hello), n)
+
+
+def hold_raw(path, uid, n):
+    """n bare connections of uid (no HELLO, whatever the daemon makes of
+    them)."""
+    def connect():
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.connect(path)
+        return s
+    return hold_as(uid, connect, n)
 
 
 def release(children):
@@ -438,37 +453,6 @@ def test_connections_per_address(rdmad, run_dir):
     assert timed_health(d) < 1
     for h in held:
         h.close()
-
-
-def hold_raw(path, uid, n):
-    """A child of uid with n connections (no HELLO, whatever the daemon
-    makes of them) until its pipe closes."""
-    r, w = os.pipe()
-    r2, w2 = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(w)
-            os.close(r2)
-            os.setgroups([])
-            os.setgid(GROUP)
-            os.setuid(uid)
-            held = []
-            for _ in range(n):
-                s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-                s.connect(path)
-                held.append(s)
-            os.write(w2, b"k")
-            os.read(r, 1)
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(0)
-    os.close(r)
-    os.close(w2)
-    assert os.read(r2, 1) == b"k", f"uid {uid} could not connect {n}"
-    os.close(r2)
-    return pid, w
 
 
 def test_1100_sessions_at_an_fd_limit_of_1024(limited, monkeypatch,
