@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "gid.h"
 #include "objects.h"
 #include "qpstate.h"
 
@@ -608,7 +609,7 @@ static void qp_json(const struct object *o, json_t *j)
 	const struct conf_qp *c = o->conf;
 	struct ibv_qp_init_attr ia;
 	struct ibv_qp_attr attr;
-	char gid[INET6_ADDRSTRLEN];
+	char gid[GID_TEXT_SIZE];
 
 	SET_INT(j, "handle", o->u.qp->handle);
 	SET_STR(j, "type", qp_kind_name(c->type));
@@ -638,10 +639,11 @@ static void qp_json(const struct object *o, json_t *j)
 	if (attr.qp_state == IBV_QPS_RTR || attr.qp_state == IBV_QPS_RTS) {
 		SET_INT(j, "dqpn", attr.dest_qp_num);
 		SET_INT(j, "mtu", 128 << attr.path_mtu);
-		if (attr.ah_attr.is_global &&
-		    inet_ntop(AF_INET6, attr.ah_attr.grh.dgid.raw, gid,
-			      sizeof(gid)))
-			json_object_set_new(j, "dgid", json_string(gid));
+		if (attr.ah_attr.is_global)
+			json_object_set_new(
+				j, "dgid",
+				json_string(gid_text(&attr.ah_attr.grh.dgid,
+						     gid)));
 	}
 }
 
@@ -725,10 +727,14 @@ static void ready_json(const struct object *o, json_t *j)
 		break;
 	case OBJ_AH: {
 		const struct conf_ah *c = o->conf;
+		union ibv_gid gid;
+		char text[GID_TEXT_SIZE];
 
 		SET_INT(j, "handle", o->u.ah->handle);
 		SET_STR(j, "pd", c->pd);
-		SET_STR(j, "dgid", c->dgid);
+		/* The form every GID has in documents, whatever the file's. */
+		config_parse_gid(c->dgid, gid.raw);
+		SET_STR(j, "dgid", gid_text(&gid, text));
 		break;
 	}
 	default:

@@ -41,6 +41,7 @@
 #include <stdio.h>
 
 #include "devinfo.h"
+#include "gid.h"
 #include "util.h"
 
 struct name {
@@ -654,17 +655,12 @@ int devinfo_port(struct ibv_context *ctx, uint8_t port, json_t **out)
 
 static json_t *gid_entry_json(const struct ibv_gid_entry *e)
 {
-	const uint8_t *g = e->gid.raw;
 	const char *type = name_of(&gid_type_names, e->gid_type);
 	char ifname[IF_NAMESIZE];
 	json_t *netdev = json_null();
-	char gid[40];
+	char gid[GID_TEXT_SIZE];
 
-	snprintf(gid, sizeof(gid),
-		 "%02x%02x:%02x%02x:%02x%02x:%02x%02x:"
-		 "%02x%02x:%02x%02x:%02x%02x:%02x%02x",
-		 g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9],
-		 g[10], g[11], g[12], g[13], g[14], g[15]);
+	gid_text(&e->gid, gid);
 	/* The netdev may live in another namespace: then it is null. */
 	if (e->ndev_ifindex && if_indextoname(e->ndev_ifindex, ifname))
 		netdev = json_string(ifname);

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "gid.h"
 #include "qpstate.h"
 #include "util.h"
 
@@ -348,7 +349,7 @@ static json_t *access_json(unsigned int access)
 
 static json_t *field_json(const struct qp_path *p, const struct field *f)
 {
-	char buf[INET6_ADDRSTRLEN];
+	char buf[GID_TEXT_SIZE];
 
 	switch (f->type) {
 	case F_U8:
@@ -362,9 +363,7 @@ static json_t *field_json(const struct qp_path *p, const struct field *f)
 	case F_ACCESS:
 		return access_json(p->access);
 	case F_GID:
-		if (!inet_ntop(AF_INET6, p->dgid.raw, buf, sizeof(buf)))
-			return NULL;
-		return json_string(buf);
+		return json_string(gid_text(&p->dgid, buf));
 	}
 	return NULL;
 }

@@ -86,7 +86,7 @@ def test_every_kind(rdmad):
     q0, q1 = objs[("qp", "q0")], objs[("qp", "q1")]
     assert q0["qp_state"] == "rts" and q1["qp_state"] == "rts"
     assert q0["dqpn"] == q1["qp_num"] and q1["dqpn"] == q0["qp_num"]
-    assert q0["dgid"] == "::ffff:192.0.2.1"
+    assert q0["dgid"] == "0000:0000:0000:0000:0000:ffff:c000:0201"
     u0 = objs[("qp", "u0")]
     assert u0["qp_state"] == "rtr" and u0["dqpn"] == 17
     assert u0["mtu"] == 512

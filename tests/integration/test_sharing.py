@@ -455,7 +455,8 @@ def test_rdmactl_qp_state_change(shared):
         assert "qp_state=rts" in r.stdout
         q = qp_info(d)
         assert q["dqpn"] == peer.qp_num
-        assert q["dgid"] == "::ffff:192.0.2.1"   # the profile's own GID
+        # The profile's own GID, in the one form GIDs are written in.
+        assert q["dgid"] == "0000:0000:0000:0000:0000:ffff:c000:0201"
         peer.connect(q["qp_num"])
         peer.write(b"via rdmactl qp", mr["rkey"], mr["iova"] + 64)
         assert peer.read(14, mr["rkey"], mr["iova"] + 64) == b"via rdmactl qp"

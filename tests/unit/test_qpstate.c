@@ -120,7 +120,9 @@ static void test_default_json(void **state)
 		     " \"rq_psn\": 0, \"mtu\": 1024, \"max_dest_rd_atomic\": 1,"
 		     " \"min_rnr_timer\": 12, \"dlid\": 0, \"sl\": 0,"
 		     " \"src_path_bits\": 0, \"static_rate\": 0,"
-		     " \"has_grh\": false, \"dgid\": \"::\", \"sgid_index\": 0,"
+		     " \"has_grh\": false,"
+		     " \"dgid\": \"0000:0000:0000:0000:0000:0000:0000:0000\","
+		     " \"sgid_index\": 0,"
 		     " \"hop_limit\": 64, \"traffic_class\": 0,"
 		     " \"flow_label\": 0, \"sq_psn\": 0, \"timeout\": 14,"
 		     " \"retry_cnt\": 7, \"rnr_retry\": 7,"
@@ -253,18 +255,21 @@ struct good_case {
 static const struct good_case good_cases[] = {
 	{ "empty object keeps everything", "{}", "{}" },
 	{ "dgid implies has_grh", "{\"dgid\": \"::ffff:192.0.2.1\"}",
-	  "{\"dgid\": \"::ffff:192.0.2.1\", \"has_grh\": true}" },
+	  "{\"dgid\": \"0000:0000:0000:0000:0000:ffff:c000:0201\", "
+	  "\"has_grh\": true}" },
 	{ "dgid :: still implies has_grh", "{\"dgid\": \"::\"}",
 	  "{\"has_grh\": true}" },
 	{ "has_grh before dgid", "{\"has_grh\": true, \"dgid\": \"fe80::1\"}",
-	  "{\"dgid\": \"fe80::1\", \"has_grh\": true}" },
+	  "{\"dgid\": \"fe80:0000:0000:0000:0000:0000:0000:0001\", "
+	  "\"has_grh\": true}" },
 	{ "explicit has_grh false with zero dgid",
 	  "{\"dgid\": \"::\", \"has_grh\": false}", "{}" },
 	{ "has_grh without dgid", "{\"has_grh\": true}",
 	  "{\"has_grh\": true}" },
 	{ "uncompressed dgid is normalised",
 	  "{\"dgid\": \"FE80:0000:0000:0000:0000:0000:0000:0001\"}",
-	  "{\"dgid\": \"fe80::1\", \"has_grh\": true}" },
+	  "{\"dgid\": \"fe80:0000:0000:0000:0000:0000:0000:0001\", "
+	  "\"has_grh\": true}" },
 	{ "mtu 256", "{\"mtu\": 256}", "{\"mtu\": 256}" },
 	{ "mtu 512", "{\"mtu\": 512}", "{\"mtu\": 512}" },
 	{ "mtu 1024", "{\"mtu\": 1024}", "{}" },
@@ -300,8 +305,8 @@ static const struct good_case good_cases[] = {
 	{ "a connection's path",
 	  "{\"dgid\": \"::ffff:192.0.2.1\", \"sgid_index\": 1, \"dqpn\": 18,"
 	  " \"mtu\": 1024, \"access\": [\"remote_write\"]}",
-	  "{\"dgid\": \"::ffff:192.0.2.1\", \"has_grh\": true,"
-	  " \"sgid_index\": 1, \"dqpn\": 18, \"access\": [\"remote_write\"]}" },
+	  "{\"dgid\": \"0000:0000:0000:0000:0000:ffff:c000:0201\","
+	  " \"has_grh\": true, \"sgid_index\": 1, \"dqpn\": 18, \"access\": [\"remote_write\"]}" },
 };
 
 static void test_good(void **state)
