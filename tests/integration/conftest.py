@@ -62,6 +62,19 @@ def tasks(pid):
     return seen
 
 
+def memfd(pid, name):
+    """Process pid's memfd named name (a memory object of the daemon):
+    (path to it under /proc, inode)."""
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        path = f"/proc/{pid}/fd/{fd}"
+        try:
+            if os.readlink(path) == f"/memfd:{name} (deleted)":
+                return path, os.stat(path).st_ino
+        except OSError:
+            pass
+    raise AssertionError(f"no memfd {name} in {pid}")
+
+
 def rdma_res(kind, pid=None):
     """Objects of one kind the kernel holds, from RDMA netlink; with pid,
     those that process's threads created."""

@@ -8,7 +8,7 @@ import os
 import subprocess
 import time
 
-from conftest import daemon_fds as fds, rdma_res
+from conftest import daemon_fds as fds, memfd, rdma_res
 
 CONFIG = """
 devices = ( { name = "d0"; match = { ibdev = "rxe0"; }; },
@@ -49,18 +49,6 @@ def state(d, name):
     status, p = d.get(f"/v1/profiles/{name}")
     assert status == 200
     return p
-
-
-def memfd(pid, name):
-    """The daemon's memfd of memory object name: (path to it, inode)."""
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        path = f"/proc/{pid}/fd/{fd}"
-        try:
-            if os.readlink(path) == f"/memfd:{name} (deleted)":
-                return path, os.stat(path).st_ino
-        except OSError:
-            pass
-    raise AssertionError(f"no memfd {name} in {pid}")
 
 
 def test_device_goes_and_comes_back(rdmad):

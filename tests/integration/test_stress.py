@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RDMAD, Daemon, daemon_fds, free_port, rdma_res, settle
+from conftest import (RDMAD, Daemon, daemon_fds, free_port, memfd, rdma_res,
+                      settle)
 
 HERE = Path(__file__).resolve().parent
 LONG = os.environ.get("RDMAD_STRESS", "ci") == "long"
@@ -218,20 +219,10 @@ def test_reload_storm_while_clients_work(stress):
     base.check()
 
 
-def memfd_inode(pid, name):
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            if os.readlink(f"/proc/{pid}/fd/{fd}") == f"/memfd:{name} (deleted)":
-                return os.stat(f"/proc/{pid}/fd/{fd}").st_ino
-        except OSError:
-            pass
-    return None
-
-
 def test_device_goes_under_held_attachments(stress):
     d = stress
     base = Baseline(d)
-    ino = memfd_inode(d.pid, "ring")
+    _, ino = memfd(d.pid, "ring")
     holder = clients(d, 0, 0, 10, 60, hold=True)
     try:
         assert holder.stdout.readline().strip() == "held"
@@ -250,7 +241,7 @@ def test_device_goes_under_held_attachments(stress):
     assert r.returncode == 0, r.stderr
     assert settle(lambda: d.get("/v1/profiles/p")[1]["state"] == "ready", 60)
     # The memory the clients hold is the daemon's still: the same memfd.
-    assert memfd_inode(d.pid, "ring") == ino
+    assert memfd(d.pid, "ring")[1] == ino
     maps = Path(f"/proc/{holder.pid}/maps").read_text()
     assert f" {ino} " in maps and "memfd:ring" in maps
     holder.send_signal(signal.SIGKILL)
