@@ -14,6 +14,11 @@
  *   "5.0 Gbps", width 8 is "Invalid width"), atomic caps as a number.
  * The JSON is read through the raw numbers, never through the "_name(s)"
  * keys, so the vocabulary of the daemon and pyverbs' wording stay apart.
+ *
+ * One difference, on purpose: no line ends in spaces (pyverbs' padding
+ * leaves them after every value and after each flag list). The words,
+ * their order and the line breaks are pyverbs'; a comparison that
+ * ignores trailing blanks sees the same text.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -339,16 +344,36 @@ static void format_row(struct text *t, json_t *doc, const struct row *r)
 	}
 }
 
+/* Write s, a line or several, without the spaces that end its lines. */
+static void put_trimmed(FILE *f, const char *s, size_t len)
+{
+	size_t start = 0;
+
+	for (size_t i = 0; i <= len; i++) {
+		size_t end = i;
+
+		if (i < len && s[i] != '\n')
+			continue;
+		while (end > start && s[end - 1] == ' ')
+			end--;
+		fwrite(s + start, 1, end - start, f);
+		if (i < len)
+			fputc('\n', f);
+		start = i + 1;
+	}
+}
+
 static void print_rows(FILE *f, json_t *doc, const struct row *rows, size_t n,
 		       int label_width, int value_width)
 {
 	for (size_t i = 0; i < n; i++) {
-		struct text t = { .len = 0 };
+		struct text t = { .len = 0 }, line = { .len = 0 };
 
 		t.s[0] = '\0';
 		format_row(&t, doc, &rows[i]);
-		fprintf(f, "%-*s: %-*s\n", label_width, rows[i].label,
-			value_width, t.s);
+		text_add(&line, "%-*s: %-*s\n", label_width, rows[i].label,
+			 value_width, t.s);
+		put_trimmed(f, line.s, line.len);
 	}
 }
 

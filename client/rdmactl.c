@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * rdmactl: inspect a running rdmad. This version speaks to the REST API;
- * every command prints text, or the daemon's JSON document with --json.
+ * rdmactl: inspect and control a running rdmad over its control socket
+ * (the daemon knows the caller by SO_PEERCRED: no token). Every command
+ * prints text, or the daemon's JSON document with --json.
  */
 #include <getopt.h>
 #include <jansson.h>
@@ -11,25 +12,28 @@
 
 #include "devprint.h"
 #include "rdmad.h"
-#include "restc.h"
+#include "suggest.h"
 #include "util.h"
 
 struct ctl {
-	const char *url;    /* REST; NULL: the control socket */
 	const char *socket; /* NULL: $RDMAD_SOCKET or the default */
-	const char *token_file;
-	const char *state; /* qp --state */
+	const char *state;  /* qp --state */
 	bool json;
 	bool force; /* reload --force */
+	/* The command's arguments, for suggestions after "not found". */
+	int argc;
+	char **argv;
 };
 
-#define DEFAULT_TOKEN_FILE "/etc/rdmad/token"
+/* The object kinds, as the configuration and the daemon name them. */
+static const char *const kinds[] = { "memory", "xrcd", "pd",  "dm", "mr",
+				     "mw",     "cq",   "srq", "qp", "ah" };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: rdmactl [--url URL] [--json] COMMAND [ARGS]\n"
-		"Inspect a running rdmad.\n"
+		"Usage: rdmactl [--socket PATH] [--json] COMMAND [ARGS]\n"
+		"Inspect and control a running rdmad through its control socket.\n"
 		"\n"
 		"Commands:\n"
 		"  devices                   every RDMA device, used, import capable\n"
@@ -37,7 +41,9 @@ static void usage(FILE *f)
 		"  port IBDEV N              port attributes\n"
 		"  gids IBDEV [N]            GID table of port N (default 1)\n"
 		"  profiles                  profiles and their state\n"
-		"  show PROFILE [KIND NAME]  a profile's objects, or one object\n"
+		"  show PROFILE [KIND [NAME]]\n"
+		"                            a profile's objects, those of one kind,\n"
+		"                            or one object\n"
 		"  health | version          daemon liveness, version and uptime\n"
 		"  config                    the running configuration (JSON)\n"
 		"  sessions                  attached clients: pid, uid, mode, leases\n"
@@ -56,112 +62,183 @@ static void usage(FILE *f)
 		"  -s, --socket PATH  the control socket (default $RDMAD_SOCKET or\n"
 		"                  " RDMAD_DEFAULT_SOCKET "); changes need root or\n"
 		"                  the daemon's admin_group\n"
-		"  -u, --url URL   use the REST API instead: http://HOST:PORT or\n"
-		"                  unix:/PATH (e.g. %s; also $RDMAD_URL); changes\n"
-		"                  need the token\n"
 		"  -j, --json      print the daemon's JSON document\n"
-		"  -t, --token-file FILE\n"
-		"                  bearer token for reload and selftest (default\n"
-		"                  $RDMAD_TOKEN_FILE or " DEFAULT_TOKEN_FILE ")\n"
 		"  -h, --help      show this help\n"
 		"  -V, --version   show rdmactl's version\n"
 		"\n"
 		"Exit status: 0 on success, 1 when the daemon answers with an\n"
 		"error, 64 for bad usage, 69 when the daemon cannot be reached,\n"
-		"76 when its reply cannot be understood.\n",
-		RESTC_DEFAULT_URL);
-}
-
-/* The token for changes: the first line of the token file, if readable. */
-static char *read_token(const struct ctl *c)
-{
-	const char *path = c->token_file ? c->token_file : DEFAULT_TOKEN_FILE;
-	char buf[256];
-	FILE *f = fopen(path, "re");
-
-	if (!f) {
-		if (c->token_file)
-			fprintf(stderr, "rdmactl: cannot read %s: %s\n", path,
-				strerror(errno));
-		return NULL;
-	}
-	if (!fgets(buf, sizeof(buf), f))
-		buf[0] = '\0';
-	fclose(f);
-	buf[strcspn(buf, "\r\n")] = '\0';
-	return buf[0] ? strdup(buf) : NULL;
-}
-
-/* Print a failed reply: its message, and the config errors it lists. */
-static void print_error(json_t *j)
-{
-	json_t *e = json_object_get(j, "error"), *item;
-	size_t i;
-
-	fprintf(stderr, "rdmactl: %s\n",
-		json_string_value(json_object_get(e, "message"))
-			?: "request failed");
-	json_array_foreach (json_object_get(e, "errors"), i, item)
-		fprintf(stderr, "%s:%lld: %s\n",
-			json_string_value(json_object_get(item, "file")),
-			json_integer_value(json_object_get(item, "line")),
-			json_string_value(json_object_get(item, "message")));
+		"76 when its reply cannot be understood.\n");
 }
 
 /*
- * One request; on success (2xx) *doc holds the reply. A mutating request
- * (req_body non-NULL, "{}" at least) carries the token. With keep_failed,
- * a failed reply that is a document of its own (no "error" key) is still
- * handed back, with exit status 1. Returns an exit status.
+ * One request over the control socket. Returns EX_OK with the status and
+ * the parsed reply in *status and *doc, or an exit status (said why).
+ */
+static int request(const struct ctl *c, const char *method, const char *path,
+		   const char *req_body, int *status, json_t **doc)
+{
+	_cleanup_free_ char *body = NULL;
+	json_error_t jerr;
+	struct rdmad *d = rdmad_connect(c->socket);
+	int r;
+
+	if (!d) {
+		fprintf(stderr, "rdmactl: %s\n", rdmad_last_error());
+		return EX_UNAVAILABLE;
+	}
+	r = rdmad_request(d, method, path, req_body, status, &body);
+	if (r < 0)
+		fprintf(stderr, "rdmactl: %s\n", rdmad_last_error());
+	rdmad_close(d);
+	if (r < 0)
+		return r == -EPROTO || r == -EBADMSG ? EX_PROTOCOL
+						     : EX_UNAVAILABLE;
+	*doc = json_loads(body, 0, &jerr);
+	if (!*doc) {
+		fprintf(stderr, "rdmactl: bad reply from %s (status %d): %s\n",
+			c->socket ? c->socket : RDMAD_DEFAULT_SOCKET, *status,
+			jerr.text);
+		return EX_PROTOCOL;
+	}
+	return EX_OK;
+}
+
+/* A document for a suggestion: NULL on any failure, said nothing. */
+static json_t *fetch_quietly(const struct ctl *c, const char *path)
+{
+	struct rdmad *d = rdmad_connect(c->socket);
+	_cleanup_free_ char *body = NULL;
+	int status = 0, r;
+
+	if (!d)
+		return NULL;
+	r = rdmad_request(d, "GET", path, NULL, &status, &body);
+	rdmad_close(d);
+	if (r < 0 || status != 200)
+		return NULL;
+	return json_loads(body, 0, NULL);
+}
+
+/* The closest "name" among the documents of array a (of kind, when not
+ * NULL) to word, copied; NULL when none is close. */
+static char *closest_name(json_t *a, const char *kind, const char *word)
+{
+	size_t n = 0, i;
+	const char **names = calloc(json_array_size(a) + 1, sizeof(*names));
+	const char *best;
+	char *found;
+	json_t *o;
+
+	if (!names)
+		return NULL;
+	json_array_foreach (a, i, o)
+		if (!kind ||
+		    streq(kind, json_string_value(json_object_get(o, "kind"))
+					?: ""))
+			names[n++] = json_string_value(json_object_get(o, "name"));
+	best = suggest_closest(word, names, n);
+	found = best ? strdup(best) : NULL;
+	free(names);
+	return found;
+}
+
+/*
+ * After "no WHAT 'NAME'" (the daemon's not_found), the name the caller
+ * probably meant: the nearest profile, device, kind, or object of that
+ * kind in the profile the command names first. NULL when none is close.
+ */
+static char *not_found_hint(const struct ctl *c, const char *msg)
+{
+	_cleanup_free_ char *what = NULL, *name = NULL;
+	const char *q = strstr(msg, " '"), *end = strrchr(msg, '\'');
+	char path[1024];
+	json_t *doc = NULL;
+	char *hint = NULL;
+	const char *best;
+
+	if (strncmp(msg, "no ", 3) || !q || end <= q + 1 || end[1])
+		return NULL;
+	what = strndup(msg + 3, (size_t)(q - msg - 3));
+	name = strndup(q + 2, (size_t)(end - q - 2));
+	if (!what || !name)
+		return NULL;
+	if (streq(what, "object kind")) {
+		best = suggest_closest(name, kinds, ARRAY_SIZE(kinds));
+		return best ? strdup(best) : NULL;
+	}
+	if (streq(what, "profile")) {
+		doc = fetch_quietly(c, "/v1/profiles");
+		hint = closest_name(doc, NULL, name);
+	} else if (streq(what, "device")) {
+		doc = fetch_quietly(c, "/v1/devices");
+		hint = closest_name(doc, NULL, name);
+	} else if (c->argc > 0) {
+		/* An object: the commands that name one name its profile
+		 * first (show, qp, selftest). */
+		for (size_t k = 0; k < ARRAY_SIZE(kinds); k++)
+			if (streq(kinds[k], what)) {
+				snprintf(path, sizeof(path), "/v1/profiles/%s",
+					 c->argv[0]);
+				doc = fetch_quietly(c, path);
+				hint = closest_name(
+					json_object_get(doc, "objects"), what,
+					name);
+				break;
+			}
+	}
+	json_decref(doc);
+	return hint;
+}
+
+/* Print a failed reply once: the daemon's message (with a suggestion when
+ * it did not find a name), then the configuration errors it lists. */
+static void print_error(const struct ctl *c, json_t *j)
+{
+	json_t *e = json_object_get(j, "error"), *item;
+	const char *msg = json_string_value(json_object_get(e, "message"));
+	const char *code = json_string_value(json_object_get(e, "code"));
+	_cleanup_free_ char *hint = NULL;
+	size_t i;
+
+	if (msg && code && streq(code, "not_found"))
+		hint = not_found_hint(c, msg);
+	fprintf(stderr, "rdmactl: %s", msg ? msg : "request failed");
+	if (hint)
+		fprintf(stderr, "; did you mean '%s'?", hint);
+	fputc('\n', stderr);
+	json_array_foreach (json_object_get(e, "errors"), i, item) {
+		const char *file =
+			json_string_value(json_object_get(item, "file"));
+		json_int_t line =
+			json_integer_value(json_object_get(item, "line"));
+		const char *text =
+			json_string_value(json_object_get(item, "message"));
+
+		/* Line 0: about the whole file. */
+		if (line > 0)
+			fprintf(stderr, "%s:%lld: %s\n", file ? file : "?",
+				(long long)line, text ? text : "?");
+		else
+			fprintf(stderr, "%s: %s\n", file ? file : "?",
+				text ? text : "?");
+	}
+}
+
+/*
+ * One request; on success (2xx) *doc holds the reply. With keep_failed,
+ * a failed reply that is a document of its own (no "error" object) is
+ * still handed back, with exit status 1. Returns an exit status.
  */
 static int call(const struct ctl *c, const char *method, const char *path,
 		const char *req_body, bool keep_failed, json_t **doc)
 {
-	_cleanup_free_ char *body = NULL, *token = NULL;
-	json_error_t jerr;
-	json_t *j;
-	int status, r;
+	json_t *j = NULL;
+	int status = 0, r;
 
-	if (!c->url) {
-		/* The control socket: the daemon knows us by SO_PEERCRED. */
-		struct rdmad *d = rdmad_connect(c->socket);
-
-		if (!d) {
-			fprintf(stderr, "rdmactl: %s\n", rdmad_last_error());
-			return EX_UNAVAILABLE;
-		}
-		r = rdmad_request(d, method, path, req_body, &status, &body);
-		if (r < 0)
-			fprintf(stderr, "rdmactl: %s\n", rdmad_last_error());
-		rdmad_close(d);
-		if (r < 0)
-			return r == -EPROTO || r == -EBADMSG ? EX_PROTOCOL
-							     : EX_UNAVAILABLE;
-	} else {
-		if (req_body)
-			token = read_token(c);
-		r = restc_request_ex(c->url, method, path, req_body, token,
-				     &status, &body);
-		if (r == -EPROTO) {
-			fprintf(stderr, "rdmactl: %s did not answer in HTTP\n",
-				c->url);
-			return EX_PROTOCOL;
-		}
-		if (r < 0) {
-			fprintf(stderr,
-				"rdmactl: cannot reach rdmad at %s: %s\n",
-				c->url, strerror(-r));
-			return EX_UNAVAILABLE;
-		}
-	}
-	j = json_loads(body, 0, &jerr);
-	if (!j) {
-		fprintf(stderr, "rdmactl: bad reply from %s (status %d): %s\n",
-			c->url ? c->url
-			       : c->socket ? c->socket : RDMAD_DEFAULT_SOCKET,
-			status, jerr.text);
-		return EX_PROTOCOL;
-	}
+	r = request(c, method, path, req_body, &status, &j);
+	if (r != EX_OK)
+		return r;
 	if (status / 100 != 2) {
 		/* A report of its own ("error" a sentence), not an error
 		 * document ("error" an object). */
@@ -169,7 +246,7 @@ static int call(const struct ctl *c, const char *method, const char *path,
 			*doc = j;
 			return 1;
 		}
-		print_error(j);
+		print_error(c, j);
 		json_decref(j);
 		return 1;
 	}
@@ -186,7 +263,8 @@ static const char *str(json_t *o, const char *key)
 {
 	const char *s = json_string_value(json_object_get(o, key));
 
-	return s ? s : "-";
+	/* Never empty: a last column must not end a line in a space. */
+	return s && *s ? s : "-";
 }
 
 static void print_devices(json_t *a)
@@ -246,28 +324,53 @@ static void print_profiles(json_t *a)
 		       progress_text(p, progress, sizeof(progress)));
 }
 
-/* One line of details per object: the keys that matter for its kind. */
+/*
+ * One line of details per object: the keys that matter for its kind.
+ * Keys and addresses in hex, as `rdma resource show mr` and the ibv
+ * tools print them; QP numbers in decimal, as `rdma resource show qp`
+ * prints lqpn and rqpn (the kernel's view that one compares with).
+ */
 static void print_object_line(json_t *o)
 {
-	static const char *const keys[] = { "handle", "size",	"backing",
-					    "lkey",   "rkey",	"length",
-					    "iova",   "qp_num", "qp_state",
-					    "cqe",    "errno",	"reason" };
+	static const struct {
+		const char *key;
+		bool hex;
+	} keys[] = {
+		{ "handle", false },  { "size", false },     { "backing", false },
+		{ "lkey", true },     { "rkey", true },	     { "length", false },
+		{ "iova", true },     { "qp_num", false },   { "qp_state", false },
+		{ "cqe", false },     { "errno", false },    { "reason", false },
+	};
+	char details[1024];
+	size_t len = 0;
 
-	printf("%-7s %-16s %-8s", str(o, "kind"), str(o, "name"),
-	       str(o, "state"));
-	for (size_t k = 0; k < ARRAY_SIZE(keys); k++) {
-		json_t *v = json_object_get(o, keys[k]);
+	details[0] = '\0';
+	for (size_t k = 0; k < ARRAY_SIZE(keys) && len < sizeof(details); k++) {
+		json_t *v = json_object_get(o, keys[k].key);
+		int n = 0;
 
-		if (json_is_integer(v))
-			printf(" %s=%lld", keys[k], json_integer_value(v));
+		if (json_is_integer(v) && keys[k].hex)
+			n = snprintf(details + len, sizeof(details) - len,
+				     " %s=0x%llx", keys[k].key,
+				     (unsigned long long)json_integer_value(v));
+		else if (json_is_integer(v))
+			n = snprintf(details + len, sizeof(details) - len,
+				     " %s=%lld", keys[k].key,
+				     (long long)json_integer_value(v));
 		else if (json_is_string(v))
-			printf(" %s=%s", keys[k], json_string_value(v));
+			n = snprintf(details + len, sizeof(details) - len,
+				     " %s=%s", keys[k].key,
+				     json_string_value(v));
+		if (n > 0)
+			len += (size_t)n;
 	}
-	printf("\n");
+	/* The state column is padded only when details follow it. */
+	printf("%-7s %-16s %-*s%s\n", str(o, "kind"), str(o, "name"),
+	       details[0] ? 8 : 0, str(o, "state"), details);
 }
 
-static void print_profile(json_t *p)
+/* A profile's line and its objects (of kind only, when not NULL). */
+static void print_profile_kind(json_t *p, const char *kind)
 {
 	char progress[96];
 	size_t i;
@@ -281,7 +384,13 @@ static void print_profile(json_t *p)
 	       json_object_get(p, "reason") ? str(p, "reason") : "");
 	printf("%-7s %-16s %-8s %s\n", "KIND", "NAME", "STATE", "DETAILS");
 	json_array_foreach (json_object_get(p, "objects"), i, o)
-		print_object_line(o);
+		if (!kind || streq(kind, str(o, "kind")))
+			print_object_line(o);
+}
+
+static void print_profile(json_t *p)
+{
+	print_profile_kind(p, NULL);
 }
 
 static void print_sessions(json_t *a)
@@ -303,15 +412,15 @@ static void print_sessions(json_t *a)
 
 static void print_reload(json_t *r)
 {
-	size_t i;
-	json_t *ch;
+	json_t *changes = json_object_get(r, "changes"), *ch;
+	size_t n = json_array_size(changes), i;
+	long long kept = json_integer_value(json_object_get(r, "kept"));
 
-	json_array_foreach (json_object_get(r, "changes"), i, ch)
+	json_array_foreach (changes, i, ch)
 		printf("%-8s %-8s %-16s profile %s\n", str(ch, "action"),
 		       str(ch, "kind"), str(ch, "name"), str(ch, "profile"));
-	printf("%zu changes, %lld objects kept\n",
-	       json_array_size(json_object_get(r, "changes")),
-	       json_integer_value(json_object_get(r, "kept")));
+	printf("%zu change%s, %lld object%s kept\n", n, n == 1 ? "" : "s",
+	       kept, kept == 1 ? "" : "s");
 }
 
 static void print_selftest(json_t *r)
@@ -346,7 +455,9 @@ static void print_kv(json_t *o)
 		char *s;
 
 		if (json_is_string(v)) {
-			printf("%s: %s\n", k, json_string_value(v));
+			const char *t = json_string_value(v);
+
+			printf("%s:%s%s\n", k, *t ? " " : "", t);
 			continue;
 		}
 		s = json_dumps(v, JSON_ENCODE_ANY);
@@ -384,7 +495,7 @@ static const struct command commands[] = {
 	{ "port", 2, 2, "/v1/devices/%s/ports/%s", print_port },
 	{ "gids", 1, 2, "/v1/devices/%s/ports/%s/gids", print_gids },
 	{ "profiles", 0, 0, "/v1/profiles", print_profiles },
-	{ "show", 1, 3, NULL, print_profile },
+	{ "show", 1, 3, NULL, print_profile }, /* PROFILE [KIND [NAME]] */
 	{ "health", 0, 0, "/v1/health", print_kv },
 	{ "config", 0, 0, "/v1/config", print_json },
 	{ "sessions", 0, 0, "/v1/sessions", print_sessions },
@@ -442,6 +553,49 @@ static bool safe_segment(const char *s)
 	       !strchr(s, ' ') && !streq(s, "..") && !streq(s, ".");
 }
 
+/*
+ * show PROFILE KIND: the profile's objects of that kind (with --json, an
+ * array of their documents, each as GET /v1/profiles/P/KIND/NAME gives
+ * it). The profile is asked first, so that a wrong profile is reported
+ * as such.
+ */
+static int show_kind(const struct ctl *c, const char *path, const char *kind)
+{
+	json_t *doc = NULL, *objs, *o;
+	const char *best;
+	size_t i;
+	int r;
+
+	r = call(c, "GET", path, NULL, false, &doc);
+	if (r != EX_OK)
+		return r;
+	for (i = 0; i < ARRAY_SIZE(kinds); i++)
+		if (streq(kinds[i], kind))
+			break;
+	if (i == ARRAY_SIZE(kinds)) {
+		/* The daemon's words for the same mistake in a longer path. */
+		best = suggest_closest(kind, kinds, ARRAY_SIZE(kinds));
+		fprintf(stderr, "rdmactl: no object kind '%s'", kind);
+		if (best)
+			fprintf(stderr, "; did you mean '%s'?", best);
+		fputc('\n', stderr);
+		json_decref(doc);
+		return 1;
+	}
+	if (c->json) {
+		objs = json_array();
+		json_array_foreach (json_object_get(doc, "objects"), i, o)
+			if (streq(kind, str(o, "kind")))
+				json_array_append(objs, o);
+		print_json(objs);
+		json_decref(objs);
+	} else {
+		print_profile_kind(doc, kind);
+	}
+	json_decref(doc);
+	return EX_OK;
+}
+
 static int run_command(const struct ctl *c, const struct command *cmd,
 		       int argc, char **argv)
 {
@@ -450,8 +604,7 @@ static int run_command(const struct ctl *c, const struct command *cmd,
 	void (*print)(json_t *) = cmd->print;
 	int r;
 
-	if (argc < cmd->min_args || argc > cmd->max_args ||
-	    (argc == 2 && streq(cmd->name, "show"))) {
+	if (argc < cmd->min_args || argc > cmd->max_args) {
 		fprintf(stderr, "rdmactl: wrong number of arguments for '%s'\n",
 			cmd->name);
 		return EX_USAGE;
@@ -486,6 +639,8 @@ static int run_command(const struct ctl *c, const struct command *cmd,
 			 argc > 0 ? argv[0] : "", argc > 1 ? argv[1] : "");
 	}
 
+	if (streq(cmd->name, "show") && argc == 2)
+		return show_kind(c, path, argv[1]);
 	if (streq(cmd->name, "qp")) {
 		r = qp_state(c, path, argc - 2, argv + 2, &doc);
 	} else if (streq(cmd->name, "reload")) {
@@ -520,35 +675,27 @@ static int run_command(const struct ctl *c, const struct command *cmd,
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "url", required_argument, NULL, 'u' },
 		{ "socket", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
-		{ "token-file", required_argument, NULL, 't' },
 		{ "state", required_argument, NULL, 'S' },
 		{ "force", no_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct ctl c = { .url = getenv("RDMAD_URL"),
-			 .socket = getenv("RDMAD_SOCKET"),
-			 .token_file = getenv("RDMAD_TOKEN_FILE") };
+	struct ctl c = { .socket = getenv("RDMAD_SOCKET") };
+	const char *names[ARRAY_SIZE(commands)], *best;
 	int opt;
 
-	while ((opt = getopt_long(argc, argv, "u:s:jt:fhV", longopts, NULL)) != -1) {
+	if (c.socket && !*c.socket)
+		c.socket = NULL;
+	while ((opt = getopt_long(argc, argv, "s:jfhV", longopts, NULL)) != -1) {
 		switch (opt) {
-		case 'u':
-			c.url = optarg;
-			break;
 		case 's':
 			c.socket = optarg;
-			c.url = NULL;
 			break;
 		case 'j':
 			c.json = true;
-			break;
-		case 't':
-			c.token_file = optarg;
 			break;
 		case 'S':
 			c.state = optarg;
@@ -571,17 +718,21 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return EX_USAGE;
 	}
-	if (c.url && !restc_url_valid(c.url)) {
-		fprintf(stderr,
-			"rdmactl: '%s' is not http://HOST:PORT or unix:/PATH\n",
-			c.url);
-		return EX_USAGE;
-	}
-	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+	c.argc = argc - optind - 1;
+	c.argv = argv + optind + 1;
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++) {
 		if (streq(commands[i].name, argv[optind]))
-			return run_command(&c, &commands[i], argc - optind - 1,
-					   argv + optind + 1);
-	fprintf(stderr, "rdmactl: unknown command '%s' (see --help)\n",
-		argv[optind]);
+			return run_command(&c, &commands[i], c.argc, c.argv);
+		names[i] = commands[i].name;
+	}
+	best = suggest_closest(argv[optind], names, ARRAY_SIZE(commands));
+	if (best)
+		fprintf(stderr,
+			"rdmactl: unknown command '%s'; did you mean '%s'? "
+			"(see --help)\n",
+			argv[optind], best);
+	else
+		fprintf(stderr, "rdmactl: unknown command '%s' (see --help)\n",
+			argv[optind]);
 	return EX_USAGE;
 }

@@ -140,11 +140,17 @@ static void config_errors_log(json_t *errors)
 	size_t i;
 	json_t *e;
 
-	json_array_foreach (errors, i, e)
-		log_warn(0, "%s:%lld: %s",
-			 json_string_value(json_object_get(e, "file")),
-			 json_integer_value(json_object_get(e, "line")),
-			 json_string_value(json_object_get(e, "message")));
+	json_array_foreach (errors, i, e) {
+		const char *file = json_string_value(json_object_get(e, "file"));
+		const char *msg = json_string_value(json_object_get(e, "message"));
+		json_int_t line = json_integer_value(json_object_get(e, "line"));
+
+		/* Line 0: about the whole file. */
+		if (line > 0)
+			log_warn(0, "%s:%lld: %s", file, (long long)line, msg);
+		else
+			log_warn(0, "%s: %s", file, msg);
+	}
 }
 
 static int setup_signals(struct manager *m)
@@ -240,6 +246,9 @@ static int run(const struct options *o)
 	/* Limits against the devices present, before anything exists. */
 	if (!config->n_errors)
 		capcheck_config(config);
+	/* At start, identity.c says the same when it resolves the names. */
+	if (o->check)
+		config_print_warnings(config, stderr);
 	if (config->n_errors) {
 		config_print_errors(config, stderr);
 		fprintf(stderr, "rdmad: %s has %zu error%s\n", o->config,
@@ -249,8 +258,14 @@ static int run(const struct options *o)
 	if (o->dump)
 		return config_print(config, stdout) < 0 ? EX_OSERR : EX_OK;
 	if (o->check) {
-		printf("%s: configuration OK (%zu devices, %zu profiles)\n",
-		       o->config, config->n_devices, config->n_profiles);
+		printf("%s: configuration OK (%zu device%s, %zu profile%s",
+		       o->config, config->n_devices,
+		       config->n_devices == 1 ? "" : "s", config->n_profiles,
+		       config->n_profiles == 1 ? "" : "s");
+		if (config->n_warnings)
+			printf(", %zu warning%s", config->n_warnings,
+			       config->n_warnings == 1 ? "" : "s");
+		printf(")\n");
 		return EX_OK;
 	}
 	if (!o->log_level)

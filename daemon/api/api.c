@@ -209,11 +209,15 @@ static int post_reload(struct request *r)
 					       "false"));
 	e = manager_reload(r->m, json_is_true(force), &result);
 	if (e == -EINVAL) {
-		json_t *doc = json_pack(
-			"{s:{s:s, s:s, s:O}}", "error", "code", "config_invalid",
-			"message",
-			"the new configuration has errors; nothing was changed",
-			"errors", json_object_get(result, "errors"));
+		json_t *errors = json_object_get(result, "errors");
+		size_t n = json_array_size(errors);
+		json_t *doc = api_error("config_invalid",
+					"the new configuration has %zu error%s; "
+					"nothing was changed",
+					n, n == 1 ? "" : "s");
+
+		json_object_set(json_object_get(doc, "error"), "errors",
+				errors);
 
 		json_decref(result);
 		return reply(r, 422, doc);

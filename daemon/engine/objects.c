@@ -620,8 +620,13 @@ static void qp_json(const struct object *o, json_t *j)
 	SET_STR(j, "srq", c->srq);
 	SET_STR(j, "xrcd", c->xrcd);
 	SET_STR(j, "peer", c->peer);
-	/* "state" is the object's; the declared QP state is the target. */
-	SET_STR(j, "target_state", qp_target_state_name(c->state));
+	/*
+	 * The declaration, in the configuration's words: "state" at the top
+	 * is the object's (ready, failed, ...) as for every kind, so the
+	 * declared QP state cannot sit beside it under its own name; it is
+	 * config.state, with the rest of what the file says of this QP.
+	 */
+	json_object_set_new(j, "config", config_object_json(OBJ_QP, c));
 	/* The device's word on the state, not our intention. */
 	if (ibv_query_qp(o->u.qp, &attr,
 			 IBV_QP_STATE | IBV_QP_CAP | IBV_QP_DEST_QPN |

@@ -84,6 +84,9 @@ static int finish(struct parser *p)
 	if (p->c->n_errors)
 		qsort(p->c->errors, p->c->n_errors, sizeof(*p->c->errors),
 		      cmp_error);
+	if (p->c->n_warnings)
+		qsort(p->c->warnings, p->c->n_warnings,
+		      sizeof(*p->c->warnings), cmp_error);
 	if (p->oom || set_defaults(p->c) < 0) {
 		config_free(p->c);
 		return -ENOMEM;
@@ -293,6 +296,9 @@ struct config *config_free(struct config *c)
 	for (size_t i = 0; i < c->n_errors; i++)
 		free(c->errors[i].msg);
 	free(c->errors);
+	for (size_t i = 0; i < c->n_warnings; i++)
+		free(c->warnings[i].msg);
+	free(c->warnings);
 	free_strv(c->files, c->n_files);
 	conf_strings_free(c);
 	free(c->path);

@@ -295,6 +295,10 @@ struct config {
 	size_t n_files;
 	struct conf_error *errors;
 	size_t n_errors;
+	/* What this host makes doubtful but does not make wrong (a user
+	 * that does not exist here): printed by --check, never refused. */
+	struct conf_error *warnings;
+	size_t n_warnings;
 };
 
 /*
@@ -307,6 +311,8 @@ int config_load(const char *path, struct config **out);
 int config_load_string(const char *name, const char *text,
 		       struct config **out);
 void config_print_errors(const struct config *c, FILE *f);
+/* The warnings, one per line: "file:line: warning: message". */
+void config_print_warnings(const struct config *c, FILE *f);
 /* The errors as a JSON array of {"file", "line", "message"}. */
 json_t *config_errors_json(const struct config *c);
 struct config *config_free(struct config *c);
@@ -369,6 +375,9 @@ int config_parse_gid(const char *s, uint8_t gid[16]);
  * vocabulary of the file), and as libconfig text that reads back the same
  * (rdmad --dump). */
 json_t *config_json(const struct config *c);
+/* One object's declaration (a struct conf_<kind>), as config_json() shows
+ * it in its profile's list. */
+json_t *config_object_json(enum obj_kind kind, const void *obj);
 int config_print(const struct config *c, FILE *f);
 /* Record an error found outside the parser (e.g. a device check). */
 void config_add_error(struct config *c, struct conf_loc loc,

@@ -101,6 +101,18 @@ static void fields_json(const struct field *table, const void *obj, json_t *j)
 	}
 }
 
+json_t *config_object_json(enum obj_kind kind, const void *obj)
+{
+	json_t *o;
+
+	if ((unsigned int)kind >= OBJ_KIND_MAX || !obj)
+		return NULL;
+	o = json_object();
+	if (o)
+		fields_json(conf_kinds[kind].fields, obj, o);
+	return o;
+}
+
 json_t *config_json(const struct config *c)
 {
 	json_t *j = json_object(), *d = json_object(), *devs = json_array(),
@@ -139,11 +151,11 @@ json_t *config_json(const struct config *c)
 				continue;
 			list = json_array();
 			for (size_t n = 0; n < pr->n_objs[k]; n++) {
-				json_t *o = json_object();
-
-				fields_json(conf_kinds[k].fields,
-					    conf_obj(pr, (enum obj_kind)k, n), o);
-				json_array_append_new(list, o);
+				json_array_append_new(
+					list, config_object_json(
+						      (enum obj_kind)k,
+						      conf_obj(pr, (enum obj_kind)k,
+							       n)));
 			}
 			json_object_set_new(p, conf_kind_names[k], list);
 		}

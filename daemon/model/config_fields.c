@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <sys/un.h>
 #include <grp.h>
+#include <pwd.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,6 +228,30 @@ static const char *check_group(const char *s)
 		return NULL;
 	strtoul(s, &end, 10);
 	return *s && !*end ? NULL : "is not a known group (name or number)";
+}
+
+/* Allow lists name users and groups of the host that runs the daemon:
+ * one that does not exist here is not wrong (it may be created, or the
+ * file checked elsewhere), but admits nobody (identity.c). */
+static const char *warn_user(const char *s)
+{
+	return getpwnam(s) ? NULL
+			   : "is not a user on this host: it admits nobody "
+			     "until it exists and the configuration is "
+			     "reloaded";
+}
+
+static const char *warn_group(const char *s)
+{
+	char *end;
+
+	if (getgrnam(s))
+		return NULL;
+	strtoul(s, &end, 10);
+	return *s && !*end ? NULL
+			   : "is not a group on this host: it admits nobody "
+			     "until it exists and the configuration is "
+			     "reloaded";
 }
 
 static const char *check_log_level(const char *s)
@@ -462,8 +487,8 @@ static const struct field ah_fields[] = {
 };
 
 static const struct field allow_fields[] = {
-	LIST(conf_profile, "users", allow_users),
-	LIST(conf_profile, "groups", allow_groups),
+	LIST(conf_profile, "users", allow_users, .warn = warn_user),
+	LIST(conf_profile, "groups", allow_groups, .warn = warn_group),
 	{ .key = "uids", .type = F_INT64LIST,
 	  .offset = offsetof(struct conf_profile, allow_uids),
 	  .count_offset = offsetof(struct conf_profile, n_allow_uids),

@@ -59,6 +59,9 @@ struct field {
 	void (*defaults)(void *sub);
 	/* F_STRING, F_STRLIST: NULL when the value is fine, else why not. */
 	const char *(*check)(const char *value);
+	/* F_STRLIST: NULL, or why the value (kept) is doubtful on this
+	 * host; a warning, not an error. */
+	const char *(*warn)(const char *value);
 };
 
 #define END_OF_TABLE { .key = NULL }

@@ -77,11 +77,14 @@ static struct conf_loc loc_of(struct parser *p, const config_setting_t *s)
 	};
 }
 
-/* Record an error at loc: "prefix: message", or just the message. */
-static void add_errorv(struct parser *p, struct conf_loc loc,
-		       const char *prefix, const char *fmt, va_list ap)
+/* Record an error (or a warning) at loc: "prefix: message", or just the
+ * message. */
+static void add_notev(struct parser *p, bool warning, struct conf_loc loc,
+		      const char *prefix, const char *fmt, va_list ap)
 {
 	struct config *c = p->c;
+	struct conf_error **list = warning ? &c->warnings : &c->errors;
+	size_t *count = warning ? &c->n_warnings : &c->n_errors;
 	struct conf_error *n;
 	char *body, *msg = NULL;
 
@@ -102,16 +105,22 @@ static void add_errorv(struct parser *p, struct conf_loc loc,
 		free(msg);
 		msg = clean;
 	}
-	n = msg ? array_room(c->errors, c->n_errors, sizeof(*n)) : NULL;
+	n = msg ? array_room(*list, *count, sizeof(*n)) : NULL;
 	if (!n) {
 		free(msg);
 		p->oom = 1;
 		return;
 	}
-	c->errors = n;
-	n[c->n_errors] = (struct conf_error){ .loc = loc, .msg = msg,
-					      .seq = c->n_errors };
-	c->n_errors++;
+	*list = n;
+	n[*count] = (struct conf_error){ .loc = loc, .msg = msg,
+					 .seq = *count };
+	(*count)++;
+}
+
+static void add_errorv(struct parser *p, struct conf_loc loc,
+		       const char *prefix, const char *fmt, va_list ap)
+{
+	add_notev(p, false, loc, prefix, fmt, ap);
 }
 
 void parser_error(struct parser *p, struct conf_loc loc, const char *fmt, ...)
@@ -147,6 +156,19 @@ static void _printf_(3, 4)
 	va_end(ap);
 }
 
+/* A warning about a value, prefixed like field_error()'s. */
+static void _printf_(3, 4)
+	field_warning(struct parser *p, const config_setting_t *s,
+		      const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	add_notev(p, true, loc_of(p, s), p->label[0] ? p->label : NULL, fmt,
+		  ap);
+	va_end(ap);
+}
+
 void config_add_error(struct config *c, struct conf_loc loc, const char *fmt,
 		      ...)
 {
@@ -156,6 +178,19 @@ void config_add_error(struct config *c, struct conf_loc loc, const char *fmt,
 	va_start(ap, fmt);
 	add_errorv(&p, loc, NULL, fmt, ap);
 	va_end(ap);
+}
+
+void config_print_warnings(const struct config *c, FILE *f)
+{
+	for (size_t i = 0; i < c->n_warnings; i++) {
+		const struct conf_error *w = &c->warnings[i];
+
+		if (w->loc.line > 0)
+			fprintf(f, "%s:%d: warning: %s\n", w->loc.file,
+				w->loc.line, w->msg);
+		else
+			fprintf(f, "%s: warning: %s\n", w->loc.file, w->msg);
+	}
 }
 
 void config_print_errors(const struct config *c, FILE *f)
@@ -279,6 +314,9 @@ static int parse_string_list(struct parser *p, const config_setting_t *s,
 				    f->check(str));
 			continue;
 		}
+		if (f->warn && f->warn(str))
+			field_warning(p, e, "'%s': '%s' %s", f->key, str,
+				      f->warn(str));
 		v[(*n_out)++] = conf_strdup(p->c, str);
 		if (!v[*n_out - 1])
 			p->oom = 1;
@@ -982,8 +1020,16 @@ void parser_text(struct parser *p, const char *name, const char *text,
 	}
 	config_init(&cfg);
 	if (!config_read_string(&cfg, text)) {
+		const char *why = config_error_text(&cfg);
+
+		/* libconfig's text is often just "syntax error": say it
+		 * once. */
+		if (!why)
+			why = "syntax error";
 		parser_error(p, loc_at(p->file, config_error_line(&cfg)),
-			     "syntax error: %s", config_error_text(&cfg));
+			     strncmp(why, "syntax error", 12) ? "syntax error: %s"
+							     : "%s",
+			     why);
 	} else if (!source_pair(&src, config_root_setting(&cfg)) ||
 		   src.next != src.n_lit) {
 		/* Never seen: the scanner and libconfig disagree. Refuse

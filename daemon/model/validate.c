@@ -69,13 +69,12 @@ static char *describe(int status)
 
 	if (WIFSIGNALED(status))
 		(void)!asprintf(&why,
-				"reading the configuration crashed (%s); "
-				"nothing was changed",
+				"reading the configuration crashed (%s)",
 				strsignal(WTERMSIG(status)));
 	else
 		(void)!asprintf(&why,
 				"reading the configuration failed (exit "
-				"status %d); nothing was changed",
+				"status %d)",
 				WEXITSTATUS(status));
 	return why;
 }
@@ -115,7 +114,7 @@ int config_validate_isolated(const char *path, json_t **errors, char **why)
 	if (r == -ETIMEDOUT) {
 		(void)!asprintf(why,
 				"reading the configuration did not finish in "
-				"%d ms; nothing was changed",
+				"%d ms",
 				ms);
 		return -ETIMEDOUT;
 	}

@@ -119,6 +119,9 @@ class Daemon:
         self.token = token
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
+        # The control socket: the default daemon section puts it in tmp
+        # (runtime_dir); a test whose config says otherwise sets it.
+        self.sock = str(tmp / "rdmad.sock")
         self.stderr_path = tmp / "rdmad.stderr"
         self._err = open(self.stderr_path, "w")
         self.proc = subprocess.Popen(
@@ -265,6 +268,7 @@ def rdmad(tmp_path, write_conf):
 
 
 def rdmactl(d, *args):
-    """Run build/rdmactl against daemon d."""
-    return subprocess.run([str(RDMACTL), "--url", d.url, *args],
+    """Run build/rdmactl against daemon d, over its control socket (as
+    root here, so changes are allowed)."""
+    return subprocess.run([str(RDMACTL), "--socket", str(d.sock), *args],
                           capture_output=True, text=True, timeout=60)

@@ -108,3 +108,33 @@ def test_file_of_16_mib_is_read(write_conf):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0
     assert "larger than the limit of 16 MiB" in r.stderr
+
+
+def test_check_warns_about_users_and_groups_this_host_lacks(write_conf):
+    """An allow list naming a user or group that does not exist here is
+    a warning with file:line, not an error: --check still exits 0."""
+    path = write_conf(GOOD_HEAD + """profiles = (
+  { name = "p"; device = "d";
+    allow = { users = [ "root", "no-such-user-rdmad" ];
+              groups = [ "root", "4242", "no-such-group-rdmad" ]; };
+    pd = ( { name = "a"; } ); } );""", name="who.conf")
+    r = subprocess.run([str(RDMAD), "--check", "-c", str(path)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines() == [
+        f"{path}:5: warning: profile 'p': 'users': 'no-such-user-rdmad' is "
+        "not a user on this host: it admits nobody until it exists and the "
+        "configuration is reloaded",
+        f"{path}:6: warning: profile 'p': 'groups': 'no-such-group-rdmad' "
+        "is not a group on this host: it admits nobody until it exists and "
+        "the configuration is reloaded"], r.stderr
+    assert r.stdout == (f"{path}: configuration OK (1 device, 1 profile, "
+                        "2 warnings)\n")
+    # Warnings stay beside errors, and do not hide them.
+    bad = write_conf(path.read_text().replace('name = "a";',
+                                              'name = "a"; hue = 1;'),
+                     name="who-bad.conf")
+    r = subprocess.run([str(RDMAD), "--check", "-c", str(bad)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 78
+    assert f"{bad}:7: " in r.stderr and "warning:" in r.stderr

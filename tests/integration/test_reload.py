@@ -249,7 +249,7 @@ def test_empty_file_is_refused_unless_forced(rdmad):
     assert handles(d) == before and snapshot(d) == kernel_before
     status, body = d.request("POST", "/v1/reload", {"force": "yes"})
     assert status == 400, body
-    r = rdmactl(d, "-t", str(d.conf.parent / "token"), "reload", "--force")
+    r = rdmactl(d, "reload", "--force")
     assert r.returncode == 0, r.stderr
     status, profiles = d.get("/v1/profiles")
     assert status == 200 and profiles == []

@@ -882,9 +882,55 @@ static void test_dump_wide_array(void **state)
 	free(out);
 }
 
+/* Allow lists naming users or groups this host lacks: warnings with
+ * file:line, not errors (the file may be meant for another host). */
+static void test_identity_warnings(void **state)
+{
+	static const char text[] =
+		"devices = ( { name = \"d\"; match = { ibdev = \"rxe0\"; }; } );\n"
+		"profiles = ( { name = \"p\"; device = \"d\";\n"
+		"  allow = { users = [ \"root\", \"no-such-user-x\" ];\n"
+		"            groups = [ \"root\", \"4242\", \"no-such-group-x\" ];\n"
+		"            uids = [ 4242 ]; }; } );\n";
+	struct config *cfg = NULL;
+
+	(void)state;
+	assert_int_equal(config_load_string("w.conf", text, &cfg), 0);
+	assert_int_equal(cfg->n_errors, 0);
+	assert_int_equal(cfg->n_warnings, 2);
+	assert_string_equal(cfg->warnings[0].loc.file, "w.conf");
+	assert_int_equal(cfg->warnings[0].loc.line, 3);
+	assert_non_null(strstr(cfg->warnings[0].msg,
+			       "profile 'p': 'users': 'no-such-user-x' is not "
+			       "a user on this host"));
+	assert_int_equal(cfg->warnings[1].loc.line, 4);
+	assert_non_null(strstr(cfg->warnings[1].msg,
+			       "'groups': 'no-such-group-x' is not a group"));
+	/* Kept: they count once they exist. */
+	assert_int_equal(cfg->profiles[0].n_allow_users, 2);
+	assert_int_equal(cfg->profiles[0].n_allow_groups, 3);
+	config_free(cfg);
+}
+
+/* libconfig's own text is "syntax error": it is said once. */
+static void test_syntax_error_said_once(void **state)
+{
+	struct config *cfg = NULL;
+
+	(void)state;
+	assert_int_equal(
+		config_load_string("s.conf", "profiles = ( { name = ; } );",
+				   &cfg),
+		0);
+	assert_int_equal(cfg->n_errors, 1);
+	assert_null(strstr(cfg->errors[0].msg, "syntax error: syntax error"));
+	assert_non_null(strstr(cfg->errors[0].msg, "syntax error"));
+	config_free(cfg);
+}
+
 int main(void)
 {
-	struct CMUnitTest tests[sizeof(bad_cases) / sizeof(bad_cases[0]) + 19];
+	struct CMUnitTest tests[sizeof(bad_cases) / sizeof(bad_cases[0]) + 21];
 	size_t n = 0;
 
 	for (size_t i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++)
@@ -911,5 +957,7 @@ int main(void)
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_literals_in_context);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_messages_utf8);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_dump_wide_array);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_identity_warnings);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_syntax_error_said_once);
 	return _cmocka_run_group_tests("config", tests, n, NULL, NULL);
 }
