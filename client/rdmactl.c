@@ -23,7 +23,11 @@ struct ctl {
 	bool force; /* reload --force */
 };
 
-#define DEFAULT_TOKEN_FILE "/etc/rdmad/token"
+/* The build passes SYSCONFDIR (make install's, /etc by default). */
+#ifndef RDMAD_SYSCONFDIR
+#define RDMAD_SYSCONFDIR "/etc"
+#endif
+#define DEFAULT_TOKEN_FILE RDMAD_SYSCONFDIR "/rdmad/token"
 
 static void usage(FILE *f)
 {
