@@ -4,6 +4,8 @@
 #   make demo     install what is missing, run the daemon on soft-RoCE
 #   make deps     install the Debian packages the build and tests need
 #   make install  install (PREFIX, DESTDIR and the directories below)
+#   make deb      the Debian packages, into build/deb/
+#   make pkgcheck build the packages, lintian, install them and attach
 
 VERSION := 0.1.0
 B := build
@@ -301,7 +303,37 @@ uninstall:
 		$(D)$(SYSUSERSDIR)/rdmad.conf $(D)$(TMPFILESDIR)/rdmad.conf \
 		$(D)$(BASHCOMPDIR)/rdmactl
 
+# The Debian packages (debian/), built in a copy of the tree under
+# build/deb/src so that debian/rules clean cannot touch build/ here;
+# the .deb, .changes and .buildinfo files end in build/deb/.
+deb:
+	tests/pkg/deps
+	rm -rf $(B)/deb
+	mkdir -p $(B)/deb/src/rdmad
+	if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+		git ls-files -z -c -o --exclude-standard; \
+	else \
+		find . \( -path ./$(B) -o -name .git \) -prune -o \
+			\( -type f -o -type l \) -print0; \
+	fi | tar -c --null --ignore-failed-read -T - -f - | tar -x -C $(B)/deb/src/rdmad -f -
+	cd $(B)/deb/src/rdmad && dpkg-buildpackage -us -uc -b -rfakeroot
+	mv $(B)/deb/src/*.deb $(B)/deb/src/*.changes \
+		$(B)/deb/src/*.buildinfo $(B)/deb/
+	rm -rf $(B)/deb/src
+	ls -l $(B)/deb
+
+# Packages, lintian, then the packages installed (in a throwaway overlay
+# of this machine's root) and used on soft-RoCE: see tests/pkg/check.
+pkgcheck:
+	tests/pkg/check
+
+include bench/bench.mk
+bench:
+	bench/deps
+	$(MAKE) all bench-progs
+	bench/run --size "$(BENCH_SIZE)"
+
 .PHONY: all unit helpers tsan fuzz fuzz-build deps check stress demo clean \
-	install uninstall FORCE
+	install uninstall deb pkgcheck FORCE
 FORCE:
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
