@@ -3,10 +3,35 @@
 #   make check    install what is missing, build, run every test
 #   make demo     install what is missing, run the daemon on soft-RoCE
 #   make deps     install the Debian packages the build and tests need
+#   make install  install (PREFIX, DESTDIR and the directories below)
+#   make deb      the Debian packages, into build/deb/
+#   make pkgcheck build the packages, lintian, install them and attach
 
 VERSION := 0.1.0
 B := build
+
+# Where make install puts things (DESTDIR is prepended to each).
 PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+SBINDIR ?= $(PREFIX)/sbin
+# Multiarch systems pass theirs: LIBDIR=/usr/lib/x86_64-linux-gnu.
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+DATADIR ?= $(PREFIX)/share
+MANDIR ?= $(DATADIR)/man
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+# rdmad.conf(5) lives in /etc/rdmad whatever the prefix; the daemon's
+# and rdmactl's defaults are built from SYSCONFDIR.
+SYSCONFDIR ?= /etc
+# systemd's own directories when installing into /usr (they may differ
+# from PREFIX's, e.g. /lib/systemd/system), else under PREFIX.
+systemd_dir = $(or $(if $(filter /usr,$(PREFIX)),$(shell \
+	pkg-config --variable=$(1) $(2) 2>/dev/null)),$(3))
+SYSTEMDUNITDIR ?= $(call systemd_dir,systemdsystemunitdir,systemd,$(PREFIX)/lib/systemd/system)
+SYSUSERSDIR ?= $(call systemd_dir,sysusersdir,systemd,$(PREFIX)/lib/sysusers.d)
+TMPFILESDIR ?= $(call systemd_dir,tmpfilesdir,systemd,$(PREFIX)/lib/tmpfiles.d)
+BASHCOMPDIR ?= $(call systemd_dir,completionsdir,bash-completion,$(DATADIR)/bash-completion/completions)
+INSTALL ?= install
 
 CC ?= cc
 PKGS := libibverbs libconfig libmicrohttpd jansson libsystemd
@@ -17,7 +42,7 @@ CFLAGS ?= -O2 -g
 DAEMON_DIRS := daemon daemon/front daemon/api daemon/engine daemon/model daemon/verbs
 DAEMON_INC := $(DAEMON_DIRS:%=-I%)
 CFLAGS += -std=gnu11 $(WARN) -fPIC -D_GNU_SOURCE -DRDMAD_VERSION='"$(VERSION)"' \
-	$(DAEMON_INC) -Iproto -Iclient
+	-DRDMAD_SYSCONFDIR='"$(SYSCONFDIR)"' $(DAEMON_INC) -Iproto -Iclient
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -42,12 +67,30 @@ ASAN_LIB_OBJ := $(LIB_SRC:%.c=$(B)/asan/%.o) $(CTL_SRC:%.c=$(B)/asan/%.o)
 TSAN := -fsanitize=thread -fno-omit-frame-pointer
 TSAN_DAEMON_OBJ := $(DAEMON_SRC:%.c=$(B)/tsan/%.o)
 
+# librdmad's file is named after the newest version node of
+# client/librdmad.map (RDMAD_0.3: librdmad.so.0.3); the soname
+# librdmad.so.0 and the link librdmad.so point to it.
+LIB_SONAME := librdmad.so.0
+LIB_REAL := $(LIB_SONAME).$(lastword $(shell \
+	sed -n 's/^RDMAD_0\.\([0-9][0-9]*\) *{.*/\1/p' client/librdmad.map))
+
 all: $(B)/rdmad $(B)/rdmactl $(B)/librdmad.so $(B)/rdmad.pc \
-	$(B)/examples/attach
+	$(B)/examples/attach $(B)/dist/rdmactl $(B)/dist/units
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
+
+# The install paths built into the programs and rdmad.pc: what uses
+# them is rebuilt when one changes.
+$(B)/paths: FORCE
+	@mkdir -p $(B)
+	@printf '%s\n' '$(PREFIX)' '$(SBINDIR)' '$(LIBDIR)' '$(INCLUDEDIR)' \
+		'$(SYSCONFDIR)' >$@.new
+	@if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
+
+$(B)/daemon/main.o $(B)/asan/daemon/main.o $(B)/tsan/daemon/main.o \
+	$(B)/client/rdmactl.o: $(B)/paths
 
 $(B)/asan/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -58,7 +101,7 @@ $(B)/tsan/%.o: %.c
 	$(CC) $(CFLAGS) $(TSAN) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
 
 $(B)/rdmad: $(B)/daemon/main.o $(DAEMON_OBJ) $(PROTO_OBJ)
-	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 # The daemon under AddressSanitizer/UBSan, for the integration suite
 # (RDMAD_BIN=build/rdmad-asan).
@@ -79,27 +122,53 @@ $(B)/tsan-tests/test_workers: tests/unit/test_workers.c \
 
 tsan: $(B)/rdmad-tsan $(B)/tsan-tests/test_workers
 
-$(B)/librdmad.so: $(LIB_OBJ) client/librdmad.map
-	$(CC) $(CFLAGS) -shared -Wl,-soname,librdmad.so.0 \
+$(B)/$(LIB_REAL): $(LIB_OBJ) client/librdmad.map
+	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,$(LIB_SONAME) \
 		-Wl,--version-script=client/librdmad.map -o $@ $(LIB_OBJ) \
 		$(shell pkg-config --libs libibverbs jansson)
 
-# The soname programs load.
-$(B)/librdmad.so.0: $(B)/librdmad.so
-	ln -sf librdmad.so $@
+# The soname programs load, and the name they link with.
+$(B)/$(LIB_SONAME): $(B)/$(LIB_REAL)
+	ln -sf $(LIB_REAL) $@
 
-$(B)/rdmad.pc: client/rdmad.pc.in Makefile
+$(B)/librdmad.so: $(B)/$(LIB_SONAME)
+	ln -sf $(LIB_SONAME) $@
+
+# Paths under PREFIX are written relative to ${prefix}.
+pc_dir = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+
+$(B)/rdmad.pc: client/rdmad.pc.in Makefile $(B)/paths
 	@mkdir -p $(dir $@)
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' $< >$@
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
+		-e 's|@LIBDIR@|$(call pc_dir,$(LIBDIR))|g' \
+		-e 's|@INCLUDEDIR@|$(call pc_dir,$(INCLUDEDIR))|g' $< >$@
 
 $(B)/examples/attach: examples/attach.c $(B)/librdmad.so.0
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< -L$(B) -lrdmad \
 		-Wl,-rpath,'$$ORIGIN/..' $(shell pkg-config --libs libibverbs)
 
-$(B)/rdmactl: $(B)/client/rdmactl.o $(CTL_OBJ) $(B)/librdmad.so.0
-	$(CC) $(CFLAGS) -o $@ $(B)/client/rdmactl.o $(CTL_OBJ) -L$(B) -lrdmad \
-		-Wl,-rpath,'$$ORIGIN' $(PKG_LIBS)
+$(B)/rdmactl: $(B)/client/rdmactl.o $(CTL_OBJ) $(B)/librdmad.so
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(B)/client/rdmactl.o $(CTL_OBJ) \
+		-L$(B) -lrdmad -Wl,-rpath,'$$ORIGIN' $(PKG_LIBS)
+
+# rdmactl as installed: found by the system's loader, not beside itself.
+$(B)/dist/rdmactl: $(B)/client/rdmactl.o $(CTL_OBJ) $(B)/librdmad.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(B)/client/rdmactl.o $(CTL_OBJ) \
+		-L$(B) -lrdmad $(PKG_LIBS)
+
+# The units name the installed daemon and configuration.
+UNITS := $(notdir $(wildcard systemd/*.service systemd/*.socket))
+
+$(B)/dist/units: $(UNITS:%=systemd/%) $(B)/paths
+	@mkdir -p $@
+	for u in $(UNITS); do \
+		sed -e 's|/usr/sbin/rdmad|$(SBINDIR)/rdmad|g' \
+		    -e 's|/etc/rdmad/|$(SYSCONFDIR)/rdmad/|g' \
+		    systemd/$$u >$@/$$u || exit 1; \
+	done
+	touch $@
 
 $(B)/tests/%: tests/unit/%.c $(ASAN_DAEMON_OBJ) $(ASAN_LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -192,11 +261,79 @@ demo: deps
 clean:
 	rm -rf $(B)
 
+# ---- installation and packages ----
+
+MANPAGES := $(wildcard man/*.[1-8]) client/librdmad.3
+D := $(DESTDIR)
+
+install: $(B)/rdmad $(B)/dist/rdmactl $(B)/$(LIB_REAL) $(B)/rdmad.pc \
+		$(B)/dist/units
+	$(INSTALL) -d $(D)$(SBINDIR) $(D)$(BINDIR) $(D)$(LIBDIR) \
+		$(D)$(PKGCONFIGDIR) $(D)$(INCLUDEDIR) $(D)$(SYSTEMDUNITDIR) \
+		$(D)$(SYSUSERSDIR) $(D)$(TMPFILESDIR) $(D)$(BASHCOMPDIR) \
+		$(D)$(SYSCONFDIR)/rdmad \
+		$(sort $(foreach m,$(MANPAGES),$(D)$(MANDIR)/man$(subst .,,$(suffix $(m)))))
+	$(INSTALL) -m 0755 $(B)/rdmad $(D)$(SBINDIR)/rdmad
+	$(INSTALL) -m 0755 $(B)/dist/rdmactl $(D)$(BINDIR)/rdmactl
+	$(INSTALL) -m 0644 $(B)/$(LIB_REAL) $(D)$(LIBDIR)/$(LIB_REAL)
+	ln -sf $(LIB_REAL) $(D)$(LIBDIR)/$(LIB_SONAME)
+	ln -sf $(LIB_SONAME) $(D)$(LIBDIR)/librdmad.so
+	$(INSTALL) -m 0644 client/rdmad.h $(D)$(INCLUDEDIR)/rdmad.h
+	$(INSTALL) -m 0644 $(B)/rdmad.pc $(D)$(PKGCONFIGDIR)/rdmad.pc
+	$(foreach m,$(MANPAGES),$(INSTALL) -m 0644 $(m) \
+		$(D)$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m)) &&) true
+	$(foreach u,$(UNITS),$(INSTALL) -m 0644 $(B)/dist/units/$(u) \
+		$(D)$(SYSTEMDUNITDIR)/$(u) &&) true
+	$(INSTALL) -m 0644 systemd/sysusers.conf $(D)$(SYSUSERSDIR)/rdmad.conf
+	$(INSTALL) -m 0644 systemd/tmpfiles.conf $(D)$(TMPFILESDIR)/rdmad.conf
+	$(INSTALL) -m 0644 client/rdmactl.bash $(D)$(BASHCOMPDIR)/rdmactl
+	# The configuration is the operator's: an existing one is kept.
+	test -e $(D)$(SYSCONFDIR)/rdmad/rdmad.conf || \
+		$(INSTALL) -m 0644 conf/example.conf \
+			$(D)$(SYSCONFDIR)/rdmad/rdmad.conf
+
+# Everything install put, but the configuration.
+uninstall:
+	rm -f $(D)$(SBINDIR)/rdmad $(D)$(BINDIR)/rdmactl \
+		$(D)$(LIBDIR)/$(LIB_REAL) $(D)$(LIBDIR)/$(LIB_SONAME) \
+		$(D)$(LIBDIR)/librdmad.so $(D)$(INCLUDEDIR)/rdmad.h \
+		$(D)$(PKGCONFIGDIR)/rdmad.pc \
+		$(foreach m,$(MANPAGES),$(D)$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m))) \
+		$(UNITS:%=$(D)$(SYSTEMDUNITDIR)/%) \
+		$(D)$(SYSUSERSDIR)/rdmad.conf $(D)$(TMPFILESDIR)/rdmad.conf \
+		$(D)$(BASHCOMPDIR)/rdmactl
+
+# The Debian packages (debian/), built in a copy of the tree under
+# build/deb/src so that debian/rules clean cannot touch build/ here;
+# the .deb, .changes and .buildinfo files end in build/deb/.
+deb:
+	tests/pkg/deps
+	rm -rf $(B)/deb
+	mkdir -p $(B)/deb/src/rdmad
+	if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+		git ls-files -z -c -o --exclude-standard; \
+	else \
+		find . \( -path ./$(B) -o -name .git \) -prune -o \
+			\( -type f -o -type l \) -print0; \
+	fi | tar -c --null --ignore-failed-read -T - -f - | tar -x -C $(B)/deb/src/rdmad -f -
+	cd $(B)/deb/src/rdmad && dpkg-buildpackage -us -uc -b -rfakeroot
+	mv $(B)/deb/src/*.deb $(B)/deb/src/*.changes \
+		$(B)/deb/src/*.buildinfo $(B)/deb/
+	rm -rf $(B)/deb/src
+	ls -l $(B)/deb
+
+# Packages, lintian, then the packages installed (in a throwaway overlay
+# of this machine's root) and used on soft-RoCE: see tests/pkg/check.
+pkgcheck:
+	tests/pkg/check
+
 include bench/bench.mk
 bench:
 	bench/deps
 	$(MAKE) all bench-progs
 	bench/run --size "$(BENCH_SIZE)"
 
-.PHONY: all unit helpers tsan fuzz fuzz-build deps check stress demo clean
+.PHONY: all unit helpers tsan fuzz fuzz-build deps check stress demo clean \
+	install uninstall deb pkgcheck FORCE
+FORCE:
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

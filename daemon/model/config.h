@@ -12,7 +12,11 @@
 #include <stdio.h>
 #include <jansson.h>
 
-#define CONFIG_DEFAULT_PATH "/etc/rdmad/rdmad.conf"
+/* The build passes SYSCONFDIR (make install's, /etc by default). */
+#ifndef RDMAD_SYSCONFDIR
+#define RDMAD_SYSCONFDIR "/etc"
+#endif
+#define CONFIG_DEFAULT_PATH RDMAD_SYSCONFDIR "/rdmad/rdmad.conf"
 #define CONFIG_DEFAULT_LISTEN "127.0.0.1:8470"
 /* The control socket in daemon.runtime_dir, unless said otherwise. */
 #define CONFIG_DEFAULT_SOCKET_NAME "rdmad.sock"
