@@ -1077,6 +1077,7 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents,
 
 static void control_stats(void *ud, struct session_stats *out);
 static json_t *control_sessions_json(void *ud);
+static bool control_attached(void *ud, const char *profile, pid_t pid);
 
 static int resolve_group(const char *name, gid_t *gid)
 {
@@ -1171,6 +1172,7 @@ int control_start(struct manager *m)
 	manager_set_sessions(m, &(struct manager_sessions){
 					.json = control_sessions_json,
 					.stats = control_stats,
+					.attached = control_attached,
 					.ud = c });
 	log_info("control socket on %s", c->path);
 	return 0;
@@ -1211,6 +1213,22 @@ static void control_stats(void *ud, struct session_stats *out)
 	out->attach_seconds = c->attach_seconds;
 	memcpy(out->attach_buckets, c->attach_buckets,
 	       sizeof(out->attach_buckets));
+}
+
+static bool control_attached(void *ud, const char *profile, pid_t pid)
+{
+	struct control *c = ud;
+
+	for (struct session *s = c->sessions; s; s = s->next) {
+		if (pid && s->cred.pid != pid)
+			continue;
+		/* A released attachment has no profile any more. */
+		for (size_t i = 0; i < s->n_att; i++)
+			if (s->att[i].profile &&
+			    streq(s->att[i].profile, profile))
+				return true;
+	}
+	return false;
 }
 
 static json_t *control_sessions_json(void *ud)
