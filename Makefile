@@ -34,7 +34,7 @@ BASHCOMPDIR ?= $(call systemd_dir,completionsdir,bash-completion,$(DATADIR)/bash
 INSTALL ?= install
 
 CC ?= cc
-PKGS := libibverbs libconfig libmicrohttpd jansson libsystemd
+PKGS := libibverbs libconfig libmicrohttpd jansson libsystemd libmnl
 WARN := -Wall -Wextra -Werror -Wshadow -Wpointer-arith -Wstrict-prototypes \
 	-Wmissing-prototypes -Wformat=2 -Wno-format-nonliteral
 CFLAGS ?= -O2 -g
@@ -220,7 +220,7 @@ FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all \
 	-fno-omit-frame-pointer
 FUZZ_CFLAGS := -g -O1 -std=gnu11 -D_GNU_SOURCE -DRDMAD_VERSION='"$(VERSION)"' $(DAEMON_INC) -Iproto \
 	-Itests/fuzz
-FUZZ_ALL := fuzz_config fuzz_api fuzz_http fuzz_proto
+FUZZ_ALL := fuzz_config fuzz_api fuzz_http fuzz_proto fuzz_rdmanl
 FUZZ_TARGETS ?= $(FUZZ_ALL)
 FUZZ_SECONDS ?= 60
 FUZZ_OBJ := $(DAEMON_SRC:%.c=$(B)/fuzz/obj/%.o) \

@@ -47,6 +47,8 @@ static void usage(FILE *f)
 		"  health | version          daemon liveness, version and uptime\n"
 		"  config                    the running configuration (JSON)\n"
 		"  sessions                  attached clients: pid, uid, mode, leases\n"
+		"  orphans PROFILE           objects dead clients left in the\n"
+		"                            profile's context (RDMA netlink)\n"
 		"  reload [--force]          reload the configuration file; prints\n"
 		"                            what changed, or the errors; a file\n"
 		"                            that declares no profile removes the\n"
@@ -410,6 +412,62 @@ static void print_sessions(json_t *a)
 			       json_integer_value(json_object_get(t, "leases")));
 }
 
+/* The kind's number has the key rdma resource show uses for it. */
+static const char *const orphan_ids[] = { "pdn", "cqn", "lqpn", "mrn",
+					  "srqn" };
+
+static void print_orphans(json_t *d)
+{
+	json_t *objs = json_object_get(d, "objects"), *o;
+	size_t i;
+
+	printf("profile %s", str(d, "profile"));
+	if (json_object_get(d, "ibdev"))
+		printf(" on %s", str(d, "ibdev"));
+	if (json_object_get(d, "ctxn"))
+		printf(", context %lld",
+		       json_integer_value(json_object_get(d, "ctxn")));
+	if (json_object_get(d, "error"))
+		printf(": %s", str(d, "error"));
+	else if (!json_is_true(json_object_get(d, "scanned")))
+		printf(": not scanned yet");
+	printf("\n");
+	if (objs) {
+		static const char *const owners[] = { "daemon", "client",
+						      "orphan" };
+
+		printf("%-7s %5s %5s %5s %5s %5s\n", "OWNER", "PD", "CQ", "QP",
+		       "MR", "SRQ");
+		for (size_t w = 0; w < ARRAY_SIZE(owners); w++) {
+			json_t *n = json_object_get(objs, owners[w]);
+			static const char *const ctx_kinds[] = {
+				"pd", "cq", "qp", "mr", "srq"
+			};
+
+			printf("%-7s", owners[w]);
+			for (size_t k = 0; k < ARRAY_SIZE(ctx_kinds); k++)
+				printf(" %5lld",
+				       json_integer_value(json_object_get(
+					       n, ctx_kinds[k])));
+			printf("\n");
+		}
+	}
+	json_array_foreach (json_object_get(d, "orphans"), i, o) {
+		printf("orphan %-4s", str(o, "kind"));
+		for (size_t k = 0; k < ARRAY_SIZE(orphan_ids); k++) {
+			json_t *v = json_object_get(o, orphan_ids[k]);
+
+			if (json_is_integer(v))
+				printf(" %s=%lld", orphan_ids[k],
+				       json_integer_value(v));
+		}
+		if (json_object_get(o, "pid"))
+			printf(" pid=%lld",
+			       json_integer_value(json_object_get(o, "pid")));
+		printf("\n");
+	}
+}
+
 static void print_reload(json_t *r)
 {
 	json_t *changes = json_object_get(r, "changes"), *ch;
@@ -499,6 +557,7 @@ static const struct command commands[] = {
 	{ "health", 0, 0, "/v1/health", print_kv },
 	{ "config", 0, 0, "/v1/config", print_json },
 	{ "sessions", 0, 0, "/v1/sessions", print_sessions },
+	{ "orphans", 1, 1, "/v1/profiles/%s/orphans", print_orphans },
 	{ "reload", 0, 0, "/v1/reload", print_reload },
 	{ "selftest", 3, 4, "/v1/profiles/%s/selftest", print_selftest },
 	{ "qp", 2, 34, "/v1/profiles/%s/qp/%s", print_object_line },

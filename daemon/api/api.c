@@ -7,6 +7,7 @@
 #include "devinfo.h"
 #include "manager.h"
 #include "objects.h"
+#include "orphans.h"
 #include "qpstate.h"
 #include "selftest.h"
 #include "utf8.h"
@@ -188,6 +189,18 @@ static int get_profile(struct request *r)
 	if (!o)
 		return not_found(r, r->seg[2], r->seg[3]);
 	return reply(r, 200, object_json(o));
+}
+
+/* What the last RDMA netlink scan found in the profile's context. */
+static int get_orphans(struct request *r)
+{
+	struct profile *p = manager_profile(r->m, r->seg[1]);
+
+	if (!p)
+		return not_found(r, "profile", r->seg[1]);
+	/* The last scan's view now, and a newer one soon if it is old. */
+	orphans_refresh(r->m->orphans, p);
+	return reply(r, 200, orphans_json(p));
 }
 
 /* ---- configuration ---- */
@@ -400,6 +413,7 @@ static const struct route routes[] = {
 	{ "GET", { "devices", ANY, "ports", ANY, "gids" }, get_device, false },
 	{ "GET", { "profiles" }, get_profiles, false },
 	{ "GET", { "profiles", ANY }, get_profile, false },
+	{ "GET", { "profiles", ANY, "orphans" }, get_orphans, false },
 	{ "GET", { "profiles", ANY, ANY, ANY }, get_profile, false },
 	{ "GET", { "config" }, get_config, false },
 	{ "POST", { "reload" }, post_reload, true },

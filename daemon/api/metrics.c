@@ -62,6 +62,65 @@ static void objects(FILE *f, struct manager *m)
 			m->profiles[i]->ctx != NULL);
 }
 
+/* What RDMA netlink shows in each profile's context (orphans.c), by
+ * who made it; orphans are also a series of their own, the one to
+ * alert on. Only scanned contexts have series. */
+static void contexts(FILE *f, struct manager *m)
+{
+	static const char *const owners[] = { "daemon", "client", "orphan" };
+
+	fputs("# HELP rdmad_context_objects Objects RDMA netlink lists in a "
+	      "profile's device context, by who made them.\n"
+	      "# TYPE rdmad_context_objects gauge\n",
+	      f);
+	for (size_t i = 0; i < m->n_profiles; i++) {
+		const struct profile *p = m->profiles[i];
+		const unsigned int *n[] = { p->view.owned, p->view.clients,
+					    p->view.orphans };
+
+		if (!p->ctx || !p->view.scanned || p->view.err)
+			continue;
+		for (int w = 0; w < 3; w++)
+			for (int k = RDMANL_PD; k < RDMANL_KINDS; k++)
+				fprintf(f,
+					"rdmad_context_objects{profile=\"%s\","
+					"device=\"%s\",kind=\"%s\","
+					"owner=\"%s\"} %u\n",
+					label(p->conf->name), label(p->ibdev),
+					rdmanl_kind_name((enum rdmanl_kind)k),
+					owners[w], n[w][k]);
+	}
+	fputs("# HELP rdmad_orphan_objects Objects left in a profile's "
+	      "context by clients that are gone.\n"
+	      "# TYPE rdmad_orphan_objects gauge\n",
+	      f);
+	for (size_t i = 0; i < m->n_profiles; i++) {
+		const struct profile *p = m->profiles[i];
+
+		if (!p->ctx || !p->view.scanned || p->view.err)
+			continue;
+		for (int k = RDMANL_PD; k < RDMANL_KINDS; k++)
+			fprintf(f,
+				"rdmad_orphan_objects{profile=\"%s\","
+				"device=\"%s\",kind=\"%s\"} %u\n",
+				label(p->conf->name), label(p->ibdev),
+				rdmanl_kind_name((enum rdmanl_kind)k),
+				p->view.orphans[k]);
+	}
+	fprintf(f,
+		"# HELP rdmad_orphan_scans_total RDMA netlink scans of the "
+		"profiles' contexts, by result.\n"
+		"# TYPE rdmad_orphan_scans_total counter\n"
+		"rdmad_orphan_scans_total{result=\"ok\"} %llu\n"
+		"rdmad_orphan_scans_total{result=\"error\"} %llu\n"
+		"# HELP rdmad_context_retirements_total Contexts closed and "
+		"opened afresh to free orphaned objects.\n"
+		"# TYPE rdmad_context_retirements_total counter\n"
+		"rdmad_context_retirements_total %llu\n",
+		m->orphan_scans - m->orphan_scan_failures,
+		m->orphan_scan_failures, m->ctx_retirements);
+}
+
 static void sessions(FILE *f, struct manager *m)
 {
 	static const double no_buckets[SESSION_ATTACH_BUCKETS];
@@ -216,6 +275,7 @@ char *metrics_render(struct manager *m)
 		manager_uptime(m), m->reloads - m->reload_failures,
 		m->reload_failures);
 	objects(f, m);
+	contexts(f, m);
 	sessions(f, m);
 	fronts(f, m);
 	port_counters(f, m);

@@ -8,6 +8,7 @@
 #include "devwatch.h"
 #include "log.h"
 #include "manager.h"
+#include "orphans.h"
 #include "validate.h"
 #include "workers.h"
 
@@ -97,6 +98,8 @@ static void on_profile_change(void *ud, struct profile *p,
 		return;
 	}
 	log_profile(p);
+	/* What its context holds has changed: look again. */
+	orphans_request(m->orphans);
 	announce(m, MANAGER_PROFILE_CHANGED, p);
 	if (!m->reloading && !manager_busy(m))
 		announce(m, MANAGER_SETTLED, NULL);
@@ -283,16 +286,21 @@ int manager_start(struct manager *m)
 	r = devwatch_new(m->event, on_device, m, &m->devwatch);
 	if (r < 0)
 		log_warn(r, "cannot watch RDMA devices coming and going");
+	r = orphans_new(m, &m->orphans);
+	if (r < 0)
+		log_warn(r, "cannot look for orphaned objects, ignoring");
 	for (size_t i = 0; i < m->n_profiles; i++)
 		start_profile(m, m->profiles[i]);
 	if (!manager_busy(m))
 		announce(m, MANAGER_SETTLED, NULL);
+	orphans_request(m->orphans);
 	return 0;
 }
 
 void manager_stop(struct manager *m)
 {
 	m->devwatch = devwatch_free(m->devwatch);
+	m->orphans = orphans_free(m->orphans);
 	for (size_t i = m->n_profiles; i-- > 0;)
 		stop_profile(m, m->profiles[i], NULL, false);
 }
@@ -434,6 +442,8 @@ void manager_release(struct manager *m, const char *profile,
 	struct object *o = p ? profile_find_serial(p, kind, name, serial)
 			     : NULL;
 
+	/* A client may have died with objects in a shared context. */
+	orphans_request(m->orphans);
 	if (o) {
 		profile_release(p, o);
 		profile_touch(p);
@@ -557,6 +567,16 @@ int manager_reload(struct manager *m, bool force, json_t **result)
 	if (!manager_busy(m))
 		announce(m, MANAGER_SETTLED, NULL);
 	return 0;
+}
+
+void manager_renew_context(struct manager *m, struct profile *p,
+			   const char *reason)
+{
+	/* Not a lost device: nobody is attached to be told. */
+	p->async = asyncwatch_free(p->async);
+	profile_lose_device(p, reason);
+	m->ctx_retirements++;
+	start_profile(m, p);
 }
 
 /* ---- the REST token ---- */

@@ -19,6 +19,7 @@ struct http;
 struct devwatch;
 struct control;
 struct workers;
+struct orphans;
 
 /* What the manager announces, on the loop. */
 enum manager_event_kind {
@@ -62,6 +63,8 @@ struct session_stats {
 struct manager_sessions {
 	json_t *(*json)(void *ud);
 	void (*stats)(void *ud, struct session_stats *out);
+	/* Is process pid (0: any) attached to the profile? */
+	bool (*attached)(void *ud, const char *profile, pid_t pid);
 	void *ud;
 };
 
@@ -97,9 +100,12 @@ struct manager {
 	struct manager_front fronts[FRONT_MAX];
 	struct control *control;
 	struct devwatch *devwatch;
+	struct orphans *orphans; /* RDMA netlink scans (orphans.c) */
 	char *token; /* REST bearer token, NULL: mutating calls refused */
 	struct timespec started; /* CLOCK_MONOTONIC */
 	unsigned int reloads, reload_failures;
+	unsigned long long orphan_scans, orphan_scan_failures;
+	unsigned long long ctx_retirements; /* contexts renewed for orphans */
 	bool reloading;
 };
 
@@ -146,6 +152,11 @@ int manager_reload(struct manager *m, bool force, json_t **result);
  * profile of that name or in one a reload removed. */
 void manager_release(struct manager *m, const char *profile,
 		     enum obj_kind kind, const char *name, uint64_t serial);
+
+/* The orphans policy (orphans.h): close p's context, with what is left
+ * in it, and create p's objects again in a fresh one; memory stays. */
+void manager_renew_context(struct manager *m, struct profile *p,
+			   const char *reason);
 
 /* Read daemon.http.token_file (at least 16 characters, first line). */
 int manager_load_token(struct manager *m);

@@ -169,6 +169,7 @@ int profile_new(const struct config *cfg, const struct conf_profile *c,
 	p->conf = c;
 	p->dev = config_device(cfg, c->device);
 	p->gid_index = -1;
+	p->ctxn = -1;
 	p->workers = w;
 	profile_touch(p);
 	p->changed = changed;
@@ -208,6 +209,72 @@ static void update_state(struct profile *p)
 	profile_touch(p);
 }
 
+/* The numbers of the contexts that this thread opened on a device. */
+struct ctx_list {
+	uint32_t pid;
+	uint32_t n[256];
+	size_t count;
+};
+
+static int list_ctx(void *ud, const struct rdmanl_res *r)
+{
+	struct ctx_list *l = ud;
+
+	if ((r->has & RDMANL_HAS_PID) && r->pid == l->pid &&
+	    l->count < ARRAY_SIZE(l->n))
+		l->n[l->count++] = r->id;
+	return 0;
+}
+
+/*
+ * Open p's device and find the number of the context in RDMA netlink
+ * (ctxn): the one context of this thread that the open added. Profiles
+ * open their devices on the loop thread only, so that nothing else of
+ * ours can appear in between. A dump of contexts has one entry per
+ * open context of the device: as cheap as the open next to it, so it
+ * is done here, on the loop. When it cannot be told (no RDMA netlink,
+ * 256 of ours or more), ctxn stays -1 and orphans are not looked for.
+ */
+static struct ibv_context *open_numbered(struct profile *p)
+{
+	struct ctx_list before = { .pid = (uint32_t)gettid() }, after;
+	struct ibv_context *ctx;
+	int idx = devinfo_index(p->ibdev);
+	int64_t found = -1;
+	int err;
+
+	p->ctxn = -1;
+	if (idx >= 0 && rdmanl_dump(RDMANL_CTX, (uint32_t)idx, list_ctx,
+				    &before) < 0)
+		idx = -1;
+	ctx = devinfo_open(p->ibdev);
+	if (!ctx || idx < 0)
+		return ctx;
+	err = errno;
+	after = (struct ctx_list){ .pid = before.pid };
+	if (rdmanl_dump(RDMANL_CTX, (uint32_t)idx, list_ctx, &after) < 0 ||
+	    after.count == ARRAY_SIZE(after.n)) {
+		errno = err;
+		return ctx;
+	}
+	for (size_t i = 0; i < after.count; i++) {
+		bool old = false;
+
+		for (size_t k = 0; k < before.count; k++)
+			old |= before.n[k] == after.n[i];
+		if (old)
+			continue;
+		if (found >= 0) { /* two new ones: cannot tell */
+			found = -1;
+			break;
+		}
+		found = after.n[i];
+	}
+	p->dev_index = (uint32_t)idx;
+	p->ctxn = found;
+	return ctx;
+}
+
 /* Find and open the device, select the GID, probe import. */
 static int profile_open(struct profile *p)
 {
@@ -224,7 +291,7 @@ static int profile_open(struct profile *p)
 				  p->dev->name, what);
 		return r;
 	}
-	p->ctx = devinfo_open(p->ibdev);
+	p->ctx = open_numbered(p);
 	if (!p->ctx) {
 		r = -errno;
 		profile_set_state(p, PROFILE_FAILED, "ibv_open_device %s: %s",
@@ -508,6 +575,8 @@ static void stop(struct profile *p, const char *reason, bool keep_memory)
 	if (p->ctx)
 		ibv_close_device(p->ctx);
 	p->ctx = NULL;
+	p->ctxn = -1;
+	ctx_view_clear(&p->view);
 	p->ibdev[0] = '\0';
 	p->gid_index = -1;
 	profile_set_state(p, PROFILE_PENDING, "%s", reason ? reason : "stopped");
@@ -663,6 +732,10 @@ int profile_reload(struct profile *next, struct profile *old,
 	next->gid_index = old->gid_index;
 	next->gid = old->gid;
 	next->import_err = old->import_err;
+	next->dev_index = old->dev_index;
+	next->ctxn = old->ctxn;
+	next->view = old->view;
+	old->view = (struct ctx_view){ 0 };
 	next->draining = TAKE_PTR(old->draining);
 	next->n_draining = old->n_draining;
 	old->n_draining = 0;
@@ -746,6 +819,20 @@ struct object *profile_find_serial(struct profile *p, enum obj_kind kind,
 	return NULL;
 }
 
+bool profile_leased(const struct profile *p)
+{
+	for (size_t i = 0; i < p->n_objects; i++)
+		if (p->objects[i].leases)
+			return true;
+	return p->n_draining > 0;
+}
+
+void ctx_view_clear(struct ctx_view *v)
+{
+	free(v->orphan);
+	*v = (struct ctx_view){ 0 };
+}
+
 void profile_release(struct profile *p, struct object *o)
 {
 	if (o->leases)
@@ -766,6 +853,7 @@ struct profile *profile_free(struct profile *p)
 	free(p->dep_start);
 	free(p->dependents);
 	free(p->draining);
+	ctx_view_clear(&p->view);
 	free(p->reason);
 	free(p->objects);
 	free(p);
@@ -795,6 +883,12 @@ json_t *profile_json(const struct profile *p, int detail)
 		if (p->import_err)
 			json_object_set_new(j, "import_error",
 					    json_string(strerror(-p->import_err)));
+		if (p->ctxn >= 0)
+			json_object_set_new(j, "ctxn", json_integer(p->ctxn));
+		if (p->view.scanned && !p->view.err)
+			json_object_set_new(
+				j, "orphans",
+				json_integer((json_int_t)p->view.n_orphan));
 	}
 	if (p->state == PROFILE_CREATING)
 		json_object_set_new(

@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "memory.h"
+#include "rdmanl.h"
 #include "util.h"
 #include "workers.h"
 
@@ -83,6 +84,22 @@ static inline const char *object_name(const struct object *o)
 	return conf_obj_name(o->conf);
 }
 
+/*
+ * What the last RDMA netlink scan saw in a profile's context (orphans.c):
+ * its objects by who made them. Orphans are those neither the daemon nor
+ * a session attached to the profile made: a dead client's.
+ */
+struct ctx_view {
+	bool scanned;	/* a scan has looked at this context */
+	int err;	/* that scan's -errno, or 0 */
+	uint64_t when;	/* CLOCK_REALTIME usec of that scan */
+	unsigned int owned[RDMANL_KINDS];   /* the daemon's */
+	unsigned int clients[RDMANL_KINDS]; /* live attached sessions' */
+	unsigned int orphans[RDMANL_KINDS];
+	struct rdmanl_res *orphan; /* each orphan, as the kernel lists it */
+	size_t n_orphan;
+};
+
 enum profile_state {
 	PROFILE_PENDING,  /* device absent */
 	PROFILE_READY,	  /* every object created */
@@ -113,6 +130,11 @@ struct profile {
 	union ibv_gid gid;
 	int import_err; /* 0: the context can be imported; else -errno */
 	struct ibv_context *ctx;
+	/* The device's and the context's numbers in RDMA netlink (ctxn -1:
+	 * not found), and what the last scan saw there. */
+	uint32_t dev_index;
+	int64_t ctxn;
+	struct ctx_view view;
 	enum profile_state state;
 	char *reason;
 	/* In creation order: kind by kind, each kind in the order of its
@@ -210,6 +232,11 @@ static inline bool profile_busy(const struct profile *p)
 const char *obj_state_name(enum obj_state s);
 const char *obj_action_name(enum obj_action a);
 const char *profile_state_name(enum profile_state s);
+
+/* Forget what scans saw (the context goes). */
+void ctx_view_clear(struct ctx_view *v);
+/* Sessions hold some of p's objects (running or draining)? */
+bool profile_leased(const struct profile *p);
 
 /* JSON documents for the control surfaces. */
 json_t *profile_json(const struct profile *p, int detail);

@@ -1079,6 +1079,7 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents,
 static void control_stats(void *ud, struct session_stats *out);
 static void control_front_stats(void *ud, struct front_stats *out);
 static json_t *control_sessions_json(void *ud);
+static bool control_attached(void *ud, const char *profile, pid_t pid);
 
 static int resolve_group(const char *name, gid_t *gid)
 {
@@ -1173,6 +1174,7 @@ int control_start(struct manager *m)
 	manager_set_sessions(m, &(struct manager_sessions){
 					.json = control_sessions_json,
 					.stats = control_stats,
+					.attached = control_attached,
 					.ud = c });
 	manager_set_front(m, FRONT_CONTROL,
 			  &(struct manager_front){ .stats = control_front_stats,
@@ -1228,6 +1230,22 @@ static void control_front_stats(void *ud, struct front_stats *out)
 				     .timed_out = c->timed_out };
 	for (struct session *s = c->sessions; s; s = s->next)
 		out->open++;
+}
+
+static bool control_attached(void *ud, const char *profile, pid_t pid)
+{
+	struct control *c = ud;
+
+	for (struct session *s = c->sessions; s; s = s->next) {
+		if (pid && s->cred.pid != pid)
+			continue;
+		/* A released attachment has no profile any more. */
+		for (size_t i = 0; i < s->n_att; i++)
+			if (s->att[i].profile &&
+			    streq(s->att[i].profile, profile))
+				return true;
+	}
+	return false;
 }
 
 static json_t *control_sessions_json(void *ud)

@@ -739,6 +739,23 @@ out:
 	return ctx;
 }
 
+int devinfo_index(const char *ibdev)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	int idx = -ENODEV;
+
+	for (struct ibv_device **d = list; d && *d; d++)
+		if (streq(ibv_get_device_name(*d), ibdev)) {
+			idx = ibv_get_device_index(*d);
+			if (idx < 0)
+				idx = -EOPNOTSUPP;
+			break;
+		}
+	if (list)
+		ibv_free_device_list(list);
+	return idx;
+}
+
 int devinfo_probe_import(struct ibv_context *ctx)
 {
 	struct ibv_context *imported;

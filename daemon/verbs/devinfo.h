@@ -30,6 +30,9 @@ int devinfo_summary(struct ibv_device *dev, json_t **out);
 /* Open the device named ibdev. NULL with errno ENODEV when there is no such
  * device (or none at all), or ibv_open_device's errno. */
 struct ibv_context *devinfo_open(const char *ibdev);
+/* The kernel's index of the device named ibdev (RDMA netlink's
+ * dev_index), or -errno (-ENODEV: no such device). */
+int devinfo_index(const char *ibdev);
 /* Can this device import a context (ibv_import_device on a dup of its
  * cmd_fd)? Returns 0 when it can, -errno (EOPNOTSUPP on rxe) otherwise. */
 int devinfo_probe_import(struct ibv_context *ctx);

@@ -1,0 +1,607 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Why on the loop and not on the worker pool: the workers run creations
+ * in FIFO order, and a scan queued behind a registration of hundreds of
+ * GB would wait minutes; and the kernel makes a dump one chunk at a time,
+ * as each is read, so a non-blocking socket read a few chunks per
+ * wake-up costs the loop a bounded slice (one recvmsg of at most 32 KiB
+ * per chunk) and never waits. The records are sorted at the end, on the
+ * loop, where the profiles and sessions may be read without locks.
+ */
+#include <stdio.h>
+#include <time.h>
+
+#include "log.h"
+#include "manager.h"
+#include "orphans.h"
+#include "profile.h"
+#include "rdmanl.h"
+
+/* Chunks read per wake-up: the loop turns between them. */
+#define SCAN_CHUNKS 4
+/* A lease ended: scan this soon (several ending at once: one scan). */
+#define SCAN_SOON_USEC 100000
+
+/* A context the scan looks at. */
+struct seen_ctx {
+	uint32_t dev_index;
+	int64_t ctxn;
+};
+
+struct orphans {
+	struct manager *m;
+	struct rdmanl *nl;
+	sd_event_source *io, *timer, *soon;
+	/* The scan under way: each device's dumps, one at a time. */
+	uint32_t *devs;
+	int *dev_err;
+	size_t n_devs, dev;
+	enum rdmanl_kind kind;
+	struct seen_ctx *ctxs;
+	size_t n_ctxs;
+	struct rdmanl_res *recs;
+	size_t n_recs, cap_recs;
+	bool running, again;
+};
+
+static void scan_start(struct orphans *o);
+
+/* ---- who made it ---- */
+
+struct pid_cache {
+	uint32_t pid[64];
+	pid_t tgid[64];
+	size_t n;
+};
+
+/* The process of thread pid (its Tgid), 0 when gone. */
+static pid_t tgid_of(struct pid_cache *c, uint32_t pid)
+{
+	char path[64], line[128];
+	pid_t tgid = 0;
+	FILE *f;
+
+	if (!pid)
+		return 0;
+	for (size_t i = 0; i < c->n; i++)
+		if (c->pid[i] == pid)
+			return c->tgid[i];
+	snprintf(path, sizeof(path), "/proc/%u/status", pid);
+	f = fopen(path, "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Tgid: %d", &tgid) == 1)
+			break;
+	if (f)
+		fclose(f);
+	if (c->n < ARRAY_SIZE(c->pid)) {
+		c->pid[c->n] = pid;
+		c->tgid[c->n++] = tgid;
+	}
+	return tgid;
+}
+
+enum owner { OWNER_DAEMON, OWNER_CLIENT, OWNER_ORPHAN, OWNERS };
+
+static const char *const owner_names[OWNERS] = { "daemon", "client",
+						 "orphan" };
+
+/* Does p hold, running or draining, the QP or MR the kernel listed? */
+static bool holds_number(const struct profile *p, const struct rdmanl_res *r)
+{
+	const struct object *lists[2] = { p->objects, p->draining };
+	size_t counts[2] = { p->n_objects, p->n_draining };
+
+	if (r->kind != RDMANL_QP &&
+	    !(r->kind == RDMANL_MR && (r->has & RDMANL_HAS_KEYS)))
+		return false;
+	for (int l = 0; l < 2; l++)
+		for (size_t i = 0; i < counts[l]; i++) {
+			const struct object *o = &lists[l][i];
+
+			/* A creating object is its job's until it is done. */
+			if (o->state != OBJ_READY && o->state != OBJ_DRAINING)
+				continue;
+			if (r->kind == RDMANL_QP && o->kind == OBJ_QP &&
+			    o->u.qp && o->u.qp->qp_num == r->id)
+				return true;
+			if (r->kind == RDMANL_MR && o->kind == OBJ_MR &&
+			    o->u.mr.mr && o->u.mr.mr->lkey == r->lkey &&
+			    o->u.mr.mr->rkey == r->rkey)
+				return true;
+		}
+	return false;
+}
+
+static enum owner owner_of(struct orphans *o, const struct profile *p,
+			   const struct rdmanl_res *r, struct pid_cache *pc)
+{
+	const struct manager_sessions *s = &o->m->sessions;
+	pid_t tgid;
+
+	if (holds_number(p, r))
+		return OWNER_DAEMON;
+	/* Gone (no pid): its maker died, whoever it was. */
+	tgid = (r->has & RDMANL_HAS_PID) ? tgid_of(pc, r->pid) : 0;
+	if (tgid && tgid == getpid())
+		return OWNER_DAEMON;
+	if (tgid && s->attached && s->attached(s->ud, p->conf->name, tgid))
+		return OWNER_CLIENT;
+	return OWNER_ORPHAN;
+}
+
+/* ---- sorting a profile's context ---- */
+
+static bool in_pds(const uint32_t *pds, size_t n, uint32_t pdn)
+{
+	for (size_t i = 0; i < n; i++)
+		if (pds[i] == pdn)
+			return true;
+	return false;
+}
+
+static bool view_equal(const struct ctx_view *a, const struct ctx_view *b)
+{
+	return a->scanned == b->scanned && a->err == b->err &&
+	       !memcmp(a->owned, b->owned, sizeof(a->owned)) &&
+	       !memcmp(a->clients, b->clients, sizeof(a->clients)) &&
+	       !memcmp(a->orphans, b->orphans, sizeof(a->orphans));
+}
+
+static uint64_t now_realtime(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_REALTIME, &t);
+	return (uint64_t)t.tv_sec * 1000000 + (uint64_t)t.tv_nsec / 1000;
+}
+
+/* The view of p's context from the records (those of its device). */
+static int sort_context(struct orphans *o, const struct profile *p, int err,
+			struct ctx_view *v)
+{
+	_cleanup_free_ uint32_t *pds = NULL;
+	struct pid_cache pc = { .n = 0 };
+	size_t n_pds = 0, n_orphan = 0;
+
+	*v = (struct ctx_view){ .scanned = true, .when = now_realtime() };
+	if (err < 0 || p->ctxn < 0) {
+		v->err = err < 0 ? err : -ENOENT;
+		return 0;
+	}
+	pds = calloc(o->n_recs + 1, sizeof(*pds));
+	if (!pds)
+		return -ENOMEM;
+	/* PDs and CQs name their context; the rest join it by their PD. */
+	for (size_t i = 0; i < o->n_recs; i++) {
+		const struct rdmanl_res *r = &o->recs[i];
+
+		if (r->dev_index == p->dev_index && r->kind == RDMANL_PD &&
+		    (r->has & RDMANL_HAS_CTXN) && r->ctxn == (uint32_t)p->ctxn)
+			pds[n_pds++] = r->id;
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i < o->n_recs; i++) {
+			const struct rdmanl_res *r = &o->recs[i];
+			enum owner w;
+
+			if (r->dev_index != p->dev_index ||
+			    (r->has & RDMANL_HAS_KERN))
+				continue;
+			if (r->kind == RDMANL_PD || r->kind == RDMANL_CQ) {
+				if (!(r->has & RDMANL_HAS_CTXN) ||
+				    r->ctxn != (uint32_t)p->ctxn)
+					continue;
+			} else if (r->kind == RDMANL_CTX ||
+				   !(r->has & RDMANL_HAS_PDN) ||
+				   !in_pds(pds, n_pds, r->pdn)) {
+				continue;
+			}
+			w = owner_of(o, p, r, &pc);
+			if (pass == 0) {
+				unsigned int *n = w == OWNER_DAEMON ? v->owned
+						  : w == OWNER_CLIENT ? v->clients
+								      : v->orphans;
+				n[r->kind]++;
+				n_orphan += w == OWNER_ORPHAN;
+			} else if (w == OWNER_ORPHAN) {
+				v->orphan[v->n_orphan++] = *r;
+			}
+		}
+		if (pass == 0 && n_orphan) {
+			v->orphan = calloc(n_orphan, sizeof(*v->orphan));
+			if (!v->orphan)
+				return -ENOMEM;
+		} else if (pass == 0) {
+			break;
+		}
+	}
+	return 0;
+}
+
+static bool ctx_seen(const struct orphans *o, const struct profile *p)
+{
+	for (size_t i = 0; i < o->n_ctxs; i++)
+		if (o->ctxs[i].dev_index == p->dev_index &&
+		    o->ctxs[i].ctxn == p->ctxn)
+			return true;
+	return false;
+}
+
+static int device_err(const struct orphans *o, uint32_t dev_index)
+{
+	for (size_t i = 0; i < o->n_devs; i++)
+		if (o->devs[i] == dev_index)
+			return o->dev_err[i];
+	return -ENOENT;
+}
+
+/* The policy: orphans, and nobody holds anything of the profile. */
+static bool retire_due(const struct orphans *o, const struct profile *p)
+{
+	const struct manager_sessions *s = &o->m->sessions;
+
+	return p->view.n_orphan && p->ctx && !profile_busy(p) &&
+	       (p->state == PROFILE_READY || p->state == PROFILE_DEGRADED) &&
+	       !profile_leased(p) &&
+	       !(s->attached && s->attached(s->ud, p->conf->name, 0));
+}
+
+static void sort_all(struct orphans *o)
+{
+	struct manager *m = o->m;
+
+	for (size_t i = 0; i < m->n_profiles; i++) {
+		struct profile *p = m->profiles[i];
+		struct ctx_view v;
+		size_t before = p->view.n_orphan;
+
+		if (!p->ctx)
+			continue;
+		/* Opened (or renewed) while the scan ran: the next one. */
+		if (!ctx_seen(o, p)) {
+			o->again = true;
+			continue;
+		}
+		if (sort_context(o, p, device_err(o, p->dev_index), &v) < 0) {
+			ctx_view_clear(&v);
+			continue;
+		}
+		if (!view_equal(&v, &p->view) || v.n_orphan != before)
+			profile_touch(p);
+		ctx_view_clear(&p->view);
+		p->view = v;
+		if (v.n_orphan > before)
+			log_notice("profile %s: %zu objects in its context "
+				   "(ctxn %lld on %s) were left by clients "
+				   "that are gone",
+				   p->conf->name, v.n_orphan,
+				   (long long)p->ctxn, p->ibdev);
+		if (retire_due(o, p)) {
+			char reason[160];
+
+			snprintf(reason, sizeof(reason),
+				 "context retired: %zu orphaned objects, no "
+				 "session attached",
+				 v.n_orphan);
+			log_notice("profile %s: %s; opening a fresh one",
+				   p->conf->name, reason);
+			manager_renew_context(m, p, reason);
+		}
+	}
+}
+
+/* ---- the scan ---- */
+
+static void scan_clear(struct orphans *o)
+{
+	o->io = sd_event_source_disable_unref(o->io);
+	free(o->devs);
+	free(o->dev_err);
+	free(o->ctxs);
+	free(o->recs);
+	o->devs = NULL;
+	o->dev_err = NULL;
+	o->ctxs = NULL;
+	o->recs = NULL;
+	o->n_devs = o->dev = o->n_ctxs = o->n_recs = o->cap_recs = 0;
+	o->running = false;
+}
+
+static void scan_end(struct orphans *o)
+{
+	o->m->orphan_scans++;
+	for (size_t i = 0; i < o->n_devs; i++)
+		if (o->dev_err[i] < 0) {
+			o->m->orphan_scan_failures++;
+			break;
+		}
+	sort_all(o);
+	scan_clear(o);
+	if (o->again) {
+		o->again = false;
+		orphans_request(o);
+	}
+}
+
+static int keep_rec(void *ud, const struct rdmanl_res *r)
+{
+	struct orphans *o = ud;
+
+	if (o->n_recs == o->cap_recs) {
+		size_t cap = o->cap_recs ? o->cap_recs * 2 : 256;
+		struct rdmanl_res *n = realloc(o->recs, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		o->recs = n;
+		o->cap_recs = cap;
+	}
+	o->recs[o->n_recs++] = *r;
+	return 0;
+}
+
+static int on_readable(sd_event_source *es, int fd, uint32_t revents,
+		       void *ud);
+
+/* Ask for the next dump: the next kind of this device, or the next
+ * device. Ends the scan after the last. */
+static void scan_next(struct orphans *o, bool advance)
+{
+	int r;
+
+	for (;;) {
+		if (advance && ++o->kind == RDMANL_KINDS) {
+			o->kind = RDMANL_PD;
+			o->dev++;
+		}
+		advance = true;
+		if (o->dev == o->n_devs) {
+			scan_end(o);
+			return;
+		}
+		if (!o->io) {
+			r = o->nl ? 0 : rdmanl_open(false, &o->nl);
+			if (r >= 0)
+				r = sd_event_add_io(o->m->event, &o->io,
+						    rdmanl_fd(o->nl), EPOLLIN,
+						    on_readable, o);
+			/* After the clients and the front ends. */
+			if (r >= 0)
+				r = sd_event_source_set_priority(
+					o->io, SD_EVENT_PRIORITY_IDLE);
+			if (r < 0) {
+				o->io = sd_event_source_disable_unref(o->io);
+				o->nl = rdmanl_free(o->nl);
+				o->dev_err[o->dev] = r;
+				o->kind = RDMANL_KINDS - 1;
+				continue;
+			}
+		}
+		r = rdmanl_start(o->nl, o->kind, o->devs[o->dev]);
+		if (r >= 0)
+			return;
+		o->dev_err[o->dev] = r;
+		o->kind = RDMANL_KINDS - 1; /* this device is done */
+	}
+}
+
+static int on_readable(sd_event_source *es, int fd, uint32_t revents,
+		       void *ud)
+{
+	struct orphans *o = ud;
+	int r = rdmanl_read(o->nl, SCAN_CHUNKS, keep_rec, o);
+
+	(void)es;
+	(void)fd;
+	(void)revents;
+	if (r > 0)
+		return 0;
+	if (r < 0 && o->kind == RDMANL_SRQ &&
+	    (r == -EOPNOTSUPP || r == -EINVAL))
+		r = 0; /* a kernel before SRQ dumps (5.19) */
+	if (r < 0) {
+		log_debug("RDMA netlink: %s dump of device %u: %s",
+			  rdmanl_kind_name(o->kind), o->devs[o->dev],
+			  strerror(-r));
+		/* The socket may hold the rest: a fresh one for what
+		 * follows. This device's view is the error. */
+		o->io = sd_event_source_disable_unref(o->io);
+		o->nl = rdmanl_free(o->nl);
+		o->dev_err[o->dev] = r;
+		o->kind = RDMANL_KINDS - 1;
+	}
+	scan_next(o, true);
+	return 0;
+}
+
+static void scan_start(struct orphans *o)
+{
+	struct manager *m = o->m;
+
+	o->running = true;
+	o->devs = calloc(m->n_profiles + 1, sizeof(*o->devs));
+	o->dev_err = calloc(m->n_profiles + 1, sizeof(*o->dev_err));
+	o->ctxs = calloc(m->n_profiles + 1, sizeof(*o->ctxs));
+	if (!o->devs || !o->dev_err || !o->ctxs) {
+		scan_clear(o);
+		return;
+	}
+	for (size_t i = 0; i < m->n_profiles; i++) {
+		const struct profile *p = m->profiles[i];
+		bool known = false;
+
+		if (!p->ctx)
+			continue;
+		o->ctxs[o->n_ctxs++] =
+			(struct seen_ctx){ p->dev_index, p->ctxn };
+		if (p->ctxn < 0)
+			continue; /* nothing to sort it by */
+		for (size_t k = 0; k < o->n_devs; k++)
+			known |= o->devs[k] == p->dev_index;
+		if (!known)
+			o->devs[o->n_devs++] = p->dev_index;
+	}
+	o->dev = 0;
+	o->kind = RDMANL_PD;
+	scan_next(o, false);
+}
+
+/* ---- when ---- */
+
+static int on_soon(sd_event_source *es, uint64_t usec, void *ud)
+{
+	struct orphans *o = ud;
+
+	(void)es;
+	(void)usec;
+	o->soon = sd_event_source_disable_unref(o->soon);
+	if (o->running)
+		o->again = true;
+	else
+		scan_start(o);
+	return 0;
+}
+
+void orphans_request(struct orphans *o)
+{
+	if (!o)
+		return;
+	if (o->running) {
+		o->again = true;
+		return;
+	}
+	if (o->soon)
+		return;
+	if (sd_event_add_time_relative(o->m->event, &o->soon, CLOCK_MONOTONIC,
+				       SCAN_SOON_USEC, 10000, on_soon, o) < 0)
+		o->soon = NULL;
+}
+
+static int on_timer(sd_event_source *es, uint64_t usec, void *ud)
+{
+	struct orphans *o = ud;
+
+	(void)usec;
+	sd_event_source_set_time_relative(es, ORPHANS_SCAN_SECONDS * 1000000ULL);
+	sd_event_source_set_enabled(es, SD_EVENT_ON);
+	orphans_request(o);
+	return 0;
+}
+
+int orphans_new(struct manager *m, struct orphans **out)
+{
+	struct orphans *o = calloc(1, sizeof(*o));
+	int r;
+
+	if (!o)
+		return -ENOMEM;
+	o->m = m;
+	r = sd_event_add_time_relative(m->event, &o->timer, CLOCK_MONOTONIC,
+				       ORPHANS_SCAN_SECONDS * 1000000ULL,
+				       1000000, on_timer, o);
+	if (r < 0) {
+		free(o);
+		return r;
+	}
+	*out = o;
+	return 0;
+}
+
+struct orphans *orphans_free(struct orphans *o)
+{
+	if (!o)
+		return NULL;
+	scan_clear(o);
+	o->nl = rdmanl_free(o->nl);
+	sd_event_source_disable_unref(o->timer);
+	sd_event_source_disable_unref(o->soon);
+	free(o);
+	return NULL;
+}
+
+/* ---- the document ---- */
+
+static json_t *counts_json(const unsigned int *n)
+{
+	json_t *j = json_object();
+
+	for (int k = RDMANL_PD; j && k < RDMANL_KINDS; k++)
+		json_object_set_new(j, rdmanl_kind_name((enum rdmanl_kind)k),
+				    json_integer(n[k]));
+	return j;
+}
+
+static json_t *orphan_json(const struct rdmanl_res *r)
+{
+	json_t *j = json_pack("{s:s, s:I}", "kind", rdmanl_kind_name(r->kind),
+			      rdmanl_id_name(r->kind), (json_int_t)r->id);
+
+	if (!j)
+		return NULL;
+	if (r->has & RDMANL_HAS_PDN)
+		json_object_set_new(j, "pdn", json_integer(r->pdn));
+	if (r->has & RDMANL_HAS_CTXN)
+		json_object_set_new(j, "ctxn", json_integer(r->ctxn));
+	/* A pid only while the dead client is a zombie. */
+	if (r->has & RDMANL_HAS_PID)
+		json_object_set_new(j, "pid", json_integer(r->pid));
+	if (r->has & RDMANL_HAS_KEYS) {
+		json_object_set_new(j, "lkey", json_integer(r->lkey));
+		json_object_set_new(j, "rkey", json_integer(r->rkey));
+	}
+	if (r->has & RDMANL_HAS_MRLEN)
+		json_object_set_new(j, "length", json_integer((json_int_t)r->mrlen));
+	if (r->has & RDMANL_HAS_CQE)
+		json_object_set_new(j, "cqe", json_integer(r->cqe));
+	return j;
+}
+
+void orphans_refresh(struct orphans *o, const struct profile *p)
+{
+	if (p->ctx && (!p->view.scanned ||
+		       now_realtime() - p->view.when > ORPHANS_FRESH_USEC))
+		orphans_request(o);
+}
+
+json_t *orphans_json(const struct profile *p)
+{
+	const struct ctx_view *v = &p->view;
+	json_t *j = json_pack("{s:s, s:s, s:b}", "profile", p->conf->name,
+			      "state", profile_state_name(p->state), "scanned",
+			      v->scanned);
+	json_t *a;
+
+	if (!j)
+		return NULL;
+	if (p->ctx) {
+		json_object_set_new(j, "ibdev", json_string(p->ibdev));
+		json_object_set_new(j, "import_capable",
+				    json_boolean(p->import_err == 0));
+	}
+	if (p->ctx && p->ctxn >= 0)
+		json_object_set_new(j, "ctxn", json_integer(p->ctxn));
+	if (v->scanned)
+		json_object_set_new(j, "scanned_at",
+				    json_real((double)v->when / 1e6));
+	if (v->err)
+		json_object_set_new(
+			j, "error",
+			json_string(v->err == -ENOENT
+					    ? "the context is not known to "
+					      "RDMA netlink"
+					    : strerror(-v->err)));
+	if (v->scanned && !v->err)
+		json_object_set_new(
+			j, "objects",
+			json_pack("{s:o, s:o, s:o}", owner_names[OWNER_DAEMON],
+				  counts_json(v->owned),
+				  owner_names[OWNER_CLIENT],
+				  counts_json(v->clients),
+				  owner_names[OWNER_ORPHAN],
+				  counts_json(v->orphans)));
+	a = json_array();
+	for (size_t i = 0; a && i < v->n_orphan; i++)
+		json_array_append_new(a, orphan_json(&v->orphan[i]));
+	json_object_set_new(j, "orphans", a);
+	return j;
+}

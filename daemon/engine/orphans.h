@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Orphans: objects that clients created in a profile's shared context
+ * and left there when they died (the kernel ties them to the context,
+ * which the daemon still holds). A scan reads the kernel's list of every
+ * used device's PDs, CQs, QPs, MRs and SRQs through RDMA netlink, on the
+ * loop but never waiting (the socket is non-blocking; a few chunks per
+ * wake-up), and sorts each object in a profile's context (ctxn) by who
+ * made it: the daemon (a thread of ours, or a QP/MR the daemon holds by
+ * number), a session attached to the profile, or nobody alive: an
+ * orphan. Scans run every ORPHANS_SCAN_SECONDS and soon after a lease
+ * ends.
+ *
+ * Policy: a profile whose context holds orphans is retired once no
+ * session holds any of its objects: the context is closed (the kernel
+ * frees the orphans with it) and a fresh one is opened, the profile's
+ * objects are created again over the same memory (new handles, keys and
+ * QP numbers).
+ */
+#ifndef RDMAD_ORPHANS_H
+#define RDMAD_ORPHANS_H
+
+#include <jansson.h>
+
+struct manager;
+struct orphans;
+struct profile;
+
+#define ORPHANS_SCAN_SECONDS 10
+
+int orphans_new(struct manager *m, struct orphans **out);
+struct orphans *orphans_free(struct orphans *o);
+/* Scan soon (after a lease ends: a client may have died). */
+void orphans_request(struct orphans *o);
+/* Someone looks at p's view: scan again if it is older than this. */
+#define ORPHANS_FRESH_USEC 1000000
+void orphans_refresh(struct orphans *o, const struct profile *p);
+/* GET /v1/profiles/{p}/orphans: what the last scan saw in p's context. */
+json_t *orphans_json(const struct profile *p);
+
+#endif
