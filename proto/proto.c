@@ -305,9 +305,14 @@ union cmsg_buf {
 	char buf[CMSG_ROOM];
 };
 
+/* Most messages fit here; a bigger one is encoded again into a frame
+ * of PROTO_MAX_FRAME bytes from the heap. */
+#define SEND_STACK_BYTES 4096
+
 int proto_send(int sock, const struct proto_msg *m)
 {
-	_cleanup_free_ uint8_t *buf = NULL;
+	_cleanup_free_ uint8_t *big = NULL;
+	uint8_t small[SEND_STACK_BYTES], *buf = small;
 	union cmsg_buf control;
 	struct msghdr mh = { 0 };
 	struct iovec iov;
@@ -315,10 +320,14 @@ int proto_send(int sock, const struct proto_msg *m)
 	ssize_t n;
 	int r;
 
-	buf = malloc(PROTO_MAX_FRAME);
-	if (!buf)
-		return -ENOMEM;
-	r = proto_encode(m, buf, PROTO_MAX_FRAME, &len);
+	r = proto_encode(m, small, sizeof(small), &len);
+	if (r == -ENOBUFS) {
+		big = malloc(PROTO_MAX_FRAME);
+		if (!big)
+			return -ENOMEM;
+		buf = big;
+		r = proto_encode(m, big, PROTO_MAX_FRAME, &len);
+	}
 	if (r < 0)
 		return r;
 
@@ -408,7 +417,17 @@ static int take_fds(struct msghdr *mh, int *fds, size_t *n_fds)
 
 int proto_recv(int sock, struct proto_msg *m)
 {
-	_cleanup_free_ uint8_t *buf = NULL;
+	_cleanup_free_ uint8_t *buf = malloc(PROTO_RECV_BYTES);
+
+	if (!buf) {
+		proto_msg_init(m);
+		return -ENOMEM;
+	}
+	return proto_recv_buf(sock, m, buf, PROTO_RECV_BYTES);
+}
+
+int proto_recv_buf(int sock, struct proto_msg *m, uint8_t *buf, size_t cap)
+{
 	int fds[PROTO_MAX_FDS];
 	union cmsg_buf control;
 	struct msghdr mh = { 0 };
@@ -418,11 +437,10 @@ int proto_recv(int sock, struct proto_msg *m)
 	int r;
 
 	proto_msg_init(m);
+	if (cap < PROTO_RECV_BYTES)
+		return -EINVAL;
 	/* One byte more than allowed, to tell "just fits" from "too big". */
-	buf = malloc(PROTO_MAX_FRAME + 1);
-	if (!buf)
-		return -ENOMEM;
-	iov = (struct iovec){ .iov_base = buf, .iov_len = PROTO_MAX_FRAME + 1 };
+	iov = (struct iovec){ .iov_base = buf, .iov_len = PROTO_RECV_BYTES };
 	mh.msg_iov = &iov;
 	mh.msg_iovlen = 1;
 	mh.msg_control = control.buf;

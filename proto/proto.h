@@ -208,6 +208,18 @@ int proto_send(int sock, const struct proto_msg *m);
  */
 int proto_recv(int sock, struct proto_msg *m);
 
+/* What proto_recv_buf needs: a frame and one byte more (to tell a
+ * datagram that just fits from one too big). */
+#define PROTO_RECV_BYTES (PROTO_MAX_FRAME + 1)
+
+/*
+ * proto_recv into the caller's buf of cap >= PROTO_RECV_BYTES bytes
+ * (-EINVAL if smaller): for a server that receives message after
+ * message, no allocation per message. buf holds nothing the caller
+ * needs afterwards: m owns everything it returns.
+ */
+int proto_recv_buf(int sock, struct proto_msg *m, uint8_t *buf, size_t cap);
+
 /* Client: build the HELLO offering PROTO_VERSION_MIN..PROTO_VERSION_MAX. */
 int proto_hello(struct proto_msg *m, uint32_t id);
 

@@ -4,6 +4,7 @@
 #include <time.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -52,6 +53,8 @@ struct session {
 	unsigned int id;
 	unsigned int waits;
 	int fd;
+	/* A new session's own source, while its first messages go first
+	 * (boost); then NULL, and fd is in the control's epoll set. */
 	sd_event_source *io;
 	sd_event_source *hello_timer; /* until HELLO is answered */
 	uint64_t last_active;	      /* CLOCK_MONOTONIC usec */
@@ -83,6 +86,14 @@ struct control {
 	unsigned int n_sessions;
 	struct uid_count *uids; /* sessions per uid */
 	unsigned long long refused, evicted, timed_out;
+	/* The sessions at work, in an epoll set of their own: one wake-up
+	 * of the loop serves every one that has something to read
+	 * (on_sessions). */
+	int ep;
+	sd_event_source *sessions_io;
+	struct epoll_event *ready; /* while on_sessions serves them */
+	int n_ready;
+	uint8_t *frame; /* PROTO_RECV_BYTES: every message is read here */
 	struct session *sessions;
 	unsigned int next_session, next_attachment;
 };
@@ -715,12 +726,34 @@ static void session_free(struct session *s)
 			 s->n_att);
 	free(s->att);
 	free(s->groups);
-	sd_event_source_disable_unref(s->io);
+	/* Not to be served after all in the wake-up under way (a request
+	 * of another session can end this one: a reload answers waiters). */
+	for (int i = 0; i < c->n_ready; i++)
+		if (c->ready[i].data.ptr == s)
+			c->ready[i].data.ptr = NULL;
+	if (s->io)
+		sd_event_source_disable_unref(s->io);
+	else
+		epoll_ctl(c->ep, EPOLL_CTL_DEL, s->fd, NULL);
 	sd_event_source_disable_unref(s->hello_timer);
 	closep(&s->fd);
 	c->n_sessions--;
 	uid_count_put(c, s->cred.uid);
 	free(s);
+}
+
+/* Its first messages served: the session joins the others in the
+ * control's epoll set. Should that fail, it keeps its own source, at
+ * their priority. */
+static void session_settle(struct session *s)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = s };
+
+	if (epoll_ctl(s->c->ep, EPOLL_CTL_ADD, s->fd, &ev) < 0) {
+		sd_event_source_set_priority(s->io, PRIO_SESSION);
+		return;
+	}
+	s->io = sd_event_source_disable_unref(s->io);
 }
 
 /* One message of s: 1 when handled, 0 when there was none, -1 when the
@@ -731,13 +764,12 @@ static int session_handle_one(struct session *s)
 	uint16_t version;
 	int r;
 
-	proto_msg_init(&m);
-	r = proto_recv(s->fd, &m);
+	r = proto_recv_buf(s->fd, &m, s->c->frame, PROTO_RECV_BYTES);
 	if (r == -EAGAIN)
 		return 0;
 	sd_event_now(s->c->m->event, CLOCK_MONOTONIC, &s->last_active);
 	if (s->boost && !--s->boost)
-		sd_event_source_set_priority(s->io, PRIO_SESSION);
+		session_settle(s);
 	if (r == -EPIPE || r == -ECONNRESET) {
 		session_free(s);
 		return -1;
@@ -813,20 +845,54 @@ static int session_handle_one(struct session *s)
 
 /* A few messages per wake-up: a busy client (or pipelined requests) costs
  * fewer trips through the loop, and the other sessions still get their
- * turn. */
+ * turn. The sockets are level-triggered: what a batch leaves unread
+ * wakes us again. */
 #define SESSION_BATCH 8
 
-static int on_session(sd_event_source *es, int fd, uint32_t revents,
-		      void *ud)
+static void session_serve(struct session *s)
 {
-	struct session *s = ud;
-
-	(void)es;
-	(void)fd;
-	(void)revents;
 	for (int i = 0; i < SESSION_BATCH; i++)
 		if (session_handle_one(s) <= 0)
 			break;
+}
+
+/* A new session, on its own source while boosted. */
+static int on_session(sd_event_source *es, int fd, uint32_t revents,
+		      void *ud)
+{
+	(void)es;
+	(void)fd;
+	(void)revents;
+	session_serve(ud);
+	return 0;
+}
+
+/*
+ * Sessions at work have something to read. sd-event dispatches one
+ * source per turn of the loop, and each turn costs system calls of its
+ * own (epoll_wait, gettid): with a source per session, busy clients
+ * paid that per message. The sessions' own epoll set gives every ready
+ * one in a single dispatch, in the order the kernel reports them.
+ */
+static int on_sessions(sd_event_source *es, int fd, uint32_t revents,
+		       void *ud)
+{
+	struct control *c = ud;
+	struct epoll_event ev[64];
+	int n;
+
+	(void)es;
+	(void)revents;
+	n = epoll_wait(fd, ev, ARRAY_SIZE(ev), 0);
+	if (n <= 0)
+		return 0;
+	c->ready = ev;
+	c->n_ready = n;
+	for (int i = 0; i < n; i++)
+		if (ev[i].data.ptr)
+			session_serve(ev[i].data.ptr);
+	c->ready = NULL;
+	c->n_ready = 0;
 	return 0;
 }
 
@@ -961,8 +1027,7 @@ static void refuse(struct control *c, int fd, const struct ucred *cred,
 		struct proto_msg m;
 		int r;
 
-		proto_msg_init(&m);
-		r = proto_recv(fd, &m);
+		r = proto_recv_buf(fd, &m, c->frame, PROTO_RECV_BYTES);
 		proto_msg_clear(&m);
 		if (r == -EAGAIN || r == -EPIPE || r == -ECONNRESET)
 			break;
@@ -1112,7 +1177,21 @@ int control_start(struct manager *m)
 		return -ENOMEM;
 	c->m = m;
 	c->fd = -1;
+	c->ep = -1;
 	m->control = c;
+	c->frame = malloc(PROTO_RECV_BYTES);
+	if (!c->frame)
+		return -ENOMEM;
+	c->ep = epoll_create1(EPOLL_CLOEXEC);
+	if (c->ep < 0)
+		return -errno;
+	r = sd_event_add_io(m->event, &c->sessions_io, c->ep, EPOLLIN,
+			    on_sessions, c);
+	if (r < 0)
+		return r;
+	r = sd_event_source_set_priority(c->sessions_io, PRIO_SESSION);
+	if (r < 0)
+		return r;
 	c->path = strdup(d->control_socket);
 	if (!c->path)
 		return -ENOMEM;
@@ -1196,10 +1275,14 @@ void control_stop(struct manager *m)
 		session_free(c->sessions);
 	accept_pause_done(&c->pause);
 	sd_event_source_disable_unref(c->io);
+	sd_event_source_disable_unref(c->sessions_io);
+	if (c->ep >= 0)
+		close(c->ep);
 	if (c->fd >= 0) {
 		close(c->fd);
 		unlink(c->path);
 	}
+	free(c->frame);
 	free(c->path);
 	free(c);
 	m->control = NULL;

@@ -1025,6 +1025,45 @@ static void test_sock_frame_limit(void **state)
 }
 
 /*
+ * One buffer of the caller's, message after message (the daemon's way):
+ * frames on both sides of the size proto_send encodes on its stack,
+ * up to the largest, each read whole. A buffer one byte short of
+ * PROTO_RECV_BYTES is refused before anything is read.
+ */
+static void test_sock_recv_buf(void **state)
+{
+	static const size_t sizes[] = { 64, 4095, 4096, 4097, 20000,
+					PROTO_MAX_FRAME };
+	uint8_t *buf = malloc(PROTO_RECV_BYTES);
+	struct proto_msg out = PROTO_MSG_INIT, in;
+	int before = count_fds(), sv[2];
+
+	(void)state;
+	assert_non_null(buf);
+	make_pair(sv, SOCK_NONBLOCK);
+	for (size_t i = 0; i < ARRAY_SIZE(sizes); i++) {
+		out.type = PROTO_REPLY;
+		out.payload = payload_of_frame_size(sizes[i]);
+		assert_int_equal(proto_send(sv[0], &out), 0);
+		assert_int_equal(proto_recv_buf(sv[1], &in, buf,
+						PROTO_RECV_BYTES - 1),
+				 -EINVAL);
+		assert_null(in.payload);
+		assert_int_equal(proto_recv_buf(sv[1], &in, buf,
+						PROTO_RECV_BYTES),
+				 0);
+		assert_true(json_equal(in.payload, out.payload));
+		proto_msg_clear(&in);
+		proto_msg_clear(&out);
+	}
+	assert_int_equal(proto_recv_buf(sv[1], &in, buf, PROTO_RECV_BYTES),
+			 -EAGAIN);
+	close_pair(sv);
+	free(buf);
+	assert_int_equal(count_fds(), before);
+}
+
+/*
  * A 70000-byte datagram with 3 fds and an honest header: -EMSGSIZE, and
  * the 3 fds the kernel installed for it are closed again: the numbers
  * they got are free afterwards. The next message still reads.
@@ -1348,6 +1387,7 @@ int main(void)
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_sock_three_fds);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_sock_max_fds);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_sock_frame_limit);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_sock_recv_buf);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_sock_oversize);
 	CASES(sock_bads, test_sock_bad);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_sock_passcred);
