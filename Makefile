@@ -92,6 +92,11 @@ $(B)/paths: FORCE
 $(B)/daemon/main.o $(B)/asan/daemon/main.o $(B)/tsan/daemon/main.o \
 	$(B)/client/rdmactl.o: $(B)/paths
 
+# The OpenAPI document is in the daemon (.incbin, see daemon/api/openapi.c).
+$(B)/daemon/api/openapi.o $(B)/asan/daemon/api/openapi.o \
+	$(B)/tsan/daemon/api/openapi.o $(B)/fuzz/obj/daemon/api/openapi.o: \
+	daemon/api/openapi.json
+
 $(B)/asan/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SAN) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
@@ -287,6 +292,7 @@ install: $(B)/rdmad $(B)/dist/rdmactl $(B)/$(LIB_REAL) $(B)/rdmad.pc \
 	$(INSTALL) -m 0644 systemd/sysusers.conf $(D)$(SYSUSERSDIR)/rdmad.conf
 	$(INSTALL) -m 0644 systemd/tmpfiles.conf $(D)$(TMPFILESDIR)/rdmad.conf
 	$(INSTALL) -m 0644 client/rdmactl.bash $(D)$(BASHCOMPDIR)/rdmactl
+	$(INSTALL) -D -m 0644 daemon/api/openapi.json $(D)$(DATADIR)/rdmad/openapi.json
 	# The configuration is the operator's: an existing one is kept.
 	test -e $(D)$(SYSCONFDIR)/rdmad/rdmad.conf || \
 		$(INSTALL) -m 0644 conf/example.conf \
@@ -301,7 +307,8 @@ uninstall:
 		$(foreach m,$(MANPAGES),$(D)$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m))) \
 		$(UNITS:%=$(D)$(SYSTEMDUNITDIR)/%) \
 		$(D)$(SYSUSERSDIR)/rdmad.conf $(D)$(TMPFILESDIR)/rdmad.conf \
-		$(D)$(BASHCOMPDIR)/rdmactl
+		$(D)$(BASHCOMPDIR)/rdmactl $(D)$(DATADIR)/rdmad/openapi.json
+	rmdir $(D)$(DATADIR)/rdmad 2>/dev/null || true
 
 # The Debian packages (debian/), built in a copy of the tree under
 # build/deb/src so that debian/rules clean cannot touch build/ here;

@@ -7,6 +7,7 @@
 #include "devinfo.h"
 #include "manager.h"
 #include "objects.h"
+#include "openapi.h"
 #include "orphans.h"
 #include "qpstate.h"
 #include "selftest.h"
@@ -76,6 +77,19 @@ static int get_version(struct request *r)
 		     json_pack("{s:s, s:s, s:f}", "name", "rdmad", "version",
 			       RDMAD_VERSION, "uptime",
 			       manager_uptime(r->m)));
+}
+
+/* The document describing this API (tests check that it parses and
+ * validates: failing here means memory). */
+static int get_openapi(struct request *r)
+{
+	json_error_t jerr;
+	json_t *doc = json_loads(rdmad_openapi_json, 0, &jerr);
+
+	if (!doc)
+		return reply(r, 500, api_error("internal", "openapi.json: %s",
+					       jerr.text));
+	return reply(r, 200, doc);
 }
 
 /* ---- devices ---- */
@@ -407,6 +421,7 @@ struct route {
 static const struct route routes[] = {
 	{ "GET", { "health" }, get_health, false },
 	{ "GET", { "version" }, get_version, false },
+	{ "GET", { "openapi.json" }, get_openapi, false },
 	{ "GET", { "devices" }, get_devices, false },
 	{ "GET", { "devices", ANY }, get_device, false },
 	{ "GET", { "devices", ANY, "ports", ANY }, get_device, false },
@@ -465,9 +480,14 @@ bool api_cacheable(struct manager *m, const char *method, const char *path,
 	struct profile *p;
 	char buf[1024];
 
-	/* GET /v1/profiles/{p}: the large one. */
 	if (!streq(method, "GET") || strlen(path) >= sizeof(buf))
 		return false;
+	/* Fixed at build time: rendered once. */
+	if (streq(path, "/v1/openapi.json")) {
+		*generation = 0;
+		return true;
+	}
+	/* GET /v1/profiles/{p}: the large one. */
 	strcpy(buf, path);
 	if (split_path(buf, &r) < 0 || r.n_seg != 2 ||
 	    !streq(r.seg[0], "profiles"))

@@ -30,7 +30,7 @@ int api_handle(struct manager *m, const struct api_request *req,
 
 /*
  * Documents that only change when the engine says so: for a GET of such
- * a path, set *generation (unique in the daemon, changes with what the
+ * a path, set *generation (unique among that path's, changes with what the
  * document shows) and return true, so that a front end may answer with
  * the bytes it rendered last time the generation was the same. false:
  * render it anew.
