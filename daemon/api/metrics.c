@@ -220,7 +220,7 @@ static void counter_dir(FILE *f, const struct profile *p, const char *group)
 		buf[n] = '\0';
 		buf[strcspn(buf, "\n")] = '\0';
 		fprintf(f,
-			"rdmad_port_counter_total{device=\"%s\",port=\"%d\","
+			"rdmad_port_stat_total{device=\"%s\",port=\"%d\","
 			"group=\"%s\",counter=\"%s\"} %s\n",
 			label(p->ibdev), p->dev->port, group, label(e->d_name),
 			buf);
@@ -233,9 +233,9 @@ static void counter_dir(FILE *f, const struct profile *p, const char *group)
  * hw_counters), for the ports profiles use, each once. */
 static void port_counters(FILE *f, struct manager *m)
 {
-	fputs("# HELP rdmad_port_counter_total The port's counters from "
+	fputs("# HELP rdmad_port_stat_total The port's counters from "
 	      "/sys/class/infiniband/DEV/ports/N/{counters,hw_counters}.\n"
-	      "# TYPE rdmad_port_counter_total counter\n",
+	      "# TYPE rdmad_port_stat_total counter\n",
 	      f);
 	for (size_t i = 0; i < m->n_profiles; i++) {
 		struct profile *p = m->profiles[i];

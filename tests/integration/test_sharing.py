@@ -493,7 +493,7 @@ def test_metrics(shared):
     assert lines["rdmad_attach_seconds_count"] == "1"
     assert lines['rdmad_attach_seconds_bucket{le="+Inf"}'] == "1"
     # The port's own counters, from sysfs.
-    assert 'rdmad_port_counter_total{device="rxe0",port="1",' \
+    assert 'rdmad_port_stat_total{device="rxe0",port="1",' \
         'group="hw_counters",counter="rcvd_pkts"}' in lines
     # Prometheus' own linter accepts the whole page.
     promtool = shutil.which("promtool") or \
