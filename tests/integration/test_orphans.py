@@ -17,7 +17,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from conftest import RDMACTL, rdma_res, settle, tasks
+from conftest import rdma_res, rdmactl, settle, tasks
 
 HERE = Path(__file__).resolve().parent
 KINDS = ("pd", "cq", "qp", "mr", "srq")
@@ -146,8 +146,7 @@ def test_reload_keeps_the_view_in_step(rdmad, write_conf):
 def test_rdmactl_orphans_speaks_the_same_document(rdmad):
     d = rdmad(CONF)
     fresh_view(d, time.time())
-    r = subprocess.run([str(RDMACTL), "--url", d.url, "--json", "orphans",
-                        "p"], capture_output=True, text=True, timeout=60)
+    r = rdmactl(d, "--json", "orphans", "p")
     assert r.returncode == 0, r.stderr
     status, doc = d.get("/v1/profiles/p/orphans")
     got = json.loads(r.stdout)
@@ -155,8 +154,7 @@ def test_rdmactl_orphans_speaks_the_same_document(rdmad):
     got.pop("scanned_at")
     doc.pop("scanned_at")
     assert got == doc
-    r = subprocess.run([str(RDMACTL), "--url", d.url, "orphans", "p"],
-                       capture_output=True, text=True, timeout=60)
+    r = rdmactl(d, "orphans", "p")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("profile p on rxe0, context ")
     assert re.search(r"^daemon +1 +1 +2 +1 +1$", r.stdout, re.M), r.stdout
