@@ -11,7 +11,13 @@
 
 #include "log.h"
 #include "manager.h"
+#include "memory.h"
+#include "objects.h"
+#include "profile.h"
 #include "sysd.h"
+
+/* The fd store's name of a memory object's fd: FDNAME_MEM profile/memory. */
+#define FDNAME_MEM "mem/"
 
 /* While creation progresses, the start (or reload) may take this much
  * longer than TimeoutStartSec= from each step: a creation that stalls
@@ -47,10 +53,19 @@ int sysd_listen_init(void)
 		return -ENOMEM;
 	}
 	for (int i = 0; i < n; i++) {
-		passed[i].fd = SD_LISTEN_FDS_START + i;
-		passed[i].name = names[i];
+		int fd = SD_LISTEN_FDS_START + i;
+
+		/* Memory from our previous run (the fd store): for
+		 * memory_create_keyed(), not a socket. */
+		if (!strncmp(names[i], FDNAME_MEM, strlen(FDNAME_MEM))) {
+			fcntl(fd, F_SETFD, FD_CLOEXEC);
+			memory_keep(names[i] + strlen(FDNAME_MEM), fd);
+			free(names[i]);
+			continue;
+		}
+		passed[n_passed].fd = fd;
+		passed[n_passed++].name = names[i];
 	}
-	n_passed = (size_t)n;
 	free(names);
 	return n;
 }
@@ -113,6 +128,46 @@ void sysd_listen_done(void)
 	n_passed = 0;
 }
 
+/* A memory object's fd goes to systemd's fd store (FileDescriptorStoreMax=
+ * in the unit): after a restart it comes back in LISTEN_FDS, and the
+ * memory is created from it with its contents. systemd drops a second
+ * copy of the same fd, so sending again is harmless. */
+static bool stores(const struct object *o)
+{
+	const struct conf_memory *c = o->conf;
+
+	return o->kind == OBJ_MEMORY && o->u.mem.fd >= 0 &&
+	       (c->backing == MEM_MEMFD || c->backing == MEM_HUGETLB);
+}
+
+static void store_profile(const struct profile *p, bool remove)
+{
+	for (size_t i = 0; i < p->n_objects; i++) {
+		const struct object *o = &p->objects[i];
+		const struct conf_memory *c = o->conf;
+		char msg[512];
+		int fd;
+
+		if (!stores(o) || (!remove && o->state != OBJ_READY))
+			continue;
+		fd = o->u.mem.fd;
+		snprintf(msg, sizeof(msg), "%s=1\nFDNAME=" FDNAME_MEM "%s/%s",
+			 remove ? "FDSTOREREMOVE" : "FDSTORE", p->conf->name,
+			 c->name);
+		if (remove)
+			sd_notify(0, msg);
+		else
+			sd_pid_notify_with_fds(0, 0, msg, &fd, 1);
+	}
+}
+
+static void unstore_key(const char *key)
+{
+	log_info("memory %s kept from the previous run is no longer "
+		 "declared (or has another size); dropping it", key);
+	sd_notifyf(0, "FDSTOREREMOVE=1\nFDNAME=" FDNAME_MEM "%s", key);
+}
+
 struct sysd {
 	struct manager *m;
 	uint64_t last_status;
@@ -155,6 +210,10 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 		 * a daemon holds its memory for a long time. */
 		malloc_trim(0);
 		sd_notify(0, "READY=1\nSTATUS=running");
+		/* Kept memory that no object took by now is not coming
+		 * back (its profile may still be pending: a loss). */
+		if (!s->ready)
+			memory_keep_done(unstore_key);
 		if (!s->ready)
 			log_ctx(LOG_INFO, 0,
 				&(struct log_ctx){ .message_id = MSGID_READY },
@@ -162,8 +221,12 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 		s->ready = true;
 		return;
 	case MANAGER_PROFILE_CHANGED:
-	case MANAGER_DEVICE_LOST:
+		store_profile(ev->profile, false);
+		return;
 	case MANAGER_PROFILE_REMOVED:
+		store_profile(ev->profile, true);
+		return;
+	case MANAGER_DEVICE_LOST:
 		return;
 	}
 }
