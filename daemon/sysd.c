@@ -212,8 +212,13 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 		sd_notify(0, "READY=1\nSTATUS=running");
 		/* Kept memory that no object took by now is not coming
 		 * back (its profile may still be pending: a loss). */
-		if (!s->ready)
+		if (!s->ready) {
 			memory_keep_done(unstore_key);
+			/* FDSTOREREMOVE goes by name: a name kept twice (a
+			 * reload had resized it) took the live fd out too. */
+			for (size_t i = 0; i < s->m->n_profiles; i++)
+				store_profile(s->m->profiles[i], false);
+		}
 		if (!s->ready)
 			log_ctx(LOG_INFO, 0,
 				&(struct log_ctx){ .message_id = MSGID_READY },
