@@ -5,7 +5,7 @@ drop-in that points ExecStart at the build tree's daemon and shortens the
 watchdog; the config is written to the overlay's /etc/rdmad.
 
 The tests run in file order and share the one guest: start, reload,
-journal, watchdog, socket activation, the fd store.
+journal, watchdog, socket activation, the fd store, a device going away.
 """
 import json
 import os
@@ -27,6 +27,7 @@ WATCHDOG_SEC = 4
 # daemon/log.h
 MSGID_READY = "82b92ff884d84fcda4f8b05275c2c21e"
 MSGID_RELOADED = "4cc6e80021b04fd6a56b78ac6e3ec7fd"
+MSGID_DEVICE_GONE = "8e30371028524b2c84dc06fc179954fa"
 
 pytestmark = pytest.mark.skipif(
     not (os.environ.get("RDMAD_VM_SYSTEMD") == "1"
@@ -218,3 +219,21 @@ def test_fd_store_keeps_memory_across_restart():
     # A stop (not a restart) lets the memory go.
     sh("systemctl", "stop", "rdmad.socket", "rdmad.service")
     assert show("NFileDescriptorStore")["NFileDescriptorStore"] == "0"
+
+
+def test_device_gone_has_message_id():
+    sh("systemctl", "start", "rdmad.service")
+    cursor = journal("-n", "1")[-1]["__CURSOR"]
+    sh("rdma", "link", "delete", "rxe0")
+    try:
+        wait_for(lambda: any("went away" in r.get("MESSAGE", "") for r in
+                             journal("--after-cursor", cursor)),
+                 what="device gone")
+        recs = journal("--after-cursor", cursor)
+        gone = [r for r in recs if r.get("MESSAGE_ID") == MSGID_DEVICE_GONE]
+        assert gone, [(r.get("MESSAGE"), r.get("MESSAGE_ID"),
+                       r.get("_TRANSPORT")) for r in recs]
+    finally:
+        sh("rdma", "link", "add", "rxe0", "type", "rxe", "netdev", "veth0")
+    assert any("rxe0" in r["MESSAGE"] for r in gone), gone
+    sh("systemctl", "stop", "rdmad.service")
