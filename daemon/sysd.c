@@ -84,8 +84,7 @@ static int take(size_t i)
 		close(fd);
 		return r;
 	}
-	log_info("listening on the socket systemd passed (%s)",
-		 passed[i].name);
+	log_info("listening on the socket systemd passed (%s)", passed[i].name);
 	return fd;
 }
 
@@ -115,9 +114,10 @@ void sysd_listen_done(void)
 {
 	for (size_t i = 0; i < n_passed; i++) {
 		if (passed[i].fd >= 0) {
-			log_warn(0, "systemd passed socket %s, which the "
-				    "configuration does not listen on; "
-				    "closing it",
+			log_warn(0,
+				 "systemd passed socket %s, which the "
+				 "configuration does not listen on; "
+				 "closing it",
 				 passed[i].name);
 			close(passed[i].fd);
 		}
@@ -164,7 +164,8 @@ static void store_profile(const struct profile *p, bool remove)
 static void unstore_key(const char *key)
 {
 	log_info("memory %s kept from the previous run is no longer "
-		 "declared (or has another size); dropping it", key);
+		 "declared (or has another size); dropping it",
+		 key);
 	sd_notifyf(0, "FDSTOREREMOVE=1\nFDNAME=" FDNAME_MEM "%s", key);
 }
 
@@ -221,7 +222,7 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 		}
 		if (!s->ready)
 			log_ctx(LOG_INFO, 0,
-				&(struct log_ctx){ .message_id = MSGID_READY },
+				&(struct log_ctx){.message_id = MSGID_READY},
 				"ready: %zu profiles", s->m->n_profiles);
 		s->ready = true;
 		return;
@@ -258,7 +259,7 @@ void sysd_reloading(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	sd_notifyf(0, "RELOADING=1\nSTATUS=reloading\nMONOTONIC_USEC=%llu",
 		   (unsigned long long)ts.tv_sec * 1000000ULL +
-			   (unsigned long long)ts.tv_nsec / 1000);
+		       (unsigned long long)ts.tv_nsec / 1000);
 }
 
 void sysd_reload_refused(void)
