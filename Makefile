@@ -259,6 +259,11 @@ stress: deps
 	RDMAD_STRESS=long tests/vm/run /usr/bin/python3 -m pytest -v -s \
 		-p no:cacheprovider tests/integration/test_stress.py
 
+# rdmad under a real systemd (PID 1 in a throwaway VM): the unit files,
+# readiness, reload, journal fields, watchdog, socket activation.
+systemd-check: all
+	tests/systemd/run
+
 demo: deps
 	$(MAKE) all
 	tests/demo
@@ -340,7 +345,7 @@ bench:
 	$(MAKE) all bench-progs
 	bench/run --size "$(BENCH_SIZE)"
 
-.PHONY: all unit helpers tsan fuzz fuzz-build deps check stress demo clean \
-	install uninstall deb pkgcheck FORCE
+.PHONY: all unit helpers tsan fuzz fuzz-build deps check stress \
+	systemd-check demo clean install uninstall deb pkgcheck FORCE
 FORCE:
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

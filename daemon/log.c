@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 #include <systemd/sd-journal.h>
 
 #include "log.h"
@@ -38,23 +41,81 @@ int log_get_level(void)
 	return log_level;
 }
 
+/* systemd sets JOURNAL_STREAM=dev:inode of the stream it connects to
+ * stderr. It is inherited, though: only when stderr is still that very
+ * stream (not redirected by a shell in between) is the journal ours. */
+static bool stderr_is_journal(void)
+{
+	const char *e = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+	int n = 0;
+
+	if (!e || sscanf(e, "%llu:%llu%n", &dev, &ino, &n) != 2 || e[n])
+		return false;
+	if (fstat(STDERR_FILENO, &st) < 0)
+		return false;
+	return (unsigned long long)st.st_dev == dev &&
+	       (unsigned long long)st.st_ino == ino;
+}
+
 void log_open(const char *ident)
 {
 	log_ident = ident;
-	/* systemd sets JOURNAL_STREAM when stderr goes to the journal. */
-	log_to_journal = getenv("JOURNAL_STREAM") != NULL;
+	log_to_journal = stderr_is_journal();
 }
 
-static void log_write(int prio, int err, const char *msg)
+/* One journal field "NAME=value" in iov[*n], in buf. */
+static void field(struct iovec *iov, size_t *n, char *buf, size_t size,
+		  const char *name, const char *value)
+{
+	int len;
+
+	if (!value)
+		return;
+	len = snprintf(buf, size, "%s=%s", name, value);
+	if (len < 0)
+		return;
+	iov[*n].iov_base = buf;
+	iov[*n].iov_len = (size_t)len < size ? (size_t)len : size - 1;
+	(*n)++;
+}
+
+static void journal_write(int prio, int err, const char *msg,
+			  const struct log_ctx *ctx)
+{
+	char f[8][1200], num[2][16];
+	struct iovec iov[8];
+	size_t n = 0;
+
+	if (err) {
+		char text[1100];
+
+		snprintf(text, sizeof(text), "%s: %s", msg, strerror(err));
+		field(iov, &n, f[n], sizeof(f[n]), "MESSAGE", text);
+		snprintf(num[1], sizeof(num[1]), "%d", err);
+		field(iov, &n, f[n], sizeof(f[n]), "ERRNO", num[1]);
+	} else {
+		field(iov, &n, f[n], sizeof(f[n]), "MESSAGE", msg);
+	}
+	snprintf(num[0], sizeof(num[0]), "%d", prio);
+	field(iov, &n, f[n], sizeof(f[n]), "PRIORITY", num[0]);
+	field(iov, &n, f[n], sizeof(f[n]), "SYSLOG_IDENTIFIER", log_ident);
+	if (ctx) {
+		field(iov, &n, f[n], sizeof(f[n]), "RDMAD_PROFILE", ctx->profile);
+		field(iov, &n, f[n], sizeof(f[n]), "RDMAD_KIND", ctx->kind);
+		field(iov, &n, f[n], sizeof(f[n]), "RDMAD_OBJECT", ctx->object);
+		field(iov, &n, f[n], sizeof(f[n]), "MESSAGE_ID",
+		      ctx->message_id);
+	}
+	sd_journal_sendv(iov, (int)n);
+}
+
+static void log_write_ctx(int prio, int err, const char *msg,
+			  const struct log_ctx *ctx)
 {
 	if (log_to_journal) {
-		if (err)
-			sd_journal_send("MESSAGE=%s: %s", msg, strerror(err),
-					"PRIORITY=%d", prio, "ERRNO=%d", err,
-					"SYSLOG_IDENTIFIER=%s", log_ident, NULL);
-		else
-			sd_journal_send("MESSAGE=%s", msg, "PRIORITY=%d", prio,
-					"SYSLOG_IDENTIFIER=%s", log_ident, NULL);
+		journal_write(prio, err, msg, ctx);
 	} else {
 		if (err)
 			fprintf(stderr, "%s: %s: %s\n", log_ident, msg,
@@ -62,6 +123,11 @@ static void log_write(int prio, int err, const char *msg)
 		else
 			fprintf(stderr, "%s: %s\n", log_ident, msg);
 	}
+}
+
+static void log_write(int prio, int err, const char *msg)
+{
+	log_write_ctx(prio, err, msg, NULL);
 }
 
 /*
@@ -190,26 +256,45 @@ static void sanitize(const char *in, char *out, size_t size)
 	out[o] = '\0';
 }
 
-void log_msg(int prio, int err, const char *fmt, ...)
+static void log_vmsg(int prio, int err, const struct log_ctx *ctx,
+		     const char *fmt, va_list ap)
 {
 	char raw[1024], buf[1024];
-	va_list ap;
 	int saved = errno;
 	struct timespec ts;
 
 	if (prio > log_level)
 		return;
-	va_start(ap, fmt);
 	vsnprintf(raw, sizeof(raw), fmt, ap);
-	va_end(ap);
 	sanitize(raw, buf, sizeof(buf));
 	if (err < 0)
 		err = -err;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 
+	/* (A count of repeats written later carries no context: the text
+	 * names the object anyway.) */
 	pthread_mutex_lock(&repeat_lock);
 	if (repeat_admit(prio, err, buf, ts.tv_sec))
-		log_write(prio, err, buf);
+		log_write_ctx(prio, err, buf, ctx);
 	pthread_mutex_unlock(&repeat_lock);
 	errno = saved;
+}
+
+void log_msg(int prio, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vmsg(prio, err, NULL, fmt, ap);
+	va_end(ap);
+}
+
+void log_ctx(int prio, int err, const struct log_ctx *ctx, const char *fmt,
+	     ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vmsg(prio, err, ctx, fmt, ap);
+	va_end(ap);
 }

@@ -5,11 +5,12 @@
  */
 #include <getopt.h>
 #include <malloc.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/resource.h>
 #include <sysexits.h>
-#include <systemd/sd-daemon.h>
 
 #include "capcheck.h"
 #include "config.h"
@@ -17,6 +18,7 @@
 #include "http.h"
 #include "log.h"
 #include "manager.h"
+#include "sysd.h"
 
 struct options {
 	const char *config;
@@ -104,7 +106,7 @@ static int on_stop_signal(sd_event_source *s,
 {
 	(void)ud;
 	log_info("received %s, stopping", strsignal((int)si->ssi_signo));
-	sd_notify(0, "STOPPING=1");
+	sysd_stopping();
 	return sd_event_exit(sd_event_source_get_event(s), 0);
 }
 
@@ -120,17 +122,19 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si,
 	(void)s;
 	(void)si;
 	log_info("SIGHUP: reloading %s", m->config->path);
-	sd_notify(0, "RELOADING=1");
+	sysd_reloading();
 	r = manager_reload(m, false, &result);
 	if (r == -EINVAL)
 		config_errors_log(json_object_get(result, "errors"));
 	else if (r < 0 && r != -ENOTEMPTY) /* that one, manager.c says */
-		log_error(r, "reload failed");
+		log_ctx(LOG_ERR, r,
+			&(struct log_ctx){ .message_id = MSGID_RELOAD_REFUSED },
+			"reload failed");
 	json_decref(result);
 	/* A reload that applied says READY=1 once what it creates is
 	 * there (on_manager_event); one that failed changed nothing. */
 	if (r < 0)
-		sd_notify(0, "READY=1\nSTATUS=running");
+		sysd_reload_refused();
 	return 0;
 }
 
@@ -153,8 +157,25 @@ static void config_errors_log(json_t *errors)
 	}
 }
 
+/* For tests only (rdmad(8), ENVIRONMENT): with RDMAD_TEST_STALL_ON_SIGNAL=1,
+ * SIGUSR2 blocks the event loop for good, as a bug would, so that a test
+ * can see the watchdog make systemd restart the daemon. */
+static int on_stall_signal(sd_event_source *s,
+			   const struct signalfd_siginfo *si, void *ud)
+{
+	(void)s;
+	(void)si;
+	(void)ud;
+	log_warn(0, "SIGUSR2 with RDMAD_TEST_STALL_ON_SIGNAL=1: stalling the "
+		    "event loop (a test of the watchdog)");
+	for (;;)
+		pause();
+	return 0;
+}
+
 static int setup_signals(struct manager *m)
 {
+	const char *stall = getenv("RDMAD_TEST_STALL_ON_SIGNAL");
 	sigset_t mask;
 	int r;
 
@@ -170,51 +191,13 @@ static int setup_signals(struct manager *m)
 					NULL);
 	if (r >= 0)
 		r = sd_event_add_signal(m->event, NULL, SIGHUP, on_hup, m);
-	return r;
-}
-
-/* systemd hears how creation goes (STATUS=, a few times a second) and
- * READY=1 once everything declared is there. */
-struct status {
-	uint64_t last_usec;
-	bool ready;
-};
-
-static void on_manager_event(void *ud, const struct manager_event *ev)
-{
-	struct manager *m = ud;
-	static struct status st;
-	struct profile_progress pr;
-	uint64_t now;
-
-	switch (ev->kind) {
-	case MANAGER_PROGRESS:
-		sd_event_now(m->event, CLOCK_MONOTONIC, &now);
-		if (now - st.last_usec < 200000)
-			return;
-		st.last_usec = now;
-		manager_progress(m, &pr);
-		sd_notifyf(0,
-			   "STATUS=creating objects: %zu of %zu, %llu of %llu "
-			   "MiB registered",
-			   pr.objects, pr.objects_total,
-			   (unsigned long long)(pr.bytes >> 20),
-			   (unsigned long long)(pr.bytes_total >> 20));
-		return;
-	case MANAGER_SETTLED:
-		/* What parsing and creating freed goes back to the system:
-		 * a daemon holds its memory for a long time. */
-		malloc_trim(0);
-		sd_notify(0, "READY=1\nSTATUS=running");
-		if (!st.ready)
-			log_info("ready: %zu profiles", m->n_profiles);
-		st.ready = true;
-		return;
-	case MANAGER_PROFILE_CHANGED:
-	case MANAGER_DEVICE_LOST:
-	case MANAGER_PROFILE_REMOVED:
-		return;
+	if (r >= 0 && stall && streq(stall, "1")) {
+		sigaddset(&mask, SIGUSR2);
+		sigprocmask(SIG_BLOCK, &mask, NULL);
+		r = sd_event_add_signal(m->event, NULL, SIGUSR2,
+					on_stall_signal, NULL);
 	}
+	return r;
 }
 
 /* Each memory object holds an fd: thousands of them are normal. The
@@ -288,11 +271,14 @@ static int run(const struct options *o)
 		log_error(r, "cannot watch signals");
 		return EX_OSERR;
 	}
-	r = manager_subscribe(m, on_manager_event, m);
+	r = sysd_start(m);
 	if (r < 0) {
 		log_error(r, "cannot set up");
 		return EX_OSERR;
 	}
+	r = sysd_listen_init();
+	if (r < 0)
+		log_warn(r, "cannot take the sockets systemd passed, ignoring");
 	r = http_start(m, &failed);
 	if (r < 0) {
 		log_error(r, "cannot listen on %s", failed);
@@ -307,6 +293,7 @@ static int run(const struct options *o)
 		http_stop(m);
 		return EX_UNAVAILABLE;
 	}
+	sysd_listen_done();
 	/* The front ends answer while the objects are being created. */
 	manager_start(m);
 

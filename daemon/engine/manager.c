@@ -220,11 +220,16 @@ static void log_profile(const struct profile *p)
 {
 	for (size_t k = 0; k < p->n_objects; k++)
 		if (p->objects[k].state == OBJ_FAILED)
-			log_warn(0, "profile %s: %s %s failed: %s",
-				 p->conf->name,
-				 obj_kind_name(p->objects[k].kind),
-				 object_name(&p->objects[k]), p->objects[k].reason);
-	log_info("profile %s: %s%s%s", p->conf->name,
+			log_object(LOG_WARNING, 0, p->conf->name,
+				   obj_kind_name(p->objects[k].kind),
+				   object_name(&p->objects[k]),
+				   "profile %s: %s %s failed: %s",
+				   p->conf->name,
+				   obj_kind_name(p->objects[k].kind),
+				   object_name(&p->objects[k]),
+				   p->objects[k].reason);
+	log_object(LOG_INFO, 0, p->conf->name, "profile", NULL,
+		 "profile %s: %s%s%s", p->conf->name,
 		 profile_state_name(p->state), p->reason ? ": " : "",
 		 p->reason ? p->reason : "");
 }
@@ -244,8 +249,12 @@ static void on_async_event(void *ud, const struct ibv_async_event *ev)
 	}
 	snprintf(reason, sizeof(reason), "device %s failed or was removed",
 		 p->ibdev);
-	log_warn(0, "profile %s: %s; waiting for it to come back",
-		 p->conf->name, reason);
+	log_ctx(LOG_WARNING, 0,
+		&(struct log_ctx){ .profile = p->conf->name,
+				   .kind = "profile",
+				   .message_id = MSGID_DEVICE_GONE },
+		"profile %s: %s; waiting for it to come back", p->conf->name,
+		reason);
 	stop_profile(m, p, reason, true);
 }
 
@@ -253,8 +262,12 @@ static void on_device(void *ud, const char *ibdev, enum devwatch_action a)
 {
 	struct manager *m = ud;
 
-	log_info("device %s %s", ibdev,
-		 a == DEVWATCH_ADD ? "appeared" : "went away");
+	log_ctx(LOG_INFO, 0,
+		&(struct log_ctx){ .message_id = a == DEVWATCH_ADD
+							 ? NULL
+							 : MSGID_DEVICE_GONE },
+		"device %s %s", ibdev,
+		a == DEVWATCH_ADD ? "appeared" : "went away");
 	/* What removed profiles still drain on it goes with it. */
 	for (size_t i = m->n_retired; a == DEVWATCH_REMOVE && i-- > 0;)
 		if (streq(m->retired[i]->ibdev, ibdev)) {
@@ -345,8 +358,9 @@ static void report_action(void *ud, const struct object *o,
 		r->kept++;
 		return;
 	}
-	log_info("reload: profile %s: %s %s %s", r->profile,
-		 obj_action_name(a), obj_kind_name(o->kind), object_name(o));
+	log_object(LOG_INFO, 0, r->profile, obj_kind_name(o->kind),
+		   object_name(o), "reload: profile %s: %s %s %s", r->profile,
+		   obj_action_name(a), obj_kind_name(o->kind), object_name(o));
 	json_array_append_new(
 		r->changes,
 		json_pack("{s:s, s:s, s:s, s:s}", "profile", r->profile, "kind",
@@ -357,7 +371,8 @@ static void report_action(void *ud, const struct object *o,
 static void report_profile(struct reload_report *r, const struct profile *p,
 			   const char *action)
 {
-	log_info("reload: %s profile %s", action, p->conf->name);
+	log_object(LOG_INFO, 0, p->conf->name, "profile", NULL,
+		   "reload: %s profile %s", action, p->conf->name);
 	json_array_append_new(r->changes,
 			      json_pack("{s:s, s:s, s:s}", "profile",
 					p->conf->name, "kind", "profile",
@@ -476,14 +491,18 @@ int manager_reload(struct manager *m, bool force, json_t **result)
 	if (r < 0) {
 		m->reload_failures++;
 		if (r == -EINVAL)
-			log_warn(0, "%s has errors, not reloading",
-				 m->config->path);
+			log_ctx(LOG_WARNING, 0,
+				&(struct log_ctx){ .message_id =
+							   MSGID_RELOAD_REFUSED },
+				"%s has errors, not reloading", m->config->path);
 		return r;
 	}
 	if (!next->n_profiles && m->n_profiles && !force) {
 		m->reload_failures++;
-		log_warn(0, "%s declares no profile; not removing all %zu "
-			 "without force", m->config->path, m->n_profiles);
+		log_ctx(LOG_WARNING, 0,
+			&(struct log_ctx){ .message_id = MSGID_RELOAD_REFUSED },
+			"%s declares no profile; not removing all %zu "
+			"without force", m->config->path, m->n_profiles);
 		*result = json_pack(
 			"{s:s, s:s}", "status", "error", "message",
 			"the configuration declares no profile: a reload "
@@ -560,7 +579,8 @@ int manager_reload(struct manager *m, bool force, json_t **result)
 			 m->config->daemon.token_file);
 	*result = json_pack("{s:s, s:o, s:i}", "status", "ok", "changes",
 			    rep.changes, "kept", (int)rep.kept);
-	log_info("reloaded %s: %zu changes, %zu objects kept",
+	log_ctx(LOG_INFO, 0, &(struct log_ctx){ .message_id = MSGID_RELOADED },
+		"reloaded %s: %zu changes, %zu objects kept",
 		 m->config->path, json_array_size(rep.changes), rep.kept);
 	for (size_t i = 0; i < m->n_profiles; i++)
 		announce(m, MANAGER_PROFILE_CHANGED, m->profiles[i]);

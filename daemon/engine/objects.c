@@ -47,9 +47,12 @@ static struct object *dep(struct profile *p, struct object *o,
 static int memory_obj_create(struct profile *p, struct object *o)
 {
 	const struct conf_memory *c = o->conf;
-	int r = memory_create(c, &o->u.mem);
+	char key[256];
+	int r;
 
-	(void)p;
+	/* The key under which a restart finds it again (fd store). */
+	snprintf(key, sizeof(key), "%s/%s", p->conf->name, c->name);
+	r = memory_create_keyed(c, key, &o->u.mem);
 	if (r < 0)
 		return object_fail(o, r, "cannot create %s memory: %s",
 				   mem_backing_name(c->backing), strerror(-r));

@@ -18,6 +18,7 @@
 #include "manager.h"
 #include "objects.h"
 #include "proto.h"
+#include "sysd.h"
 
 /* One object a session holds: by incarnation, since a reload may put
  * another object under the same name. */
@@ -79,6 +80,7 @@ struct control {
 	unsigned long long attach_buckets[SESSION_ATTACH_BUCKETS];
 	double attach_seconds;
 	int fd;
+	bool passed; /* by systemd (rdmad.socket) */
 	char *path;
 	sd_event_source *io;
 	struct accept_pause pause;
@@ -1195,6 +1197,13 @@ int control_start(struct manager *m)
 	c->path = strdup(d->control_socket);
 	if (!c->path)
 		return -ENOMEM;
+	/* Socket activation (rdmad.socket): systemd made it, with its
+	 * mode and group, and keeps it across our restarts. */
+	c->fd = sysd_listen_take_unix("control", SOCK_SEQPACKET, c->path);
+	if (c->fd >= 0) {
+		c->passed = true;
+		goto listening;
+	}
 	if (mkdir(d->runtime_dir, 0755) < 0 && errno != EEXIST)
 		return -errno;
 	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK,
@@ -1233,6 +1242,7 @@ int control_start(struct manager *m)
 	}
 	if (!streq(sun.sun_path, c->path) && rename(sun.sun_path, c->path) < 0)
 		return -errno;
+listening:
 	front_caps(m->config, &c->caps);
 	if (c->caps.lowered)
 		log_notice("open-file limit %u: at most %u control sessions "
@@ -1280,7 +1290,10 @@ void control_stop(struct manager *m)
 		close(c->ep);
 	if (c->fd >= 0) {
 		close(c->fd);
-		unlink(c->path);
+		/* A passed socket is systemd's: it listens on while we are
+		 * gone, and starts us again at the next connection. */
+		if (!c->passed)
+			unlink(c->path);
 	}
 	free(c->frame);
 	free(c->path);

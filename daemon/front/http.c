@@ -18,6 +18,7 @@
 #include "log.h"
 #include "manager.h"
 #include "metrics.h"
+#include "sysd.h"
 
 #define HTTP_MAX_BODY (64 * 1024)
 /* What libmicrohttpd may hold for one connection: the request line,
@@ -764,6 +765,10 @@ static int listen_socket(const char *addr, char **unix_path)
 		if (strlen(path) >= sizeof(sun.sun_path))
 			return -ENAMETOOLONG;
 		strcpy(sun.sun_path, path);
+		/* Socket activation: systemd's, not ours to unlink. */
+		fd = sysd_listen_take_unix(NULL, SOCK_STREAM, path);
+		if (fd >= 0)
+			return TAKE_FD(fd);
 		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
 			    0);
 		if (fd < 0)
@@ -794,6 +799,11 @@ static int listen_socket(const char *addr, char **unix_path)
 	r = getaddrinfo(host, port + 1, &hints, &ai);
 	if (r)
 		return -EADDRNOTAVAIL;
+	fd = sysd_listen_take_inet(ai->ai_addr, ai->ai_addrlen);
+	if (fd >= 0) {
+		freeaddrinfo(ai);
+		return TAKE_FD(fd);
+	}
 	fd = socket(ai->ai_family,
 		    ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0) {

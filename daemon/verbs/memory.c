@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
@@ -28,7 +31,79 @@ static int memory_open(const struct conf_memory *m)
 	return fd < 0 ? -errno : fd;
 }
 
+struct kept {
+	char *key;
+	int fd;
+};
+
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct kept *kept;
+static size_t n_kept;
+
+int memory_keep(const char *key, int fd)
+{
+	struct kept *k = realloc(kept, (n_kept + 1) * sizeof(*kept));
+
+	if (!k) {
+		close(fd);
+		return -ENOMEM;
+	}
+	kept = k;
+	kept[n_kept].key = strdup(key);
+	if (!kept[n_kept].key) {
+		close(fd);
+		return -ENOMEM;
+	}
+	kept[n_kept++].fd = fd;
+	return 0;
+}
+
+void memory_keep_done(void (*gone)(const char *key))
+{
+	pthread_mutex_lock(&kept_lock);
+	for (size_t i = 0; i < n_kept; i++) {
+		if (kept[i].fd >= 0) {
+			if (gone)
+				gone(kept[i].key);
+			close(kept[i].fd);
+		}
+		free(kept[i].key);
+	}
+	free(kept);
+	kept = NULL;
+	n_kept = 0;
+	pthread_mutex_unlock(&kept_lock);
+}
+
+/* A kept memfd of this key and type of the right size, or -1. Only
+ * memfds: a file backing keeps its contents by itself. */
+static int take_kept(const struct conf_memory *m, const char *key)
+{
+	struct stat st;
+	int fd = -1;
+
+	if (!key || (m->backing != MEM_MEMFD && m->backing != MEM_HUGETLB))
+		return -1;
+	pthread_mutex_lock(&kept_lock);
+	for (size_t i = 0; i < n_kept; i++)
+		if (kept[i].fd >= 0 && streq(kept[i].key, key) &&
+		    fstat(kept[i].fd, &st) == 0 &&
+		    (uint64_t)st.st_size == m->size) {
+			fd = kept[i].fd;
+			kept[i].fd = -1;
+			break;
+		}
+	pthread_mutex_unlock(&kept_lock);
+	return fd;
+}
+
 int memory_create(const struct conf_memory *m, struct memory *mem)
+{
+	return memory_create_keyed(m, NULL, mem);
+}
+
+int memory_create_keyed(const struct conf_memory *m, const char *key,
+			struct memory *mem)
 {
 	_cleanup_close_ int fd = -1;
 	struct stat st;
@@ -40,7 +115,9 @@ int memory_create(const struct conf_memory *m, struct memory *mem)
 		addr = mmap(NULL, m->size, PROT_READ | PROT_WRITE,
 			    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	} else {
-		fd = memory_open(m);
+		fd = take_kept(m, key);
+		if (fd < 0)
+			fd = memory_open(m);
 		if (fd < 0)
 			return fd;
 		if (fstat(fd, &st) < 0)

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "log.h"
@@ -120,6 +122,34 @@ static void test_stray_bytes_are_escaped(void **state)
 				 "-> 404\n");
 }
 
+static void object_line(void)
+{
+	log_object(LOG_WARNING, 0, "app", "mr", "ring", "profile app: mr ring "
+		   "failed: %s", "no memory");
+}
+
+/* JOURNAL_STREAM is inherited: naming some other file than our stderr
+ * (a shell redirected it), it must not send our lines to the journal. */
+static void test_journal_stream_of_another_file_is_ignored(void **state)
+{
+	char env[64];
+	struct stat st;
+	char *out;
+
+	(void)state;
+	assert_int_equal(stat("/", &st), 0);
+	snprintf(env, sizeof(env), "%llu:%llu", (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino);
+	setenv("JOURNAL_STREAM", env, 1);
+	log_open("rdmad");
+	out = capture(object_line);
+	unsetenv("JOURNAL_STREAM");
+	log_open("rdmad");
+	/* On stderr the context fields are left out; the text says it. */
+	assert_string_equal(out, "rdmad: profile app: mr ring failed: no "
+				 "memory\n");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -127,6 +157,7 @@ int main(void)
 		cmocka_unit_test(test_interleaved_repeats_are_counted),
 		cmocka_unit_test(test_different_lines_are_all_written),
 		cmocka_unit_test(test_stray_bytes_are_escaped),
+		cmocka_unit_test(test_journal_stream_of_another_file_is_ignored),
 	};
 
 	unsetenv("JOURNAL_STREAM"); /* stderr, which the tests read */

@@ -1,0 +1,273 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <systemd/sd-daemon.h>
+#include <systemd/sd-event.h>
+
+#include "log.h"
+#include "manager.h"
+#include "memory.h"
+#include "objects.h"
+#include "profile.h"
+#include "sysd.h"
+
+/* The fd store's name of a memory object's fd: FDNAME_MEM profile/memory. */
+#define FDNAME_MEM "mem/"
+
+/* While creation progresses, the start (or reload) may take this much
+ * longer than TimeoutStartSec= from each step: a creation that stalls
+ * still times out, one that moves on does not. */
+#define EXTEND_USEC (30ULL * 1000000)
+/* STATUS= at most this often. */
+#define STATUS_USEC 200000ULL
+
+struct passed {
+	int fd;
+	char *name;
+};
+
+static struct passed *passed;
+static size_t n_passed;
+
+int sysd_listen_init(void)
+{
+	char **names = NULL;
+	int n;
+
+	/* unset: our children (none today) must not think them theirs. */
+	n = sd_listen_fds_with_names(1, &names);
+	if (n <= 0)
+		return n;
+	passed = calloc((size_t)n, sizeof(*passed));
+	if (!passed) {
+		for (int i = 0; i < n; i++) {
+			close(SD_LISTEN_FDS_START + i);
+			free(names[i]);
+		}
+		free(names);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < n; i++) {
+		int fd = SD_LISTEN_FDS_START + i;
+
+		/* Memory from our previous run (the fd store): for
+		 * memory_create_keyed(), not a socket. */
+		if (!strncmp(names[i], FDNAME_MEM, strlen(FDNAME_MEM))) {
+			fcntl(fd, F_SETFD, FD_CLOEXEC);
+			memory_keep(names[i] + strlen(FDNAME_MEM), fd);
+			free(names[i]);
+			continue;
+		}
+		passed[n_passed].fd = fd;
+		passed[n_passed++].name = names[i];
+	}
+	free(names);
+	return n;
+}
+
+/* Passed sockets come inheritable and blocking; ours are neither. */
+static int take(size_t i)
+{
+	int fd = passed[i].fd;
+	int fl = fcntl(fd, F_GETFL);
+
+	passed[i].fd = -1;
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
+	    fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+		int r = -errno;
+
+		close(fd);
+		return r;
+	}
+	log_info("listening on the socket systemd passed (%s)", passed[i].name);
+	return fd;
+}
+
+int sysd_listen_take_unix(const char *name, int type, const char *path)
+{
+	for (size_t i = 0; i < n_passed; i++)
+		if (passed[i].fd >= 0 && name && streq(passed[i].name, name))
+			return take(i);
+	for (size_t i = 0; i < n_passed; i++)
+		if (passed[i].fd >= 0 &&
+		    sd_is_socket_unix(passed[i].fd, type, 1, path, 0) > 0)
+			return take(i);
+	return -ENOENT;
+}
+
+int sysd_listen_take_inet(const struct sockaddr *sa, socklen_t len)
+{
+	for (size_t i = 0; i < n_passed; i++)
+		if (passed[i].fd >= 0 &&
+		    sd_is_socket_sockaddr(passed[i].fd, SOCK_STREAM, sa, len,
+					  1) > 0)
+			return take(i);
+	return -ENOENT;
+}
+
+void sysd_listen_done(void)
+{
+	for (size_t i = 0; i < n_passed; i++) {
+		if (passed[i].fd >= 0) {
+			log_warn(0,
+				 "systemd passed socket %s, which the "
+				 "configuration does not listen on; "
+				 "closing it",
+				 passed[i].name);
+			close(passed[i].fd);
+		}
+		free(passed[i].name);
+	}
+	free(passed);
+	passed = NULL;
+	n_passed = 0;
+}
+
+/* A memory object's fd goes to systemd's fd store (FileDescriptorStoreMax=
+ * in the unit): after a restart it comes back in LISTEN_FDS, and the
+ * memory is created from it with its contents. systemd drops a second
+ * copy of the same fd, so sending again is harmless. */
+static bool stores(const struct object *o)
+{
+	const struct conf_memory *c = o->conf;
+
+	return o->kind == OBJ_MEMORY && o->u.mem.fd >= 0 &&
+	       (c->backing == MEM_MEMFD || c->backing == MEM_HUGETLB);
+}
+
+static void store_profile(const struct profile *p, bool remove)
+{
+	for (size_t i = 0; i < p->n_objects; i++) {
+		const struct object *o = &p->objects[i];
+		const struct conf_memory *c = o->conf;
+		char msg[512];
+		int fd;
+
+		if (!stores(o) || (!remove && o->state != OBJ_READY))
+			continue;
+		fd = o->u.mem.fd;
+		snprintf(msg, sizeof(msg), "%s=1\nFDNAME=" FDNAME_MEM "%s/%s",
+			 remove ? "FDSTOREREMOVE" : "FDSTORE", p->conf->name,
+			 c->name);
+		if (remove)
+			sd_notify(0, msg);
+		else
+			sd_pid_notify_with_fds(0, 0, msg, &fd, 1);
+	}
+}
+
+static void unstore_key(const char *key)
+{
+	log_info("memory %s kept from the previous run is no longer "
+		 "declared (or has another size); dropping it",
+		 key);
+	sd_notifyf(0, "FDSTOREREMOVE=1\nFDNAME=" FDNAME_MEM "%s", key);
+}
+
+struct sysd {
+	struct manager *m;
+	uint64_t last_status;
+	size_t last_objects;
+	uint64_t last_bytes;
+	bool ready;
+};
+
+static struct sysd sysd;
+
+static void on_manager_event(void *ud, const struct manager_event *ev)
+{
+	struct sysd *s = ud;
+	struct profile_progress pr;
+	uint64_t now;
+
+	switch (ev->kind) {
+	case MANAGER_PROGRESS:
+		sd_event_now(s->m->event, CLOCK_MONOTONIC, &now);
+		if (now - s->last_status < STATUS_USEC)
+			return;
+		s->last_status = now;
+		manager_progress(s->m, &pr);
+		sd_notifyf(0,
+			   "STATUS=creating objects: %zu of %zu, %llu of %llu "
+			   "MiB registered",
+			   pr.objects, pr.objects_total,
+			   (unsigned long long)(pr.bytes >> 20),
+			   (unsigned long long)(pr.bytes_total >> 20));
+		/* Only progress buys time: a creation stuck on one object
+		 * runs into TimeoutStartSec= as it should. */
+		if (pr.objects != s->last_objects || pr.bytes != s->last_bytes)
+			sd_notifyf(0, "EXTEND_TIMEOUT_USEC=%llu",
+				   (unsigned long long)EXTEND_USEC);
+		s->last_objects = pr.objects;
+		s->last_bytes = pr.bytes;
+		return;
+	case MANAGER_SETTLED:
+		/* What parsing and creating freed goes back to the system:
+		 * a daemon holds its memory for a long time. */
+		malloc_trim(0);
+		sd_notify(0, "READY=1\nSTATUS=running");
+		/* Kept memory that no object took by now is not coming
+		 * back (its profile may still be pending: a loss). */
+		if (!s->ready) {
+			memory_keep_done(unstore_key);
+			/* FDSTOREREMOVE goes by name: a name kept twice (a
+			 * reload had resized it) took the live fd out too. */
+			for (size_t i = 0; i < s->m->n_profiles; i++)
+				store_profile(s->m->profiles[i], false);
+		}
+		if (!s->ready)
+			log_ctx(LOG_INFO, 0,
+				&(struct log_ctx){.message_id = MSGID_READY},
+				"ready: %zu profiles", s->m->n_profiles);
+		s->ready = true;
+		return;
+	case MANAGER_PROFILE_CHANGED:
+		store_profile(ev->profile, false);
+		return;
+	case MANAGER_PROFILE_REMOVED:
+		store_profile(ev->profile, true);
+		return;
+	case MANAGER_DEVICE_LOST:
+		return;
+	}
+}
+
+int sysd_start(struct manager *m)
+{
+	int r;
+
+	sysd.m = m;
+	/* sd-event pings at half of WatchdogSec= when the loop runs; a
+	 * loop stuck anywhere stops the pings, and systemd restarts us. */
+	r = sd_event_set_watchdog(m->event, true);
+	if (r < 0)
+		return r;
+	if (r > 0)
+		log_debug("watchdog on");
+	return manager_subscribe(m, on_manager_event, &sysd);
+}
+
+void sysd_reloading(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	sd_notifyf(0, "RELOADING=1\nSTATUS=reloading\nMONOTONIC_USEC=%llu",
+		   (unsigned long long)ts.tv_sec * 1000000ULL +
+		       (unsigned long long)ts.tv_nsec / 1000);
+}
+
+void sysd_reload_refused(void)
+{
+	sd_notify(0, "READY=1\nSTATUS=running");
+}
+
+void sysd_stopping(void)
+{
+	sd_notify(0, "STOPPING=1");
+}

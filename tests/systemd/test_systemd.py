@@ -1,0 +1,239 @@
+"""rdmad as a systemd service: run only under tests/vm/run --systemd
+(make systemd-check), where the host's systemd is PID 1 in a throwaway
+overlay root. The unit files are the shipped ones (systemd/), with a
+drop-in that points ExecStart at the build tree's daemon and shortens the
+watchdog; the config is written to the overlay's /etc/rdmad.
+
+The tests run in file order and share the one guest: start, reload,
+journal, watchdog, socket activation, the fd store, a device going away.
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RDMAD = Path(os.environ.get("RDMAD_BIN", ROOT / "build" / "rdmad")).resolve()
+UNIT_DIR = Path("/etc/systemd/system")
+CONF = Path("/etc/rdmad/rdmad.conf")
+SOCK = "/run/rdmad/rdmad.sock"
+WATCHDOG_SEC = 4
+
+# daemon/log.h
+MSGID_READY = "82b92ff884d84fcda4f8b05275c2c21e"
+MSGID_RELOADED = "4cc6e80021b04fd6a56b78ac6e3ec7fd"
+MSGID_DEVICE_GONE = "8e30371028524b2c84dc06fc179954fa"
+
+pytestmark = pytest.mark.skipif(
+    not (os.environ.get("RDMAD_VM_SYSTEMD") == "1"
+         and os.path.isdir("/run/systemd/system")),
+    reason="needs systemd as PID 1: tests/vm/run --systemd (make systemd-check)")
+
+CONFIG = """
+daemon = {{
+  runtime_dir = "/run/rdmad";
+  control_socket = "{sock}";
+  http = {{ listen = [ "127.0.0.1:8470" ]; }};
+  log_level = "info";
+}};
+devices = ( {{ name = "fabric0"; match = {{ ibdev = "rxe0"; }}; port = 1; }} );
+profiles = (
+  {{ name = "app";
+    device = "fabric0";
+    memory = ( {{ name = "buf"; size = "1M"; backing = "memfd"; }} );
+    pd = ( {{ name = "main"; }}{extra_pd} );
+    mr = ( {{ name = "buf"; pd = "main"; memory = "buf";
+             access = [ "local_write" ]; }} );
+  }}
+);
+"""
+
+
+def sh(*args, check=True):
+    r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    if check and r.returncode:
+        raise AssertionError(f"{args}: {r.returncode}\n{r.stdout}{r.stderr}")
+    return r
+
+
+def show(*props):
+    out = sh("systemctl", "show", "rdmad.service",
+             *[f"--property={p}" for p in props]).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def wait_for(pred, timeout=60, what="condition"):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}: "
+                         + sh("systemctl", "status", "--no-pager", "-l",
+                              "rdmad.service", check=False).stdout)
+
+
+def journal(*args):
+    out = sh("journalctl", "--no-pager", "-o", "json", *args).stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def write_config(extra_pd=""):
+    CONF.parent.mkdir(parents=True, exist_ok=True)
+    CONF.write_text(CONFIG.format(sock=SOCK, extra_pd=extra_pd))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def units():
+    for name in ("rdmad.service", "rdmad.socket"):
+        shutil.copy(ROOT / "systemd" / name, UNIT_DIR / name)
+    dropin = UNIT_DIR / "rdmad.service.d"
+    dropin.mkdir(exist_ok=True)
+    (dropin / "test.conf").write_text(
+        "[Service]\n"
+        "ExecStart=\n"
+        f"ExecStart={RDMAD} -c {CONF}\n"
+        f"WatchdogSec={WATCHDOG_SEC}s\n"
+        "Environment=RDMAD_TEST_STALL_ON_SIGNAL=1\n"
+        # The watchdog test's stall must not be taken for a crash loop.
+        "RestartSec=100ms\n")
+    write_config()
+    sh("systemctl", "daemon-reload")
+    yield
+    sh("systemctl", "stop", "rdmad.socket", "rdmad.service", check=False)
+
+
+def test_start_reaches_ready():
+    sh("systemctl", "start", "rdmad.service")
+    p = show("ActiveState", "SubState", "StatusText", "Type", "MainPID")
+    assert p["ActiveState"] == "active", p
+    assert p["SubState"] == "running", p
+    assert p["StatusText"] == "running", p
+    assert int(p["MainPID"]) > 0
+
+
+def test_journal_has_structured_fields():
+    recs = journal("-u", "rdmad.service")
+    ready = [r for r in recs if r.get("MESSAGE_ID") == MSGID_READY]
+    assert ready, [r.get("MESSAGE") for r in recs]
+    assert ready[0]["MESSAGE"].startswith("ready:")
+    assert ready[0]["SYSLOG_IDENTIFIER"] == "rdmad"
+    # "profile app: running", about the profile.
+    prof = [r for r in recs if r.get("RDMAD_PROFILE") == "app"
+            and r.get("RDMAD_KIND") == "profile"]
+    assert prof, [r.get("MESSAGE") for r in recs]
+    # Written through sd_journal_send, not the stderr stream.
+    assert all(r.get("_TRANSPORT") == "journal" for r in recs
+               if r.get("SYSLOG_IDENTIFIER") == "rdmad"), recs
+
+
+def test_reload_shows_reloading_and_applies():
+    cursor = journal("-n", "1")[-1]["__CURSOR"]
+    write_config(extra_pd=', { name = "second"; }')
+    sh("systemctl", "reload", "rdmad.service")
+    assert show("ActiveState")["ActiveState"] == "active"
+    recs = journal("--after-cursor", cursor)
+    msgs = [r.get("MESSAGE", "") for r in recs]
+    # systemd's own records of the reload job, which waits for READY=1
+    # after RELOADING=1 (Type=notify).
+    assert any(m.startswith("Reloading") for m in msgs), msgs
+    assert any(m.startswith("Reloaded") for m in msgs), msgs
+    done = [r for r in recs if r.get("MESSAGE_ID") == MSGID_RELOADED]
+    assert done, msgs
+    created = [r for r in recs if r.get("RDMAD_OBJECT") == "second"]
+    assert created and created[0]["RDMAD_KIND"] == "pd", msgs
+    assert show("StatusText")["StatusText"] == "running"
+
+
+def test_watchdog_restarts_stalled_daemon():
+    pid = int(show("MainPID")["MainPID"])
+    cursor = journal("-n", "1")[-1]["__CURSOR"]
+    os.kill(pid, 10 + 2)  # SIGUSR2: RDMAD_TEST_STALL_ON_SIGNAL=1
+    wait_for(lambda: int(show("MainPID")["MainPID"]) not in (0, pid)
+             and show("ActiveState")["ActiveState"] == "active",
+             timeout=WATCHDOG_SEC * 10, what="a new main process")
+    msgs = [r.get("MESSAGE", "") for r in journal("--after-cursor", cursor)]
+    assert any("Watchdog timeout" in m for m in msgs), msgs
+    assert int(show("NRestarts")["NRestarts"]) >= 1
+
+
+def test_socket_activation():
+    sh("systemctl", "stop", "rdmad.service")
+    sh("systemctl", "start", "rdmad.socket")
+    assert show("ActiveState")["ActiveState"] == "inactive"
+    cursor = journal("-n", "1")[-1]["__CURSOR"]
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(SOCK)
+    try:
+        wait_for(lambda: show("ActiveState")["ActiveState"] == "active",
+                 what="rdmad started by its socket")
+    finally:
+        s.close()
+    msgs = [r.get("MESSAGE", "") for r in journal("--after-cursor", cursor,
+                                                   "-u", "rdmad.service")]
+    assert any("socket systemd passed (control)" in m for m in msgs), msgs
+    # A restart keeps the socket: systemd holds it meanwhile.
+    sh("systemctl", "restart", "rdmad.service")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(SOCK)
+    s.close()
+    assert os.stat(SOCK).st_mode & 0o777 == 0o660
+
+
+def memfd_of(pid, name):
+    """A path that opens the daemon's memfd of memory object name."""
+    d = Path(f"/proc/{pid}/fd")
+    for fd in d.iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith(f"/memfd:{name} "):
+            return fd
+    raise AssertionError(f"no memfd {name} in rdmad ({pid})")
+
+
+def test_fd_store_keeps_memory_across_restart():
+    pattern = os.urandom(4096)
+    pid = int(show("MainPID")["MainPID"])
+    fd = os.open(memfd_of(pid, "buf"), os.O_RDWR)
+    try:
+        os.pwrite(fd, pattern, 65536)
+    finally:
+        os.close(fd)
+    assert show("NFileDescriptorStore")["NFileDescriptorStore"] == "1"
+    sh("systemctl", "restart", "rdmad.service")
+    new = int(show("MainPID")["MainPID"])
+    assert new != pid
+    fd = os.open(memfd_of(new, "buf"), os.O_RDONLY)
+    try:
+        assert os.pread(fd, len(pattern), 65536) == pattern
+    finally:
+        os.close(fd)
+    # A stop (not a restart) lets the memory go.
+    sh("systemctl", "stop", "rdmad.socket", "rdmad.service")
+    assert show("NFileDescriptorStore")["NFileDescriptorStore"] == "0"
+
+
+def test_device_gone_has_message_id():
+    sh("systemctl", "start", "rdmad.service")
+    cursor = journal("-n", "1")[-1]["__CURSOR"]
+    sh("rdma", "link", "delete", "rxe0")
+    try:
+        wait_for(lambda: any("went away" in r.get("MESSAGE", "") for r in
+                             journal("--after-cursor", cursor)),
+                 what="device gone")
+        recs = journal("--after-cursor", cursor)
+        gone = [r for r in recs if r.get("MESSAGE_ID") == MSGID_DEVICE_GONE]
+        assert gone, [(r.get("MESSAGE"), r.get("MESSAGE_ID"),
+                       r.get("_TRANSPORT")) for r in recs]
+    finally:
+        sh("rdma", "link", "add", "rxe0", "type", "rxe", "netdev", "veth0")
+    assert any("rxe0" in r["MESSAGE"] for r in gone), gone
+    sh("systemctl", "stop", "rdmad.service")
