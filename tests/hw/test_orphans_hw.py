@@ -26,22 +26,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 
+from hwdev import DEV, needs_mlx5  # noqa: E402
 from rdmadproto import ATTACH, ATTACHED, DETACH, DETACHED, Client  # noqa
 
 PORT = 8478
 
-
-def import_capable_device():
-    for dev in sorted(os.listdir("/sys/class/infiniband")):
-        drv = Path(f"/sys/class/infiniband/{dev}/device/driver")
-        if drv.exists() and drv.resolve().name == "mlx5_core":
-            return dev
-    return None
-
-
-DEV = import_capable_device() if os.path.isdir("/sys/class/infiniband") \
-    else None
-pytestmark = pytest.mark.skipif(DEV is None, reason="no mlx5 device")
+pytestmark = needs_mlx5
 
 
 @pytest.fixture
