@@ -5,7 +5,6 @@ registration. Runs only where such a device exists (tests/hw/run says
 clearly when it is skipped); rxe refuses import (EOPNOTSUPP)."""
 
 import json
-import os
 import secrets
 import subprocess
 import sys
