@@ -9,6 +9,8 @@ journal, watchdog, socket activation, the fd store, a device going away.
 """
 import json
 import os
+import pwd
+import re
 import shutil
 import socket
 import subprocess
@@ -91,6 +93,9 @@ def write_config(extra_pd=""):
 
 @pytest.fixture(scope="module", autouse=True)
 def units():
+    # The unit runs as the rdmad user, which the package's sysusers.d
+    # entry makes (in the overlay's /etc/passwd: nothing of the host's).
+    sh("systemd-sysusers", str(ROOT / "systemd" / "sysusers.conf"))
     for name in ("rdmad.service", "rdmad.socket"):
         shutil.copy(ROOT / "systemd" / name, UNIT_DIR / name)
     dropin = UNIT_DIR / "rdmad.service.d"
@@ -116,6 +121,23 @@ def test_start_reaches_ready():
     assert p["SubState"] == "running", p
     assert p["StatusText"] == "running", p
     assert int(p["MainPID"]) > 0
+    # As its own user, with nothing of root's but locking memory.
+    status = Path(f"/proc/{p['MainPID']}/status").read_text()
+    uid = pwd.getpwnam("rdmad").pw_uid
+    assert f"Uid:\t{uid}\t{uid}\t{uid}\t{uid}" in status, status
+    eff = int(re.search(r"^CapEff:\s*([0-9a-f]+)", status, re.M)[1], 16)
+    assert eff == 1 << 14, hex(eff)  # CAP_IPC_LOCK
+
+
+def test_security_exposure():
+    # systemd's own rating of the shipped unit (and the test drop-in,
+    # which changes nothing it rates).
+    out = sh("systemd-analyze", "security", "--no-pager",
+             "rdmad.service").stdout
+    m = re.search(r"Overall exposure level for rdmad.service: ([0-9.]+)",
+                  out)
+    assert m, out
+    assert float(m[1]) <= 1.5, out
 
 
 def test_journal_has_structured_fields():
