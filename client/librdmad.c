@@ -838,6 +838,7 @@ int rdmad_reconnect(struct rdmad *c)
 {
 	struct rdmad *n;
 	struct rdmad_profile *p;
+	int r;
 
 	if (!c)
 		return client_set_error(EINVAL, "rdmad_reconnect: no "
@@ -845,6 +846,14 @@ int rdmad_reconnect(struct rdmad *c)
 	n = conn_open(c->path);
 	if (!n)
 		return -errno;
+	/* HELLO answered: a daemon that lives. A dying one's socket may
+	 * still take the connection for an instant (it closes its sessions
+	 * before its listener); a reconnect is in no hurry to be sure. */
+	r = conn_settle(n);
+	if (r < 0) {
+		conn_free(n);
+		return r;
+	}
 	/* A new session: the old one's attachments are not the daemon's
 	 * any more (they ended with it), only this process's. */
 	for (p = c->profiles; p; p = p->next)
