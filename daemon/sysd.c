@@ -136,7 +136,7 @@ static bool stores(const struct object *o)
 {
 	const struct conf_memory *c = o->conf;
 
-	return o->kind == OBJ_MEMORY && o->u.mem.fd >= 0 &&
+	return o->kind == OBJ_MEMORY &&
 	       (c->backing == MEM_MEMFD || c->backing == MEM_HUGETLB);
 }
 
@@ -148,9 +148,13 @@ static void store_profile(const struct profile *p, bool remove)
 		char msg[512];
 		int fd;
 
+		/* Until it is ready, a worker may still be writing the
+		 * object: its fd is read only then. Removing goes by name. */
 		if (!stores(o) || (!remove && o->state != OBJ_READY))
 			continue;
-		fd = o->u.mem.fd;
+		fd = remove ? -1 : o->u.mem.fd;
+		if (!remove && fd < 0)
+			continue;
 		snprintf(msg, sizeof(msg), "%s=1\nFDNAME=" FDNAME_MEM "%s/%s",
 			 remove ? "FDSTOREREMOVE" : "FDSTORE", p->conf->name,
 			 c->name);
