@@ -6,6 +6,7 @@ nothing. The kernel's view (rdma resource show) is the judge."""
 
 import signal
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -121,9 +122,11 @@ def test_reload_leaves_other_fds_alone(rdmad):
     rewrite(d, BASE)
     status, _ = d.request("POST", "/v1/reload")
     assert status == 200
-    # Back to the same objects: the same number of fds.
-    assert settle(lambda: daemon_fds(d.pid) == fds), (fds,
-                                                      daemon_fds(d.pid))
+    # Back to the same objects: the same fds.
+    if not settle(lambda: daemon_fds(d.pid) == fds, 15):
+        before, after = Counter(fds), Counter(daemon_fds(d.pid))
+        raise AssertionError(f"gone: {dict(before - after)}, "
+                             f"new: {dict(after - before)}\n" + d.log())
 
 
 def test_same_reload_twice_changes_nothing(rdmad):
