@@ -348,4 +348,4 @@ bench:
 .PHONY: all unit helpers tsan fuzz fuzz-build deps check stress \
 	systemd-check demo clean install uninstall deb pkgcheck FORCE
 FORCE:
--include $(shell find $(B) -name '*.d' 2>/dev/null)
+-include $(shell find $(B) -path $(B)/deb -prune -o -name '*.d' -type f -print 2>/dev/null)
