@@ -62,6 +62,18 @@ def tasks(pid):
     return seen
 
 
+def raw_http(port, data, timeout=30):
+    """Send data as it is to the REST port; (status, JSON body) of the
+    reply, read to the end (HTTP/1.0)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        reply = b""
+        while chunk := s.recv(65536):
+            reply += chunk
+    head, _, body = reply.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)
+
+
 def memfd(pid, name):
     """Process pid's memfd named name (a memory object of the daemon):
     (path to it under /proc, inode)."""

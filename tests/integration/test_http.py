@@ -10,7 +10,7 @@ import socket
 import subprocess
 import time
 
-from conftest import RDMAD, RDMACTL, free_port, rdmactl
+from conftest import RDMAD, RDMACTL, free_port, raw_http, rdmactl
 from rdmadproto import ATTACH, ERROR, Client
 
 PROFILE = """
@@ -106,30 +106,20 @@ def test_sigint_stops_cleanly_and_sighup_reloads(rdmad):
     assert d.stop(signal.SIGINT) == 0
 
 
-def raw_request(port, data):
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
-        s.sendall(data)
-        reply = b""
-        while chunk := s.recv(65536):
-            reply += chunk
-    head, _, body = reply.partition(b"\r\n\r\n")
-    return int(head.split()[1]), json.loads(body)
-
-
 def test_request_bodies_are_checked(rdmad):
     d = rdmad(PROFILE)
-    status, body = raw_request(
+    status, body = raw_http(
         d.port, b"GET /v1/profiles HTTP/1.0\r\nContent-Length: 2\r\n"
                 b"\r\n{}")
     assert status == 413
     assert body["error"]["code"] == "body_not_allowed"
-    status, body = raw_request(
+    status, body = raw_http(
         d.port, b"POST /v1/reload HTTP/1.0\r\nContent-Length: 5\r\n"
                 b"\r\nhello")
     assert status == 400
     assert body["error"]["code"] == "bad_json"
     big = 100 * 1024
-    status, body = raw_request(
+    status, body = raw_http(
         d.port, b"POST /v1/reload HTTP/1.0\r\nContent-Length: %d\r\n"
                 b"\r\n" % big + b"x" * big)
     assert status == 413
@@ -222,7 +212,7 @@ def test_error_messages_are_utf8_whatever_the_path_holds(rdmad):
     d = rdmad(PROFILE)
     for path in (b"/v1/profiles/%FF%FE", b"/v1/profiles/" + b"%C3%A9" * 300,
                  b"/v1/nothing/%E2%82"):
-        status, body = raw_request(
+        status, body = raw_http(
             d.port, b"GET " + path + b" HTTP/1.0\r\n\r\n")
         assert status == 404, path
         assert body["error"]["code"] == "not_found"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import free_port, settle
+from conftest import free_port, raw_http, settle
 from rdmadproto import ATTACH, ERROR, HDR, REQUEST, Client
 
 # Thousands of sockets on our side, and the daemon (our child) inherits
@@ -404,20 +404,10 @@ def test_full_fd_table_pauses_and_recovers(limited):
     assert worst < 50, "a log line repeats without a count"
 
 
-def raw(port, data):
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(data)
-        reply = b""
-        while chunk := s.recv(65536):
-            reply += chunk
-    head, _, body = reply.partition(b"\r\n\r\n")
-    return int(head.split()[1]), json.loads(body)
-
-
 def test_non_utf8_path_is_404(limited):
     d = limited()
     for path in (b"/v1/%ff%fe", b"/v1/profiles/\xff", b"/v1/\xc0\xaf"):
-        status, body = raw(d.port, b"GET " + path + b" HTTP/1.0\r\n\r\n")
+        status, body = raw_http(d.port, b"GET " + path + b" HTTP/1.0\r\n\r\n")
         assert status == 404, path
         assert body["error"]["code"] == "not_found"
     assert timed_health(d) < 1
