@@ -34,7 +34,7 @@ BASHCOMPDIR ?= $(call systemd_dir,completionsdir,bash-completion,$(DATADIR)/bash
 INSTALL ?= install
 
 CC ?= cc
-PKGS := libibverbs libconfig libmicrohttpd jansson libsystemd libmnl
+PKGS := libibverbs librdmacm libconfig libmicrohttpd jansson libsystemd libmnl
 WARN := -Wall -Wextra -Werror -Wshadow -Wpointer-arith -Wstrict-prototypes \
 	-Wmissing-prototypes -Wformat=2 -Wno-format-nonliteral
 CFLAGS ?= -O2 -g
@@ -68,14 +68,14 @@ TSAN := -fsanitize=thread -fno-omit-frame-pointer
 TSAN_DAEMON_OBJ := $(DAEMON_SRC:%.c=$(B)/tsan/%.o)
 
 # librdmad's file is named after the newest version node of
-# client/librdmad.map (RDMAD_0.3: librdmad.so.0.3); the soname
+# client/librdmad.map (RDMAD_0.4: librdmad.so.0.4); the soname
 # librdmad.so.0 and the link librdmad.so point to it.
 LIB_SONAME := librdmad.so.0
 LIB_REAL := $(LIB_SONAME).$(lastword $(shell \
 	sed -n 's/^RDMAD_0\.\([0-9][0-9]*\) *{.*/\1/p' client/librdmad.map))
 
 all: $(B)/rdmad $(B)/rdmactl $(B)/librdmad.so $(B)/rdmad.pc \
-	$(B)/examples/attach $(B)/dist/rdmactl $(B)/dist/units
+	$(B)/examples/attach $(B)/examples/target_peer $(B)/dist/rdmactl $(B)/dist/units
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -130,7 +130,7 @@ tsan: $(B)/rdmad-tsan $(B)/tsan-tests/test_workers
 $(B)/$(LIB_REAL): $(LIB_OBJ) client/librdmad.map
 	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,$(LIB_SONAME) \
 		-Wl,--version-script=client/librdmad.map -o $@ $(LIB_OBJ) \
-		$(shell pkg-config --libs libibverbs jansson)
+		$(shell pkg-config --libs libibverbs librdmacm jansson)
 
 # The soname programs load, and the name they link with.
 $(B)/$(LIB_SONAME): $(B)/$(LIB_REAL)
@@ -148,7 +148,7 @@ $(B)/rdmad.pc: client/rdmad.pc.in Makefile $(B)/paths
 		-e 's|@LIBDIR@|$(call pc_dir,$(LIBDIR))|g' \
 		-e 's|@INCLUDEDIR@|$(call pc_dir,$(INCLUDEDIR))|g' $< >$@
 
-$(B)/examples/attach: examples/attach.c $(B)/librdmad.so.0
+$(B)/examples/%: examples/%.c $(B)/librdmad.so.0
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< -L$(B) -lrdmad \
 		-Wl,-rpath,'$$ORIGIN/..' $(shell pkg-config --libs libibverbs)
@@ -225,7 +225,7 @@ FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all \
 	-fno-omit-frame-pointer
 FUZZ_CFLAGS := -g -O1 -std=gnu11 -D_GNU_SOURCE -DRDMAD_VERSION='"$(VERSION)"' $(DAEMON_INC) -Iproto \
 	-Itests/fuzz
-FUZZ_ALL := fuzz_config fuzz_api fuzz_http fuzz_proto fuzz_rdmanl
+FUZZ_ALL := fuzz_config fuzz_api fuzz_http fuzz_proto fuzz_rdmanl fuzz_target
 FUZZ_TARGETS ?= $(FUZZ_ALL)
 FUZZ_SECONDS ?= 60
 FUZZ_OBJ := $(DAEMON_SRC:%.c=$(B)/fuzz/obj/%.o) \

@@ -85,6 +85,7 @@ struct rdmad {
 	struct client_event *events, **events_tail;
 	size_t n_events;
 	json_t *delivered;
+	char *delivered_text; /* rdmad_event_json() */
 	uint16_t version; /* 0 until the WELCOME is read */
 	int rcv_timeout_ms; /* SO_RCVTIMEO as set; 0: none */
 	int attach_wait_ms; /* for RDMAD_ATTACH_WAIT; -1: no limit */
@@ -288,10 +289,21 @@ static void event_take(struct rdmad *c, struct proto_msg *m)
 
 	if (!what)
 		return;
+	/* The stream's events carry the subscribing request's id; those
+	 * about an attachment, 0. */
+	if (m->id) {
+		event_push(c, RDMAD_EVENT_STREAM, NULL,
+			   json_incref(m->payload));
+		return;
+	}
 	if (streq(what, "device_removed"))
 		type = RDMAD_EVENT_DEVICE_REMOVED;
 	else if (streq(what, "profile_removed"))
 		type = RDMAD_EVENT_PROFILE_REMOVED;
+	else if (streq(what, "port_error"))
+		type = RDMAD_EVENT_PORT_DOWN;
+	else if (streq(what, "port_active"))
+		type = RDMAD_EVENT_PORT_ACTIVE;
 	else
 		return; /* a newer daemon's: nothing to do with it here */
 	for (p = c->profiles; p; p = p->next)
@@ -709,6 +721,8 @@ static void events_free(struct rdmad *c)
 	c->n_events = 0;
 	json_decref(c->delivered);
 	c->delivered = NULL;
+	free(c->delivered_text);
+	c->delivered_text = NULL;
 }
 
 static void conn_free(struct rdmad *c)
@@ -933,6 +947,8 @@ int rdmad_next_event(struct rdmad *c, struct rdmad_event *ev)
 	c->n_events--;
 	json_decref(c->delivered);
 	c->delivered = e->doc;
+	free(c->delivered_text);
+	c->delivered_text = e->doc ? json_dumps(e->doc, JSON_COMPACT) : NULL;
 	*ev = (struct rdmad_event){
 		.type = e->type,
 		.profile = e->profile,
@@ -2250,4 +2266,28 @@ int rdmad_request(struct rdmad *c, const char *method, const char *path,
 		*status = (int)st;
 	proto_msg_clear(&ans);
 	return 0;
+}
+
+int rdmad_subscribe(struct rdmad *c)
+{
+	_cleanup_free_ char *body = NULL;
+	int status, r;
+
+	if (!c)
+		return client_set_error(EINVAL, "rdmad_subscribe: no connection");
+	r = rdmad_request(c, "GET", "/v1/events", NULL, &status, &body);
+	if (r < 0)
+		return r;
+	if (status == 409)
+		return client_set_error(EEXIST, "subscribed already");
+	if (status != 200)
+		return client_set_error(EPROTO, "rdmad refused the "
+					"subscription (status %d): %s",
+					status, body);
+	return 0;
+}
+
+const char *rdmad_event_json(struct rdmad *c)
+{
+	return c ? c->delivered_text : NULL;
 }

@@ -52,9 +52,9 @@ _rdmactl()
 	_init_completion || return
 
 	local commands="devices device port gids profiles show health version
-		config sessions reload qp selftest"
+		config sessions reload qp endpoint selftest monitor target"
 	local options="--socket --json --help --version"
-	local kinds="memory xrcd pd dm mr mw cq srq qp ah"
+	local kinds="memory xrcd pd dm mr mw cq srq qp ah target"
 	local -a _rdmactl_cmd=("${words[0]}") args=()
 	local i cmd=""
 
@@ -66,7 +66,7 @@ _rdmactl()
 			_rdmactl_cmd+=("${words[i]}" "${words[i + 1]}")
 			((i++))
 			;;
-		--state)
+		--state | --endpoint)
 			((i++))
 			;;
 		--socket=*)
@@ -84,7 +84,7 @@ _rdmactl()
 	done
 
 	case $prev in
-	-s | --socket)
+	-s | --socket | --endpoint)
 		_filedir
 		return
 		;;
@@ -96,7 +96,7 @@ _rdmactl()
 
 	if [[ $cur == -* ]]; then
 		case $cmd in
-		qp) options+=" --state" ;;
+		qp) options+=" --state --endpoint" ;;
 		reload) options+=" --force" ;;
 		esac
 		COMPREPLY=($(compgen -W "$options" -- "$cur"))
@@ -139,6 +139,25 @@ _rdmactl()
 			compopt -o nospace
 			return
 			;;
+		esac
+		;;
+	monitor)
+		words_list="profile_state object_state progress reload
+			device_added device_removed port_active port_error
+			gid_change qp_ cq_error srq_limit_reached session_attach
+			session_detach target_"
+		;;
+	target)
+		case $n in
+		0) words_list="list revoke" ;;
+		1) words_list=$(_rdmactl_profiles) ;;
+		2) words_list=$(_rdmactl_objects "${args[1]}" target) ;;
+		esac
+		;;
+	endpoint)
+		case $n in
+		0) words_list=$(_rdmactl_profiles) ;;
+		1) words_list=$(_rdmactl_objects "${args[0]}" qp) ;;
 		esac
 		;;
 	selftest)

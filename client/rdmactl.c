@@ -4,10 +4,13 @@
  * (the daemon knows the caller by SO_PEERCRED: no token). Every command
  * prints text, or the daemon's JSON document with --json.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 #include <sysexits.h>
 
 #include "devprint.h"
@@ -18,6 +21,7 @@
 struct ctl {
 	const char *socket; /* NULL: $RDMAD_SOCKET or the default */
 	const char *state;  /* qp --state */
+	const char *endpoint; /* qp --endpoint FILE ("-": stdin) */
 	bool json;
 	bool force; /* reload --force */
 	/* The command's arguments, for suggestions after "not found". */
@@ -26,8 +30,9 @@ struct ctl {
 };
 
 /* The object kinds, as the configuration and the daemon name them. */
-static const char *const kinds[] = { "memory", "xrcd", "pd",  "dm", "mr",
-				     "mw",     "cq",   "srq", "qp", "ah" };
+static const char *const kinds[] = { "memory", "xrcd", "pd", "dm",
+				     "mr",     "mw",   "cq", "srq",
+				     "qp",     "ah",   "target" };
 
 static void usage(FILE *f)
 {
@@ -53,9 +58,26 @@ static void usage(FILE *f)
 		"                            what changed, or the errors; a file\n"
 		"                            that declares no profile removes the\n"
 		"                            running ones only with --force\n"
-		"  qp PROFILE NAME --state STATE [KEY=VALUE...]\n"
+		"  qp PROFILE NAME --state STATE [--endpoint FILE] [KEY=VALUE...]\n"
 		"                            move a QP to STATE; KEY=VALUE are path\n"
-		"                            attributes (dqpn=17 dgid=::ffff:192.0.2.2)\n"
+		"                            attributes (dqpn=17 dgid=::ffff:192.0.2.2);\n"
+		"                            FILE (- for stdin) holds the other end's\n"
+		"                            endpoint document (rdmactl --json endpoint)\n"
+		"  endpoint PROFILE QP       what a peer needs to connect to QP\n"
+		"                            without rdma_cm: qp_num, port, lid,\n"
+		"                            gid, psn, mtu\n"
+		"  monitor [EVENT...]        follow the daemon's events as they\n"
+		"                            happen (ports, objects, reloads,\n"
+		"                            sessions, ...), one line each (with\n"
+		"                            --json, one JSON object each); EVENT\n"
+		"                            keeps only events whose name starts\n"
+		"                            so (port, object_state, reload, ...)\n"
+		"  target list PROFILE TARGET\n"
+		"                            a target's connections: id, peer, QP,\n"
+		"                            state, age\n"
+		"  target revoke PROFILE TARGET ID\n"
+		"                            end a connection's access now (its\n"
+		"                            memory windows), then the connection\n"
 		"  selftest PROFILE QP_A QP_B [MR]\n"
 		"                            RDMA write and send/recv between two\n"
 		"                            connected QPs of PROFILE through MR\n"
@@ -547,6 +569,27 @@ static void print_port(json_t *p)
 	devprint_port(stdout, p);
 }
 
+/* A target's connections, one a line. */
+static void print_connections(json_t *d)
+{
+	size_t i;
+	json_t *c;
+
+	if (json_is_object(d) && json_object_get(d, "state")) {
+		printf("connection %lld %s\n",
+		       (long long)json_integer_value(json_object_get(d, "id")),
+		       str(d, "state"));
+		return;
+	}
+	json_array_foreach (d, i, c)
+		printf("%lld %s qp_num=%lld %s age=%.0fs\n",
+		       (long long)json_integer_value(json_object_get(c, "id")),
+		       str(c, "peer"),
+		       (long long)json_integer_value(json_object_get(c, "qp_num")),
+		       str(c, "state"),
+		       json_number_value(json_object_get(c, "age")));
+}
+
 static const struct command commands[] = {
 	{ "devices", 0, 0, "/v1/devices", print_devices },
 	{ "device", 2, 2, "/v1/devices/%s", print_device }, /* show IBDEV */
@@ -561,8 +604,114 @@ static const struct command commands[] = {
 	{ "reload", 0, 0, "/v1/reload", print_reload },
 	{ "selftest", 3, 4, "/v1/profiles/%s/selftest", print_selftest },
 	{ "qp", 2, 34, "/v1/profiles/%s/qp/%s", print_object_line },
+	{ "endpoint", 2, 2, "/v1/profiles/%s/qp/%s/endpoint", print_kv },
 	{ "version", 0, 0, "/v1/version", print_kv },
+	{ "monitor", 0, 32, NULL, NULL },
+	/* list|revoke PROFILE TARGET [ID] */
+	{ "target", 3, 4, "/v1/profiles/%s/target/%s/connections",
+	  print_connections },
 };
+
+/* ---- monitor ---- */
+
+static bool wanted(const char *name, int argc, char **argv)
+{
+	if (!argc)
+		return true;
+	for (int i = 0; i < argc; i++)
+		if (!strncmp(name, argv[i], strlen(argv[i])))
+			return true;
+	return false;
+}
+
+/* "17:30:25.893 port_error profile=p device=rxe0 port=1 state=down":
+ * like ip monitor, the time, what happened, then its fields (nested
+ * ones as compact JSON). */
+static void print_event_line(json_t *ev)
+{
+	const char *time = str(ev, "time"), *t;
+	const char *key;
+	json_t *v;
+
+	t = strchr(time, 'T');
+	printf("%.12s %s", t ? t + 1 : time, str(ev, "event"));
+	json_object_foreach(ev, key, v) {
+		char *text;
+
+		if (streq(key, "seq") || streq(key, "time") ||
+		    streq(key, "event"))
+			continue;
+		if (json_is_string(v)) {
+			printf(strchr(json_string_value(v), ' ') ? " %s=\"%s\""
+								  : " %s=%s",
+			       key, json_string_value(v));
+			continue;
+		}
+		text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+		printf(" %s=%s", key, text ? text : "?");
+		free(text);
+	}
+	putchar('\n');
+}
+
+static int monitor(const struct ctl *c, int argc, char **argv)
+{
+	struct rdmad *d = rdmad_connect(c->socket);
+	struct rdmad_event ev;
+	int r;
+
+	if (!d) {
+		fprintf(stderr, "rdmactl: %s\n", rdmad_last_error());
+		return EX_UNAVAILABLE;
+	}
+	r = rdmad_subscribe(d);
+	if (r < 0) {
+		fprintf(stderr, "rdmactl: %s\n", rdmad_last_error());
+		rdmad_close(d);
+		return EX_UNAVAILABLE;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (;;) {
+		struct pollfd pfd = { .fd = rdmad_fd(d), .events = POLLIN };
+		json_t *doc;
+
+		r = rdmad_next_event(d, &ev);
+		if (r < 0) {
+			fprintf(stderr, "rdmactl: %s\n", rdmad_last_error());
+			break;
+		}
+		if (r == 0) {
+			if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+				break;
+			continue;
+		}
+		if (ev.type == RDMAD_EVENT_DAEMON_GONE) {
+			fprintf(stderr, "rdmactl: %s\n", ev.reason);
+			r = -ECONNRESET;
+			break;
+		}
+		if (ev.type != RDMAD_EVENT_STREAM || !rdmad_event_json(d))
+			continue;
+		doc = json_loads(rdmad_event_json(d), 0, NULL);
+		if (!doc)
+			continue;
+		if (wanted(str(doc, "event"), argc, argv) ||
+		    streq(str(doc, "event"), "overflow")) {
+			if (c->json)
+				puts(rdmad_event_json(d));
+			else
+				print_event_line(doc);
+		}
+		if (streq(str(doc, "event"), "overflow")) {
+			json_decref(doc);
+			r = -ENOBUFS;
+			break;
+		}
+		json_decref(doc);
+	}
+	rdmad_close(d);
+	return r == -ECONNRESET || r == -ENOBUFS ? EX_UNAVAILABLE : EX_SOFTWARE;
+}
 
 /* PATCH a QP to --state, with KEY=VALUE path attributes (numbers stay
  * numbers). */
@@ -597,6 +746,20 @@ static int qp_state(const struct ctl *c, const char *path, int argc,
 						   : json_string(eq + 1));
 	}
 	body = json_pack("{s:s, s:o}", "state", c->state, "path", p);
+	if (body && c->endpoint) {
+		json_error_t jerr;
+		json_t *ep = streq(c->endpoint, "-")
+				     ? json_loadf(stdin, 0, &jerr)
+				     : json_load_file(c->endpoint, 0, &jerr);
+
+		if (!ep) {
+			fprintf(stderr, "rdmactl: %s: %s\n", c->endpoint,
+				jerr.text);
+			json_decref(body);
+			return EX_USAGE;
+		}
+		json_object_set_new(body, "endpoint", ep);
+	}
 	text = body ? json_dumps(body, JSON_COMPACT) : NULL;
 	json_decref(body);
 	r = text ? call(c, "PATCH", path, text, false, doc) : EX_OSERR;
@@ -674,6 +837,8 @@ static int run_command(const struct ctl *c, const struct command *cmd,
 				argv[i]);
 			return EX_USAGE;
 		}
+	if (streq(cmd->name, "monitor"))
+		return monitor(c, argc, argv);
 	if (streq(cmd->name, "qp")) {
 		snprintf(path, sizeof(path), cmd->path_fmt, argv[0], argv[1]);
 	} else if (streq(cmd->name, "device")) {
@@ -682,6 +847,22 @@ static int run_command(const struct ctl *c, const struct command *cmd,
 			return EX_USAGE;
 		}
 		snprintf(path, sizeof(path), cmd->path_fmt, argv[1]);
+	} else if (streq(cmd->name, "target")) {
+		bool revoke = streq(argv[0], "revoke");
+
+		if ((!revoke && !streq(argv[0], "list")) ||
+		    argc != (revoke ? 4 : 3)) {
+			fprintf(stderr, "rdmactl: usage: target list PROFILE "
+					"TARGET | target revoke PROFILE TARGET "
+					"ID\n");
+			return EX_USAGE;
+		}
+		snprintf(path, sizeof(path), cmd->path_fmt, argv[1], argv[2]);
+		if (revoke) {
+			size_t n = strlen(path);
+
+			snprintf(path + n, sizeof(path) - n, "/%s", argv[3]);
+		}
 	} else if (streq(cmd->name, "gids")) {
 		snprintf(path, sizeof(path), cmd->path_fmt, argv[0],
 			 argc > 1 ? argv[1] : "1");
@@ -702,6 +883,8 @@ static int run_command(const struct ctl *c, const struct command *cmd,
 		return show_kind(c, path, argv[1]);
 	if (streq(cmd->name, "qp")) {
 		r = qp_state(c, path, argc - 2, argv + 2, &doc);
+	} else if (streq(cmd->name, "target") && streq(argv[0], "revoke")) {
+		r = call(c, "DELETE", path, NULL, false, &doc);
 	} else if (streq(cmd->name, "reload")) {
 		r = call(c, "POST", path, c->force ? "{\"force\":true}" : "{}",
 			 false, &doc);
@@ -737,6 +920,7 @@ int main(int argc, char **argv)
 		{ "socket", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "state", required_argument, NULL, 'S' },
+		{ "endpoint", required_argument, NULL, 'E' },
 		{ "force", no_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -758,6 +942,9 @@ int main(int argc, char **argv)
 			break;
 		case 'S':
 			c.state = optarg;
+			break;
+		case 'E':
+			c.endpoint = optarg;
 			break;
 		case 'f':
 			c.force = true;

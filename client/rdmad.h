@@ -173,6 +173,15 @@ enum rdmad_event_type {
 	 * connection.
 	 */
 	RDMAD_EVENT_DAEMON_GONE = 3,
+	/* (RDMAD_0.4) An event of the daemon's whole stream, after
+	 * rdmad_subscribe(): rdmad_event_json() has it. The last one of a
+	 * subscriber too slow to keep up is "overflow". */
+	RDMAD_EVENT_STREAM = 4,
+	/* (RDMAD_0.4) The port of an attached profile went down / came
+	 * back up (device says which; the objects stay). */
+	RDMAD_EVENT_PORT_DOWN = 5,
+	RDMAD_EVENT_PORT_ACTIVE = 6,
+	/* Newer daemons may add types: ignore those you do not know. */
 };
 
 struct rdmad_event {
@@ -206,6 +215,18 @@ int rdmad_fd(struct rdmad *c);
 int rdmad_next_event(struct rdmad *c, struct rdmad_event *ev);
 
 /*
+ * (RDMAD_0.4) Subscribe c to the daemon's event stream (the events of
+ * GET /v1/events: object and profile states, reloads, devices, ports,
+ * async events, sessions): each comes as RDMAD_EVENT_STREAM, in order.
+ * 0 or -errno (EEXIST: subscribed already).
+ */
+int rdmad_subscribe(struct rdmad *c);
+/* (RDMAD_0.4) The JSON text of the event rdmad_next_event() gave last
+ * (one object, as the daemon sent it), valid until the next call on c;
+ * NULL for RDMAD_EVENT_DAEMON_GONE or before any. */
+const char *rdmad_event_json(struct rdmad *c);
+
+/*
  * Close c's connection and connect again to the same socket (for
  * instance after RDMAD_EVENT_DAEMON_GONE or ECONNRESET: the daemon
  * restarted), keeping c. Profiles attached through c stay usable in
@@ -215,6 +236,39 @@ int rdmad_next_event(struct rdmad *c, struct rdmad_event *ev);
  * on failure c is as it was, and the call may be retried.
  */
 int rdmad_reconnect(struct rdmad *c);
+
+/* ---- targets (RDMAD_0.4) ---- */
+
+struct ibv_qp;
+struct rdmad_target_conn;
+
+/* A memory window a target granted: RDMA reads and writes to
+ * [addr, addr + length) with rkey, as the target declares. */
+struct rdmad_target_range {
+	uint64_t addr;
+	uint32_t rkey;
+	uint64_t length;
+};
+
+/*
+ * Connect qp, an RC QP of the caller's in state RESET (on the attached
+ * context, or any context of the device the route to address leaves
+ * from), to the rdmad target at address ("192.0.2.1:7471",
+ * "[fd00::1]:7471") over rdma_cm, sending token (token_len bytes, at
+ * most 56; NULL and 0 for none). The QP ends in RTS, connected. Returns
+ * the number of ranges the target granted (1 to 8; the first max_ranges
+ * are written to ranges, in the target's order) and the connection in
+ * *conn, or a negative errno with rdmad_last_error() set: -ECONNREFUSED
+ * when the target refused (the message carries its reason: address not
+ * allowed, wrong token, too many connections), -EXDEV when the route
+ * leaves from another device than qp's.
+ */
+int rdmad_target_connect(struct ibv_qp *qp, const char *address,
+			 const void *token, size_t token_len,
+			 struct rdmad_target_range *ranges, size_t max_ranges,
+			 struct rdmad_target_conn **conn);
+/* Disconnect and free conn; the QP stays the caller's (in error). */
+void rdmad_target_disconnect(struct rdmad_target_conn *conn);
 
 /*
  * A control request, as the REST API takes it: method "GET", "POST",

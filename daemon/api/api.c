@@ -11,6 +11,7 @@
 #include "orphans.h"
 #include "qpstate.h"
 #include "selftest.h"
+#include "target.h"
 #include "utf8.h"
 
 #define MAX_SEGMENTS 8
@@ -308,11 +309,15 @@ static int patch_qp(struct request *r)
 	const char *target = json_string_value(json_object_get(r->req->body,
 							       "state"));
 	const json_t *path_doc = json_object_get(r->req->body, "path");
+	const json_t *ep_doc = json_object_get(r->req->body, "endpoint");
 	const char *step = NULL;
+	struct ibv_port_attr pattr;
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr cur;
 	struct qp_path path;
 	struct object *o;
 	char err[256];
-	int status = 0, e;
+	int status = 0, e, mask;
 	size_t i;
 
 	if (!p)
@@ -338,15 +343,97 @@ static int patch_qp(struct request *r)
 		path.has_grh = true;
 		path.dgid = p->gid;
 	}
+	/* The other end's endpoint document, then path keys over it. */
+	if (ep_doc &&
+	    qp_path_from_endpoint(
+		    ep_doc, qp_kind_name(((const struct conf_qp *)o->conf)->type),
+		    ibv_query_port(p->ctx, path.port_num, &pattr)
+			    ? 0
+			    : pattr.active_mtu,
+		    &path, err, sizeof(err)))
+		return reply(r, 400, api_error("bad_request", "endpoint: %s",
+					       err));
 	if (path_doc && qp_path_from_json(path_doc, &path, err, sizeof(err)))
 		return reply(r, 400, api_error("bad_request", "path: %s", err));
-	e = qp_modify(o->u.qp, qp_states[i].state, &path, &step);
+	/* RTS to RTS: change what may change in place; the QP stays. */
+	if (qp_states[i].state == IBV_QPS_RTS &&
+	    !ibv_query_qp(o->u.qp, &cur, IBV_QP_STATE, &init) &&
+	    cur.qp_state == IBV_QPS_RTS) {
+		if (ep_doc)
+			return reply(r, 400,
+				     api_error("bad_request",
+					       "endpoint: the QP is in RTS "
+					       "and connected; move it to "
+					       "reset first"));
+		if (qp_path_rts_mask(path_doc, &mask, err, sizeof(err)))
+			return reply(r, 400,
+				     api_error("bad_request", "path: %s", err));
+		e = qp_modify_rts(o->u.qp, &path, mask, &step);
+	} else {
+		e = qp_modify(o->u.qp, qp_states[i].state, &path, &step);
+	}
 	profile_touch(p);
 	if (e < 0)
 		return reply(r, 422,
 			     api_error("device_error", "modify_qp %s: %s",
 				       step ? step : "", strerror(-e)));
 	return reply(r, 200, object_json(o));
+}
+
+/* What a peer elsewhere needs to connect to this QP (PATCH "endpoint"). */
+static int get_qp_endpoint(struct request *r)
+{
+	struct profile *p = manager_profile(r->m, r->seg[1]);
+	struct object *o;
+	int status = 0, e;
+	json_t *j;
+
+	if (!p)
+		return not_found(r, "profile", r->seg[1]);
+	if (!(o = ready_object(r, p, OBJ_QP, r->seg[3], &status)))
+		return status;
+	j = object_qp_endpoint(p, o, &e);
+	if (!j && e)
+		return errno_reply(r, e, "query");
+	return reply(r, 200, j);
+}
+
+/* ---- target connections ---- */
+
+static int get_connections(struct request *r)
+{
+	struct profile *p = manager_profile(r->m, r->seg[1]);
+	struct object *o;
+	int status = 0;
+
+	if (!p)
+		return not_found(r, "profile", r->seg[1]);
+	if (!(o = ready_object(r, p, OBJ_TARGET, r->seg[3], &status)))
+		return status;
+	return reply(r, 200, target_connections_json(o->u.target));
+}
+
+/* Revoke one: its windows go at once, the connection after. */
+static int delete_connection(struct request *r)
+{
+	struct profile *p = manager_profile(r->m, r->seg[1]);
+	struct object *o;
+	int status = 0;
+	char *end;
+	unsigned long long id;
+
+	if (!p)
+		return not_found(r, "profile", r->seg[1]);
+	if (!(o = ready_object(r, p, OBJ_TARGET, r->seg[3], &status)))
+		return status;
+	errno = 0;
+	id = strtoull(r->seg[5], &end, 10);
+	if (*end || end == r->seg[5] || errno || r->seg[5][0] == '-' ||
+	    target_revoke(o->u.target, id) < 0)
+		return not_found(r, "connection", r->seg[5]);
+	return reply(r, 200, json_pack("{s:s, s:s, s:I, s:s}", "profile",
+				       r->seg[1], "target", r->seg[3], "id",
+				       (json_int_t)id, "state", "revoked"));
 }
 
 /* ---- data-path self-check ---- */
@@ -430,10 +517,16 @@ static const struct route routes[] = {
 	{ "GET", { "profiles", ANY }, get_profile, false },
 	{ "GET", { "profiles", ANY, "orphans" }, get_orphans, false },
 	{ "GET", { "profiles", ANY, ANY, ANY }, get_profile, false },
+	{ "GET", { "profiles", ANY, "target", ANY, "connections" },
+	  get_connections, false },
+	{ "DELETE", { "profiles", ANY, "target", ANY, "connections", ANY },
+	  delete_connection, true },
 	{ "GET", { "config" }, get_config, false },
 	{ "POST", { "reload" }, post_reload, true },
 	{ "GET", { "sessions" }, get_sessions, false },
 	{ "PATCH", { "profiles", ANY, "qp", ANY }, patch_qp, true },
+	{ "GET", { "profiles", ANY, "qp", ANY, "endpoint" },
+	  get_qp_endpoint, false },
 	{ "POST", { "profiles", ANY, "selftest" }, post_selftest, true },
 };
 

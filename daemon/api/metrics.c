@@ -6,6 +6,7 @@
 
 #include "manager.h"
 #include "metrics.h"
+#include "target.h"
 
 /* Label values are names the config validated ([A-Za-z0-9_.-]), device
  * and counter names from sysfs: nothing to escape but a quote or a
@@ -254,6 +255,62 @@ static void port_counters(FILE *f, struct manager *m)
 	}
 }
 
+/* Each ready target: its connections now, and how each one ended or was
+ * turned away. */
+static void targets(FILE *f, struct manager *m)
+{
+	static const char *const results[] = {
+		"accepted",	  "revoked",	    "disconnected",  "failed",
+		"rejected_address", "rejected_token", "rejected_full",
+	};
+	bool first = true;
+
+	for (size_t i = 0; i < m->n_profiles; i++) {
+		struct profile *p = m->profiles[i];
+
+		for (size_t k = 0; k < p->n_objects; k++) {
+			struct object *o = &p->objects[k];
+			struct target_stats s;
+			unsigned long long n[ARRAY_SIZE(results)];
+
+			if (o->kind != OBJ_TARGET || o->state != OBJ_READY)
+				continue;
+			if (first)
+				fputs("# HELP rdmad_target_connections A "
+				      "target's connections now.\n"
+				      "# TYPE rdmad_target_connections gauge\n"
+				      "# HELP rdmad_target_connections_total "
+				      "Connections to a target, by how they "
+				      "ended or were refused.\n"
+				      "# TYPE rdmad_target_connections_total "
+				      "counter\n",
+				      f);
+			first = false;
+			target_stats(o->u.target, &s);
+			n[0] = s.accepted;
+			n[1] = s.revoked;
+			n[2] = s.disconnected;
+			n[3] = s.failed;
+			n[4] = s.rejected_address;
+			n[5] = s.rejected_token;
+			n[6] = s.rejected_full;
+			fprintf(f,
+				"rdmad_target_connections{profile=\"%s\","
+				"target=\"%s\"} %u\n",
+				label(p->conf->name), label(object_name(o)),
+				s.connections);
+			for (size_t r = 0; r < ARRAY_SIZE(results); r++)
+				fprintf(f,
+					"rdmad_target_connections_total{"
+					"profile=\"%s\",target=\"%s\","
+					"result=\"%s\"} %llu\n",
+					label(p->conf->name),
+					label(object_name(o)), results[r],
+					n[r]);
+		}
+	}
+}
+
 char *metrics_render(struct manager *m)
 {
 	char *text = NULL;
@@ -279,6 +336,7 @@ char *metrics_render(struct manager *m)
 	sessions(f, m);
 	fronts(f, m);
 	port_counters(f, m);
+	targets(f, m);
 	if (fclose(f)) {
 		free(text);
 		return NULL;

@@ -4,10 +4,13 @@
 #include <systemd/sd-daemon.h>
 
 #include "capcheck.h"
+#include "devinfo.h"
 #include "devmatch.h"
 #include "devwatch.h"
+#include "events.h"
 #include "log.h"
 #include "manager.h"
+#include "objects.h"
 #include "orphans.h"
 #include "validate.h"
 #include "workers.h"
@@ -87,6 +90,25 @@ void manager_progress(const struct manager *m, struct profile_progress *out)
 
 static void log_profile(const struct profile *p);
 
+/* How many progress events a creation publishes at most (and the last
+ * object's): subscribers hear how it goes, not every object of it. */
+#define PROGRESS_EVENTS 20
+
+static void publish_progress(struct manager *m, const struct profile *p)
+{
+	const struct profile_progress *g = &p->progress;
+	size_t step = g->objects_total / PROGRESS_EVENTS + 1;
+
+	if (g->objects % step && g->objects != g->objects_total)
+		return;
+	events_publishf(m->events, "progress", "{s:s, s:I, s:I, s:I, s:I}",
+			"profile", p->conf->name, "objects",
+			(json_int_t)g->objects, "objects_total",
+			(json_int_t)g->objects_total, "bytes",
+			(json_int_t)g->bytes, "bytes_total",
+			(json_int_t)g->bytes_total);
+}
+
 /* The engine's word on a profile (profile.c), passed on. */
 static void on_profile_change(void *ud, struct profile *p,
 			      enum profile_change what)
@@ -94,6 +116,7 @@ static void on_profile_change(void *ud, struct profile *p,
 	struct manager *m = ud;
 
 	if (what == PROFILE_PROGRESS) {
+		publish_progress(m, p);
 		announce(m, MANAGER_PROGRESS, p);
 		return;
 	}
@@ -138,6 +161,11 @@ int manager_new(struct config *config, struct manager **out)
 		manager_free(m);
 		return r;
 	}
+	r = events_new(&m->events);
+	if (r < 0) {
+		manager_free(m);
+		return r;
+	}
 	r = workers_new(m->event, (unsigned int)config->daemon.workers,
 			&m->workers);
 	if (r < 0) {
@@ -156,6 +184,7 @@ int manager_new(struct config *config, struct manager **out)
 			manager_free(m);
 			return r;
 		}
+		m->profiles[i]->events = m->events;
 		m->n_profiles++;
 	}
 	index_profiles(m);
@@ -234,17 +263,144 @@ static void log_profile(const struct profile *p)
 		 p->reason ? p->reason : "");
 }
 
+/* The verbs' async event types, as the stream names them. */
+static const char *async_event_name(enum ibv_event_type t)
+{
+	switch (t) {
+	case IBV_EVENT_CQ_ERR: return "cq_error";
+	case IBV_EVENT_QP_FATAL: return "qp_fatal";
+	case IBV_EVENT_QP_REQ_ERR: return "qp_request_error";
+	case IBV_EVENT_QP_ACCESS_ERR: return "qp_access_error";
+	case IBV_EVENT_COMM_EST: return "comm_established";
+	case IBV_EVENT_SQ_DRAINED: return "sq_drained";
+	case IBV_EVENT_PATH_MIG: return "path_migrated";
+	case IBV_EVENT_PATH_MIG_ERR: return "path_migration_error";
+	case IBV_EVENT_DEVICE_FATAL: return "device_fatal";
+	case IBV_EVENT_PORT_ACTIVE: return "port_active";
+	case IBV_EVENT_PORT_ERR: return "port_error";
+	case IBV_EVENT_LID_CHANGE: return "lid_change";
+	case IBV_EVENT_PKEY_CHANGE: return "pkey_change";
+	case IBV_EVENT_SM_CHANGE: return "sm_change";
+	case IBV_EVENT_SRQ_ERR: return "srq_error";
+	case IBV_EVENT_SRQ_LIMIT_REACHED: return "srq_limit_reached";
+	case IBV_EVENT_QP_LAST_WQE_REACHED: return "qp_last_wqe_reached";
+	case IBV_EVENT_CLIENT_REREGISTER: return "client_reregister";
+	case IBV_EVENT_GID_CHANGE: return "gid_change";
+	case IBV_EVENT_WQ_FATAL: return "wq_fatal";
+	}
+	return "unknown";
+}
+
+/* The object of p an async event is about: a QP, CQ or SRQ of ours
+ * (NULL: one a session made on a shared context, or a port event). */
+static struct object *async_object(struct profile *p,
+				   const struct ibv_async_event *ev)
+{
+	enum obj_kind kind;
+
+	switch (ev->event_type) {
+	case IBV_EVENT_CQ_ERR:
+		kind = OBJ_CQ;
+		break;
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		kind = OBJ_SRQ;
+		break;
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED:
+		kind = OBJ_QP;
+		break;
+	default:
+		return NULL;
+	}
+	for (size_t i = p->kind_start[kind]; i < p->n_objects; i++) {
+		struct object *o = &p->objects[i];
+
+		if (o->kind != kind)
+			break;
+		if ((kind == OBJ_CQ && o->u.cq.cq == ev->element.cq) ||
+		    (kind == OBJ_SRQ && o->u.srq == ev->element.srq) ||
+		    (kind == OBJ_QP && o->u.qp == ev->element.qp))
+			return o;
+	}
+	return NULL;
+}
+
+/* One async event of p's context, on the stream: the profile, the
+ * device, and the port (with its state now) or the object it is about. */
+static void publish_async(struct manager *m, struct profile *p,
+			  const struct ibv_async_event *ev, struct object *o)
+{
+	json_t *j = json_pack("{s:s, s:s}", "profile", p->conf->name, "device",
+			      p->ibdev);
+	struct ibv_port_attr pa;
+
+	if (!j)
+		return;
+	switch (ev->event_type) {
+	case IBV_EVENT_PORT_ACTIVE:
+	case IBV_EVENT_PORT_ERR:
+	case IBV_EVENT_LID_CHANGE:
+	case IBV_EVENT_PKEY_CHANGE:
+	case IBV_EVENT_SM_CHANGE:
+	case IBV_EVENT_CLIENT_REREGISTER:
+	case IBV_EVENT_GID_CHANGE:
+		json_object_set_new(j, "port", json_integer(ev->element.port_num));
+		/* As GET /v1/devices/{ibdev}/ports/{n} shows it. */
+		if (!ibv_query_port(p->ctx, (uint8_t)ev->element.port_num,
+				    &pa)) {
+			const char *name = devinfo_port_state_name(pa.state);
+
+			json_object_set_new(j, "state", json_integer(pa.state));
+			json_object_set_new(j, "state_name",
+					    json_string(name ? name
+							     : "unknown"));
+		}
+		break;
+	default:
+		break;
+	}
+	if (o) {
+		json_object_set_new(j, "kind", json_string(obj_kind_name(o->kind)));
+		json_object_set_new(j, "name", json_string(object_name(o)));
+		if (o->kind == OBJ_QP)
+			json_object_set_new(j, "qp_num",
+					    json_integer(o->u.qp->qp_num));
+	}
+	events_publish(m->events, async_event_name(ev->event_type), j);
+}
+
 static void on_async_event(void *ud, const struct ibv_async_event *ev)
 {
 	struct profile *p = ud;
 	struct manager *m = p->changed_ud;
+	struct object *o = async_object(p, ev);
 	char reason[128];
+	int r;
 
+	publish_async(m, p, ev, o);
+	if (ev->event_type == IBV_EVENT_SRQ_LIMIT_REACHED && o) {
+		/* The device disarmed it: armed again for the next time. */
+		r = object_srq_arm(o);
+		if (r < 0)
+			log_object(LOG_WARNING, r, p->conf->name, "srq",
+				   object_name(o),
+				   "profile %s: srq %s: cannot arm its limit "
+				   "again, ignoring",
+				   p->conf->name, object_name(o));
+	}
 	if (ev->event_type != IBV_EVENT_DEVICE_FATAL) {
 		/* A QP or port may have changed state behind our back. */
 		profile_touch(p);
-		log_info("profile %s: async event on %s: %s", p->conf->name,
-			 p->ibdev, ibv_event_type_str(ev->event_type));
+		log_info("profile %s: async event on %s: %s%s%s", p->conf->name,
+			 p->ibdev, ibv_event_type_str(ev->event_type),
+			 o ? " on " : "", o ? object_name(o) : "");
 		return;
 	}
 	snprintf(reason, sizeof(reason), "device %s failed or was removed",
@@ -268,6 +424,9 @@ static void on_device(void *ud, const char *ibdev, enum devwatch_action a)
 							 : MSGID_DEVICE_GONE },
 		"device %s %s", ibdev,
 		a == DEVWATCH_ADD ? "appeared" : "went away");
+	events_publishf(m->events,
+			a == DEVWATCH_ADD ? "device_added" : "device_removed",
+			"{s:s}", "device", ibdev);
 	/* What removed profiles still drain on it goes with it. */
 	for (size_t i = m->n_retired; a == DEVWATCH_REMOVE && i-- > 0;)
 		if (streq(m->retired[i]->ibdev, ibdev)) {
@@ -334,6 +493,7 @@ struct manager *manager_free(struct manager *m)
 	m->workers = workers_free(m->workers);
 	free(m->profiles);
 	free(m->listeners);
+	m->events = events_free(m->events);
 	free(m->token);
 	config_free(m->config);
 	sd_event_unref(m->event);
@@ -479,7 +639,31 @@ void manager_release(struct manager *m, const char *profile,
 	}
 }
 
+static int reload(struct manager *m, bool force, json_t **result);
+
 int manager_reload(struct manager *m, bool force, json_t **result)
+{
+	int r = reload(m, force, result);
+	json_t *body;
+
+	/* The reload's answer, as POST /v1/reload gives it. */
+	if (*result)
+		body = json_deep_copy(*result);
+	else
+		body = json_pack("{s:s, s:s}", "status", "error", "message",
+				 strerror(-r));
+	events_publish(m->events, "reload", body);
+	for (size_t i = 0; r == 0 && i < m->n_profiles; i++) {
+		struct profile *p = m->profiles[i];
+
+		p->events = m->events;
+		events_publish(m->events, "profile_state",
+			       profile_event_body(p));
+	}
+	return r;
+}
+
+static int reload(struct manager *m, bool force, json_t **result)
 {
 	_cleanup_(config_freep) struct config *next = NULL;
 	struct reload_report rep = { 0 };
@@ -534,6 +718,10 @@ int manager_reload(struct manager *m, bool force, json_t **result)
 	/* Nothing fails from here on: every object ends up in its old or
 	 * its new form, or failed with its reason. */
 	m->reloading = true;
+	/* The old profiles go quietly, the new ones come up quietly: the
+	 * stream hears the reload, then each profile's state (below). */
+	for (size_t i = 0; i < m->n_profiles; i++)
+		m->profiles[i]->events = NULL;
 	for (size_t i = 0; i < m->n_profiles; i++) {
 		struct profile *old = m->profiles[i];
 

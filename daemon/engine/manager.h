@@ -20,6 +20,7 @@ struct devwatch;
 struct control;
 struct workers;
 struct orphans;
+struct events;
 
 /* What the manager announces, on the loop. */
 enum manager_event_kind {
@@ -93,6 +94,9 @@ struct manager {
 	struct profile **retired;
 	size_t n_retired;
 	struct workers *workers;
+	/* The event stream (events.h): the engine publishes there, the
+	 * front ends subscribe; anyone may publish (sessions, targets). */
+	struct events *events;
 	struct manager_listener *listeners;
 	size_t n_listeners;
 	struct manager_sessions sessions;

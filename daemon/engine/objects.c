@@ -11,6 +11,7 @@
 #include "gid.h"
 #include "objects.h"
 #include "qpstate.h"
+#include "target.h"
 
 int object_fail(struct object *o, int err, const char *fmt, ...)
 {
@@ -241,9 +242,9 @@ static int srq_create(struct profile *p, struct object *o)
 	const struct conf_srq *c = o->conf;
 	struct object *pd = dep(p, o, OBJ_PD, c->pd);
 	struct ibv_srq_init_attr_ex attr = {
-		.attr = { .max_wr = c->max_wr, .max_sge = c->max_sge,
-			  .srq_limit = c->srq_limit },
+		.attr = { .max_wr = c->max_wr, .max_sge = c->max_sge },
 	};
+	int r;
 
 	if (!pd)
 		return -o->err;
@@ -267,7 +268,26 @@ static int srq_create(struct profile *p, struct object *o)
 	if (!o->u.srq)
 		return object_fail(o, errno, "create %s SRQ: %s",
 				   srq_kind_name(c->type), strerror(errno));
+	/* ibv_create_srq() ignores srq_limit: only a modify arms it. */
+	r = object_srq_arm(o);
+	if (r < 0) {
+		ibv_destroy_srq(o->u.srq);
+		o->u.srq = NULL;
+		return object_fail(o, r, "arm the limit (srq_limit %u) of the SRQ: %s",
+				   c->srq_limit, strerror(-r));
+	}
 	return 0;
+}
+
+int object_srq_arm(const struct object *o)
+{
+	const struct conf_srq *c = o->conf;
+	struct ibv_srq_attr attr = { .srq_limit = c->srq_limit };
+
+	if (o->kind != OBJ_SRQ || !o->u.srq || !c->srq_limit)
+		return 0;
+	errno = ibv_modify_srq(o->u.srq, &attr, IBV_SRQ_LIMIT);
+	return errno ? -abs(errno) : 0;
 }
 
 static void srq_destroy(struct object *o)
@@ -485,6 +505,63 @@ static void ah_destroy(struct object *o)
 		ibv_destroy_ah(o->u.ah);
 }
 
+/* ---- target ---- */
+
+static void touch(void *p)
+{
+	profile_touch(p);
+}
+
+static int target_create(struct profile *p, struct object *o)
+{
+	const struct conf_target *c = o->conf;
+	struct object *pd = dep(p, o, OBJ_PD, c->pd);
+	struct object *cq = pd ? dep(p, o, OBJ_CQ, c->cq) : NULL;
+	struct target_params tp = {
+		.profile = p->conf->name,
+		.conf = c,
+		.ctx = p->ctx,
+		.ibdev = p->ibdev,
+		.port = p->dev->port,
+		.pd = pd ? pd->u.pd : NULL,
+		.cq = cq ? cq->u.cq.cq : NULL,
+		.events = p->events,
+		.changed = touch,
+		.ud = p,
+	};
+	char *why = NULL;
+	int r;
+
+	if (!cq)
+		return -o->err;
+	for (size_t i = 0; i < c->n_expose; i++) {
+		const struct conf_expose *e = &c->expose[i];
+		struct object *mr = dep(p, o, OBJ_MR, e->mr);
+
+		if (!mr)
+			return -o->err;
+		tp.range[i] = (struct target_range_src){
+			.mr = mr->u.mr.mr,
+			.addr = mr->u.mr.iova + e->offset,
+			.length = e->length ? e->length
+					    : mr->u.mr.mr->length - e->offset,
+			.access = e->access,
+		};
+	}
+	tp.n_range = c->n_expose;
+	r = target_new(&tp, &o->u.target, &why);
+	if (r < 0) {
+		object_fail(o, r, "%s", why ? why : strerror(-r));
+		free(why);
+	}
+	return r;
+}
+
+static void target_destroy(struct object *o)
+{
+	o->u.target = target_free(o->u.target);
+}
+
 /* ---- dispatch ---- */
 
 struct kind_ops {
@@ -503,6 +580,7 @@ static const struct kind_ops kind_ops[OBJ_KIND_MAX] = {
 	[OBJ_SRQ] = { srq_create, srq_destroy },
 	[OBJ_QP] = { qp_create, qp_destroy },
 	[OBJ_AH] = { ah_create, ah_destroy },
+	[OBJ_TARGET] = { target_create, target_destroy },
 };
 
 static void object_reset(struct object *o)
@@ -551,6 +629,25 @@ int object_connect(struct profile *p, struct object *o)
 	if (o->kind != OBJ_QP || !o->u.qp)
 		return 0;
 	return qp_connect(p, o);
+}
+
+int object_start(struct profile *p, struct object *o)
+{
+	int r;
+
+	if (o->kind != OBJ_TARGET || !o->u.target)
+		return 0;
+	r = target_start(o->u.target, workers_event(p->workers));
+	if (r < 0)
+		return object_fail(o, r, "cannot serve connections: %s",
+				   strerror(-r));
+	return 0;
+}
+
+void object_adopt(struct profile *p, struct object *o)
+{
+	if (o->kind == OBJ_TARGET && o->u.target)
+		target_set_owner(o->u.target, touch, p);
 }
 
 void object_destroy(struct object *o)
@@ -633,7 +730,9 @@ static void qp_json(const struct object *o, json_t *j)
 	/* The device's word on the state, not our intention. */
 	if (ibv_query_qp(o->u.qp, &attr,
 			 IBV_QP_STATE | IBV_QP_CAP | IBV_QP_DEST_QPN |
-				 IBV_QP_AV | IBV_QP_PATH_MTU,
+				 IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_TIMEOUT |
+				 IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				 IBV_QP_MIN_RNR_TIMER,
 			 &ia))
 		return;
 	SET_STR(j, "qp_state", qp_state_str(attr.qp_state));
@@ -647,12 +746,76 @@ static void qp_json(const struct object *o, json_t *j)
 	if (attr.qp_state == IBV_QPS_RTR || attr.qp_state == IBV_QPS_RTS) {
 		SET_INT(j, "dqpn", attr.dest_qp_num);
 		SET_INT(j, "mtu", 128 << attr.path_mtu);
+		SET_INT(j, "min_rnr_timer", attr.min_rnr_timer);
+		if (attr.qp_state == IBV_QPS_RTS) {
+			SET_INT(j, "timeout", attr.timeout);
+			SET_INT(j, "retry_cnt", attr.retry_cnt);
+			SET_INT(j, "rnr_retry", attr.rnr_retry);
+		}
 		if (attr.ah_attr.is_global)
 			json_object_set_new(
 				j, "dgid",
 				json_string(gid_text(&attr.ah_attr.grh.dgid,
 						     gid)));
 	}
+}
+
+json_t *object_qp_endpoint(const struct profile *p, const struct object *o,
+			   int *err)
+{
+	const struct conf_qp *c = o->conf;
+	uint8_t port = (uint8_t)p->dev->port;
+	struct ibv_port_attr pattr;
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr attr;
+	struct qp_path def;
+	union ibv_gid gid;
+	char text[GID_TEXT_SIZE];
+	int gid_index = p->gid_index;
+	int64_t psn;
+	json_t *j;
+
+	*err = 0;
+	if (ibv_query_port(p->ctx, port, &pattr) ||
+	    ibv_query_qp(o->u.qp, &attr,
+			 IBV_QP_STATE | IBV_QP_AV | IBV_QP_SQ_PSN, &ia)) {
+		*err = errno > 0 ? -errno : -EIO;
+		return NULL;
+	}
+	if (c->path && c->path->sgid_index >= 0)
+		gid_index = (int)c->path->sgid_index;
+	/* A UD QP has no address of its own (rxe reports a zeroed one). */
+	if (o->u.qp->qp_type != IBV_QPT_UD &&
+	    o->u.qp->qp_type != IBV_QPT_RAW_PACKET &&
+	    (attr.qp_state == IBV_QPS_RTR || attr.qp_state == IBV_QPS_RTS ||
+	     attr.qp_state == IBV_QPS_SQD) &&
+	    attr.ah_attr.is_global)
+		gid_index = attr.ah_attr.grh.sgid_index;
+
+	/* sq_psn means something from RTS on; before, what RTR->RTS would
+	 * set (qp_path_of(): the path's, else qp_path_init()'s). */
+	qp_path_init(&def);
+	psn = def.sq_psn;
+	if (c->path && c->path->sq_psn >= 0)
+		psn = c->path->sq_psn;
+	if (attr.qp_state == IBV_QPS_RTS || attr.qp_state == IBV_QPS_SQD)
+		psn = attr.sq_psn;
+
+	j = json_pack("{s:I, s:i, s:i, s:I, s:i, s:s}", "qp_num",
+		      (json_int_t)o->u.qp->qp_num, "port", port, "lid",
+		      pattr.lid, "psn", (json_int_t)psn, "mtu",
+		      128 << pattr.active_mtu, "type", qp_kind_name(c->type));
+	if (!j)
+		return NULL;
+	if (gid_index >= 0 && !ibv_query_gid(p->ctx, port, gid_index, &gid)) {
+		json_object_set_new(j, "gid", json_string(gid_text(&gid, text)));
+		json_object_set_new(j, "gid_index", json_integer(gid_index));
+	} else {
+		/* IB without a selected GID: the LID alone routes. */
+		json_object_set_new(j, "gid", json_null());
+		json_object_set_new(j, "gid_index", json_null());
+	}
+	return j;
 }
 
 static void ready_json(const struct object *o, json_t *j)
@@ -733,6 +896,20 @@ static void ready_json(const struct object *o, json_t *j)
 	case OBJ_QP:
 		qp_json(o, j);
 		break;
+	case OBJ_TARGET: {
+		const struct conf_target *c = o->conf;
+		json_t *cfg = config_object_json(OBJ_TARGET, c);
+
+		/* The token is a secret: only whether there is one shows. */
+		if (cfg && c->token)
+			json_object_set_new(cfg, "token", json_true());
+		SET_STR(j, "listen", c->listen);
+		SET_STR(j, "pd", c->pd);
+		SET_STR(j, "cq", c->cq);
+		json_object_set_new(j, "config", cfg);
+		target_json(o->u.target, j);
+		break;
+	}
 	case OBJ_AH: {
 		const struct conf_ah *c = o->conf;
 		union ibv_gid gid;

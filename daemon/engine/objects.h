@@ -16,6 +16,11 @@ int object_build(struct profile *p, struct object *o);
  * (their peers exist by now). Other kinds: nothing to do. Same rules as
  * object_build(). */
 int object_connect(struct profile *p, struct object *o);
+/* On the loop, once o is built (and connected): what serves from the
+ * loop starts (a target's listener). Same rules as object_build(). */
+int object_start(struct profile *p, struct object *o);
+/* o was taken over by p (a reload): it tells p of its changes now. */
+void object_adopt(struct profile *p, struct object *o);
 /* The serial of a new incarnation (leases name the one they hold). */
 uint64_t object_next_serial(void);
 /* Free what o holds, whatever its state; o becomes pending. */
@@ -28,5 +33,18 @@ void object_forget(struct object *o);
 int object_fail(struct object *o, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 json_t *object_json(const struct object *o);
+/*
+ * What another host needs to connect to the ready QP o without rdma_cm:
+ * {qp_num, port, lid, gid, gid_index, psn, mtu, type}. The GID is the
+ * one the QP sends from (its AV's once connected, else the path's or the
+ * profile's); psn is the QP's sq_psn once in RTS, else the one qp_modify()
+ * would give it. NULL without memory; *err (-errno) when the device
+ * cannot be asked.
+ */
+json_t *object_qp_endpoint(const struct profile *p, const struct object *o,
+			   int *err);
+/* Arm a ready SRQ's limit event (srq_limit > 0; the device disarms it
+ * when the event fires). 0, or -errno. */
+int object_srq_arm(const struct object *o);
 
 #endif

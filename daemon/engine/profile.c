@@ -4,6 +4,7 @@
 
 #include "devinfo.h"
 #include "devmatch.h"
+#include "events.h"
 #include "manager.h"
 #include "objects.h"
 #include "profile.h"
@@ -52,17 +53,60 @@ static void profile_set_state(struct profile *p, enum profile_state s,
 static void profile_set_state(struct profile *p, enum profile_state s,
 			      const char *fmt, ...)
 {
+	enum profile_state was = p->state;
+	char *old = p->reason;
 	va_list ap;
 
-	free(p->reason);
 	p->reason = NULL;
 	p->state = s;
-	if (!fmt)
+	if (fmt) {
+		va_start(ap, fmt);
+		if (vasprintf(&p->reason, fmt, ap) < 0)
+			p->reason = NULL;
+		va_end(ap);
+	}
+	if (p->events && (was != s || !streq(old ? old : "",
+					    p->reason ? p->reason : "")))
+		events_publish(p->events, "profile_state", profile_event_body(p));
+	free(old);
+}
+
+json_t *profile_event_body(const struct profile *p)
+{
+	json_t *j = json_pack("{s:s, s:s}", "profile", p->conf->name, "state",
+			      profile_state_names[p->state]);
+
+	if (j && p->ibdev[0])
+		json_object_set_new(j, "device", json_string(p->ibdev));
+	if (j && p->reason)
+		json_object_set_new(j, "reason", json_string(p->reason));
+	return j;
+}
+
+/*
+ * An object's state changed. A creation of many objects tells its
+ * progress instead (PROFILE_PROGRESS, published by the owner, a few
+ * times per creation), so that thousands of objects coming up do not
+ * flood the subscribers: one event per object only for failures,
+ * draining, errors, and for creations of a few objects.
+ */
+#define OBJECT_EVENTS_MAX_CREATION 64
+
+static void object_announce(struct profile *p, const struct object *o)
+{
+	json_t *j;
+
+	if (!p->events || !p->conf)
 		return;
-	va_start(ap, fmt);
-	if (vasprintf(&p->reason, fmt, ap) < 0)
-		p->reason = NULL;
-	va_end(ap);
+	if (o->state == OBJ_READY &&
+	    p->progress.objects_total > OBJECT_EVENTS_MAX_CREATION)
+		return;
+	j = json_pack("{s:s, s:s, s:s, s:s}", "profile", p->conf->name, "kind",
+		      obj_kind_name(o->kind), "name", object_name(o), "state",
+		      obj_state_name(o->state));
+	if (j && o->reason && o->state == OBJ_FAILED)
+		json_object_set_new(j, "reason", json_string(o->reason));
+	events_publish(p->events, "object_state", j);
 }
 
 void profile_touch(struct profile *p)
@@ -402,6 +446,19 @@ static void phase_end(struct profile *p)
 		p->changed(p->changed_ud, p, PROFILE_SETTLED);
 }
 
+/* Built, but it could not start on the loop: what it made goes, the
+ * reason stays. */
+static void object_destroy_failed(struct object *o)
+{
+	char *reason = TAKE_PTR(o->reason);
+	int err = o->err;
+
+	object_destroy(o);
+	o->reason = reason;
+	o->err = err;
+	o->state = OBJ_FAILED;
+}
+
 static void object_ready(struct object *o)
 {
 	o->state = OBJ_READY;
@@ -425,9 +482,13 @@ static void job_done(struct work *w, bool cancelled)
 		o->state = OBJ_FAILED;
 	} else if (j->phase == PHASE_CREATE && needs_connect(o)) {
 		/* Built; connected once every object exists. */
+	} else if (object_start(p, o) < 0) {
+		object_destroy_failed(o);
 	} else {
 		object_ready(o);
 	}
+	if (!cancelled && (o->state == OBJ_READY || o->state == OBJ_FAILED))
+		object_announce(p, o);
 	if (!cancelled && j->phase == PHASE_CREATE) {
 		p->progress.objects++;
 		if (o->state != OBJ_FAILED)
@@ -656,6 +717,7 @@ static int add_draining(struct profile *p, struct object *o)
 	d[p->n_draining].state = OBJ_DRAINING;
 	d[p->n_draining].reason = NULL;
 	p->n_draining++;
+	object_announce(p, &d[p->n_draining - 1]);
 	object_forget(o);
 	return 0;
 }
@@ -746,6 +808,7 @@ int profile_reload(struct profile *next, struct profile *old,
 
 		if (keep[i]) {
 			o->u = was->u;
+			object_adopt(next, o);
 			o->leases = was->leases;
 			o->serial = was->serial;
 			o->state = OBJ_READY;

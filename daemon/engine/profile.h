@@ -19,7 +19,9 @@
 #include "workers.h"
 
 struct asyncwatch;
+struct events;
 struct profile;
+struct target;
 
 enum obj_state {
 	OBJ_PENDING,  /* not created (yet) */
@@ -67,6 +69,7 @@ struct object {
 		struct ibv_srq *srq;
 		struct ibv_qp *qp;
 		struct ibv_ah *ah;
+		struct target *target;
 	} u;
 	int err; /* positive errno when failed */
 	/* Sessions holding it (attach protocol): bounded by the sessions
@@ -154,6 +157,9 @@ struct profile {
 	struct profile_progress progress;
 	profile_change_fn changed;
 	void *changed_ud;
+	/* Where its state changes are published (events.h); NULL: nowhere.
+	 * The owner sets it after profile_new(). */
+	struct events *events;
 	/* Changes on every change that shows in the profile's documents;
 	 * unique in the daemon, so that a cached document never outlives
 	 * its profile. */
@@ -240,5 +246,7 @@ bool profile_leased(const struct profile *p);
 
 /* JSON documents for the control surfaces. */
 json_t *profile_json(const struct profile *p, int detail);
+/* The fields of a profile_state event: profile, state, device, reason. */
+json_t *profile_event_body(const struct profile *p);
 
 #endif

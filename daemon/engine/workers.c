@@ -221,6 +221,11 @@ unsigned int workers_busy(const struct workers *p)
 	return __atomic_load_n(&p->busy, __ATOMIC_RELAXED);
 }
 
+sd_event *workers_event(const struct workers *p)
+{
+	return sd_event_source_get_event(p->io);
+}
+
 unsigned int workers_threads(const struct workers *p)
 {
 	return p->n_threads;

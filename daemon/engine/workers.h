@@ -36,6 +36,8 @@ void workers_drain(struct workers *p, const void *owner);
 /* Jobs queued or running. */
 unsigned int workers_busy(const struct workers *p);
 unsigned int workers_threads(const struct workers *p);
+/* The loop whose done callbacks it runs. */
+sd_event *workers_event(const struct workers *p);
 /* Cancel what is queued, wait for what runs, stop the threads. */
 struct workers *workers_free(struct workers *p);
 

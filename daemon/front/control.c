@@ -13,6 +13,7 @@
 #include "api.h"
 #include "budget.h"
 #include "control.h"
+#include "events.h"
 #include "log.h"
 #include "utf8.h"
 #include "manager.h"
@@ -67,6 +68,23 @@ struct session {
 	bool welcomed;
 	struct attachment *att;
 	size_t n_att;
+	struct subscription *sub; /* REQUEST GET /v1/events */
+};
+
+/*
+ * A session's subscription to the event stream: each event goes out as
+ * an EVENT carrying the subscribing REQUEST's id. What the socket does
+ * not take at once waits in a bounded queue, sent as the socket drains
+ * (out, on a dup of the session's fd: the fd itself is in an epoll set
+ * already); a session that lets the queue fill is dropped from the
+ * stream with a last "overflow" event.
+ */
+struct subscription {
+	struct session *s;
+	uint32_t id;
+	int out_fd;
+	sd_event_source *out;
+	struct events_queue q;
 };
 
 static const double attach_bucket_le[SESSION_ATTACH_BUCKETS] = {
@@ -235,6 +253,159 @@ static int lease(struct attachment *a, struct object *o)
 	return 0;
 }
 
+/* ---- the event stream ---- */
+
+/* session_attach / session_detach on the stream: the fields of
+ * GET /v1/sessions. */
+static void publish_session(struct session *s, const struct attachment *a,
+			    const char *what, const char *reason)
+{
+	json_t *j = json_pack("{s:i, s:i, s:i, s:s, s:i, s:s}", "session",
+			      (int)s->id, "pid", (int)s->cred.pid, "uid",
+			      (int)s->cred.uid, "profile", a->profile,
+			      "attachment", (int)a->id, "mode",
+			      a->shared ? "shared" : "local");
+
+	if (j && reason)
+		json_object_set_new(j, "reason", json_string(reason));
+	events_publish(s->c->m->events, what, j);
+}
+
+static void subscription_free(struct subscription *sub);
+
+static int sub_send(struct subscription *sub, const json_t *ev)
+{
+	return send_json(sub->s, PROTO_EVENT, sub->id, json_incref((json_t *)ev),
+			 NULL, 0);
+}
+
+/* Send what waits, as far as the socket takes it; once an overflowed
+ * queue is empty, say so and end the subscription. */
+static void sub_flush(struct subscription *sub)
+{
+	json_t *ev;
+	int r = 0;
+
+	while ((ev = events_queue_pop(&sub->q))) {
+		r = sub_send(sub, ev);
+		if (r == -EAGAIN) {
+			/* Back at the head: nothing is lost or reordered. */
+			sub->q.head = (sub->q.head + sub->q.cap - 1) % sub->q.cap;
+			sub->q.ev[sub->q.head] = ev;
+			sub->q.n++;
+			break;
+		}
+		json_decref(ev);
+		if (r < 0)
+			break;
+	}
+	if (r != -EAGAIN && sub->q.overflowed && !sub->q.n) {
+		json_t *last = events_queue_overflow(&sub->q);
+
+		log_notice("session %u (pid %d): too slow for the event "
+			   "stream, unsubscribed",
+			   sub->s->id, (int)sub->s->cred.pid);
+		if (last)
+			send_json(sub->s, PROTO_EVENT, sub->id, last, NULL, 0);
+		subscription_free(sub);
+		return;
+	}
+	sd_event_source_set_enabled(sub->out, sub->q.n || sub->q.overflowed
+						      ? SD_EVENT_ON
+						      : SD_EVENT_OFF);
+}
+
+static int on_sub_writable(sd_event_source *es, int fd, uint32_t revents,
+			   void *ud)
+{
+	(void)es;
+	(void)fd;
+	(void)revents;
+	sub_flush(ud);
+	return 0;
+}
+
+static void on_stream_event(void *ud, const json_t *ev)
+{
+	struct subscription *sub = ud;
+	int r;
+
+	if (!sub->q.n && !sub->q.overflowed) {
+		r = sub_send(sub, ev);
+		if (r != -EAGAIN)
+			return; /* sent, or the session is ending */
+	}
+	if (!events_queue_push(&sub->q, ev))
+		log_debug("session %u: event stream queue full",
+			  sub->s->id);
+	sd_event_source_set_enabled(sub->out, SD_EVENT_ON);
+}
+
+static void subscription_free(struct subscription *sub)
+{
+	if (!sub)
+		return;
+	events_unsubscribe(sub->s->c->m->events, on_stream_event, sub);
+	sd_event_source_disable_unref(sub->out);
+	closep(&sub->out_fd);
+	events_queue_clear(&sub->q);
+	sub->s->sub = NULL;
+	free(sub);
+}
+
+static int subscribe(struct session *s, uint32_t id)
+{
+	struct control *c = s->c;
+	struct subscription *sub;
+	int r;
+
+	if (s->sub)
+		return send_json(s, PROTO_REPLY, id,
+				 json_pack("{s:i, s:{s:{s:s, s:s}}}", "status",
+					   409, "body", "error", "code",
+					   "conflict", "message",
+					   "this session is subscribed "
+					   "already"),
+				 NULL, 0);
+	sub = calloc(1, sizeof(*sub));
+	if (!sub)
+		return -ENOMEM;
+	sub->s = s;
+	sub->id = id;
+	sub->out_fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 3);
+	r = sub->out_fd < 0 ? -errno : 0;
+	if (r == 0)
+		r = events_queue_init(&sub->q, EVENTS_QUEUE_DEFAULT);
+	if (r == 0)
+		r = sd_event_add_io(c->m->event, &sub->out, sub->out_fd,
+				    EPOLLOUT, on_sub_writable, sub);
+	if (r == 0)
+		r = sd_event_source_set_enabled(sub->out, SD_EVENT_OFF);
+	if (r == 0)
+		r = events_subscribe(c->m->events, on_stream_event, sub);
+	if (r < 0) {
+		sd_event_source_disable_unref(sub->out);
+		closep(&sub->out_fd);
+		events_queue_clear(&sub->q);
+		free(sub);
+		return send_json(s, PROTO_REPLY, id,
+				 json_pack("{s:i, s:{s:{s:s, s:s}}}", "status",
+					   500, "body", "error", "code",
+					   "internal", "message",
+					   strerror(-r)),
+				 NULL, 0);
+	}
+	s->sub = sub;
+	log_info("session %u (pid %d uid %u): subscribed to the event stream",
+		 s->id, (int)s->cred.pid, (unsigned int)s->cred.uid);
+	/* The answer first: the events follow it, with its id. */
+	return send_json(s, PROTO_REPLY, id,
+			 json_pack("{s:i, s:{s:I}}", "status", 200, "body",
+				   "last_seq",
+				   (json_int_t)events_last_seq(c->m->events)),
+			 NULL, 0);
+}
+
 /* ---- ATTACH ---- */
 
 static int attach_one(struct session *s, uint32_t id, json_t *req);
@@ -374,6 +545,39 @@ static void sessions_notify(struct control *c, const struct manager_event *ev)
 					 s->id, (int)s->cred.pid, name,
 					 lost ? "lost its device"
 					      : "is removed");
+		}
+}
+
+/*
+ * A port of a profile's device went down or came up: every session
+ * attached to it hears it (one EVENT per attachment, as for
+ * device_removed), so that a client can stop and resume its traffic.
+ */
+static void on_port_event(void *ud, const json_t *ev)
+{
+	struct control *c = ud;
+	const char *what = json_string_value(json_object_get(ev, "event"));
+	const char *name = json_string_value(json_object_get(ev, "profile"));
+
+	if (!what || !name ||
+	    (!streq(what, "port_error") && !streq(what, "port_active")))
+		return;
+	for (struct session *s = c->sessions; s; s = s->next)
+		for (size_t i = 0; i < s->n_att; i++) {
+			json_t *doc;
+
+			if (!streq(s->att[i].profile, name))
+				continue;
+			doc = json_pack("{s:s, s:i, s:s, s:O?, s:O?, s:O?, s:O?}",
+					"event", what, "attachment",
+					(int)s->att[i].id, "profile", name,
+					"device", json_object_get(ev, "device"),
+					"port", json_object_get(ev, "port"),
+					"state", json_object_get(ev, "state"),
+					"state_name",
+					json_object_get(ev, "state_name"));
+			/* Dropped when the socket is full, as the others. */
+			send_json(s, PROTO_EVENT, 0, doc, NULL, 0);
 		}
 }
 
@@ -609,6 +813,7 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 		return r;
 	}
 	s->att[s->n_att++] = a;
+	publish_session(s, &s->att[s->n_att - 1], "session_attach", NULL);
 	log_info("session %u (pid %d uid %u): attached to %s, %s mode", s->id,
 		 (int)s->cred.pid, (unsigned int)s->cred.uid, name,
 		 shared ? "shared" : "local");
@@ -644,6 +849,7 @@ static int detach(struct session *s, uint32_t id, json_t *req)
 	if (!a)
 		return send_error(s, id, "not_found", "no such attachment");
 	aid = a->id;
+	publish_session(s, a, "session_detach", "detached");
 	release(s->c, a);
 	*a = s->att[--s->n_att];
 	return send_json(s, PROTO_DETACHED, id,
@@ -685,6 +891,8 @@ static int request(struct session *s, uint32_t id, json_t *req)
 	if (ar.body && !json_is_object(ar.body))
 		return send_error(s, id, "bad_request",
 				  "\"body\" must be an object");
+	if (streq(ar.method, "GET") && streq(ar.path, "/v1/events"))
+		return subscribe(s, id);
 	status = api_handle(s->c->m, &ar, &reply);
 	return send_json(s, PROTO_REPLY, id,
 			 json_pack("{s:i, s:o}", "status", status, "body",
@@ -719,8 +927,12 @@ static void session_free(struct session *s)
 		if (w->s == s)
 			waiter_free(w);
 	}
-	for (size_t i = 0; i < s->n_att; i++)
+	subscription_free(s->sub);
+	for (size_t i = 0; i < s->n_att; i++) {
+		publish_session(s, &s->att[i], "session_detach",
+				"session ended");
 		release(c, &s->att[i]);
+	}
 	if (s->n_att)
 		log_info("session %u (pid %d uid %u) ended: %zu attachments "
 			 "released",
@@ -912,7 +1124,7 @@ static unsigned int sessions_of(struct control *c, uid_t uid)
 
 static bool session_idle(const struct session *s, uint64_t now)
 {
-	return !s->n_att && !s->waits &&
+	return !s->n_att && !s->waits && !s->sub &&
 	       s->last_active + SESSION_IDLE_USEC <= now;
 }
 
@@ -1257,6 +1469,9 @@ listening:
 		return r;
 	c->pause = (struct accept_pause){ .io = c->io,
 					  .what = "control socket" };
+	r = events_subscribe(m->events, on_port_event, c);
+	if (r < 0)
+		return r;
 	r = manager_subscribe(m, on_manager_event, c);
 	if (r < 0)
 		return r;
@@ -1279,6 +1494,7 @@ void control_stop(struct manager *m)
 	if (!c)
 		return;
 	manager_unsubscribe(m, on_manager_event, c);
+	events_unsubscribe(m->events, on_port_event, c);
 	manager_set_sessions(m, NULL);
 	manager_set_front(m, FRONT_CONTROL, NULL);
 	while (c->sessions)

@@ -14,6 +14,7 @@
 
 #include "api.h"
 #include "budget.h"
+#include "events.h"
 #include "http.h"
 #include "log.h"
 #include "manager.h"
@@ -39,7 +40,7 @@ struct listener {
 	int fd;
 	bool local; /* unix or loopback: not limited per address */
 	bool tls;
-	const char *addr;
+	char *addr; /* the config's goes at a reload: our own copy */
 	sd_event_source *accept_io;
 	struct accept_pause pause;
 	sd_event_source *io;
@@ -106,9 +107,39 @@ struct cached {
 
 #define HTTP_MAX_CACHED 256
 
+/*
+ * GET /v1/events: a Server-Sent Events stream. Each event of the bus is
+ * queued (bounded: a reader too slow is dropped with a last "overflow"
+ * event) and written as "id: SEQ\nevent: NAME\ndata: JSON\n\n" by
+ * libmicrohttpd's content reader. With nothing to send, the connection
+ * is suspended (libmicrohttpd neither polls nor times it out) until an
+ * event comes or a keep-alive comment is due; the keep-alives show
+ * that the stream is not idle, and find peers that have gone.
+ */
+struct stream {
+	struct stream *prev, *next;
+	struct http *h;
+	struct listener *l;
+	struct MHD_Connection *c;
+	struct events_queue q;
+	char *chunk; /* being written */
+	size_t len, off;
+	bool suspended;
+	bool ping;   /* a keep-alive is due */
+	bool ending; /* the last words are out: end of stream next */
+};
+
+/* Events streams at most: a share of the connections, so that
+ * subscribers never hold every one. */
+#define HTTP_STREAMS_SHARE 2
+#define HTTP_STREAM_KEEPALIVE_USEC (15 * 1000000ULL)
+
 struct http {
 	struct listener *l;
 	size_t n;
+	struct stream *streams;
+	unsigned int n_streams;
+	uint64_t last_ping;
 	struct cached *cache;
 	unsigned int n_conns, max_conns, per_address;
 	unsigned long long refused, timed_out;
@@ -374,6 +405,214 @@ static void conn_wait_headers(struct conn *cn)
 	cn->waiting = true;
 }
 
+/* ---- GET /v1/events ---- */
+
+static void stream_wake(struct stream *st)
+{
+	if (!st->suspended)
+		return;
+	st->suspended = false;
+	MHD_resume_connection(st->c);
+	/* Served at the next turn of the loop. */
+	sd_event_source_set_time(st->l->timer, 1);
+	sd_event_source_set_enabled(st->l->timer, SD_EVENT_ONESHOT);
+}
+
+static void on_stream_event(void *ud, const json_t *ev)
+{
+	struct stream *st = ud;
+	bool was = st->q.overflowed;
+
+	if (!events_queue_push(&st->q, ev) && !was)
+		log_notice("%s: an events stream reads too slowly, dropping "
+			   "it after %zu events queued",
+			   st->l->addr, st->q.n);
+	stream_wake(st);
+}
+
+/* The SSE text of ev: its seq is the id (a reconnecting client can
+ * tell what it missed), its name the event type. */
+static int stream_format(struct stream *st, json_t *ev)
+{
+	const char *name = json_string_value(json_object_get(ev, "event"));
+	json_t *seq = json_object_get(ev, "seq");
+	char *data = json_dumps(ev, JSON_COMPACT);
+	int n;
+
+	if (!data)
+		return -ENOMEM;
+	free(st->chunk);
+	st->chunk = NULL;
+	if (seq)
+		n = asprintf(&st->chunk, "id: %" JSON_INTEGER_FORMAT
+					 "\nevent: %s\ndata: %s\n\n",
+			     json_integer_value(seq), name ? name : "message",
+			     data);
+	else
+		n = asprintf(&st->chunk, "event: %s\ndata: %s\n\n",
+			     name ? name : "message", data);
+	free(data);
+	if (n < 0) {
+		st->chunk = NULL;
+		return -ENOMEM;
+	}
+	st->len = (size_t)n;
+	st->off = 0;
+	return 0;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct stream *st = cls;
+	json_t *ev;
+	size_t n;
+
+	(void)pos;
+	if (st->off == st->len) {
+		if ((ev = events_queue_pop(&st->q))) {
+			int r = stream_format(st, ev);
+
+			json_decref(ev);
+			if (r < 0)
+				return MHD_CONTENT_READER_END_WITH_ERROR;
+		} else if (st->q.overflowed && !st->ending) {
+			ev = events_queue_overflow(&st->q);
+			if (!ev || stream_format(st, ev) < 0) {
+				json_decref(ev);
+				return MHD_CONTENT_READER_END_WITH_ERROR;
+			}
+			json_decref(ev);
+			st->ending = true;
+		} else if (st->ending) {
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		} else if (st->ping) {
+			free(st->chunk);
+			st->chunk = strdup(": keep-alive\n\n");
+			if (!st->chunk)
+				return MHD_CONTENT_READER_END_WITH_ERROR;
+			st->len = strlen(st->chunk);
+			st->off = 0;
+			st->ping = false;
+		} else {
+			/* Nothing to say: asleep until there is. */
+			st->suspended = true;
+			MHD_suspend_connection(st->c);
+			return 0;
+		}
+	}
+	n = st->len - st->off < max ? st->len - st->off : max;
+	memcpy(buf, st->chunk + st->off, n);
+	st->off += n;
+	return (ssize_t)n;
+}
+
+/* The response is done with (the connection closed or ended). */
+static void stream_free(void *cls)
+{
+	struct stream *st = cls;
+	struct http *h = st->h;
+
+	events_unsubscribe(st->l->m->events, on_stream_event, st);
+	if (st->prev)
+		st->prev->next = st->next;
+	else
+		h->streams = st->next;
+	if (st->next)
+		st->next->prev = st->prev;
+	h->n_streams--;
+	events_queue_clear(&st->q);
+	free(st->chunk);
+	free(st);
+}
+
+static enum MHD_Result stream_start(struct listener *l,
+				    struct MHD_Connection *c)
+{
+	struct http *h = l->h;
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct MHD_Response *resp;
+	struct stream *st;
+	enum MHD_Result ret;
+	unsigned int status;
+	json_t *hello;
+
+	if (h->n_streams >= h->max_conns / HTTP_STREAMS_SHARE + 1) {
+		resp = json_answer(503,
+				   api_error("too_many_streams",
+					     "the daemon has %u event streams "
+					     "open, its limit (half of "
+					     "daemon.http.max_connections)",
+					     h->n_streams),
+				   &status);
+		if (!resp)
+			return MHD_NO;
+		ret = MHD_queue_response(c, status, resp);
+		MHD_destroy_response(resp);
+		return ret;
+	}
+	st = calloc(1, sizeof(*st));
+	if (!st || events_queue_init(&st->q, EVENTS_QUEUE_DEFAULT) < 0) {
+		free(st);
+		return MHD_NO;
+	}
+	st->h = h;
+	st->l = l;
+	st->c = c;
+	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096,
+						 stream_read, st, stream_free);
+	if (!resp) {
+		events_queue_clear(&st->q);
+		free(st);
+		return MHD_NO;
+	}
+	st->next = h->streams;
+	if (h->streams)
+		h->streams->prev = st;
+	h->streams = st;
+	h->n_streams++;
+	if (events_subscribe(l->m->events, on_stream_event, st) < 0) {
+		MHD_destroy_response(resp); /* stream_free */
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+				"text/event-stream");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
+				"no-cache");
+	/* Answered: not a fresh connection any more, whose priority would
+	 * stay raised for as long as the stream lasts. */
+	if (ci && ci->socket_context)
+		conn_unfresh(ci->socket_context);
+	/* The first bytes at once: a client sees the stream is open (and
+	 * where in the sequence it starts). */
+	hello = json_pack("{s:s, s:I}", "event", "subscribed", "last_seq",
+			  (json_int_t)events_last_seq(l->m->events));
+	if (hello)
+		stream_format(st, hello);
+	json_decref(hello);
+	ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
+	MHD_destroy_response(resp);
+	log_debug("%s: GET /v1/events: streaming", l->addr);
+	return ret;
+}
+
+/* Every stream gets a keep-alive when one is due; every stream ends
+ * (stop): libmicrohttpd stops no daemon with suspended connections. */
+static void streams_ping(struct http *h, uint64_t now, bool end)
+{
+	if (!end && now < h->last_ping + HTTP_STREAM_KEEPALIVE_USEC)
+		return;
+	h->last_ping = now;
+	for (struct stream *st = h->streams; st; st = st->next) {
+		st->ping = !end;
+		if (end) {
+			st->ending = true;
+			st->off = st->len;
+		}
+		stream_wake(st);
+	}
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 				  const char *url, const char *method,
 				  const char *version, const char *upload,
@@ -418,6 +657,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 		req->body = b;
 		return MHD_YES;
 	}
+	if (streq(method, "GET") && streq(url, "/v1/events") && !req->len &&
+	    l->m->events)
+		return stream_start(l, c);
 	resp = http_answer(l->m, method, url,
 			   MHD_lookup_connection_value(
 				   c, MHD_HEADER_KIND,
@@ -572,6 +814,7 @@ static int on_sweep(sd_event_source *s, uint64_t usec, void *ud)
 			  cn->l->addr,
 			  (unsigned long long)(h->header_timeout / 1000000));
 	}
+	streams_ping(h, now, false);
 	sd_event_source_set_time(s, now + sweep_interval(h));
 	for (size_t i = 0; i < h->n; i++)
 		if (h->l[i].mhd)
@@ -826,13 +1069,16 @@ static int listener_start(struct manager *m, struct http *h,
 {
 	const union MHD_DaemonInfo *info;
 	unsigned int flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
-			     MHD_USE_NO_LISTEN_SOCKET;
+			     MHD_USE_NO_LISTEN_SOCKET |
+			     MHD_ALLOW_SUSPEND_RESUME; /* GET /v1/events */
 	struct MHD_OptionItem tls[3] = { { MHD_OPTION_END, 0, NULL } };
 	int r;
 
 	l->m = m;
 	l->h = h;
-	l->addr = addr;
+	l->addr = strdup(addr);
+	if (!l->addr)
+		return -ENOMEM;
 	l->fd = listen_socket(addr, &l->unix_path);
 	if (l->fd < 0)
 		return l->fd;
@@ -880,7 +1126,7 @@ static int listener_start(struct manager *m, struct http *h,
 					 SD_EVENT_PRIORITY_IMPORTANT);
 	if (r < 0)
 		return r;
-	l->pause = (struct accept_pause){ .io = l->accept_io, .what = addr };
+	l->pause = (struct accept_pause){ .io = l->accept_io, .what = l->addr };
 	listener_rearm(l);
 	return 0;
 }
@@ -901,6 +1147,8 @@ static void listener_stop(struct listener *l)
 		unlink(l->unix_path);
 	free(l->unix_path);
 	l->unix_path = NULL;
+	free(l->addr);
+	l->addr = NULL;
 }
 
 /* A PEM file, read whole (the key stays in memory only as long as
@@ -997,6 +1245,10 @@ void http_stop(struct manager *m)
 	if (!h)
 		return;
 	manager_set_front(m, FRONT_HTTP, NULL);
+	streams_ping(h, 0, true);
+	for (size_t i = 0; i < h->n; i++)
+		if (h->l[i].mhd)
+			MHD_run(h->l[i].mhd);
 	for (size_t i = 0; i < h->n; i++)
 		listener_stop(&h->l[i]);
 	h->sweep = sd_event_source_disable_unref(h->sweep);

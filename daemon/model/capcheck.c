@@ -2,6 +2,7 @@
 #include <inttypes.h>
 
 #include "capcheck.h"
+#include "cmaddr.h"
 #include "devinfo.h"
 #include "devmatch.h"
 #include "util.h"
@@ -45,8 +46,34 @@ static void check_qp(struct config *c, const struct caps *caps,
 		     q->path->sgid_index, caps->port.gid_tbl_len - 1);
 }
 
+/* A target listens on an address of its profile's device and port. */
+static void check_target(struct config *c, const struct caps *caps,
+			 int port, const struct conf_target *t)
+{
+	struct sockaddr_storage ss;
+	char ibdev[64];
+	int r, on_port = 0;
+
+	if (!t->listen || config_parse_sockaddr(t->listen, &ss) < 0)
+		return;
+	r = cmaddr_device((struct sockaddr *)&ss, ibdev, sizeof(ibdev),
+			  &on_port);
+	if (r == -EADDRNOTAVAIL)
+		config_add_error(c, t->loc,
+				 "target '%s': listen %s is not an address of "
+				 "any RDMA device (the profile's is %s port "
+				 "%d)",
+				 t->name, t->listen, caps->ibdev, port);
+	else if (!r && (!streq(ibdev, caps->ibdev) || on_port != port))
+		config_add_error(c, t->loc,
+				 "target '%s': listen %s is on %s port %d, not "
+				 "on the profile's device %s port %d",
+				 t->name, t->listen, ibdev, on_port,
+				 caps->ibdev, port);
+}
+
 static void check_profile(struct config *c, const struct caps *caps,
-			  const struct conf_profile *pr)
+			  int port, const struct conf_profile *pr)
 {
 	const struct ibv_device_attr *a = &caps->ex.orig_attr;
 
@@ -82,6 +109,8 @@ static void check_profile(struct config *c, const struct caps *caps,
 		OVER(c, d->loc, "dm", d->name, "size", d->size,
 		     caps->ex.max_dm_size);
 	}
+	for (size_t i = 0; i < pr->n_objs[OBJ_TARGET]; i++)
+		check_target(c, caps, port, conf_obj(pr, OBJ_TARGET, i));
 	for (size_t i = 0; i < pr->n_objs[OBJ_AH]; i++) {
 		const struct conf_ah *h = conf_obj(pr, OBJ_AH, i);
 
@@ -133,7 +162,8 @@ void capcheck_config(struct config *c)
 		for (size_t k = 0; k < c->n_profiles; k++)
 			if (c->profiles[k].device &&
 			    streq(c->profiles[k].device, d->name))
-				check_profile(c, &caps, &c->profiles[k]);
+				check_profile(c, &caps, d->port,
+					      &c->profiles[k]);
 		ibv_close_device(ctx);
 	}
 }

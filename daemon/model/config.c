@@ -151,6 +151,15 @@ static void free_fields(const struct field *table, void *obj)
 		case F_INT64LIST:
 			free(*(int64_t **)at);
 			break;
+		case F_GROUPLIST: {
+			size_t n = *(size_t *)((char *)obj + f->count_offset);
+
+			for (size_t i = 0; i < n; i++)
+				free_fields(f->sub,
+					    *(char **)at + i * f->size);
+			free(*(void **)at);
+			break;
+		}
 		case F_GROUP:
 			if (!f->indirect) {
 				free_fields(f->sub, obj);
@@ -219,6 +228,21 @@ static bool fields_equal(const struct field *table, const void *a,
 						     (*(char **const *)y)[i])
 					    : (*(int64_t *const *)x)[i] !=
 						      (*(int64_t *const *)y)[i])
+					return false;
+			break;
+		}
+		case F_GROUPLIST: {
+			size_t nx = *(const size_t *)((const char *)a +
+						      f->count_offset);
+			size_t ny = *(const size_t *)((const char *)b +
+						      f->count_offset);
+
+			if (nx != ny)
+				return false;
+			for (size_t i = 0; i < nx; i++)
+				if (!fields_equal(f->sub,
+						  *(char *const *)x + i * f->size,
+						  *(char *const *)y + i * f->size))
 					return false;
 			break;
 		}

@@ -197,6 +197,38 @@ struct conf_ah {
 	int dlid;
 };
 
+/* A range of an MR that a target's connections reach through a type-2
+ * memory window of their own. */
+struct conf_expose {
+	struct conf_loc loc;
+	char *mr;
+	unsigned int access; /* IBV_ACCESS_REMOTE_{READ,WRITE,ATOMIC} */
+	uint64_t offset;     /* into the MR */
+	uint64_t length;     /* 0: to the MR's end */
+};
+
+/* At most this many ranges: the accept private data holds them all
+ * (proto/target.h). */
+#define CONF_TARGET_MAX_EXPOSE 8
+/* A token travels in the connect private data (56 bytes for RC). */
+#define CONF_TARGET_MAX_TOKEN 56
+
+/* An rdma_cm listener: each admitted connection gets an RC QP and one
+ * memory window per exposed range (engine/target.c). */
+struct conf_target {
+	struct conf_loc loc;
+	char *name;
+	char *listen; /* "IPV4:PORT" or "[IPV6]:PORT" */
+	char *pd;
+	char *cq;
+	struct conf_expose *expose;
+	size_t n_expose;
+	char **allow; /* source prefixes "ADDR/LEN" or addresses */
+	size_t n_allow;
+	int max_connections;
+	char *token; /* the token, or "@/path" of a file holding it */
+};
+
 struct conf_device {
 	struct conf_loc loc;
 	char *name;
@@ -225,6 +257,7 @@ enum obj_kind {
 	OBJ_SRQ,
 	OBJ_QP,
 	OBJ_AH,
+	OBJ_TARGET,
 	OBJ_KIND_MAX,
 };
 
@@ -368,11 +401,21 @@ struct conf_ref {
 	enum obj_kind kind;
 	const char *name;
 };
-#define CONF_MAX_REFS 8
+#define CONF_MAX_REFS (2 + CONF_TARGET_MAX_EXPOSE)
 size_t conf_obj_refs(enum obj_kind k, const void *obj, struct conf_ref *out,
 		     size_t max);
 bool conf_device_equal(const struct conf_device *a,
 		       const struct conf_device *b);
+/* "192.0.2.1:7471" or "[fe80::1]:7471" (numeric): 0 or -EINVAL. */
+struct sockaddr_storage;
+int config_parse_sockaddr(const char *s, struct sockaddr_storage *out);
+/* An address or a prefix, "192.0.2.0/24", "fd00::/8", "192.0.2.7". */
+struct conf_prefix {
+	int family; /* AF_INET or AF_INET6 */
+	int bits;
+	uint8_t addr[16];
+};
+int config_parse_prefix(const char *s, struct conf_prefix *out);
 /* "::ffff:192.0.2.1", "fe80::1" or "192.0.2.1" (IPv4-mapped). */
 int config_parse_gid(const char *s, uint8_t gid[16]);
 /* The effective configuration, every default filled in: as JSON (the

@@ -80,6 +80,20 @@ static void fields_json(const struct field *table, const void *obj, json_t *j)
 						   : json_integer((*(int64_t *const *)at)[i]));
 			break;
 		}
+		case F_GROUPLIST: {
+			size_t n = *(const size_t *)((const char *)obj +
+						     f->count_offset);
+
+			v = json_array();
+			for (size_t i = 0; v && i < n; i++) {
+				json_t *e = json_object();
+
+				fields_json(f->sub,
+					    *(char *const *)at + i * f->size, e);
+				json_array_append_new(v, e);
+			}
+			break;
+		}
 		case F_GROUP:
 			if (f->set_flag && !*(const bool *)at)
 				break;

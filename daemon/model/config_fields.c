@@ -73,11 +73,19 @@ const struct enum_name conf_access_names[] = {
 	{ NULL, 0 },
 };
 
+/* What a memory window of a target may allow. */
+static const struct enum_name remote_access_names[] = {
+	{ "remote_read", IBV_ACCESS_REMOTE_READ },
+	{ "remote_write", IBV_ACCESS_REMOTE_WRITE },
+	{ "remote_atomic", IBV_ACCESS_REMOTE_ATOMIC },
+	{ NULL, 0 },
+};
+
 const char *const conf_kind_names[OBJ_KIND_MAX] = {
 	[OBJ_MEMORY] = "memory", [OBJ_XRCD] = "xrcd", [OBJ_PD] = "pd",
 	[OBJ_DM] = "dm",	 [OBJ_MR] = "mr",     [OBJ_MW] = "mw",
 	[OBJ_CQ] = "cq",	 [OBJ_SRQ] = "srq",   [OBJ_QP] = "qp",
-	[OBJ_AH] = "ah",
+	[OBJ_AH] = "ah",	 [OBJ_TARGET] = "target",
 };
 
 const char *conf_enum_name(const struct enum_name *t, int v)
@@ -150,42 +158,104 @@ static const char *check_runtime_dir(const char *s)
 	return NULL;
 }
 
-static const char *check_listen(const char *s)
+int config_parse_sockaddr(const char *s, struct sockaddr_storage *out)
 {
 	char host[INET6_ADDRSTRLEN + 2];
-	unsigned char addr[sizeof(struct in6_addr)];
 	const char *colon = strrchr(s, ':');
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)out;
+	struct sockaddr_in *in = (struct sockaddr_in *)out;
 	size_t len;
 	char *end;
 	long port;
 
-	if (!strncmp(s, "unix:", 5))
-		return check_socket_path(s + 5);
+	memset(out, 0, sizeof(*out));
 	if (!colon || colon == s)
-		goto bad;
+		return -EINVAL;
+	port = strtol(colon + 1, &end, 10);
+	if (!colon[1] || *end || port < 1 || port > 65535)
+		return -EINVAL;
 	len = (size_t)(colon - s);
 	if (s[0] == '[') {
 		if (colon[-1] != ']' || len < 3 || len - 2 >= sizeof(host))
-			goto bad;
+			return -EINVAL;
 		memcpy(host, s + 1, len - 2);
 		host[len - 2] = '\0';
-		if (inet_pton(AF_INET6, host, addr) != 1)
-			goto bad;
-	} else {
-		if (len >= sizeof(host))
-			goto bad;
-		memcpy(host, s, len);
-		host[len] = '\0';
-		if (inet_pton(AF_INET, host, addr) != 1)
-			goto bad;
+		if (inet_pton(AF_INET6, host, &in6->sin6_addr) != 1)
+			return -EINVAL;
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons((uint16_t)port);
+		return 0;
 	}
-	port = strtol(colon + 1, &end, 10);
-	if (!colon[1] || *end || port < 1 || port > 65535)
-		goto bad;
+	if (len >= sizeof(host))
+		return -EINVAL;
+	memcpy(host, s, len);
+	host[len] = '\0';
+	if (inet_pton(AF_INET, host, &in->sin_addr) != 1)
+		return -EINVAL;
+	in->sin_family = AF_INET;
+	in->sin_port = htons((uint16_t)port);
+	return 0;
+}
+
+int config_parse_prefix(const char *s, struct conf_prefix *out)
+{
+	char host[INET6_ADDRSTRLEN];
+	const char *slash = strchr(s, '/');
+	size_t len = slash ? (size_t)(slash - s) : strlen(s);
+	long bits = -1;
+	char *end;
+
+	memset(out, 0, sizeof(*out));
+	if (!len || len >= sizeof(host))
+		return -EINVAL;
+	memcpy(host, s, len);
+	host[len] = '\0';
+	if (inet_pton(AF_INET, host, out->addr) == 1)
+		out->family = AF_INET;
+	else if (inet_pton(AF_INET6, host, out->addr) == 1)
+		out->family = AF_INET6;
+	else
+		return -EINVAL;
+	if (slash) {
+		bits = strtol(slash + 1, &end, 10);
+		if (!slash[1] || *end || bits < 0 ||
+		    bits > (out->family == AF_INET ? 32 : 128))
+			return -EINVAL;
+	}
+	out->bits = bits >= 0 ? (int)bits : out->family == AF_INET ? 32 : 128;
+	return 0;
+}
+
+static const char *check_listen(const char *s)
+{
+	struct sockaddr_storage ss;
+
+	if (!strncmp(s, "unix:", 5))
+		return check_socket_path(s + 5);
+	if (config_parse_sockaddr(s, &ss) < 0)
+		return "is not IPV4:PORT, [IPV6]:PORT or unix:/PATH (numeric "
+		       "addresses only)";
 	return NULL;
-bad:
-	return "is not IPV4:PORT, [IPV6]:PORT or unix:/PATH (numeric "
-	       "addresses only)";
+}
+
+static const char *check_target_listen(const char *s)
+{
+	struct sockaddr_storage ss;
+
+	return config_parse_sockaddr(s, &ss) < 0
+		       ? "is not IPV4:PORT or [IPV6]:PORT (numeric addresses "
+			 "only)"
+		       : NULL;
+}
+
+static const char *check_prefix(const char *s)
+{
+	struct conf_prefix pfx;
+
+	return config_parse_prefix(s, &pfx) < 0
+		       ? "is not an address or a prefix (ADDR/LEN, IPv4 or "
+			 "IPv6)"
+		       : NULL;
 }
 
 /* A GID: IPv6 notation, or an IPv4 address (taken as IPv4-mapped). */
@@ -217,6 +287,17 @@ static const char *check_abs_path(const char *s)
 	if (s[0] != '/')
 		return "is not an absolute path";
 	return strlen(s) < PATH_MAX ? NULL : "is longer than PATH_MAX";
+}
+
+/* A token, or "@/path" of the file that holds it. */
+static const char *check_token(const char *s)
+{
+	if (s[0] == '@')
+		return check_abs_path(s + 1);
+	if (!s[0] || strlen(s) > CONF_TARGET_MAX_TOKEN)
+		return "must be 1 to 56 bytes (it travels in the connect "
+		       "private data), or @/path of a file holding it";
+	return NULL;
 }
 
 /* A group that exists now: a name, or a number. */
@@ -486,6 +567,33 @@ static const struct field ah_fields[] = {
 	END_OF_TABLE,
 };
 
+static const struct field expose_fields[] = {
+	FLD(conf_expose, "mr", F_STRING, mr, .required = true),
+	FLD(conf_expose, "access", F_ACCESS, access,
+	    .names = remote_access_names, .required = true),
+	FLD(conf_expose, "offset", F_SIZE, offset),
+	FLD(conf_expose, "length", F_SIZE, length),
+	END_OF_TABLE,
+};
+
+static const struct field target_fields[] = {
+	FLD(conf_target, "name", F_STRING, name, .required = true),
+	FLD(conf_target, "listen", F_STRING, listen, .required = true,
+	    .check = check_target_listen),
+	FLD(conf_target, "pd", F_STRING, pd, .required = true),
+	FLD(conf_target, "cq", F_STRING, cq, .required = true),
+	{ .key = "expose", .type = F_GROUPLIST, .sub = expose_fields,
+	  .offset = offsetof(struct conf_target, expose),
+	  .count_offset = offsetof(struct conf_target, n_expose),
+	  .size = sizeof(struct conf_expose),
+	  .max_count = CONF_TARGET_MAX_EXPOSE, .required = true },
+	LIST(conf_target, "allow", allow, .check = check_prefix),
+	FLD(conf_target, "max_connections", F_INT, max_connections, .min = 1,
+	    .max = 65536),
+	FLD(conf_target, "token", F_STRING, token, .check = check_token),
+	END_OF_TABLE,
+};
+
 static const struct field allow_fields[] = {
 	LIST(conf_profile, "users", allow_users, .warn = warn_user),
 	LIST(conf_profile, "groups", allow_groups, .warn = warn_group),
@@ -512,6 +620,7 @@ const struct field conf_profile_fields[] = {
 	{ .key = "srq", .type = F_IGNORE },
 	{ .key = "qp", .type = F_IGNORE },
 	{ .key = "ah", .type = F_IGNORE },
+	{ .key = "target", .type = F_IGNORE },
 	END_OF_TABLE,
 };
 
@@ -562,6 +671,13 @@ static void ah_defaults(void *elem)
 	a->hop_limit = 64;
 }
 
+static void target_defaults(void *elem)
+{
+	struct conf_target *t = elem;
+
+	t->max_connections = 16;
+}
+
 #define KIND(k, st, def)                                                       \
 	[k] = { .fields = st##_fields, .size = sizeof(struct conf_##st),        \
 		.defaults = def }
@@ -572,6 +688,7 @@ const struct kind_table conf_kinds[OBJ_KIND_MAX] = {
 	KIND(OBJ_MR, mr, mr_defaults),	KIND(OBJ_MW, mw, mw_defaults),
 	KIND(OBJ_CQ, cq, cq_defaults),	KIND(OBJ_SRQ, srq, srq_defaults),
 	KIND(OBJ_QP, qp, qp_defaults),	KIND(OBJ_AH, ah, ah_defaults),
+	KIND(OBJ_TARGET, target, target_defaults),
 };
 
 size_t conf_obj_size(enum obj_kind k)

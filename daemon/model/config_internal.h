@@ -33,6 +33,10 @@ enum field_type {
 	F_INT64,  /* int64_t, with min/max */
 	F_GROUP,  /* nested table, same struct; offset: a bool set when
 		     present, if set_flag */
+	F_GROUPLIST, /* a list of groups ( { ... }, ... ): an array of
+			size-byte structs (each beginning with its conf_loc)
+			at offset, its length at count_offset; defaults()
+			fills each first */
 	F_IGNORE, /* a known key handled elsewhere */
 };
 
@@ -45,11 +49,12 @@ struct field {
 	const char *key;
 	enum field_type type;
 	size_t offset;
-	size_t count_offset; /* F_STRLIST: where the count goes */
+	size_t count_offset; /* F_STRLIST, F_INT64LIST, F_GROUPLIST: where
+				the count goes */
 	bool required;
 	int64_t min, max;
 	const struct enum_name *names; /* F_ENUM, F_ACCESS */
-	const struct field *sub;       /* F_GROUP */
+	const struct field *sub;       /* F_GROUP, F_GROUPLIST */
 	bool set_flag;		       /* F_GROUP: set the bool at offset */
 	/* F_GROUP: a struct of its own, allocated when the key is given
 	 * (offset: the pointer to it, NULL when absent), of size bytes,
@@ -57,6 +62,8 @@ struct field {
 	bool indirect;
 	size_t size;
 	void (*defaults)(void *sub);
+	/* F_GROUPLIST: at most this many elements (0: no limit). */
+	size_t max_count;
 	/* F_STRING, F_STRLIST: NULL when the value is fine, else why not. */
 	const char *(*check)(const char *value);
 	/* F_STRLIST: NULL, or why the value (kept) is doubtful on this
@@ -117,6 +124,9 @@ struct parser {
 /* config_parse.c */
 void parser_error(struct parser *p, struct conf_loc loc, const char *fmt, ...)
 	_printf_(3, 4);
+/* What this host makes doubtful: printed by --check, never refused. */
+void parser_warning(struct parser *p, struct conf_loc loc, const char *fmt,
+		    ...) _printf_(3, 4);
 /* Parse one file's text; name is what locations say. */
 void parser_text(struct parser *p, const char *name, const char *text,
 		 bool main_file);

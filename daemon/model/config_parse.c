@@ -132,6 +132,16 @@ void parser_error(struct parser *p, struct conf_loc loc, const char *fmt, ...)
 	va_end(ap);
 }
 
+void parser_warning(struct parser *p, struct conf_loc loc, const char *fmt,
+		    ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	add_notev(p, true, loc, NULL, fmt, ap);
+	va_end(ap);
+}
+
 /* An error about a setting, at its line. */
 static void _printf_(3, 4)
 	setting_error(struct parser *p, const config_setting_t *s,
@@ -794,6 +804,39 @@ static void parse_field(struct parser *p, const struct field *f,
 			*(bool *)dst = true;
 		parse_group(p, f->sub, s, f->key, obj);
 		return;
+	case F_GROUPLIST: {
+		char **arr = dst;
+		size_t *count = (size_t *)((char *)obj + f->count_offset);
+		int n;
+
+		if (!expect(p, s, "a list of groups: ( { ... }, ... )",
+			    config_setting_is_list(s)))
+			return;
+		n = config_setting_length(s);
+		if (f->max_count && (size_t)n > f->max_count) {
+			field_error(p, s, "'%s' has %d entries, at most %zu",
+				    f->key, n, f->max_count);
+			return;
+		}
+		if (*arr || !n)
+			return; /* a key given twice: libconfig refuses it */
+		*arr = calloc((size_t)n, f->size);
+		if (!*arr) {
+			p->oom = 1;
+			return;
+		}
+		for (int i = 0; i < n; i++) {
+			const config_setting_t *g = config_setting_get_elem(s, i);
+			char *elem = *arr + (size_t)i * f->size;
+
+			*(struct conf_loc *)elem = loc_of(p, g);
+			if (f->defaults)
+				f->defaults(elem);
+			(*count)++;
+			parse_group(p, f->sub, g, f->key, elem);
+		}
+		return;
+	}
 	case F_IGNORE:
 		return;
 	}

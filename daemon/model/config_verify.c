@@ -5,7 +5,9 @@
  * together (a QP's type and its CQs, an MR inside its memory).
  */
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <infiniband/verbs.h>
 
 #include "config_internal.h"
@@ -97,13 +99,41 @@ static const struct reference references[] = {
 	REF(OBJ_QP, qp, pd, OBJ_PD),	   REF(OBJ_QP, qp, send_cq, OBJ_CQ),
 	REF(OBJ_QP, qp, recv_cq, OBJ_CQ),  REF(OBJ_QP, qp, srq, OBJ_SRQ),
 	REF(OBJ_QP, qp, xrcd, OBJ_XRCD),   REF(OBJ_QP, qp, peer, OBJ_QP),
-	REF(OBJ_AH, ah, pd, OBJ_PD),
+	REF(OBJ_AH, ah, pd, OBJ_PD),	   REF(OBJ_TARGET, target, pd, OBJ_PD),
+	REF(OBJ_TARGET, target, cq, OBJ_CQ),
 };
+
+/* A target names its PD and CQ, and the MR of each exposed range. */
+static size_t target_refs(const struct conf_target *t, struct conf_ref *out,
+			  size_t max)
+{
+	size_t n = 0;
+
+	if (t->pd && n < max)
+		out[n++] = (struct conf_ref){ OBJ_PD, t->pd };
+	if (t->cq && n < max)
+		out[n++] = (struct conf_ref){ OBJ_CQ, t->cq };
+	for (size_t i = 0; i < t->n_expose && n < max; i++) {
+		bool seen = false;
+
+		if (!t->expose[i].mr)
+			continue;
+		for (size_t j = 0; j < i; j++)
+			seen |= t->expose[j].mr &&
+				streq(t->expose[j].mr, t->expose[i].mr);
+		if (!seen)
+			out[n++] = (struct conf_ref){ OBJ_MR, t->expose[i].mr };
+	}
+	return n;
+}
 
 size_t conf_obj_refs(enum obj_kind k, const void *obj, struct conf_ref *out,
 		     size_t max)
 {
 	size_t n = 0;
+
+	if (k == OBJ_TARGET)
+		return target_refs(obj, out, max);
 
 	for (size_t r = 0; r < ARRAY_SIZE(references) && n < max; r++) {
 		const char *name;
@@ -137,6 +167,113 @@ static void check_references(struct parser *p, const struct conf_profile *pr)
 					     ref->key, name, unnamed(pr->name));
 		}
 	}
+}
+
+/* The length of r: its own, or up to its memory's end (0: unknown). */
+static uint64_t mr_length(const struct conf_profile *pr,
+			  const struct conf_mr *r)
+{
+	const struct conf_memory *m = conf_obj_find(pr, OBJ_MEMORY, r->memory);
+
+	if (r->length)
+		return r->length;
+	return m && m->size > r->offset ? m->size - r->offset : 0;
+}
+
+static void verify_expose(struct parser *p, const struct conf_profile *pr,
+			  const struct conf_target *t,
+			  const struct conf_expose *e)
+{
+	const struct conf_mr *r = conf_obj_find(pr, OBJ_MR, e->mr);
+	uint64_t len;
+
+	if (!e->mr)
+		return;
+	if (!r) {
+		parser_error(p, e->loc,
+			     "target '%s': expose mr '%s' is not declared in "
+			     "profile '%s'",
+			     unnamed(t->name), e->mr, unnamed(pr->name));
+		return;
+	}
+	if (!e->access)
+		parser_error(p, e->loc,
+			     "target '%s': expose of mr '%s' grants no access "
+			     "(remote_read, remote_write, remote_atomic)",
+			     unnamed(t->name), e->mr);
+	if (t->pd && r->pd && !streq(t->pd, r->pd))
+		parser_error(p, e->loc,
+			     "target '%s': mr '%s' is on pd '%s', the target "
+			     "on pd '%s' (a window binds to an MR of its own "
+			     "PD)",
+			     unnamed(t->name), e->mr, r->pd, t->pd);
+	if (!(r->access & IBV_ACCESS_MW_BIND))
+		parser_error(p, e->loc,
+			     "target '%s': mr '%s' must allow \"mw_bind\" in "
+			     "its access to be exposed through memory windows",
+			     unnamed(t->name), e->mr);
+	if ((e->access &
+	     (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	    !(r->access & IBV_ACCESS_LOCAL_WRITE))
+		parser_error(p, e->loc,
+			     "target '%s': remote_write and remote_atomic on "
+			     "mr '%s' need local_write in its access",
+			     unnamed(t->name), e->mr);
+	len = mr_length(pr, r);
+	if (len && (e->offset >= len || e->length > len - e->offset))
+		parser_error(p, e->loc,
+			     "target '%s': offset %" PRIu64 " + length %" PRIu64
+			     " is outside mr '%s' (%" PRIu64 " bytes)",
+			     unnamed(t->name), e->offset, e->length, e->mr,
+			     len);
+}
+
+static void verify_target(struct parser *p, const struct conf_profile *pr,
+			  const struct conf_target *t)
+{
+	struct sockaddr_storage ss;
+
+	/* Connections on another device could not use the profile's. */
+	if (t->listen && !config_parse_sockaddr(t->listen, &ss) &&
+	    (ss.ss_family == AF_INET
+		     ? ((struct sockaddr_in *)&ss)->sin_addr.s_addr == 0
+		     : IN6_IS_ADDR_UNSPECIFIED(
+			       &((struct sockaddr_in6 *)&ss)->sin6_addr)))
+		parser_error(p, t->loc,
+			     "target '%s': listen %s is a wildcard: give an "
+			     "address of the profile's device",
+			     unnamed(t->name), t->listen);
+	for (size_t i = 0; i < pr->n_objs[OBJ_QP]; i++) {
+		const struct conf_qp *q = conf_obj(pr, OBJ_QP, i);
+
+		if (t->cq && ((q->send_cq && streq(q->send_cq, t->cq)) ||
+			      (q->recv_cq && streq(q->recv_cq, t->cq))))
+			parser_error(p, q->loc,
+				     "qp '%s': cq '%s' is target '%s''s (the "
+				     "daemon polls it): give the QP a CQ of "
+				     "its own",
+				     unnamed(q->name), t->cq, unnamed(t->name));
+	}
+	for (size_t i = 0; i < t->n_expose; i++)
+		verify_expose(p, pr, t, &t->expose[i]);
+	/* Two targets cannot listen on one address and port. */
+	for (size_t i = 0; t->listen && i < pr->n_objs[OBJ_TARGET]; i++) {
+		const struct conf_target *o = conf_obj(pr, OBJ_TARGET, i);
+
+		if (o == t)
+			break;
+		if (o->listen && streq(o->listen, t->listen))
+			parser_error(p, t->loc,
+				     "target '%s': listen %s is taken by "
+				     "target '%s' (%s:%d)",
+				     unnamed(t->name), t->listen,
+				     unnamed(o->name), o->loc.file, o->loc.line);
+	}
+	if (!t->n_allow)
+		parser_warning(p, t->loc,
+			       "target '%s' has no allow list: it admits "
+			       "nobody",
+			       unnamed(t->name));
 }
 
 static void verify_memory(struct parser *p, const struct conf_memory *m)
@@ -319,6 +456,8 @@ static void verify_profile(struct parser *p, struct conf_profile *pr)
 		verify_mr(p, pr, conf_obj(pr, OBJ_MR, i));
 	for (size_t i = 0; i < pr->n_objs[OBJ_SRQ]; i++)
 		verify_srq(p, conf_obj(pr, OBJ_SRQ, i));
+	for (size_t i = 0; i < pr->n_objs[OBJ_TARGET]; i++)
+		verify_target(p, pr, conf_obj(pr, OBJ_TARGET, i));
 	for (size_t i = 0; i < pr->n_objs[OBJ_QP]; i++) {
 		const struct conf_qp *q = conf_obj(pr, OBJ_QP, i);
 		const struct conf_srq *srq = conf_obj_find(pr, OBJ_SRQ, q->srq);

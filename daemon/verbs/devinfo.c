@@ -774,3 +774,8 @@ int devinfo_probe_import(struct ibv_context *ctx)
 	ibv_close_device(imported);
 	return 0;
 }
+
+const char *devinfo_port_state_name(enum ibv_port_state s)
+{
+	return name_of(&port_state_names, s);
+}

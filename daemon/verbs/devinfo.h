@@ -21,6 +21,8 @@
 int devinfo_device(struct ibv_context *ctx, json_t **out);
 /* Every ibv_query_port() attribute. */
 int devinfo_port(struct ibv_context *ctx, uint8_t port, json_t **out);
+/* "active", "down", ...: as GET /v1/devices/{ibdev}/ports/{n} says. */
+const char *devinfo_port_state_name(enum ibv_port_state s);
 /* Array of the port's valid GIDs: {index, gid, type, netdev}. */
 int devinfo_gids(struct ibv_context *ctx, uint8_t port, json_t **out);
 /* What is known without opening the device: name, node and transport

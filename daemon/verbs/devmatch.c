@@ -1,116 +1,114 @@
 // SPDX-License-Identifier: MIT
-#include <dirent.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <strings.h>
+#include <systemd/sd-device.h>
 
 #include "devmatch.h"
 #include "util.h"
 
-#define SYS_IB "/sys/class/infiniband"
+/* Ports are numbered from 1 (0 on a switch); more than any device has. */
+#define DEVMATCH_MAX_PORT 255
 
-/* The first line of a sysfs file, without its newline. */
-static int read_line(const char *path, char *buf, size_t len)
+static bool guid_matches(sd_device *dev, const char *want)
 {
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
+	const char *guid;
 
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, len - 1);
-	if (n < 0)
-		return -errno;
-	buf[n] = '\0';
-	buf[strcspn(buf, "\n")] = '\0';
-	return 0;
-}
-
-/* The last path component that link resolves to. */
-static int link_base(const char *link, char *buf, size_t len)
-{
-	char target[PATH_MAX];
-	const char *slash;
-
-	if (!realpath(link, target))
-		return -errno;
-	slash = strrchr(target, '/');
-	slash = slash ? slash + 1 : target;
-	if (strlen(slash) >= len)
-		return -ENAMETOOLONG;
-	memcpy(buf, slash, strlen(slash) + 1);
-	return 0;
-}
-
-static bool guid_matches(const char *ibdev, const char *want)
-{
-	char path[PATH_MAX], guid[64];
-
-	snprintf(path, sizeof(path), SYS_IB "/%s/node_guid", ibdev);
-	return read_line(path, guid, sizeof(guid)) == 0 &&
+	return sd_device_get_sysattr_value(dev, "node_guid", &guid) >= 0 &&
 	       strcasecmp(guid, want) == 0;
 }
 
-/* A netdev appears in the GID table of one of the device's ports. */
-static bool netdev_matches(const char *ibdev, const char *want)
+/* A netdev appears in the GID table of one of the device's ports
+ * (ports/P/gid_attrs/ndevs/I: what the kernel gives without a context). */
+static bool gid_ndev_matches(sd_device *dev, const char *want)
 {
-	char path[PATH_MAX];
-	struct dirent *port;
-	bool found = false;
-	DIR *ports;
+	for (unsigned int p = 0; p <= DEVMATCH_MAX_PORT; p++) {
+		char attr[64];
+		const char *v;
 
-	snprintf(path, sizeof(path), SYS_IB "/%s/ports", ibdev);
-	ports = opendir(path);
-	if (!ports)
-		return false;
-	while (!found && (port = readdir(ports))) {
-		char dir[PATH_MAX];
-		struct dirent *e;
-		DIR *ndevs;
-
-		if (port->d_name[0] == '.')
-			continue;
-		snprintf(dir, sizeof(dir), SYS_IB "/%s/ports/%s/gid_attrs/ndevs",
-			 ibdev, port->d_name);
-		ndevs = opendir(dir);
-		if (!ndevs)
-			continue;
-		while (!found && (e = readdir(ndevs))) {
-			char file[PATH_MAX + 256], name[64];
-
-			if (e->d_name[0] == '.')
+		/* A directory: -EISDIR when it exists. Port 0 exists on
+		 * switches only; past it, the first missing port is the
+		 * last. */
+		snprintf(attr, sizeof(attr), "ports/%u", p);
+		if (sd_device_get_sysattr_value(dev, attr, &v) == -ENOENT) {
+			if (p == 0)
 				continue;
-			snprintf(file, sizeof(file), "%s/%s", dir, e->d_name);
-			/* Empty entries read as EINVAL. */
-			found = read_line(file, name, sizeof(name)) == 0 &&
-				streq(name, want);
+			break;
 		}
-		closedir(ndevs);
+		for (unsigned int i = 0;; i++) {
+			int r;
+
+			snprintf(attr, sizeof(attr),
+				 "ports/%u/gid_attrs/ndevs/%u", p, i);
+			r = sd_device_get_sysattr_value(dev, attr, &v);
+			/* The end of the table; empty entries read as
+			 * EINVAL. */
+			if (r == -ENOENT)
+				break;
+			if (r >= 0 && streq(v, want))
+				return true;
+		}
 	}
-	closedir(ports);
-	return found;
+	return false;
 }
 
-static bool parent_matches(const char *ibdev, const char *what,
-			   const char *want)
+/* The netdev is the device's own: a software device's "parent" attribute
+ * (rxe, siw) names it, or both are functions of the same parent device (a
+ * NIC's PCI function). Else it must be in the GID table (a VLAN, a bond). */
+static bool netdev_matches(sd_device *dev, const char *want)
 {
-	char path[PATH_MAX], base[256];
+	_cleanup_(sd_device_unrefp) sd_device *net = NULL;
+	sd_device *a, *b;
+	const char *v, *pa, *pb;
 
-	snprintf(path, sizeof(path), SYS_IB "/%s/%s", ibdev, what);
-	return link_base(path, base, sizeof(base)) == 0 && streq(base, want);
+	if (sd_device_new_from_subsystem_sysname(&net, "net", want) < 0)
+		return false;
+	if (sd_device_get_sysattr_value(dev, "parent", &v) >= 0 &&
+	    streq(v, want))
+		return true;
+	if (sd_device_get_parent(dev, &a) >= 0 &&
+	    sd_device_get_parent(net, &b) >= 0 &&
+	    sd_device_get_syspath(a, &pa) >= 0 &&
+	    sd_device_get_syspath(b, &pb) >= 0 && streq(pa, pb))
+		return true;
+	return gid_ndev_matches(dev, want);
+}
+
+/* The PCI device above it, however far (a parent may be an auxiliary
+ * device on a PCI function). */
+static bool pci_matches(sd_device *dev, const char *want)
+{
+	sd_device *pci;
+	const char *name;
+
+	return sd_device_get_parent_with_subsystem_devtype(dev, "pci", NULL,
+							   &pci) >= 0 &&
+	       sd_device_get_sysname(pci, &name) >= 0 && streq(name, want);
+}
+
+static bool driver_matches(sd_device *dev, const char *want)
+{
+	sd_device *parent;
+	const char *drv;
+
+	return sd_device_get_parent(dev, &parent) >= 0 &&
+	       sd_device_get_driver(parent, &drv) >= 0 && streq(drv, want);
 }
 
 bool devmatch_matches(const struct conf_device *d, const char *ibdev)
 {
+	_cleanup_(sd_device_unrefp) sd_device *dev = NULL;
+
 	if (d->ibdev && !streq(d->ibdev, ibdev))
 		return false;
-	if (d->guid && !guid_matches(ibdev, d->guid))
+	if (sd_device_new_from_subsystem_sysname(&dev, "infiniband", ibdev) < 0)
 		return false;
-	if (d->netdev && !netdev_matches(ibdev, d->netdev))
+	if (d->guid && !guid_matches(dev, d->guid))
 		return false;
-	if (d->pci && !parent_matches(ibdev, "device", d->pci))
+	if (d->netdev && !netdev_matches(dev, d->netdev))
 		return false;
-	if (d->driver && !parent_matches(ibdev, "device/driver", d->driver))
+	if (d->pci && !pci_matches(dev, d->pci))
+		return false;
+	if (d->driver && !driver_matches(dev, d->driver))
 		return false;
 	return true;
 }
@@ -135,28 +133,49 @@ static int cmp_name(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/*
+ * The devices that can be opened: those with a uverbs device, by its
+ * "ibdev" attribute (the kernel's current name, also after a rename).
+ */
 int devmatch_find(const struct conf_device *d, char *ibdev, size_t len)
 {
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	const char *names[256];
-	size_t n = 0;
-	int r = -ENODEV;
+	_cleanup_(sd_device_enumerator_unrefp) sd_device_enumerator *en = NULL;
+	_cleanup_free_ const char **names = NULL;
+	size_t n = 0, cap = 0;
+	int r;
 
-	/* NULL when the host has no RDMA device at all. */
-	if (!list)
-		return -ENODEV;
-	for (struct ibv_device **dev = list; *dev && n < ARRAY_SIZE(names);
-	     dev++)
-		names[n++] = ibv_get_device_name(*dev);
-	qsort(names, n, sizeof(*names), cmp_name);
+	r = sd_device_enumerator_new(&en);
+	if (r >= 0)
+		r = sd_device_enumerator_add_match_subsystem(
+		    en, "infiniband_verbs", 1);
+	if (r < 0)
+		return r;
+	/* The names stay valid while en holds its devices. */
+	for (sd_device *dev = sd_device_enumerator_get_device_first(en); dev;
+	     dev = sd_device_enumerator_get_device_next(en)) {
+		const char *name;
+
+		if (sd_device_get_sysattr_value(dev, "ibdev", &name) < 0)
+			continue;
+		if (n == cap) {
+			const char **v;
+
+			cap = cap ? 2 * cap : 16;
+			v = reallocarray(names, cap, sizeof(*names));
+			if (!v)
+				return -ENOMEM;
+			names = v;
+		}
+		names[n++] = name;
+	}
+	if (n)
+		qsort(names, n, sizeof(*names), cmp_name);
 	for (size_t i = 0; i < n; i++)
 		if (devmatch_matches(d, names[i])) {
 			snprintf(ibdev, len, "%s", names[i]);
-			r = 0;
-			break;
+			return 0;
 		}
-	ibv_free_device_list(list);
-	return r;
+	return -ENODEV;
 }
 
 static bool is_v4_mapped(const union ibv_gid *g)

@@ -8,13 +8,16 @@
 #include "config.h"
 
 /*
- * The first device (in name order) for which every matcher of d holds:
- * ibdev (name), guid (node GUID as "xxxx:xxxx:xxxx:xxxx"), netdev (a
- * network device of one of its GIDs), pci (the PCI address of its parent
- * device, e.g. "0000:3b:00.0") and driver (the kernel driver of its
- * parent device, e.g. "mlx5_core"; software devices such as rxe have no
- * parent device, so pci and driver never match them). Writes its name to
- * ibdev. Returns 0 or -ENODEV.
+ * The first device (in name order) that can be opened (has a uverbs
+ * device) and for which every matcher of d holds: ibdev (name), guid
+ * (node GUID as "xxxx:xxxx:xxxx:xxxx"), netdev (its own network device: a
+ * software device's "parent" attribute or a function of the same parent
+ * device; or one in the GID table of one of its ports), pci (the address
+ * of the nearest PCI device above it, e.g. "0000:3b:00.0") and driver (the
+ * kernel driver of its parent device, e.g. "mlx5_core"; software devices
+ * such as rxe have no parent device, so pci and driver never match them).
+ * Everything is read through sd-device (sysfs). Writes its name to ibdev.
+ * Returns 0, -ENODEV, or -errno when the devices cannot be listed.
  */
 int devmatch_find(const struct conf_device *d, char *ibdev, size_t len);
 

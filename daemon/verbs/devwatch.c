@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * RDMA devices coming and going, from the kernel's uevents, and a context's
- * async events.
+ * RDMA devices coming and going, from sd-device (udevd's events), and a
+ * context's async events.
  *
- * A device is two kernel devices, each with its own uevents (Linux 6.1):
+ * A device is two kernel devices, each with its own events (Linux 6.1):
  *
  *   infiniband/rxe0          SUBSYSTEM=infiniband, NAME=rxe0
  *   infiniband_verbs/uverbs0 SUBSYSTEM=infiniband_verbs, the char device
@@ -12,144 +12,29 @@
  * Registration sends uverbs0's add first and rxe0's add last (the kernel
  * holds rxe0's back until every client, uverbs included, has the device).
  * Removal sends uverbs0's remove first; rxe0's remove only comes once every
- * context on a device without disassociate support has been closed. A
- * uverbs uevent does not name its device: the name is read from
- * /sys/class/infiniband_verbs/uverbsN/ibdev while the device exists (at its
- * add, or at start), and remembered for its remove.
+ * context on a device without disassociate support has been closed. udevd
+ * keeps that order only for related devices: these two may come the other
+ * way round. A uverbs event does not name its device: the name is its
+ * "ibdev" attribute while the device exists (at its add, or at start), and
+ * remembered for its remove.
  *
  * Each device is therefore tracked with two facts, "announced" (the
  * infiniband device exists) and its uverbs device (if any). It is up, and
  * reported ADD, when it has both; it is reported REMOVE when it loses either.
- * A rename (move) is REMOVE old, ADD new. Synthetic uevents (written to a
+ * A rename (move) is REMOVE old, ADD new. Synthetic events (written to a
  * uevent file by udevadm trigger) change nothing on the device: a synthetic
  * remove or move is ignored; a synthetic add is harmless (an add of a device
  * we know changes nothing) and so is taken.
  */
-#include <dirent.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <sys/epoll.h>
-#include <sys/socket.h>
-#include <linux/netlink.h>
 
 #include "devwatch.h"
 #include "util.h"
 
-/* ---- the parser ---- */
-
-/* Whether the string kv, whose '=' is at eq, has the key key. */
-static bool key_is(const char *kv, const char *eq, const char *key)
-{
-	size_t n = strlen(key);
-
-	return (size_t)(eq - kv) == n && memcmp(kv, key, n) == 0;
-}
-
-/* The last component of a DEVPATH, as a kernel device name. */
-static int devpath_name(const char *devpath, char *name)
-{
-	const char *slash = strrchr(devpath, '/');
-	size_t n;
-
-	if (devpath[0] != '/' || !slash)
-		return -EBADMSG;
-	n = strlen(slash + 1);
-	if (n == 0 || n >= DEVWATCH_NAME_MAX || streq(slash + 1, ".") ||
-	    streq(slash + 1, ".."))
-		return -EBADMSG;
-	memcpy(name, slash + 1, n + 1);
-	return 0;
-}
-
-int devwatch_parse(const char *buf, size_t len, struct devwatch_uevent *ev)
-{
-	static const char libudev[] = "libudev";
-	const char *action = NULL, *devpath = NULL, *subsys = NULL;
-	const char *devpath_old = NULL, *at, *p, *end = buf + len;
-	bool synthetic = false;
-	size_t n;
-	int r;
-
-	if (!buf && len)
-		return -EBADMSG;
-	/* udevd's own re-broadcast: a binary header, then its properties. */
-	if (len >= sizeof(libudev) &&
-	    memcmp(buf, libudev, sizeof(libudev)) == 0)
-		return 0;
-	if (len == 0 || buf[len - 1] != '\0')
-		return -EBADMSG;
-
-	/* "ACTION@DEVPATH", then "KEY=VALUE" strings. */
-	n = strlen(buf);
-	at = memchr(buf, '@', n);
-	if (!at || at == buf)
-		return -EBADMSG;
-	for (p = buf + n + 1; p < end; p += n + 1) {
-		const char *eq, **slot = NULL;
-
-		n = strlen(p);
-		eq = memchr(p, '=', n);
-		if (!eq || eq == p)
-			return -EBADMSG;
-		if (key_is(p, eq, "ACTION"))
-			slot = &action;
-		else if (key_is(p, eq, "DEVPATH"))
-			slot = &devpath;
-		else if (key_is(p, eq, "SUBSYSTEM"))
-			slot = &subsys;
-		else if (key_is(p, eq, "DEVPATH_OLD"))
-			slot = &devpath_old;
-		else if (key_is(p, eq, "SYNTH_UUID"))
-			synthetic = true;
-		if (slot) {
-			if (*slot)
-				return -EBADMSG;
-			*slot = eq + 1;
-		}
-	}
-	if (!action || !devpath || !subsys)
-		return -EBADMSG;
-	/* The header says the same as ACTION and DEVPATH. */
-	if ((size_t)(at - buf) != strlen(action) ||
-	    memcmp(buf, action, (size_t)(at - buf)) != 0 ||
-	    !streq(at + 1, devpath))
-		return -EBADMSG;
-
-	if (streq(subsys, "infiniband"))
-		ev->cls = DEVWATCH_CLASS_IB;
-	else if (streq(subsys, "infiniband_verbs"))
-		ev->cls = DEVWATCH_CLASS_UVERBS;
-	else
-		return 0;
-	if (streq(action, "add"))
-		ev->action = DEVWATCH_UEVENT_ADD;
-	else if (streq(action, "remove"))
-		ev->action = DEVWATCH_UEVENT_REMOVE;
-	else if (streq(action, "move"))
-		ev->action = DEVWATCH_UEVENT_MOVE;
-	else
-		return 0; /* change, bind, unbind, online, offline */
-
-	r = devpath_name(devpath, ev->name);
-	if (r < 0)
-		return r;
-	ev->old_name[0] = '\0';
-	if (ev->action == DEVWATCH_UEVENT_MOVE) {
-		if (!devpath_old)
-			return -EBADMSG;
-		r = devpath_name(devpath_old, ev->old_name);
-		if (r < 0)
-			return r;
-	}
-	ev->synthetic = synthetic;
-	return 1;
-}
-
-/* ---- the set of devices ---- */
-
 /* More RDMA devices than any machine has (SR-IOV included): a bound on what
- * a flood of uevents can make us allocate. */
+ * a flood of events can make us allocate. */
 #define DEVWATCH_MAX_DEVS 4096
 
 struct dev {
@@ -221,13 +106,8 @@ static void devset_put(struct devset *s, struct dev *d)
 	*d = s->v[--s->n];
 }
 
-/* ---- sysfs ---- */
-
 struct devwatch {
-	sd_event_source *src;
-	int fd;
-	bool netlink;
-	char *sysfs;
+	sd_device_monitor *mon;
 	devwatch_cb cb;
 	void *ud;
 	struct devset devs;
@@ -235,99 +115,84 @@ struct devwatch {
 	bool freeing; /* devwatch_free() from a callback: free when done */
 };
 
-/* The device a uverbs device belongs to, from its "ibdev" attribute. */
-static int read_ibdev(const struct devwatch *w, const char *uverbs,
-		      char ibdev[DEVWATCH_NAME_MAX])
-{
-	_cleanup_close_ int fd = -1;
-	char path[PATH_MAX];
-	ssize_t n;
-	int len;
+/* ---- the devices there at start ---- */
 
-	len = snprintf(path, sizeof(path), "%s/class/infiniband_verbs/%s/ibdev",
-		       w->sysfs, uverbs);
-	if (len < 0 || (size_t)len >= sizeof(path))
-		return -ENAMETOOLONG;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, ibdev, DEVWATCH_NAME_MAX);
-	if (n < 0)
-		return -errno;
-	if (n > 0 && ibdev[n - 1] == '\n')
-		n--;
-	if (n == 0 || n >= DEVWATCH_NAME_MAX || memchr(ibdev, '/', (size_t)n) ||
-	    memchr(ibdev, '\0', (size_t)n))
-		return -EBADMSG;
-	ibdev[n] = '\0';
+static int enumerate(const char *subsystem, sd_device_enumerator **out)
+{
+	_cleanup_(sd_device_enumerator_unrefp) sd_device_enumerator *en = NULL;
+	int r;
+
+	r = sd_device_enumerator_new(&en);
+	if (r >= 0)
+		r = sd_device_enumerator_add_match_subsystem(en, subsystem, 1);
+	if (r < 0)
+		return r;
+	*out = TAKE_PTR(en);
 	return 0;
 }
 
-static int open_class(const struct devwatch *w, const char *cls, DIR **out)
+/* The devices there now, their "up" computed. */
+static int scan(struct devset *s)
 {
-	char path[PATH_MAX];
-	int len;
-
-	len = snprintf(path, sizeof(path), "%s/class/%s", w->sysfs, cls);
-	if (len < 0 || (size_t)len >= sizeof(path))
-		return -ENAMETOOLONG;
-	*out = opendir(path);
-	if (*out)
-		return 0;
-	/* No such class: no RDMA in this kernel (yet), no devices. */
-	return errno == ENOENT ? 0 : -errno;
-}
-
-static void closedirp(DIR **d)
-{
-	if (*d)
-		closedir(*d);
-}
-
-/* The devices sysfs shows now, their "up" computed. */
-static int scan(const struct devwatch *w, struct devset *s)
-{
-	_cleanup_(closedirp) DIR *ib = NULL;
-	_cleanup_(closedirp) DIR *uv = NULL;
-	char ibdev[DEVWATCH_NAME_MAX];
-	struct dirent *de;
+	_cleanup_(sd_device_enumerator_unrefp) sd_device_enumerator *ib = NULL;
+	_cleanup_(sd_device_enumerator_unrefp) sd_device_enumerator *uv = NULL;
+	const char *name, *ibdev;
 	struct dev *d;
 	int r;
 
-	r = open_class(w, "infiniband", &ib);
+	/* No such subsystem (no RDMA in this kernel, yet): no devices. */
+	r = enumerate("infiniband", &ib);
 	if (r < 0)
 		return r;
-	while (ib && (errno = 0, de = readdir(ib))) {
-		if (de->d_name[0] == '.')
+	for (sd_device *dev = sd_device_enumerator_get_device_first(ib); dev;
+	     dev = sd_device_enumerator_get_device_next(ib)) {
+		if (sd_device_get_sysname(dev, &name) < 0)
 			continue;
-		d = devset_get(s, de->d_name);
+		d = devset_get(s, name);
 		if (!d)
 			return -ENOMEM;
 		d->announced = true;
 	}
-	if (ib && errno)
-		return -errno;
 
-	r = open_class(w, "infiniband_verbs", &uv);
+	r = enumerate("infiniband_verbs", &uv);
 	if (r < 0)
 		return r;
-	while (uv && (errno = 0, de = readdir(uv))) {
-		/* abi_version is a file: it has no ibdev. */
-		if (de->d_name[0] == '.' ||
-		    strlen(de->d_name) >= DEVWATCH_NAME_MAX ||
-		    read_ibdev(w, de->d_name, ibdev) < 0)
+	for (sd_device *dev = sd_device_enumerator_get_device_first(uv); dev;
+	     dev = sd_device_enumerator_get_device_next(uv)) {
+		if (sd_device_get_sysname(dev, &name) < 0 ||
+		    strlen(name) >= DEVWATCH_NAME_MAX ||
+		    sd_device_get_sysattr_value(dev, "ibdev", &ibdev) < 0)
 			continue;
 		d = devset_get(s, ibdev);
 		if (!d)
 			return -ENOMEM;
-		strcpy(d->uverbs, de->d_name);
+		strcpy(d->uverbs, name);
 	}
-	if (uv && errno)
-		return -errno;
 
 	for (size_t i = 0; i < s->n; i++)
 		s->v[i].up = s->v[i].announced && s->v[i].uverbs[0];
 	return 0;
+}
+
+/* The uverbs device of ibdev there now, into uverbs (DEVWATCH_NAME_MAX
+ * bytes): true when there is one. */
+static bool find_uverbs(const char *ibdev, char *uverbs)
+{
+	_cleanup_(sd_device_enumerator_unrefp) sd_device_enumerator *uv = NULL;
+	const char *name, *of;
+
+	if (enumerate("infiniband_verbs", &uv) < 0)
+		return false;
+	for (sd_device *dev = sd_device_enumerator_get_device_first(uv); dev;
+	     dev = sd_device_enumerator_get_device_next(uv))
+		if (sd_device_get_sysname(dev, &name) >= 0 &&
+		    strlen(name) < DEVWATCH_NAME_MAX &&
+		    sd_device_get_sysattr_value(dev, "ibdev", &of) >= 0 &&
+		    streq(of, ibdev)) {
+			strcpy(uverbs, name);
+			return true;
+		}
+	return false;
 }
 
 /* ---- the state machine ---- */
@@ -350,7 +215,7 @@ static void sync_dev(struct devwatch *w, struct dev *d)
 	devset_put(&w->devs, d);
 }
 
-static void handle_move(struct devwatch *w, const struct devwatch_uevent *ev)
+static void handle_move(struct devwatch *w, const struct devwatch_event *ev)
 {
 	struct dev *d, *stale;
 
@@ -376,218 +241,186 @@ static void handle_move(struct devwatch *w, const struct devwatch_uevent *ev)
 	sync_dev(w, d);
 }
 
-static void handle(struct devwatch *w, const struct devwatch_uevent *ev)
+static void handle_ib(struct devwatch *w, const struct devwatch_event *ev)
 {
-	char ibdev[DEVWATCH_NAME_MAX];
 	struct dev *d;
 
-	if (ev->synthetic && ev->action != DEVWATCH_UEVENT_ADD)
+	switch (ev->action) {
+	case SD_DEVICE_ADD:
+		d = devset_get(&w->devs, ev->name);
+		if (!d)
+			return;
+		d->announced = true;
+		/*
+		 * udevd orders the events of one device path, not of two: the
+		 * new uverbs device's add can come before the old device's
+		 * remove (rdma link del that waited, then rdma link add), and
+		 * that remove forgot it. Ask what is there now.
+		 */
+		if (!d->uverbs[0] && w->mon)
+			find_uverbs(d->ibdev, d->uverbs);
+		sync_dev(w, d);
 		return;
-
-	if (ev->cls == DEVWATCH_CLASS_IB) {
-		switch (ev->action) {
-		case DEVWATCH_UEVENT_ADD:
-			d = devset_get(&w->devs, ev->name);
-			if (!d)
-				return;
-			d->announced = true;
-			sync_dev(w, d);
+	case SD_DEVICE_REMOVE:
+		d = devset_find(&w->devs, ev->name);
+		if (!d)
 			return;
-		case DEVWATCH_UEVENT_REMOVE:
-			d = devset_find(&w->devs, ev->name);
-			if (!d)
-				return;
-			/* A device's uverbs goes before it; if we missed
-			 * that, it is gone now anyway. */
-			d->announced = false;
-			d->uverbs[0] = '\0';
-			sync_dev(w, d);
-			return;
-		case DEVWATCH_UEVENT_MOVE:
+		/* A device's uverbs goes before it; if we missed that, it
+		 * is gone now anyway. */
+		d->announced = false;
+		d->uverbs[0] = '\0';
+		sync_dev(w, d);
+		return;
+	case SD_DEVICE_MOVE:
+		if (ev->old_name)
 			handle_move(w, ev);
-			return;
-		}
 		return;
+	default:
+		return; /* change, bind, unbind, online, offline */
 	}
+}
+
+static void handle_uverbs(struct devwatch *w, const struct devwatch_event *ev)
+{
+	struct dev *d;
 
 	switch (ev->action) {
-	case DEVWATCH_UEVENT_ADD:
+	case SD_DEVICE_ADD:
 		/* Gone again already (or unreadable): its remove follows. */
-		if (read_ibdev(w, ev->name, ibdev) < 0)
+		if (!ev->ibdev)
 			return;
 		d = devset_find_uverbs(&w->devs, ev->name);
-		if (d && !streq(d->ibdev, ibdev)) {
+		if (d && !streq(d->ibdev, ev->ibdev)) {
 			d->uverbs[0] = '\0';
 			sync_dev(w, d);
 		}
-		d = devset_get(&w->devs, ibdev);
+		d = devset_get(&w->devs, ev->ibdev);
 		if (!d)
 			return;
 		strcpy(d->uverbs, ev->name);
 		sync_dev(w, d);
 		return;
-	case DEVWATCH_UEVENT_REMOVE:
+	case SD_DEVICE_REMOVE:
 		d = devset_find_uverbs(&w->devs, ev->name);
 		if (!d)
 			return;
 		d->uverbs[0] = '\0';
 		sync_dev(w, d);
 		return;
-	case DEVWATCH_UEVENT_MOVE:
+	default:
 		return; /* uverbs devices are not renamed */
 	}
 }
 
-/* Uevents were lost (the socket's buffer overflowed): take sysfs's view and
- * report the difference. */
-static void resync(struct devwatch *w)
-{
-	struct devset now = {0};
-	struct dev *d;
-
-	if (scan(w, &now) < 0) {
-		devset_done(&now);
-		return;
-	}
-	for (size_t i = 0; i < w->devs.n; i++) {
-		d = devset_find(&now, w->devs.v[i].ibdev);
-		if (w->devs.v[i].up && !(d && d->up))
-			emit(w, w->devs.v[i].ibdev, DEVWATCH_REMOVE);
-	}
-	for (size_t i = 0; i < now.n; i++) {
-		d = devset_find(&w->devs, now.v[i].ibdev);
-		if (now.v[i].up && !(d && d->up))
-			emit(w, now.v[i].ibdev, DEVWATCH_ADD);
-	}
-	devset_done(&w->devs);
-	w->devs = now;
-}
-
-/* ---- the socket ---- */
-
-/* 1: a datagram taken (or dropped), 0: none left, -errno. */
-static int receive(struct devwatch *w)
-{
-	/* The kernel's uevents are at most 2 KiB (UEVENT_BUFFER_SIZE). */
-	char buf[8192];
-	struct sockaddr_nl sa = {0};
-	struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
-	struct msghdr mh = {.msg_name = &sa,
-			    .msg_namelen = sizeof(sa),
-			    .msg_iov = &iov,
-			    .msg_iovlen = 1};
-	struct devwatch_uevent ev;
-	ssize_t n;
-
-	n = recvmsg(w->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-	if (n < 0)
-		return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
-	if (mh.msg_flags & MSG_TRUNC)
-		return 1;
-	/* Only the kernel's: port 0 is no process's. */
-	if (w->netlink && (mh.msg_namelen < sizeof(sa) ||
-			   sa.nl_family != AF_NETLINK || sa.nl_pid != 0))
-		return 1;
-	if (devwatch_parse(buf, (size_t)n, &ev) == 1)
-		handle(w, &ev);
-	return 1;
-}
-
 static void destroy(struct devwatch *w)
 {
-	sd_event_source_disable_unref(w->src);
-	closep(&w->fd);
+	sd_device_monitor_unref(w->mon);
 	devset_done(&w->devs);
-	free(w->sysfs);
 	free(w);
 }
 
-static int on_uevent(sd_event_source *s _unused_, int fd _unused_,
-		     uint32_t revents _unused_, void *ud)
+void devwatch_feed(struct devwatch *w, const struct devwatch_event *ev)
 {
-	struct devwatch *w = ud;
-	int r;
-
+	if (!ev->name || strlen(ev->name) >= DEVWATCH_NAME_MAX ||
+	    (ev->old_name && strlen(ev->old_name) >= DEVWATCH_NAME_MAX) ||
+	    (ev->ibdev && strlen(ev->ibdev) >= DEVWATCH_NAME_MAX))
+		return;
+	if (ev->synthetic && ev->action != SD_DEVICE_ADD)
+		return;
 	w->dispatching = true;
-	/* A bounded batch: the loop has other work; level-triggered epoll
-	 * brings us back for the rest. */
-	for (int i = 0; i < 64 && !w->freeing; i++) {
-		r = receive(w);
-		if (r == -ENOBUFS) {
-			resync(w);
-			continue;
-		}
-		/* Other errors (sk_err) are one-shot: go on next time. */
-		if (r <= 0)
-			break;
-	}
+	if (ev->uverbs)
+		handle_uverbs(w, ev);
+	else
+		handle_ib(w, ev);
 	w->dispatching = false;
 	if (w->freeing)
 		destroy(w);
+}
+
+/* ---- the monitor ---- */
+
+static int on_device(sd_device_monitor *m _unused_, sd_device *dev, void *ud)
+{
+	struct devwatch_event ev = {0};
+	const char *subsys, *old;
+
+	if (sd_device_get_subsystem(dev, &subsys) < 0 ||
+	    sd_device_get_action(dev, &ev.action) < 0 ||
+	    sd_device_get_sysname(dev, &ev.name) < 0)
+		return 0;
+	ev.uverbs = streq(subsys, "infiniband_verbs");
+	if (!ev.uverbs && !streq(subsys, "infiniband"))
+		return 0;
+	ev.synthetic =
+	    sd_device_get_property_value(dev, "SYNTH_UUID", NULL) >= 0;
+	if (ev.action == SD_DEVICE_MOVE &&
+	    sd_device_get_property_value(dev, "DEVPATH_OLD", &old) >= 0) {
+		const char *slash = strrchr(old, '/');
+
+		ev.old_name = slash && slash[1] ? slash + 1 : NULL;
+	}
+	if (ev.uverbs && ev.action == SD_DEVICE_ADD &&
+	    sd_device_get_sysattr_value(dev, "ibdev", &ev.ibdev) < 0)
+		ev.ibdev = NULL;
+	devwatch_feed(ud, &ev);
 	return 0;
 }
 
-int devwatch_new_fd(sd_event *e, int fd, const char *sysfs_root, devwatch_cb cb,
-		    void *ud, struct devwatch **out)
+int devwatch_new_detached(devwatch_cb cb, void *ud, struct devwatch **out)
 {
-	_cleanup_close_ int sock = fd;
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
 	struct devwatch *w;
-	int r;
 
-	if (!e || fd < 0 || !sysfs_root || !cb || !out)
+	if (!cb || !out)
 		return -EINVAL;
-	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
-		return -errno;
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
-	w->fd = TAKE_FD(sock);
-	w->netlink = ss.ss_family == AF_NETLINK;
 	w->cb = cb;
 	w->ud = ud;
-	w->sysfs = strdup(sysfs_root);
-	if (!w->sysfs) {
-		destroy(w);
-		return -ENOMEM;
-	}
-	/* The socket exists before the scan: what changes during it arrives
-	 * as uevents afterwards, and applying them again changes nothing. */
-	r = scan(w, &w->devs);
-	if (r >= 0)
-		r = sd_event_add_io(e, &w->src, w->fd, EPOLLIN, on_uevent, w);
-	if (r < 0) {
-		destroy(w);
-		return r;
-	}
-	(void)sd_event_source_set_description(w->src, "devwatch");
 	*out = w;
 	return 0;
 }
 
 int devwatch_new(sd_event *e, devwatch_cb cb, void *ud, struct devwatch **out)
 {
-	/* Group 1 is the kernel's; udevd re-broadcasts on group 2. */
-	struct sockaddr_nl sa = {.nl_family = AF_NETLINK, .nl_groups = 1};
-	_cleanup_close_ int fd = -1;
-	int size = 4 << 20;
+	struct devwatch *w;
+	int r;
 
-	if (!e || !cb || !out)
+	if (!e || !out)
 		return -EINVAL;
-	fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
-		    NETLINK_KOBJECT_UEVENT);
-	if (fd < 0)
-		return -errno;
-	/* Room for a burst (udevadm trigger, many VFs at once). FORCE needs
-	 * CAP_NET_ADMIN; without it the kernel caps at rmem_max. Losing
-	 * uevents is survivable (ENOBUFS, then resync), so failing is too. */
-	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)) < 0)
-		(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size,
-				 sizeof(size));
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		return -errno;
-	return devwatch_new_fd(e, TAKE_FD(fd), "/sys", cb, ud, out);
+	r = devwatch_new_detached(cb, ud, &w);
+	if (r < 0)
+		return r;
+	r = sd_device_monitor_new(&w->mon);
+	if (r < 0)
+		goto fail;
+	/* Room for a burst (udevadm trigger, many VFs at once); sd-device
+	 * forces it with CAP_NET_ADMIN, else the kernel caps it at rmem_max.
+	 * A smaller buffer works until a burst. */
+	(void)sd_device_monitor_set_receive_buffer_size(w->mon, 4 << 20);
+	r = sd_device_monitor_filter_add_match_subsystem_devtype(
+	    w->mon, "infiniband", NULL);
+	if (r >= 0)
+		r = sd_device_monitor_filter_add_match_subsystem_devtype(
+		    w->mon, "infiniband_verbs", NULL);
+	if (r >= 0)
+		r = sd_device_monitor_attach_event(w->mon, e);
+	if (r >= 0)
+		(void)sd_device_monitor_set_description(w->mon, "devwatch");
+	/* The monitor listens before the scan: what changes during it
+	 * arrives as events afterwards, and applying them again changes
+	 * nothing. */
+	if (r >= 0)
+		r = sd_device_monitor_start(w->mon, on_device, w);
+	if (r >= 0)
+		r = scan(&w->devs);
+	if (r < 0)
+		goto fail;
+	*out = w;
+	return 0;
+fail:
+	destroy(w);
+	return r;
 }
 
 struct devwatch *devwatch_free(struct devwatch *w)
@@ -596,7 +429,7 @@ struct devwatch *devwatch_free(struct devwatch *w)
 		return NULL;
 	if (w->dispatching) {
 		w->freeing = true;
-		(void)sd_event_source_set_enabled(w->src, SD_EVENT_OFF);
+		(void)sd_device_monitor_stop(w->mon);
 		return NULL;
 	}
 	destroy(w);

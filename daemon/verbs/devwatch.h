@@ -3,8 +3,8 @@
  * RDMA devices coming and going (devwatch) and a device context's async
  * events (asyncwatch), on the daemon's sd-event loop.
  *
- * What the kernel does (Linux 6.1, rxe; the exact uevent texts are in
- * tests/unit/test_devwatch.c), and what it means for the caller:
+ * What the kernel does (Linux 6.1, rxe; seen in the VM harness), and what it
+ * means for the caller:
  *
  * - A device without disassociate support (rxe, and every driver that does
  *   not implement disassociate_ucontext) cannot go away while a context on
@@ -34,15 +34,17 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <infiniband/verbs.h>
+#include <systemd/sd-device.h>
 #include <systemd/sd-event.h>
 
 enum devwatch_action { DEVWATCH_ADD, DEVWATCH_REMOVE };
 
 /*
  * ADD: ibdev is registered and its uverbs device exists, so it can be opened
- * (reported on the later of the two uevents: the kernel sends the
+ * (reported on the later of the two events: the kernel sends the
  * infiniband_verbs add first and the infiniband add last, as its "device
- * ready" mark; ibv_open_device() already worked between the two).
+ * ready" mark, but udevd may pass them on in either order: the two devices'
+ * paths are unrelated, so it processes them in parallel).
  * REMOVE: on the first sign of removal, the infiniband_verbs remove; see
  * above: close everything on ibdev now.
  * A rename (rdma dev set X name Y) is REMOVE X then ADD Y. Note: a process
@@ -57,56 +59,45 @@ typedef void (*devwatch_cb)(void *ud, const char *ibdev,
 struct devwatch;
 
 /*
- * Watch RDMA devices coming and going: kernel uevents for the infiniband
- * and infiniband_verbs classes over NETLINK_KOBJECT_UEVENT (no udevd
- * needed), with /sys/class/infiniband_verbs/<uverbsN>/ibdev to name the
- * device a uverbs device belongs to. Lost uevents (ENOBUFS) are made up for
- * by comparing with sysfs. Returns 0 or -errno.
+ * Watch RDMA devices coming and going: an sd_device_monitor for the
+ * infiniband and infiniband_verbs subsystems on e, and sd-device
+ * enumerations for the devices already there.
+ *
+ * The monitor listens to udevd's netlink group, not the kernel's: events
+ * arrive after udevd has run its rules (device nodes, symlinks), and only
+ * while systemd-udevd runs. A host without udevd (a bare container, an
+ * init that does not start it) gets the devices present at start and no
+ * hot-plug; the VM harness starts udevd for this reason (tests/vm/README.md).
+ * Events lost to an overflowing socket buffer are lost (sd-device does not
+ * report the overflow); the buffer is made large for bursts. Returns 0 or
+ * -errno.
  */
 int devwatch_new(sd_event *e, devwatch_cb cb, void *ud, struct devwatch **out);
-/*
- * The same on fd, a datagram socket carrying uevents (on an AF_NETLINK
- * socket only the kernel's, from port 0, are taken; on another, such as one
- * end of a socketpair in a test, every datagram), with sysfs under
- * sysfs_root instead of /sys. Takes fd, also on failure.
- */
-int devwatch_new_fd(sd_event *e, int fd, const char *sysfs_root, devwatch_cb cb,
-		    void *ud, struct devwatch **out);
 /* Accepts NULL; returns NULL. */
 struct devwatch *devwatch_free(struct devwatch *w);
 
 /* IB_DEVICE_NAME_MAX: the longest kernel device name, with its NUL. */
 #define DEVWATCH_NAME_MAX 64
 
-enum devwatch_class {
-	DEVWATCH_CLASS_IB,     /* SUBSYSTEM=infiniband: rxe0 */
-	DEVWATCH_CLASS_UVERBS, /* SUBSYSTEM=infiniband_verbs: uverbs0 */
-};
-
-enum devwatch_uevent_action {
-	DEVWATCH_UEVENT_ADD,
-	DEVWATCH_UEVENT_REMOVE,
-	DEVWATCH_UEVENT_MOVE, /* a rename */
-};
-
-struct devwatch_uevent {
-	enum devwatch_class cls;
-	enum devwatch_uevent_action action;
+/* One device event, as devwatch_new()'s monitor reads it from sd-device. */
+struct devwatch_event {
+	bool uverbs; /* SUBSYSTEM=infiniband_verbs (uverbs0), else infiniband (rxe0) */
+	sd_device_action_t action; /* ADD, REMOVE, MOVE; others are ignored */
 	/* SYNTH_UUID: someone wrote to the device's uevent file (udevadm
 	 * trigger); nothing happened to the device. */
 	bool synthetic;
-	char name[DEVWATCH_NAME_MAX];	  /* last component of DEVPATH */
-	char old_name[DEVWATCH_NAME_MAX]; /* MOVE: of DEVPATH_OLD; else "" */
+	const char *name;     /* sysname: rxe0, uverbs0 */
+	const char *old_name; /* MOVE: sysname of DEVPATH_OLD */
+	const char *ibdev;    /* uverbs ADD: its "ibdev" attribute, or NULL */
 };
 
 /*
- * Pure parser of one kernel uevent datagram ("ACTION@DEVPATH\0KEY=VALUE\0
- * ...", every string NUL-terminated). Returns 1 and fills *ev for an add,
- * remove or move of an infiniband or infiniband_verbs device; 0 for any
- * other well-formed uevent and for libudev's messages (which start with
- * "libudev\0"); -EBADMSG when malformed (*ev is then undefined).
+ * For tests of the state machine without udevd: a watcher with no monitor
+ * and no devices, fed events by devwatch_feed() (which may free w through
+ * cb). Returns 0 or -errno.
  */
-int devwatch_parse(const char *buf, size_t len, struct devwatch_uevent *ev);
+int devwatch_new_detached(devwatch_cb cb, void *ud, struct devwatch **out);
+void devwatch_feed(struct devwatch *w, const struct devwatch_event *ev);
 
 /*
  * ev is a copy, valid during the call only. The event was acknowledged

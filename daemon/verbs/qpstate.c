@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "gid.h"
 #include "qpstate.h"
@@ -225,6 +226,72 @@ int qp_modify(struct ibv_qp *qp, enum ibv_qp_state target,
 		cur++;
 	}
 	return 0;
+}
+
+/* ---- changes in RTS ---- */
+
+static int sqd_drained(struct ibv_qp *qp)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr attr;
+
+	/* An idle QP drains at once; a busy one within its timeouts. */
+	for (int i = 0; i < 200; i++) {
+		if (ibv_query_qp(qp, &attr, IBV_QP_STATE, &init))
+			return -EIO;
+		if (attr.qp_state != IBV_QPS_SQD)
+			return -EIO;
+		if (!attr.sq_draining)
+			return 0;
+		usleep(5000);
+	}
+	return -ETIMEDOUT;
+}
+
+int qp_modify_rts(struct ibv_qp *qp, const struct qp_path *path, int mask,
+		  const char **failed_at)
+{
+	struct ibv_qp_attr attr;
+	const char *dummy;
+	int r;
+
+	if (!failed_at)
+		failed_at = &dummy;
+	*failed_at = NULL;
+	if (!qp || !path || (mask & ~QP_RTS_MASK))
+		return -EINVAL;
+	path_attr(path, &attr);
+	if (!(mask & QP_SQD_MASK)) {
+		if (!mask)
+			return 0;
+		r = step(qp, &attr, IBV_QPS_RTS, mask);
+		if (r)
+			*failed_at = "RTS->RTS";
+		return r;
+	}
+	r = step(qp, &attr, IBV_QPS_SQD, 0);
+	if (r) {
+		*failed_at = "RTS->SQD";
+		return r;
+	}
+	r = sqd_drained(qp);
+	if (r) {
+		*failed_at = "SQD (drain)";
+	} else {
+		r = step(qp, &attr, IBV_QPS_SQD, mask & QP_SQD_MASK);
+		if (r)
+			*failed_at = "SQD->SQD";
+	}
+	if (r) {
+		/* Back to RTS as it was, if the device lets us. */
+		(void)sqd_drained(qp);
+		(void)step(qp, &attr, IBV_QPS_RTS, 0);
+		return r;
+	}
+	r = step(qp, &attr, IBV_QPS_RTS, mask & QP_RTS_RTS_MASK);
+	if (r)
+		*failed_at = "SQD->RTS";
+	return r;
 }
 
 /* ---- JSON ---- */
@@ -556,5 +623,138 @@ int qp_path_from_json(const json_t *j, struct qp_path *p, char *err,
 				    "'has_grh' is false but 'dgid' is set");
 	}
 	*p = n;
+	return 0;
+}
+
+/* ---- endpoint documents ---- */
+
+static int endpoint_uint(const json_t *v, const char *key, uint32_t max,
+			 uint32_t *out, char *err, size_t errlen)
+{
+	json_int_t n;
+
+	if (!json_is_integer(v))
+		return fail(err, errlen, "'%s' must be an integer, not %s", key,
+			    json_type_name(v));
+	n = json_integer_value(v);
+	if (n < 0 || n > max)
+		return fail(err, errlen,
+			    "'%s' = %" JSON_INTEGER_FORMAT
+			    " is out of range [0, %" PRIu32 "]",
+			    key, n, max);
+	*out = (uint32_t)n;
+	return 0;
+}
+
+int qp_path_from_endpoint(const json_t *ep, const char *type,
+			  enum ibv_mtu local_mtu, struct qp_path *p, char *err,
+			  size_t errlen)
+{
+	static const struct field mtu_field = { "mtu", F_MTU, 0, 0, 0 };
+	struct qp_path n = *p;
+	const json_t *v;
+	const char *key, *s;
+	uint32_t u;
+	int r;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!json_is_object(ep))
+		return fail(err, errlen,
+			    "an endpoint must be an object, not %s",
+			    ep ? json_type_name(ep) : "nothing");
+	if (!json_object_get(ep, "qp_num"))
+		return fail(err, errlen, "'qp_num' is missing");
+	json_object_foreach((json_t *)ep, key, v) {
+		r = 0;
+		if (streq(key, "qp_num")) {
+			r = endpoint_uint(v, key, 0xffffff, &n.dqpn, err,
+					  errlen);
+		} else if (streq(key, "psn")) {
+			r = endpoint_uint(v, key, 0xffffff, &n.rq_psn, err,
+					  errlen);
+		} else if (streq(key, "lid")) {
+			r = endpoint_uint(v, key, 0xffff, &u, err, errlen);
+			n.dlid = (uint16_t)u;
+		} else if (streq(key, "port") || streq(key, "gid_index")) {
+			/* The peer's own; checked, not used. */
+			if (!json_is_null(v))
+				r = endpoint_uint(v, key, 255, &u, err, errlen);
+		} else if (streq(key, "mtu")) {
+			r = parse_field(&mtu_field, v, &n, err, errlen);
+			if (!r && local_mtu && local_mtu < n.mtu)
+				n.mtu = local_mtu;
+		} else if (streq(key, "gid")) {
+			if (json_is_null(v)) {
+				n.has_grh = false;
+				memset(&n.dgid, 0, sizeof(n.dgid));
+			} else if (!(s = json_string_value(v))) {
+				r = fail(err, errlen,
+					 "'gid' must be a string or null, "
+					 "not %s",
+					 json_type_name(v));
+			} else if (inet_pton(AF_INET6, s, n.dgid.raw) != 1) {
+				r = fail(err, errlen,
+					 "'gid' = \"%s\" is not a GID", s);
+			} else {
+				n.has_grh = true;
+			}
+		} else if (streq(key, "type")) {
+			s = json_string_value(v);
+			if (!s)
+				r = fail(err, errlen,
+					 "'type' must be a string, not %s",
+					 json_type_name(v));
+			else if (type && !streq(s, type))
+				r = fail(err, errlen,
+					 "the endpoint is of a %s QP, this "
+					 "one is %s",
+					 s, type);
+		} else {
+			r = fail(err, errlen, "unknown key '%s'", key);
+		}
+		if (r)
+			return r;
+	}
+	*p = n;
+	return 0;
+}
+
+int qp_path_rts_mask(const json_t *j, int *mask, char *err, size_t errlen)
+{
+	static const struct {
+		const char *key;
+		int attr;
+	} rts_keys[] = {
+		{ "min_rnr_timer", IBV_QP_MIN_RNR_TIMER },
+		{ "access", IBV_QP_ACCESS_FLAGS },
+		{ "timeout", IBV_QP_TIMEOUT },
+		{ "retry_cnt", IBV_QP_RETRY_CNT },
+		{ "rnr_retry", IBV_QP_RNR_RETRY },
+		{ "max_rd_atomic", IBV_QP_MAX_QP_RD_ATOMIC },
+	};
+	const char *key;
+	const json_t *v;
+	size_t i;
+
+	*mask = 0;
+	if (!j)
+		return 0;
+	if (!json_is_object(j))
+		return fail(err, errlen, "a path must be an object, not %s",
+			    json_type_name(j));
+	json_object_foreach((json_t *)j, key, v) {
+		for (i = 0; i < ARRAY_SIZE(rts_keys); i++)
+			if (streq(key, rts_keys[i].key))
+				break;
+		if (i == ARRAY_SIZE(rts_keys))
+			return fail(err, errlen,
+				    "'%s' cannot change while the QP is in "
+				    "RTS (only min_rnr_timer, access, timeout, "
+				    "retry_cnt, rnr_retry, max_rd_atomic); "
+				    "move it to reset first",
+				    key);
+		*mask |= rts_keys[i].attr;
+	}
 	return 0;
 }

@@ -57,10 +57,45 @@ void qp_path_init(struct qp_path *p);
 int qp_modify(struct ibv_qp *qp, enum ibv_qp_state target,
 	      const struct qp_path *path, const char **failed_at);
 
+/*
+ * Change a QP that is in RTS without leaving it for RESET: the attributes
+ * of path that mask (IBV_QP_*) names, within QP_RTS_MASK. IB lets
+ * min_rnr_timer and the access flags change RTS->RTS; timeout, retry_cnt,
+ * rnr_retry and max_rd_atomic only in SQD, so those go RTS->SQD (send
+ * queue drained), SQD->SQD, SQD->RTS; after a failure in SQD the QP is
+ * sent back to RTS unchanged. Returns 0 or -errno, *failed_at as for
+ * qp_modify().
+ */
+#define QP_RTS_RTS_MASK (IBV_QP_MIN_RNR_TIMER | IBV_QP_ACCESS_FLAGS)
+#define QP_SQD_MASK                                                            \
+	(IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |                \
+	 IBV_QP_MAX_QP_RD_ATOMIC)
+#define QP_RTS_MASK (QP_RTS_RTS_MASK | QP_SQD_MASK)
+int qp_modify_rts(struct ibv_qp *qp, const struct qp_path *path, int mask,
+		  const char **failed_at);
+
+/* The IBV_QP_* attributes the keys of path document j name, for
+ * qp_modify_rts(). -EINVAL, with the key in err, for a key that cannot
+ * change in RTS. */
+int qp_path_rts_mask(const json_t *j, int *mask, char *err, size_t errlen);
+
 /* The path as JSON, in the config's vocabulary (keys = the field names
  * above; dgid as a string), and back. */
 json_t *qp_path_json(const struct qp_path *p);
 int qp_path_from_json(const json_t *j, struct qp_path *p, char *err,
 		      size_t errlen);
+
+/*
+ * The remote end from its endpoint document (GET .../qp/{q}/endpoint on
+ * the other host): qp_num -> dqpn, psn -> rq_psn, gid -> dgid (with a
+ * GRH; null: none, LID routing), lid -> dlid, and mtu -> mtu, the
+ * smaller of it and local_mtu (this port's active MTU; 0: the peer's).
+ * port and gid_index are the peer's own and change nothing here; type,
+ * when given, must be type (this QP's kind, e.g. "rc"). Only qp_num is
+ * required. *p changes only on success; -EINVAL with a message in err.
+ */
+int qp_path_from_endpoint(const json_t *ep, const char *type,
+			  enum ibv_mtu local_mtu, struct qp_path *p, char *err,
+			  size_t errlen);
 
 #endif

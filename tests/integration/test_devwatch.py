@@ -259,7 +259,7 @@ def test_remove_and_add(rdma_state, tmp_path, valgrind):
     assert p.lines[-1] == "EXIT", p.output()
     assert rc == 0, f"exit status {rc}\n{p.output()}"
     if valgrind:
-        # Every fd closed: the uevent socket, the contexts' fds.
+        # Every fd closed: the monitor's socket, the contexts' fds.
         m = re.search(r"FILE DESCRIPTORS: (\d+) open", p.output())
         assert m and m.group(1) == "3", p.output()
 

@@ -23,7 +23,8 @@ profiles = (
                         "mw_bind" ]; } );
     mw = ( { name = "w1"; pd = "a"; type = 1; },
            { name = "w2"; pd = "a"; type = 2; } );
-    cq = ( { name = "c"; cqe = 128; }, { name = "c2"; cqe = 64; } );
+    cq = ( { name = "c"; cqe = 128; }, { name = "c2"; cqe = 64; },
+           { name = "ct"; cqe = 16; } );
     srq = ( { name = "s"; pd = "a"; max_wr = 64; max_sge = 2;
               srq_limit = 8; },
             { name = "sx"; pd = "a"; type = "xrc"; xrcd = "x"; cq = "c"; } );
@@ -41,6 +42,10 @@ profiles = (
              state = "init"; },
            { name = "xr"; type = "xrc_recv"; xrcd = "x"; } );
     ah = ( { name = "h"; pd = "a"; dgid = "192.0.2.1"; } );
+    target = ( { name = "t"; listen = "192.0.2.1:7471"; pd = "a";
+                 cq = "ct"; allow = [ "192.0.2.0/24" ];
+                 expose = ( { mr = "r"; access = [ "remote_read" ];
+                              length = 4096; } ); } );
   }
 );
 """
@@ -76,8 +81,11 @@ def test_every_kind(rdmad):
     for key in (("memory", "m"), ("pd", "a"), ("mr", "r"), ("mw", "w1"),
                 ("mw", "w2"), ("cq", "c"), ("cq", "c2"), ("srq", "s"),
                 ("qp", "q0"), ("qp", "q1"), ("qp", "u0"), ("qp", "d0"),
-                ("ah", "h")):
+                ("ah", "h"), ("cq", "ct"), ("target", "t")):
         assert objs[key]["state"] == "ready", (key, objs[key])
+    t = objs[("target", "t")]
+    assert t["listen"] == "192.0.2.1:7471" and t["listening"] is True
+    assert t["connections"] == [] and t["config"]["expose"][0]["mr"] == "r"
     assert objs[("mw", "w1")]["type"] == 1
     assert objs[("mw", "w2")]["type"] == 2
     assert objs[("srq", "s")]["max_wr"] >= 64
@@ -99,9 +107,13 @@ def test_every_kind(rdmad):
     assert kqp[u0["qp_num"]]["type"] == "UC"
     assert kqp[u0["qp_num"]]["state"] == "RTR"
     assert len(rdma_res("srq", d.pid)) == 1
-    assert len(rdma_res("cq", d.pid)) == 2
+    assert len(rdma_res("cq", d.pid)) == 3
+    assert [c["state"] for c in rdma_res("cm_id", d.pid)] == ["LISTEN"]
+    # In the profile's context (librdmacm, for the target's listener,
+    # opens a context of its own, with a PD).
+    ctx = [r for r in rdma_res("pd", d.pid) if r.get("ctxn") == prof["ctxn"]]
+    assert len(ctx) == 1
     assert len(rdma_res("mr", d.pid)) == 1
-    assert len(rdma_res("pd", d.pid)) == 1
 
 
 def test_selftest_moves_data(rdmad):
@@ -196,7 +208,7 @@ def test_rdmactl_selftest_and_reload(rdmad):
     assert r.returncode == 0, r.stderr
     # Nothing changed; what failed on rxe is tried again, and says so.
     lines = r.stdout.splitlines()
-    assert lines[-1] == "5 changes, 13 objects kept"
+    assert lines[-1] == "5 changes, 15 objects kept"
     assert all(line.split()[0] == "retry" for line in lines[:-1]), lines
     assert {line.split()[2] for line in lines[:-1]} == {
         "x", "dev", "sx", "xs", "xr"}

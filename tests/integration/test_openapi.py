@@ -95,6 +95,9 @@ class Checker:
                 f"{what}: status {status} is not documented"
             self.seen.add((method.lower(), template, status))
         ctype = headers.get("Content-Type", "")
+        if "text/event-stream" in response["content"] and status == 200:
+            assert ctype == "text/event-stream", what
+            return None
         if "text/plain" in response["content"] and status == 200:
             assert ctype.startswith("text/plain"), what
             assert raw.decode()
@@ -170,7 +173,7 @@ def api_routes():
     text = (ROOT / "daemon" / "api" / "api.c").read_text()
     table = re.search(r"routes\[\] = \{(.*?)\n\};", text, re.S).group(1)
     out = []
-    for m in re.finditer(r'\{ "(\w+)", \{ ([^}]*) \}, \w+, (true|false) \}',
+    for m in re.finditer(r'\{ "(\w+)", \{ ([^}]*) \},\s+\w+, (true|false) \}',
                          table):
         segs = tuple("*" if s.strip() == "ANY" else json.loads(s.strip())
                      for s in m.group(2).split(","))
@@ -188,6 +191,9 @@ def doc_operations(doc):
             continue
         segs = tuple("*" if re.fullmatch(r"\{\w+\}", s) else s
                      for s in path[4:].split("/"))
+        # http.c serves the event stream itself (as /metrics).
+        if path == "/v1/events":
+            continue
         for method, op in item.items():
             if method in METHODS:
                 out.append((method, segs, bool(op.get("security")), path))
@@ -251,6 +257,15 @@ def test_every_route_answers_as_documented(rdmad, tmp_path):
 
     ex("GET", "/v1/health", "/v1/health", 200)
     ex("GET", "/v1/version", "/v1/version", 200)
+    # The event stream: its head and first event, then we hang up.
+    conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=60)
+    conn.request("GET", "/v1/events")
+    r = conn.getresponse()
+    first = r.readline() + r.readline()
+    ck.check("GET", "/v1/events", r.status, dict(r.getheaders()), b"",
+             "GET /v1/events")
+    assert first.startswith(b"event: subscribed\n"), first
+    conn.close()
     devices = ex("GET", "/v1/devices", "/v1/devices", 200)
     assert {"rxe0", "rxe1"} <= {x["name"] for x in devices}
     for dev in ("rxe0", "rxe1"):
@@ -272,6 +287,9 @@ def test_every_route_answers_as_documented(rdmad, tmp_path):
         if o["kind"] == "qp":
             ex("GET", f"/v1/profiles/all/qp/{o['name']}",
                "/v1/profiles/{profile}/qp/{name}", 200)
+            if o["state"] == "ready":
+                ex("GET", f"/v1/profiles/all/qp/{o['name']}/endpoint",
+                   "/v1/profiles/{profile}/qp/{name}/endpoint", 200)
     # test_model's configuration has an object of every kind.
     assert kinds == set(doc["components"]["schemas"]["Object"]["properties"]
                         ["kind"]["enum"])
@@ -280,6 +298,24 @@ def test_every_route_answers_as_documented(rdmad, tmp_path):
     assert orph["profile"] == "all" and orph["orphans"] == []
     ex("GET", "/v1/profiles/nope/orphans", "/v1/profiles/{profile}/orphans",
        404)
+    # A target's connections, with a peer connected (cmpeer.py), and
+    # its revocation.
+    conns = ex("GET", "/v1/profiles/all/target/t/connections",
+               "/v1/profiles/{profile}/target/{name}/connections", 200)
+    assert conns == []
+    from cmpeer import Peer
+    peer = Peer("192.0.2.1", 7471)
+    try:
+        conns = ex("GET", "/v1/profiles/all/target/t/connections",
+                   "/v1/profiles/{profile}/target/{name}/connections", 200)
+        assert len(conns) == 1, conns
+        one = f"/v1/profiles/all/target/t/connections/{conns[0]['id']}"
+        tmpl = "/v1/profiles/{profile}/target/{name}/connections/{id}"
+        ex("DELETE", one, tmpl, 401, token=False)
+        ex("DELETE", one, tmpl, 200)
+        ex("DELETE", one, tmpl, 404)
+    finally:
+        peer.close()
     sessions = ex("GET", "/v1/sessions", "/v1/sessions", 200)
     assert sessions and (t != ATTACHED or any(
         s["attachments"] for s in sessions)), (att, sessions)
@@ -325,7 +361,9 @@ def test_every_route_answers_as_documented(rdmad, tmp_path):
              "/v1/profiles/{profile}/{kind}/{name}"),
             ("/v1/profiles/all/mr/nope",
              "/v1/profiles/{profile}/{kind}/{name}"),
-            ("/v1/profiles/all/qp/nope", "/v1/profiles/{profile}/qp/{name}")):
+            ("/v1/profiles/all/qp/nope", "/v1/profiles/{profile}/qp/{name}"),
+            ("/v1/profiles/all/qp/nope/endpoint",
+             "/v1/profiles/{profile}/qp/{name}/endpoint")):
         ex("GET", path, template, 404)
     for path in ("/v1/nope", "/v1/health/", "/v1//health", "/nope",
                  "/v1/profiles/all/qp/q0/x"):
@@ -377,6 +415,8 @@ def test_every_route_answers_as_documented(rdmad, tmp_path):
     # 409: not ready (failed on rxe), and a reload that would remove all.
     ex("PATCH", "/v1/profiles/all/qp/xs", "/v1/profiles/{profile}/qp/{name}",
        409, {"state": "rts"})
+    ex("GET", "/v1/profiles/all/qp/xs/endpoint",
+       "/v1/profiles/{profile}/qp/{name}/endpoint", 409)
     ex("POST", "/v1/profiles/all/selftest",
        "/v1/profiles/{profile}/selftest", 409, {"a": "q0", "b": "xr"})
     conf = d.conf.read_text()

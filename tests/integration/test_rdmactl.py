@@ -43,6 +43,7 @@ TEXT_COMMANDS = [
     ["show", "ingest"], ["show", "ingest", "mr"], ["show", "ingest", "xrcd"],
     ["show", "ingest", "mr", "ring"], ["show", "ingest", "xrcd", "x"],
     ["health"], ["version"], ["config"], ["sessions"],
+    ["endpoint", "ingest", "q0"],
     ["selftest", "ingest", "q0", "q1", "ring"],
     ["qp", "ingest", "spare", "--state", "rts"],
     ["reload"],

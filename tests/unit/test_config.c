@@ -19,6 +19,8 @@
 /* HEAD is line 1; the profile starts on line 2. */
 #define PROFILE(body) HEAD "profiles = ( { name = \"p\"; device = \"d\";\n" body "\n} );\n"
 
+#define TARGET_BASE "memory = ( { name = \"m\"; size = \"1M\"; } );\npd = ( { name = \"a\"; } );\nmr = ( { name = \"r\"; pd = \"a\"; memory = \"m\"; access = [ \"local_write\", \"mw_bind\" ]; } );\ncq = ( { name = \"c\"; } );\n"
+
 struct bad_case {
 	const char *name;
 	const char *text;
@@ -72,6 +74,19 @@ static const struct bad_case bad_cases[] = {
 	{ "@include", HEAD "\n  @include \"/etc/passwd\"\n", 3, "@include is not supported" },
 	{ "string not UTF-8", HEAD "profiles = ( { name = \"p\xff\"; device = \"d\"; } );", 2, "'name' is not valid UTF-8" },
 	{ "qp peer without a name", PROFILE("qp = ( { type = \"rc\"; state = \"rts\"; peer = \"b\"; },\n { name = \"b\"; type = \"rc\"; state = \"rts\"; peer = \"a\"; } );"), 4, "qp 'b': peer 'a' is not declared in profile 'p'" },
+	/* Targets (line 7 is the target's). */
+	{ "target without expose", PROFILE(TARGET_BASE "target = ( { name = \"t\"; listen = \"192.0.2.1:1\"; pd = \"a\"; cq = \"c\"; allow = [ \"10.0.0.0/8\" ]; } );"), 7, "target: missing required key 'expose'" },
+	{ "target expose not a list", PROFILE(TARGET_BASE "target = ( { name = \"t\"; listen = \"192.0.2.1:1\"; pd = \"a\"; cq = \"c\"; expose = { mr = \"r\"; }; } );"), 7, "'expose' must be a list of groups" },
+	{ "target nine ranges", PROFILE(TARGET_BASE "target = ( { name = \"t\"; listen = \"192.0.2.1:1\"; pd = \"a\"; cq = \"c\"; expose = ( {mr=\"r\";access=[\"remote_read\"];},{mr=\"r\";access=[\"remote_read\"];},{mr=\"r\";access=[\"remote_read\"];},{mr=\"r\";access=[\"remote_read\"];},{mr=\"r\";access=[\"remote_read\"];},{mr=\"r\";access=[\"remote_read\"];},{mr=\"r\";access=[\"remote_read\"];},{mr=\"r\";access=[\"remote_read\"];},{mr=\"r\";access=[\"remote_read\"];} ); } );"), 7, "'expose' has 9 entries, at most 8" },
+	{ "target unknown expose key", PROFILE(TARGET_BASE "target = ( { name = \"t\"; listen = \"192.0.2.1:1\"; pd = \"a\"; cq = \"c\";\n expose = ( { mr = \"r\"; access = [ \"remote_read\" ]; colour = 1; } ); } );"), 8, "unknown key 'colour' in expose" },
+	{ "target expose dangling mr", PROFILE(TARGET_BASE "target = ( { name = \"t\"; listen = \"192.0.2.1:1\"; pd = \"a\"; cq = \"c\";\n expose = ( { mr = \"nope\"; access = [ \"remote_read\" ]; } ); } );"), 8, "target 't': expose mr 'nope' is not declared in profile 'p'" },
+	{ "target local access", PROFILE(TARGET_BASE "target = ( { name = \"t\"; listen = \"192.0.2.1:1\"; pd = \"a\"; cq = \"c\"; expose = ( { mr = \"r\"; access = [ \"local_write\" ]; } ); } );"), 7, "\"local_write\" is not one of: remote_read, remote_write, remote_atomic" },
+	{ "target listen not numeric", PROFILE(TARGET_BASE "target = ( { name = \"t\"; listen = \"host:1\"; pd = \"a\"; cq = \"c\"; expose = ( { mr = \"r\"; access = [ \"remote_read\" ]; } ); } );"), 7, "'listen' = 'host:1' is not IPV4:PORT or [IPV6]:PORT" },
+	{ "target wildcard", PROFILE(TARGET_BASE "target = ( { name = \"t\"; listen = \"0.0.0.0:7471\"; pd = \"a\"; cq = \"c\"; expose = ( { mr = \"r\"; access = [ \"remote_read\" ]; } ); } );"), 7, "listen 0.0.0.0:7471 is a wildcard" },
+	{ "target bad prefix", PROFILE(TARGET_BASE "target = ( { name = \"t\"; listen = \"192.0.2.1:1\"; pd = \"a\"; cq = \"c\"; allow = [ \"10.0.0.0/33\" ]; expose = ( { mr = \"r\"; access = [ \"remote_read\" ]; } ); } );"), 7, "'10.0.0.0/33' is not an address or a prefix" },
+	{ "target token too long", PROFILE(TARGET_BASE "target = ( { name = \"t\"; listen = \"192.0.2.1:1\"; pd = \"a\"; cq = \"c\"; token = \"0123456789012345678901234567890123456789012345678901234567\"; expose = ( { mr = \"r\"; access = [ \"remote_read\" ]; } ); } );"), 7, "must be 1 to 56 bytes" },
+	{ "target range outside the mr", PROFILE(TARGET_BASE "target = ( { name = \"t\"; listen = \"192.0.2.1:1\"; pd = \"a\"; cq = \"c\";\n expose = ( { mr = \"r\"; access = [ \"remote_read\" ]; offset = \"1M\"; } ); } );"), 8, "target 't': offset 1048576 + length 0 is outside mr 'r' (1048576 bytes)" },
+	{ "target cq used by a qp", PROFILE(TARGET_BASE "qp = ( { name = \"q\"; pd = \"a\"; type = \"rc\"; send_cq = \"c\"; recv_cq = \"c\"; } );\ntarget = ( { name = \"t\"; listen = \"192.0.2.1:1\"; pd = \"a\"; cq = \"c\"; expose = ( { mr = \"r\"; access = [ \"remote_read\" ]; } ); } );"), 7, "qp 'q': cq 'c' is target 't''s" },
 	{ "size wrong type", PROFILE("memory = ( { name = \"m\"; size = true; } );"), 3, "must be a size" },
 	{ "bad backing", PROFILE("memory = ( { name = \"m\"; size = 1; backing = \"tape\"; } );"), 3, "'backing' = \"tape\" is not one of: memfd, hugetlb, file, anonymous" },
 	{ "file without path", PROFILE("memory = ( { name = \"m\"; size = 1; backing = \"file\"; } );"), 3, "backing \"file\" needs a path" },

@@ -534,6 +534,137 @@ static void test_err_buffer(void **state)
 	json_decref(j);
 }
 
+/* ---- endpoint documents ---- */
+
+static void test_endpoint_good(void **state)
+{
+	struct qp_path p, want;
+	char err[256] = "";
+	json_t *j;
+
+	(void)state;
+	/* A RoCE peer: every key; the MTU is the smaller of the two. */
+	j = parse("{\"qp_num\": 17, \"port\": 1, \"lid\": 0, "
+		  "\"gid\": \"0000:0000:0000:0000:0000:ffff:c000:0202\", "
+		  "\"gid_index\": 1, \"psn\": 4242, \"mtu\": 4096, "
+		  "\"type\": \"rc\"}");
+	qp_path_init(&p);
+	want = p;
+	want.dqpn = 17;
+	want.rq_psn = 4242;
+	want.mtu = IBV_MTU_2048;
+	want.has_grh = true;
+	inet_pton(AF_INET6, "::ffff:192.0.2.2", want.dgid.raw);
+	assert_int_equal(qp_path_from_endpoint(j, "rc", IBV_MTU_2048, &p, err,
+					       sizeof(err)),
+			 0);
+	assert_path_equal(&p, &want);
+	json_decref(j);
+
+	/* An IB peer without a GID: LID routing; no local MTU: the peer's. */
+	j = parse("{\"qp_num\": 5, \"lid\": 9, \"gid\": null, "
+		  "\"gid_index\": null, \"mtu\": 512}");
+	qp_path_init(&p);
+	p.has_grh = true;
+	inet_pton(AF_INET6, "::ffff:192.0.2.1", p.dgid.raw);
+	want = p;
+	want.dqpn = 5;
+	want.dlid = 9;
+	want.mtu = IBV_MTU_512;
+	want.has_grh = false;
+	memset(&want.dgid, 0, sizeof(want.dgid));
+	assert_int_equal(qp_path_from_endpoint(j, "uc", 0, &p, err,
+					       sizeof(err)),
+			 0);
+	assert_path_equal(&p, &want);
+	json_decref(j);
+}
+
+static void test_endpoint_bad(void **state)
+{
+	static const struct {
+		const char *json, *msg;
+	} cases[] = {
+		{ "[]", "an endpoint must be an object, not an array" },
+		{ "{\"psn\": 1}", "'qp_num' is missing" },
+		{ "{\"qp_num\": 16777216}",
+		  "'qp_num' = 16777216 is out of range [0, 16777215]" },
+		{ "{\"qp_num\": \"17\"}",
+		  "'qp_num' must be an integer, not a string" },
+		{ "{\"qp_num\": 1, \"psn\": -1}", "'psn' = -1 is out of range" },
+		{ "{\"qp_num\": 1, \"lid\": 65536}", "'lid' = 65536" },
+		{ "{\"qp_num\": 1, \"mtu\": 1000}",
+		  "'mtu' = 1000 is not one of" },
+		{ "{\"qp_num\": 1, \"gid\": 7}",
+		  "'gid' must be a string or null, not an integer" },
+		{ "{\"qp_num\": 1, \"gid\": \"nope\"}",
+		  "'gid' = \"nope\" is not a GID" },
+		{ "{\"qp_num\": 1, \"type\": \"uc\"}",
+		  "the endpoint is of a uc QP, this one is rc" },
+		{ "{\"qp_num\": 1, \"dqpn\": 2}", "unknown key 'dqpn'" },
+	};
+	struct qp_path p, before;
+	char err[256];
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		json_t *j = parse(cases[i].json);
+
+		qp_path_init(&p);
+		before = p;
+		err[0] = '\0';
+		assert_int_equal(qp_path_from_endpoint(j, "rc", IBV_MTU_1024,
+						       &p, err, sizeof(err)),
+				 -EINVAL);
+		if (strncmp(err, cases[i].msg, strlen(cases[i].msg)))
+			fail_msg("for %s\n got: %s\nwant: %s", cases[i].json,
+				 err, cases[i].msg);
+		assert_path_equal(&p, &before);
+		json_decref(j);
+	}
+}
+
+static void test_rts_mask(void **state)
+{
+	char err[256] = "";
+	int mask = -1;
+	json_t *j;
+
+	(void)state;
+	assert_int_equal(qp_path_rts_mask(NULL, &mask, err, sizeof(err)), 0);
+	assert_int_equal(mask, 0);
+	j = parse("{\"min_rnr_timer\": 1, \"timeout\": 2, "
+		  "\"retry_cnt\": 3, \"rnr_retry\": 4, "
+		  "\"max_rd_atomic\": 5, \"access\": []}");
+	assert_int_equal(qp_path_rts_mask(j, &mask, err, sizeof(err)), 0);
+	assert_int_equal(mask, QP_RTS_MASK);
+	json_decref(j);
+	j = parse("{\"timeout\": 2}");
+	assert_int_equal(qp_path_rts_mask(j, &mask, err, sizeof(err)), 0);
+	assert_int_equal(mask, IBV_QP_TIMEOUT);
+	json_decref(j);
+	for (size_t i = 0; i < ARRAY_SIZE(all_keys); i++) {
+		char text[128];
+		bool ok = false;
+
+		snprintf(text, sizeof(text), "{\"%s\": 1}", all_keys[i]);
+		j = parse(text);
+		for (const char *const *k = (const char *const[]){
+			     "min_rnr_timer", "timeout", "retry_cnt",
+			     "rnr_retry", "max_rd_atomic", "access", NULL };
+		     *k; k++)
+			ok |= streq(*k, all_keys[i]);
+		assert_int_equal(qp_path_rts_mask(j, &mask, err, sizeof(err)),
+				 ok ? 0 : -EINVAL);
+		if (!ok)
+			assert_non_null(strstr(err, "cannot change while the "
+						    "QP is in RTS"));
+		json_decref(j);
+	}
+	assert_int_equal(qp_modify_rts(NULL, NULL, IBV_QP_TIMEOUT, NULL),
+			 -EINVAL);
+}
+
 /* ---- argument checks that need no device ---- */
 
 static void test_modify_args(void **state)
@@ -568,7 +699,7 @@ int main(void)
 {
 	size_t n_gen = generate_bad_cases();
 	size_t max = ARRAY_SIZE(rt_cases) + ARRAY_SIZE(good_cases) +
-		     ARRAY_SIZE(fixed_bad_cases) + n_gen + 8;
+		     ARRAY_SIZE(fixed_bad_cases) + n_gen + 11;
 	struct CMUnitTest *tests = calloc(max, sizeof(*tests));
 	size_t n = 0;
 	int r;
@@ -603,6 +734,9 @@ int main(void)
 			.initial_state = &generated[i],
 		};
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_err_buffer);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_endpoint_good);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_endpoint_bad);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_rts_mask);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_modify_args);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_selftest_args);
 	r = _cmocka_run_group_tests("qpstate", tests, n, NULL, NULL);

@@ -146,6 +146,16 @@ int main(int argc, char **argv)
 				break;
 			case RDMAD_EVENT_DAEMON_GONE:
 				return on_gone(c, p, argv[optind + 1]);
+			case RDMAD_EVENT_PORT_DOWN:
+			case RDMAD_EVENT_PORT_ACTIVE:
+				say("event %s %s %s",
+				    ev.type == RDMAD_EVENT_PORT_DOWN
+					    ? "port_down"
+					    : "port_active",
+				    ev.profile_name, ev.device);
+				break;
+			case RDMAD_EVENT_STREAM:
+				break;
 			}
 		}
 		if (r < 0)
