@@ -165,11 +165,18 @@ class Daemon:
         """Wait until no profile is being created (objects are made on
         worker threads after start and reload)."""
         deadline = time.monotonic() + timeout
+        scan_deadline = time.monotonic() + 5
         while True:
             status, profiles = self.request("GET", "/v1/profiles",
                                             settle=False)
-            if status == 200 and not any(p["state"] == "creating"
-                                         for p in profiles):
+            # A ready profile's first orphan scan (RDMA netlink, on the
+            # loop) adds "orphans" to its document a moment later; wait
+            # for it, briefly, so that two readings compare equal.
+            if status == 200 and not any(
+                    p["state"] == "creating" or
+                    ("ctxn" in p and "orphans" not in p and
+                     time.monotonic() < scan_deadline)
+                    for p in profiles):
                 return self
             if time.monotonic() > deadline:
                 raise AssertionError(
