@@ -4,6 +4,7 @@
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 #include <systemd/sd-daemon.h>
@@ -14,6 +15,7 @@
 #include "memory.h"
 #include "objects.h"
 #include "profile.h"
+#include "restore.h"
 #include "sysd.h"
 
 /* The fd store's name of a memory object's fd: FDNAME_MEM profile/memory. */
@@ -60,6 +62,16 @@ int sysd_listen_init(void)
 		if (!strncmp(names[i], FDNAME_MEM, strlen(FDNAME_MEM))) {
 			fcntl(fd, F_SETFD, FD_CLOEXEC);
 			memory_keep(names[i] + strlen(FDNAME_MEM), fd);
+			free(names[i]);
+			continue;
+		}
+		/* A device context and what it holds (restore.h). */
+		if (!strncmp(names[i], RESTORE_FDNAME_CTX,
+			     strlen(RESTORE_FDNAME_CTX)) ||
+		    !strncmp(names[i], RESTORE_FDNAME_STATE,
+			     strlen(RESTORE_FDNAME_STATE))) {
+			fcntl(fd, F_SETFD, FD_CLOEXEC);
+			restore_keep(names[i], fd);
 			free(names[i]);
 			continue;
 		}
@@ -128,6 +140,59 @@ void sysd_listen_done(void)
 	n_passed = 0;
 }
 
+static void unstore_ctx(const char *profile)
+{
+	sd_notifyf(0,
+		   "FDSTOREREMOVE=1\nFDNAME=" RESTORE_FDNAME_CTX "%s\n"
+		   "FDSTOREREMOVE=1\nFDNAME=" RESTORE_FDNAME_STATE "%s",
+		   profile, profile);
+}
+
+static void unstore_kept_ctx(const char *profile)
+{
+	log_info("the device context of profile %s kept from the previous "
+		 "run was not taken back; dropping it",
+		 profile);
+	unstore_ctx(profile);
+}
+
+/* An import-capable context goes to the store with a document of its
+ * PDs and MRs (restore.h): a restart takes them back, keys and all. */
+static bool store_ctx(const struct profile *p)
+{
+	_cleanup_free_ char *text = NULL;
+	_cleanup_close_ int fd = -1;
+	json_t *doc;
+	size_t len;
+	char msg[512];
+	int cmd_fd;
+
+	if (!p->ctx || p->import_err || p->state != PROFILE_READY)
+		return false;
+	doc = restore_state(p);
+	text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+	json_decref(doc);
+	fd = memfd_create("rdmad-state", MFD_CLOEXEC);
+	if (!text || fd < 0)
+		return false;
+	len = strlen(text);
+	if (write(fd, text, len) != (ssize_t)len)
+		return false;
+	/* systemd keeps one copy of a file however often it is sent. */
+	cmd_fd = p->ctx->cmd_fd;
+	snprintf(msg, sizeof(msg), "FDSTORE=1\nFDNAME=" RESTORE_FDNAME_CTX "%s",
+		 p->conf->name);
+	if (sd_pid_notify_with_fds(0, 0, msg, &cmd_fd, 1) <= 0)
+		return false;
+	snprintf(msg, sizeof(msg),
+		 "FDSTOREREMOVE=1\nFDNAME=" RESTORE_FDNAME_STATE "%s",
+		 p->conf->name);
+	sd_notify(0, msg);
+	snprintf(msg, sizeof(msg), "FDSTORE=1\nFDNAME=" RESTORE_FDNAME_STATE "%s",
+		 p->conf->name);
+	return sd_pid_notify_with_fds(0, 0, msg, &fd, 1) > 0;
+}
+
 /* A memory object's fd goes to systemd's fd store (FileDescriptorStoreMax=
  * in the unit): after a restart it comes back in LISTEN_FDS, and the
  * memory is created from it with its contents. systemd drops a second
@@ -142,6 +207,10 @@ static bool stores(const struct object *o)
 
 static void store_profile(const struct profile *p, bool remove)
 {
+	if (remove)
+		unstore_ctx(p->conf->name);
+	else
+		store_ctx(p);
 	for (size_t i = 0; i < p->n_objects; i++) {
 		const struct object *o = &p->objects[i];
 		const struct conf_memory *c = o->conf;
@@ -219,6 +288,7 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 		 * back (its profile may still be pending: a loss). */
 		if (!s->ready) {
 			memory_keep_done(unstore_key);
+			restore_done(unstore_kept_ctx);
 			/* FDSTOREREMOVE goes by name: a name kept twice (a
 			 * reload had resized it) took the live fd out too. */
 			for (size_t i = 0; i < s->m->n_profiles; i++)
@@ -237,6 +307,8 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 		store_profile(ev->profile, true);
 		return;
 	case MANAGER_DEVICE_LOST:
+		/* That context is dead: nothing to take back. */
+		unstore_ctx(ev->profile->conf->name);
 		return;
 	}
 }
@@ -274,4 +346,10 @@ void sysd_reload_refused(void)
 void sysd_stopping(void)
 {
 	sd_notify(0, "STOPPING=1");
+	/* What went to the store stays for the next run: a restart takes
+	 * it back; a stop empties the store, and the kernel frees it. */
+	if (!sysd.m || !getenv("NOTIFY_SOCKET"))
+		return;
+	for (size_t i = 0; i < sysd.m->n_profiles; i++)
+		profile_hand_over(sysd.m->profiles[i]);
 }

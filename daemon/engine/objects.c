@@ -11,6 +11,7 @@
 #include "gid.h"
 #include "objects.h"
 #include "qpstate.h"
+#include "restore.h"
 #include "target.h"
 
 int object_fail(struct object *o, int err, const char *fmt, ...)
@@ -112,6 +113,17 @@ static void xrcd_destroy(struct object *o)
 
 static int pd_create(struct profile *p, struct object *o)
 {
+	uint32_t handle;
+
+	/* The previous run's, by handle (restore.h): its MRs' keys too. */
+	if (restore_pd(p->restored, object_name(o), &handle)) {
+		o->u.pd = ibv_import_pd(p->ctx, handle);
+		if (o->u.pd) {
+			restore_claim(p->restored, "pd", object_name(o));
+			o->restored = true;
+			return 0;
+		}
+	}
 	o->u.pd = ibv_alloc_pd(p->ctx);
 	if (!o->u.pd)
 		return object_fail(o, errno, "ibv_alloc_pd: %s",
@@ -156,6 +168,7 @@ static int mr_create(struct profile *p, struct object *o)
 	const struct conf_mr *c = o->conf;
 	struct object *pd = dep(p, o, OBJ_PD, c->pd);
 	struct object *mem = pd ? dep(p, o, OBJ_MEMORY, c->memory) : NULL;
+	uint32_t handle;
 	uint64_t len;
 	char *addr;
 
@@ -163,6 +176,23 @@ static int mr_create(struct profile *p, struct object *o)
 		return -o->err;
 	addr = (char *)mem->u.mem.addr + c->offset;
 	len = c->length ? c->length : mem->u.mem.size - c->offset;
+	/* The previous run's MR, when nothing about it changed and its
+	 * memory came back too: same pages, same keys (restore.h). */
+	if (pd->restored && mem->u.mem.kept &&
+	    restore_mr(p->restored, c->name,
+		       &(struct restore_mr){ .pd = c->pd, .memory = c->memory,
+					     .offset = c->offset,
+					     .length = len,
+					     .access = c->access,
+					     .zero_based = c->zero_based },
+		       &handle, &o->u.mr.iova)) {
+		o->u.mr.mr = ibv_import_mr(pd->u.pd, handle);
+		if (o->u.mr.mr) {
+			restore_claim(p->restored, "mr", c->name);
+			o->restored = true;
+			return 0;
+		}
+	}
 	o->u.mr.iova = c->zero_based ? 0 : (uintptr_t)addr;
 	o->u.mr.mr = ibv_reg_mr_iova(pd->u.pd, addr, len, o->u.mr.iova,
 				     c->access);
@@ -586,6 +616,7 @@ static const struct kind_ops kind_ops[OBJ_KIND_MAX] = {
 static void object_reset(struct object *o)
 {
 	memset(&o->u, 0, sizeof(o->u));
+	o->restored = false;
 	if (o->kind == OBJ_MEMORY)
 		o->u.mem.fd = -1;
 	if (o->kind == OBJ_XRCD)
@@ -820,6 +851,8 @@ json_t *object_qp_endpoint(const struct profile *p, const struct object *o,
 
 static void ready_json(const struct object *o, json_t *j)
 {
+	if (o->restored)
+		json_object_set_new(j, "restored", json_true());
 	switch (o->kind) {
 	case OBJ_MEMORY: {
 		const struct conf_memory *c = o->conf;

@@ -112,6 +112,14 @@ static bool holds_number(const struct profile *p, const struct rdmanl_res *r)
 	return false;
 }
 
+static bool made_by_previous_run(const struct profile *p, uint32_t tid)
+{
+	for (size_t i = 0; i < p->n_prev_tids; i++)
+		if ((uint32_t)p->prev_tids[i] == tid)
+			return true;
+	return false;
+}
+
 static enum owner owner_of(struct orphans *o, const struct profile *p,
 			   const struct rdmanl_res *r, struct pid_cache *pc)
 {
@@ -119,6 +127,12 @@ static enum owner owner_of(struct orphans *o, const struct profile *p,
 	pid_t tgid;
 
 	if (holds_number(p, r))
+		return OWNER_DAEMON;
+	/* A context taken back from the previous run: its PDs (taken back,
+	 * or about to be destroyed) are ours. Its other objects were
+	 * destroyed at its exit, unless it crashed: orphans then. */
+	if (r->kind == RDMANL_PD && (r->has & RDMANL_HAS_PID) &&
+	    made_by_previous_run(p, r->pid))
 		return OWNER_DAEMON;
 	/* Gone (no pid): its maker died, whoever it was. */
 	tgid = (r->has & RDMANL_HAS_PID) ? tgid_of(pc, r->pid) : 0;

@@ -5,9 +5,11 @@
 #include "devinfo.h"
 #include "devmatch.h"
 #include "events.h"
+#include "log.h"
 #include "manager.h"
 #include "objects.h"
 #include "profile.h"
+#include "restore.h"
 
 static const char *const state_names[] = {
 	[OBJ_PENDING] = "pending",
@@ -335,7 +337,19 @@ static int profile_open(struct profile *p)
 				  p->dev->name, what);
 		return r;
 	}
-	p->ctx = open_numbered(p);
+	/* The previous run's context, when the fd store kept it. */
+	p->restored = restore_take(p, &p->ctx);
+	if (p->restored) {
+		p->dev_index = (uint32_t)devinfo_index(p->ibdev);
+		p->ctxn = restore_ctxn(p->restored);
+		free(p->prev_tids);
+		p->prev_tids = restore_take_tids(p->restored, &p->n_prev_tids);
+		log_info("profile %s: took back the device context of the "
+			 "previous run on %s",
+			 p->conf->name, p->ibdev);
+	} else {
+		p->ctx = open_numbered(p);
+	}
 	if (!p->ctx) {
 		r = -errno;
 		profile_set_state(p, PROFILE_FAILED, "ibv_open_device %s: %s",
@@ -421,6 +435,20 @@ static bool needs_connect(const struct object *o)
 	       ((const struct conf_qp *)o->conf)->state != QPS_TARGET_RESET;
 }
 
+/* What the previous run kept and this one did not take back goes. */
+static void restore_end(struct profile *p)
+{
+	size_t n;
+
+	if (!p->restored)
+		return;
+	n = restore_finish(TAKE_PTR(p->restored), p->ctx);
+	if (n)
+		log_info("profile %s: destroyed %zu PDs and MRs of the "
+			 "previous run that are not declared the same now",
+			 p->conf->name, n);
+}
+
 /* Every job of the creation under way has ended: connect what was built,
  * then say so. */
 static void phase_end(struct profile *p)
@@ -441,6 +469,7 @@ static void phase_end(struct profile *p)
 	for (size_t i = 0; i < p->n_objects; i++)
 		p->objects[i].todo = false;
 	jobs_free(p);
+	restore_end(p);
 	update_state(p);
 	if (p->changed)
 		p->changed(p->changed_ud, p, PROFILE_SETTLED);
@@ -628,10 +657,21 @@ static void destroy_draining(struct profile *p, bool all)
 static void stop(struct profile *p, const char *reason, bool keep_memory)
 {
 	cancel_creation(p);
-	for (size_t i = p->n_objects; i-- > 0;)
-		if (!keep_memory || p->objects[i].kind != OBJ_MEMORY ||
-		    p->objects[i].state != OBJ_READY)
-			object_destroy(&p->objects[i]);
+	restore_end(p);
+	for (size_t i = p->n_objects; i-- > 0;) {
+		struct object *o = &p->objects[i];
+
+		if (keep_memory && o->kind == OBJ_MEMORY &&
+		    o->state == OBJ_READY)
+			continue;
+		/* The context outlives us: they stay in it for the next
+		 * run (each a few bytes of ours, freed at exit). */
+		if (p->hand_over && o->state == OBJ_READY &&
+		    (o->kind == OBJ_PD || o->kind == OBJ_MR))
+			object_forget(o);
+		else
+			object_destroy(o);
+	}
 	destroy_draining(p, true);
 	if (p->ctx)
 		ibv_close_device(p->ctx);
@@ -652,6 +692,11 @@ void profile_stop(struct profile *p, const char *reason)
 void profile_lose_device(struct profile *p, const char *reason)
 {
 	stop(p, reason, true);
+}
+
+void profile_hand_over(struct profile *p)
+{
+	p->hand_over = p->ctx && !p->import_err;
 }
 
 /* ---- reload ---- */
@@ -916,6 +961,7 @@ struct profile *profile_free(struct profile *p)
 	free(p->dep_start);
 	free(p->dependents);
 	free(p->draining);
+	free(p->prev_tids);
 	ctx_view_clear(&p->view);
 	free(p->reason);
 	free(p->objects);

@@ -80,6 +80,7 @@ struct object {
 	 * reason. */
 	enum obj_state state : 3;
 	bool todo : 1; /* part of the creation under way */
+	bool restored : 1; /* a PD or MR taken back from the previous run */
 };
 
 static inline const char *object_name(const struct object *o)
@@ -169,6 +170,14 @@ struct profile {
 	/* Objects a reload removed while sessions held them. */
 	struct object *draining;
 	size_t n_draining;
+	/* The context came back from the previous run (restore.h): what it
+	 * kept, until the creation settles, and that run's threads (whose
+	 * PDs in the context are ours). */
+	struct restored *restored;
+	pid_t *prev_tids;
+	size_t n_prev_tids;
+	/* At exit, PDs and MRs stay in the context for the next run. */
+	bool hand_over;
 };
 
 /* What a reload did to one object. */
@@ -198,6 +207,9 @@ void profile_stop(struct profile *p, const char *reason);
  * all, for the objects profile_start() builds over it again when the
  * device comes back. */
 void profile_lose_device(struct profile *p, const char *reason);
+/* The context lives on after us (the fd store holds it): the stop at
+ * exit leaves its PDs and MRs in it for the next run (restore.h). */
+void profile_hand_over(struct profile *p);
 /*
  * Take over the running objects of old that next declares the same way
  * (same attributes, same dependencies), destroy the rest of old (children

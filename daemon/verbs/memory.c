@@ -108,6 +108,7 @@ int memory_create_keyed(const struct conf_memory *m, const char *key,
 	_cleanup_close_ int fd = -1;
 	struct stat st;
 	void *addr;
+	bool from_store = false;
 
 	if (m->size > SIZE_MAX)
 		return -EOVERFLOW;
@@ -116,6 +117,7 @@ int memory_create_keyed(const struct conf_memory *m, const char *key,
 			    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	} else {
 		fd = take_kept(m, key);
+		from_store = fd >= 0;
 		if (fd < 0)
 			fd = memory_open(m);
 		if (fd < 0)
@@ -132,7 +134,7 @@ int memory_create_keyed(const struct conf_memory *m, const char *key,
 	if (addr == MAP_FAILED)
 		return -errno;
 	*mem = (struct memory){ .fd = TAKE_FD(fd), .addr = addr,
-				.size = m->size };
+				.size = m->size, .kept = from_store };
 	return 0;
 }
 

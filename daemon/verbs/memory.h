@@ -2,7 +2,7 @@
 /* Backing memory for MRs: memfd, hugetlb memfd, a file, or anonymous. */
 #ifndef RDMAD_MEMORY_H
 #define RDMAD_MEMORY_H
-
+#include <stdbool.h>
 #include <stddef.h>
 #include "config.h"
 #include "util.h"
@@ -11,6 +11,7 @@ struct memory {
 	int fd; /* -1 for anonymous memory */
 	void *addr;
 	size_t size;
+	bool kept; /* its fd came back from the previous run (fd store) */
 };
 
 /* Create and map the memory of m. Returns 0 or -errno; *mem untouched on

@@ -1,0 +1,469 @@
+// SPDX-License-Identifier: MIT
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uthash.h>
+
+#include "log.h"
+#include "profile.h"
+#include "restore.h"
+#include "util.h"
+
+#define STATE_VERSION 1
+/* A state document bigger than this is not ours. */
+#define STATE_MAX (64u << 20)
+
+/* One PD or MR of the previous run. */
+struct entry {
+	char *key; /* "pd/NAME" or "mr/NAME" */
+	UT_hash_handle hh;
+	char kind; /* 'p' or 'm' */
+	uint32_t handle;
+	/* MRs: what the declaration must still say. */
+	char *pd, *memory;
+	uint64_t offset, length, iova;
+	unsigned int access;
+	bool zero_based;
+	bool claimed; /* written by the one thread that creates it */
+};
+
+struct restored {
+	struct entry *by_key;
+	pid_t *tids; /* the previous run's threads */
+	size_t n_tids;
+	int64_t ctxn;
+};
+
+/* What systemd passed, by profile, until a profile takes it. */
+struct kept {
+	char *profile;
+	int ctx_fd, state_fd;
+};
+
+static struct kept *kept;
+static size_t n_kept;
+
+static struct kept *kept_find(const char *profile, bool add)
+{
+	struct kept *k;
+
+	for (size_t i = 0; i < n_kept; i++)
+		if (streq(kept[i].profile, profile))
+			return &kept[i];
+	if (!add)
+		return NULL;
+	k = realloc(kept, (n_kept + 1) * sizeof(*kept));
+	if (!k)
+		return NULL;
+	kept = k;
+	k = &kept[n_kept];
+	*k = (struct kept){ .profile = strdup(profile), .ctx_fd = -1,
+			    .state_fd = -1 };
+	if (!k->profile)
+		return NULL;
+	n_kept++;
+	return k;
+}
+
+int restore_keep(const char *name, int fd)
+{
+	size_t lc = strlen(RESTORE_FDNAME_CTX), ls = strlen(RESTORE_FDNAME_STATE);
+	bool is_ctx = !strncmp(name, RESTORE_FDNAME_CTX, lc);
+	bool is_state = !strncmp(name, RESTORE_FDNAME_STATE, ls);
+	struct kept *k;
+	int *slot;
+
+	if (!is_ctx && !is_state) {
+		close(fd);
+		return -EINVAL;
+	}
+	k = kept_find(name + (is_ctx ? lc : ls), true);
+	if (!k) {
+		close(fd);
+		return -ENOMEM;
+	}
+	slot = is_ctx ? &k->ctx_fd : &k->state_fd;
+	if (*slot >= 0)
+		close(*slot);
+	*slot = fd;
+	return 0;
+}
+
+static void kept_close(struct kept *k)
+{
+	if (k->ctx_fd >= 0)
+		close(k->ctx_fd);
+	if (k->state_fd >= 0)
+		close(k->state_fd);
+	k->ctx_fd = k->state_fd = -1;
+}
+
+static void entry_free(struct entry *e)
+{
+	free(e->key);
+	free(e->pd);
+	free(e->memory);
+	free(e);
+}
+
+static void restored_free(struct restored *r)
+{
+	struct entry *e, *tmp;
+
+	if (!r)
+		return;
+	HASH_ITER(hh, r->by_key, e, tmp) {
+		HASH_DEL(r->by_key, e);
+		entry_free(e);
+	}
+	free(r->tids);
+	free(r);
+}
+
+static json_t *read_state(int fd)
+{
+	struct stat st;
+	_cleanup_free_ char *buf = NULL;
+	size_t got = 0;
+
+	if (fstat(fd, &st) < 0 || st.st_size <= 0 ||
+	    (uint64_t)st.st_size > STATE_MAX)
+		return NULL;
+	buf = malloc((size_t)st.st_size);
+	if (!buf)
+		return NULL;
+	while (got < (size_t)st.st_size) {
+		ssize_t n = pread(fd, buf + got, (size_t)st.st_size - got,
+				  (off_t)got);
+
+		if (n <= 0)
+			return NULL;
+		got += (size_t)n;
+	}
+	return json_loadb(buf, got, JSON_REJECT_DUPLICATES, NULL);
+}
+
+static char *dup_str(const json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+
+	return s ? strdup(s) : NULL;
+}
+
+static int add_entry(struct restored *r, const json_t *o)
+{
+	const char *kind = json_string_value(json_object_get(o, "kind"));
+	const char *name = json_string_value(json_object_get(o, "name"));
+	json_t *h = json_object_get(o, "handle");
+	struct entry *e, *old;
+
+	if (!kind || !name || !json_is_integer(h) ||
+	    (strcmp(kind, "pd") && strcmp(kind, "mr")))
+		return -EINVAL;
+	e = calloc(1, sizeof(*e));
+	if (!e || asprintf(&e->key, "%s/%s", kind, name) < 0) {
+		free(e);
+		return -ENOMEM;
+	}
+	e->kind = kind[0] == 'p' ? 'p' : 'm';
+	e->handle = (uint32_t)json_integer_value(h);
+	if (e->kind == 'm') {
+		e->pd = dup_str(o, "pd");
+		e->memory = dup_str(o, "memory");
+		e->offset = (uint64_t)json_integer_value(
+		    json_object_get(o, "offset"));
+		e->length = (uint64_t)json_integer_value(
+		    json_object_get(o, "length"));
+		e->iova = (uint64_t)json_integer_value(
+		    json_object_get(o, "iova"));
+		e->access = (unsigned int)json_integer_value(
+		    json_object_get(o, "access"));
+		e->zero_based =
+		    json_is_true(json_object_get(o, "zero_based"));
+		if (!e->pd || !e->memory) {
+			entry_free(e);
+			return -EINVAL;
+		}
+	}
+	HASH_FIND_STR(r->by_key, e->key, old);
+	if (old) {
+		entry_free(e);
+		return -EINVAL;
+	}
+	HASH_ADD_KEYPTR(hh, r->by_key, e->key, strlen(e->key), e);
+	return 0;
+}
+
+/* The kept state of profile, on ibdev; NULL (and a reason) if unfit. */
+static struct restored *parse_state(json_t *doc, const char *ibdev,
+				    const char **why)
+{
+	struct restored *r;
+	json_t *objs = json_object_get(doc, "objects"), *o, *tids;
+	const char *dev = json_string_value(json_object_get(doc, "ibdev"));
+	size_t i;
+
+	if (json_integer_value(json_object_get(doc, "version")) !=
+		STATE_VERSION ||
+	    !json_is_array(objs)) {
+		*why = "its state document is not one this version reads";
+		return NULL;
+	}
+	if (!dev || strcmp(dev, ibdev)) {
+		*why = "it was on another device";
+		return NULL;
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		*why = "out of memory";
+		return NULL;
+	}
+	tids = json_object_get(doc, "tids");
+	if (json_array_size(tids)) {
+		r->tids = calloc(json_array_size(tids), sizeof(*r->tids));
+		if (!r->tids) {
+			*why = "out of memory";
+			restored_free(r);
+			return NULL;
+		}
+		json_array_foreach(tids, i, o)
+			r->tids[r->n_tids++] = (pid_t)json_integer_value(o);
+	}
+	r->ctxn = json_is_integer(json_object_get(doc, "ctxn"))
+			  ? json_integer_value(json_object_get(doc, "ctxn"))
+			  : -1;
+	json_array_foreach(objs, i, o) {
+		if (add_entry(r, o) < 0) {
+			*why = "its state document is malformed";
+			restored_free(r);
+			return NULL;
+		}
+	}
+	return r;
+}
+
+struct restored *restore_take(const struct profile *p,
+			      struct ibv_context **ctx)
+{
+	struct kept *k = kept_find(p->conf->name, false);
+	struct restored *r;
+	const char *why = NULL;
+	json_t *doc;
+	int err = 0;
+
+	if (!k || k->ctx_fd < 0)
+		return NULL;
+	doc = k->state_fd >= 0 ? read_state(k->state_fd) : NULL;
+	r = doc ? parse_state(doc, p->ibdev, &why) : NULL;
+	json_decref(doc);
+	if (!r && !why)
+		why = "its state document is missing or unreadable";
+	if (r) {
+		/* The context owns the fd from here, and closes it. */
+		*ctx = ibv_import_device(k->ctx_fd);
+		if (*ctx) {
+			k->ctx_fd = -1;
+		} else {
+			err = errno ? -errno : -EOPNOTSUPP;
+			why = "it cannot be imported";
+			restored_free(r);
+			r = NULL;
+		}
+	}
+	if (!r)
+		log_warn(err, "profile %s: not taking back the device "
+				 "context of the previous run: %s",
+			 p->conf->name, why);
+	kept_close(k);
+	return r;
+}
+
+pid_t *restore_take_tids(struct restored *r, size_t *n)
+{
+	*n = r ? r->n_tids : 0;
+	return r ? TAKE_PTR(r->tids) : NULL;
+}
+
+int64_t restore_ctxn(const struct restored *r)
+{
+	return r ? r->ctxn : -1;
+}
+
+static struct entry *entry_of(struct restored *r, const char *kind,
+			      const char *name)
+{
+	char key[320];
+	struct entry *e;
+
+	if (!r || snprintf(key, sizeof(key), "%s/%s", kind, name) >=
+			  (int)sizeof(key))
+		return NULL;
+	HASH_FIND_STR(r->by_key, key, e);
+	return e;
+}
+
+/* Unclaimed entry of kind and name. */
+static struct entry *find(struct restored *r, const char *kind,
+			  const char *name)
+{
+	struct entry *e = entry_of(r, kind, name);
+
+	return e && !e->claimed ? e : NULL;
+}
+
+bool restore_pd(struct restored *r, const char *name, uint32_t *handle)
+{
+	struct entry *e = find(r, "pd", name);
+
+	if (!e)
+		return false;
+	*handle = e->handle;
+	return true;
+}
+
+bool restore_mr(struct restored *r, const char *name,
+		const struct restore_mr *want, uint32_t *handle,
+		uint64_t *iova)
+{
+	struct entry *e = find(r, "mr", name);
+
+	if (!e || strcmp(e->pd, want->pd) || strcmp(e->memory, want->memory) ||
+	    e->offset != want->offset || e->length != want->length ||
+	    e->access != want->access || e->zero_based != want->zero_based)
+		return false;
+	*handle = e->handle;
+	*iova = e->iova;
+	return true;
+}
+
+void restore_claim(struct restored *r, const char *kind, const char *name)
+{
+	struct entry *e = find(r, kind, name);
+
+	if (e)
+		e->claimed = true;
+}
+
+size_t restore_finish(struct restored *r, struct ibv_context *ctx)
+{
+	struct entry *e, *tmp, *pde;
+	size_t gone = 0;
+
+	if (!r)
+		return 0;
+	/* MRs first: each needs a PD of the context to be imported into;
+	 * any imported PD will do for destroying it. */
+	HASH_ITER(hh, r->by_key, e, tmp) {
+		struct ibv_pd *pd;
+		struct ibv_mr *mr;
+
+		if (e->kind != 'm' || e->claimed)
+			continue;
+		pde = entry_of(r, "pd", e->pd);
+		pd = pde ? ibv_import_pd(ctx, pde->handle) : NULL;
+		mr = pd ? ibv_import_mr(pd, e->handle) : NULL;
+		if (mr && ibv_dereg_mr(mr) == 0)
+			gone++;
+		else
+			log_warn(-errno, "cannot destroy mr %s of the previous "
+					 "run (handle %u)",
+				 e->key + 3, e->handle);
+		if (pd)
+			ibv_unimport_pd(pd);
+	}
+	HASH_ITER(hh, r->by_key, e, tmp) {
+		struct ibv_pd *pd;
+
+		if (e->kind != 'p' || e->claimed)
+			continue;
+		pd = ibv_import_pd(ctx, e->handle);
+		if (pd && ibv_dealloc_pd(pd) == 0) {
+			gone++;
+		} else {
+			log_warn(-errno, "cannot destroy pd %s of the previous "
+					 "run (handle %u)",
+				 e->key + 3, e->handle);
+			if (pd)
+				ibv_unimport_pd(pd);
+		}
+	}
+	restored_free(r);
+	return gone;
+}
+
+void restore_done(void (*gone)(const char *profile))
+{
+	for (size_t i = 0; i < n_kept; i++) {
+		if ((kept[i].ctx_fd >= 0 || kept[i].state_fd >= 0) && gone)
+			gone(kept[i].profile);
+		kept_close(&kept[i]);
+		free(kept[i].profile);
+	}
+	free(kept);
+	kept = NULL;
+	n_kept = 0;
+}
+
+/* Our threads: RDMA netlink names an object's maker by thread. */
+static json_t *our_tids(void)
+{
+	json_t *a = json_array();
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+
+	while (a && d && (de = readdir(d)))
+		if (de->d_name[0] != '.')
+			json_array_append_new(a,
+					      json_integer(atoi(de->d_name)));
+	if (d)
+		closedir(d);
+	return a;
+}
+
+json_t *restore_state(const struct profile *p)
+{
+	json_t *objs = json_array(), *doc;
+
+	if (!p->ctx || !objs) {
+		json_decref(objs);
+		return NULL;
+	}
+	for (size_t i = 0; i < p->n_objects; i++) {
+		const struct object *o = &p->objects[i];
+		json_t *j = NULL;
+
+		if (o->state != OBJ_READY)
+			continue;
+		if (o->kind == OBJ_PD) {
+			j = json_pack("{s:s, s:s, s:I}", "kind", "pd", "name",
+				      object_name(o), "handle",
+				      (json_int_t)o->u.pd->handle);
+		} else if (o->kind == OBJ_MR && o->u.mr.mr) {
+			const struct conf_mr *c = o->conf;
+
+			j = json_pack("{s:s, s:s, s:I, s:s, s:s, s:I, s:I, "
+				      "s:I, s:I, s:b}",
+				      "kind", "mr", "name", c->name, "handle",
+				      (json_int_t)o->u.mr.mr->handle, "pd",
+				      c->pd, "memory", c->memory, "offset",
+				      (json_int_t)c->offset, "length",
+				      (json_int_t)o->u.mr.mr->length, "iova",
+				      (json_int_t)o->u.mr.iova, "access",
+				      (json_int_t)c->access, "zero_based",
+				      c->zero_based);
+		}
+		if (j && json_array_append_new(objs, j) < 0) {
+			json_decref(objs);
+			return NULL;
+		}
+	}
+	doc = json_pack("{s:i, s:s, s:o, s:o}", "version", STATE_VERSION,
+			"ibdev", p->ibdev, "tids", our_tids(), "objects",
+			objs);
+	if (doc && p->ctxn >= 0)
+		json_object_set_new(doc, "ctxn", json_integer(p->ctxn));
+	return doc;
+}

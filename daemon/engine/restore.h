@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A restart that keeps a profile's device context, and with it the keys
+ * of its PDs and MRs (import-capable devices: mlx5).
+ *
+ * While it runs, the daemon hands systemd's fd store, per profile, the
+ * context's cmd_fd ("ctx/P") and a state document ("state/P": a memfd
+ * holding {version, ibdev, tids, ctxn, objects: [{kind, name, handle,
+ * ...}]}). At exit it destroys every object of such a profile but its
+ * PDs and MRs, so that the context the store holds keeps exactly those.
+ * After a restart the profile imports the context (ibv_import_device)
+ * and takes each PD and MR back by handle (ibv_import_pd/mr) when it is
+ * declared the same way and its memory came back from the store too;
+ * whatever is not taken back is destroyed once the profile has settled.
+ * Other kinds cannot be imported: they are made again.
+ */
+#ifndef RDMAD_RESTORE_H
+#define RDMAD_RESTORE_H
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <infiniband/verbs.h>
+#include <jansson.h>
+
+struct profile;
+struct restored;
+
+/* The fd store's names: FDNAME_CTX P and FDNAME_STATE P. */
+#define RESTORE_FDNAME_CTX "ctx/"
+#define RESTORE_FDNAME_STATE "state/"
+
+/* Keep an fd systemd passed under name (one of the two prefixes and a
+ * profile name), for restore_take(). Takes fd (closed on failure).
+ * -EINVAL when the name is neither. */
+int restore_keep(const char *name, int fd);
+/* The context kept for p's profile, when it was on p->ibdev and imports:
+ * *ctx is set and the kept handles are returned (the profile's until
+ * restore_finish()). NULL when there is none (*ctx untouched); a kept
+ * one that does not fit is logged and dropped. On the loop. */
+struct restored *restore_take(const struct profile *p,
+			      struct ibv_context **ctx);
+/* The previous run's context number (RDMA netlink), and its threads
+ * (the caller's to free; NULL when none were recorded). */
+int64_t restore_ctxn(const struct restored *r);
+pid_t *restore_take_tids(struct restored *r, size_t *n);
+/* A PD of this name kept: its handle. Any thread; each name is asked
+ * for by one thread only (its creation's). */
+bool restore_pd(struct restored *r, const char *name, uint32_t *handle);
+/* What an MR must match to be taken back. */
+struct restore_mr {
+	const char *pd, *memory;
+	uint64_t offset, length;
+	unsigned int access;
+	bool zero_based;
+};
+bool restore_mr(struct restored *r, const char *name,
+		const struct restore_mr *want, uint32_t *handle,
+		uint64_t *iova);
+/* It was imported: restore_finish() leaves it alone. kind "pd"/"mr". */
+void restore_claim(struct restored *r, const char *kind, const char *name);
+/* Destroy what was kept and not taken back (MRs, then PDs) in ctx, and
+ * free r. Returns how many were destroyed. On the loop. */
+size_t restore_finish(struct restored *r, struct ibv_context *ctx);
+/* Start-up is over: drop what no profile took; gone(profile) hears of
+ * each profile whose kept context went unused. */
+void restore_done(void (*gone)(const char *profile));
+/* p's state document, for the store: NULL when p has no context. */
+json_t *restore_state(const struct profile *p);
+#endif
