@@ -280,7 +280,7 @@ static struct MHD_Response *with_status_headers(struct MHD_Response *resp,
 	if (!resp)
 		return NULL;
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED) {
-		if (streq(url, "/metrics"))
+		if (streq(url, "/metrics") || streq(url, "/v1/events"))
 			strcpy(allow, "GET, HEAD");
 		else
 			api_allow(url, allow, sizeof(allow));
@@ -325,6 +325,28 @@ struct MHD_Response *http_answer(struct manager *m, const char *method,
 					     "%s %s takes no request body",
 					     method, url),
 				   status);
+	/* GET /v1/events streams (stream_start()); HEAD gives the
+	 * stream's headers, without waiting for events. */
+	if (streq(url, "/v1/events") && !streq(ar.method, "GET"))
+		return with_status_headers(
+			json_answer(405,
+				    api_error("method_not_allowed",
+					      "%s is not allowed on %s", method,
+					      url),
+				    status),
+			*status, url);
+	if (streq(url, "/v1/events") && head) {
+		resp = MHD_create_response_from_buffer(0, NULL,
+						       MHD_RESPMEM_PERSISTENT);
+		if (!resp)
+			return NULL;
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+					"text/event-stream");
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
+					"no-cache");
+		*status = 200;
+		return resp;
+	}
 	if (streq(url, "/metrics") && streq(ar.method, "GET")) {
 		*status = 200;
 		resp = metrics_response(m);

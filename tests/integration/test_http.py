@@ -250,7 +250,8 @@ def test_http_conventions_allow_head_and_authenticate(rdmad):
             ("DELETE", "/v1/profiles", {"GET", "HEAD"}),
             ("GET", "/v1/reload", {"POST"}),
             ("PUT", "/v1/profiles/p/selftest", {"POST"}),
-            ("POST", "/metrics", {"GET", "HEAD"})):
+            ("POST", "/metrics", {"GET", "HEAD"}),
+            ("DELETE", "/v1/events", {"GET", "HEAD"})):
         status, r, body = http_exchange(d.port, method, path)
         assert status == 405, (method, path)
         assert json.loads(body)["error"]["code"] == "method_not_allowed"
@@ -264,6 +265,10 @@ def test_http_conventions_allow_head_and_authenticate(rdmad):
         assert hbody == b"", path
         assert h.getheader("Content-Type") == g.getheader("Content-Type")
         assert int(h.getheader("Content-Length")) == len(gbody), path
+    # HEAD of the event stream: its headers at once, no body, no wait.
+    hstatus, h, hbody = http_exchange(d.port, "HEAD", "/v1/events")
+    assert (hstatus, hbody) == (200, b"")
+    assert h.getheader("Content-Type") == "text/event-stream"
     # 401 says how to authenticate; 403 and 200 do not.
     status, r, _ = http_exchange(d.port, "POST", "/v1/reload")
     assert status == 401
