@@ -6,9 +6,11 @@
  */
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <infiniband/verbs.h>
+#include <uthash.h>
 
 #include "config_internal.h"
 
@@ -228,6 +230,89 @@ static void verify_expose(struct parser *p, const struct conf_profile *pr,
 			     len);
 }
 
+/* By name, what targets hold: their CQs, their listen addresses. */
+struct held {
+	const char *name;
+	const struct conf_target *t;
+	UT_hash_handle hh;
+};
+
+static const struct conf_target *held_find(struct held *set,
+					   const char *name)
+{
+	struct held *h = NULL;
+
+	if (name)
+		HASH_FIND_STR(set, name, h);
+	return h ? h->t : NULL;
+}
+
+/* Add name (held by t); the target that held it first, if any. */
+static const struct conf_target *held_add(struct held **set,
+					  const char *name,
+					  const struct conf_target *t)
+{
+	const struct conf_target *first = held_find(*set, name);
+	struct held *h;
+
+	if (first || !(h = malloc(sizeof(*h))))
+		return first;
+	*h = (struct held){ .name = name, .t = t };
+	HASH_ADD_KEYPTR(hh, *set, name, strlen(name), h);
+	return NULL;
+}
+
+static void held_free(struct held **set)
+{
+	struct held *h, *tmp;
+
+	HASH_ITER(hh, *set, h, tmp) {
+		HASH_DEL(*set, h);
+		free(h);
+	}
+}
+
+/* What targets hold against each other and against QPs, in one pass
+ * over each: no QP may use a target's CQ (the daemon polls it), no two
+ * targets listen on one address and port. */
+static void verify_targets_hold(struct parser *p,
+				const struct conf_profile *pr)
+{
+	struct held *cqs = NULL, *listens = NULL;
+
+	for (size_t i = 0; i < pr->n_objs[OBJ_TARGET]; i++) {
+		const struct conf_target *t = conf_obj(pr, OBJ_TARGET, i);
+		const struct conf_target *o;
+
+		if (t->cq)
+			held_add(&cqs, t->cq, t);
+		if (t->listen && (o = held_add(&listens, t->listen, t)))
+			parser_error(p, t->loc,
+				     "target '%s': listen %s is taken by "
+				     "target '%s' (%s:%d)",
+				     unnamed(t->name), t->listen,
+				     unnamed(o->name), o->loc.file, o->loc.line);
+	}
+	for (size_t i = 0; cqs && i < pr->n_objs[OBJ_QP]; i++) {
+		const struct conf_qp *q = conf_obj(pr, OBJ_QP, i);
+		const struct conf_target *t = held_find(cqs, q->send_cq);
+		const char *cq = q->send_cq;
+
+		if (!t) {
+			t = held_find(cqs, q->recv_cq);
+			cq = q->recv_cq;
+		}
+		if (t)
+			parser_error(p, q->loc,
+				     "qp '%s': cq '%s' is target '%s''s (the "
+				     "daemon polls it): give the QP a CQ of "
+				     "its own",
+				     unnamed(q->name), cq, unnamed(t->name));
+	}
+	held_free(&cqs);
+	held_free(&listens);
+}
+
 static void verify_target(struct parser *p, const struct conf_profile *pr,
 			  const struct conf_target *t)
 {
@@ -243,32 +328,8 @@ static void verify_target(struct parser *p, const struct conf_profile *pr,
 			     "target '%s': listen %s is a wildcard: give an "
 			     "address of the profile's device",
 			     unnamed(t->name), t->listen);
-	for (size_t i = 0; i < pr->n_objs[OBJ_QP]; i++) {
-		const struct conf_qp *q = conf_obj(pr, OBJ_QP, i);
-
-		if (t->cq && ((q->send_cq && streq(q->send_cq, t->cq)) ||
-			      (q->recv_cq && streq(q->recv_cq, t->cq))))
-			parser_error(p, q->loc,
-				     "qp '%s': cq '%s' is target '%s''s (the "
-				     "daemon polls it): give the QP a CQ of "
-				     "its own",
-				     unnamed(q->name), t->cq, unnamed(t->name));
-	}
 	for (size_t i = 0; i < t->n_expose; i++)
 		verify_expose(p, pr, t, &t->expose[i]);
-	/* Two targets cannot listen on one address and port. */
-	for (size_t i = 0; t->listen && i < pr->n_objs[OBJ_TARGET]; i++) {
-		const struct conf_target *o = conf_obj(pr, OBJ_TARGET, i);
-
-		if (o == t)
-			break;
-		if (o->listen && streq(o->listen, t->listen))
-			parser_error(p, t->loc,
-				     "target '%s': listen %s is taken by "
-				     "target '%s' (%s:%d)",
-				     unnamed(t->name), t->listen,
-				     unnamed(o->name), o->loc.file, o->loc.line);
-	}
 	if (!t->n_allow)
 		parser_warning(p, t->loc,
 			       "target '%s' has no allow list: it admits "
@@ -458,6 +519,7 @@ static void verify_profile(struct parser *p, struct conf_profile *pr)
 		verify_srq(p, conf_obj(pr, OBJ_SRQ, i));
 	for (size_t i = 0; i < pr->n_objs[OBJ_TARGET]; i++)
 		verify_target(p, pr, conf_obj(pr, OBJ_TARGET, i));
+	verify_targets_hold(p, pr);
 	for (size_t i = 0; i < pr->n_objs[OBJ_QP]; i++) {
 		const struct conf_qp *q = conf_obj(pr, OBJ_QP, i);
 		const struct conf_srq *srq = conf_obj_find(pr, OBJ_SRQ, q->srq);
