@@ -506,10 +506,12 @@ static int ah_create(struct profile *p, struct object *o)
 	const struct conf_ah *c = o->conf;
 	struct object *pd = dep(p, o, OBJ_PD, c->pd);
 	struct ibv_ah_attr attr = {
-		.is_global = 1,
+		/* No dgid: IB LID routing, without a GRH. */
+		.is_global = c->dgid != NULL,
 		.port_num = (uint8_t)p->dev->port,
 		.sl = (uint8_t)c->sl,
 		.dlid = (uint16_t)c->dlid,
+		.static_rate = (uint8_t)c->static_rate,
 		.grh = {
 			.hop_limit = (uint8_t)c->hop_limit,
 			.traffic_class = (uint8_t)c->traffic_class,
@@ -521,11 +523,18 @@ static int ah_create(struct profile *p, struct object *o)
 
 	if (!pd)
 		return -o->err;
-	config_parse_gid(c->dgid, attr.grh.dgid.raw);
+	if (c->dgid)
+		config_parse_gid(c->dgid, attr.grh.dgid.raw);
 	o->u.ah = ibv_create_ah(pd->u.pd, &attr);
-	if (!o->u.ah)
-		return object_fail(o, errno, "ibv_create_ah to %s: %s",
-				   c->dgid, strerror(errno));
+	if (!o->u.ah) {
+		int err = errno;
+
+		if (c->dgid)
+			return object_fail(o, err, "ibv_create_ah to %s: %s",
+					   c->dgid, strerror(err));
+		return object_fail(o, err, "ibv_create_ah to lid %d: %s",
+				   c->dlid, strerror(err));
+	}
 	return 0;
 }
 
@@ -951,8 +960,12 @@ static void ready_json(const struct object *o, json_t *j)
 		SET_INT(j, "handle", o->u.ah->handle);
 		SET_STR(j, "pd", c->pd);
 		/* The form every GID has in documents, whatever the file's. */
-		config_parse_gid(c->dgid, gid.raw);
-		SET_STR(j, "dgid", gid_text(&gid, text));
+		if (c->dgid) {
+			config_parse_gid(c->dgid, gid.raw);
+			SET_STR(j, "dgid", gid_text(&gid, text));
+		} else {
+			SET_INT(j, "dlid", c->dlid);
+		}
 		break;
 	}
 	default:

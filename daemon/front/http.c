@@ -327,14 +327,14 @@ struct MHD_Response *http_answer(struct manager *m, const char *method,
 				   status);
 	/* GET /v1/events streams (stream_start()); HEAD gives the
 	 * stream's headers, without waiting for events. */
-	if (streq(url, "/v1/events") && !streq(ar.method, "GET"))
-		return with_status_headers(
-			json_answer(405,
-				    api_error("method_not_allowed",
-					      "%s is not allowed on %s", method,
-					      url),
-				    status),
-			*status, url);
+	if (streq(url, "/v1/events") && !streq(ar.method, "GET")) {
+		resp = json_answer(405,
+				   api_error("method_not_allowed",
+					     "%s is not allowed on %s", method,
+					     url),
+				   status);
+		return with_status_headers(resp, *status, url);
+	}
 	if (streq(url, "/v1/events") && head) {
 		resp = MHD_create_response_from_buffer(0, NULL,
 						       MHD_RESPMEM_PERSISTENT);

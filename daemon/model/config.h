@@ -195,6 +195,7 @@ struct conf_ah {
 	int traffic_class;
 	int sl;
 	int dlid;
+	int static_rate; /* enum ibv_rate; 0: the port's */
 };
 
 /* A range of an MR that a target's connections reach through a type-2

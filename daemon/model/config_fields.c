@@ -509,7 +509,7 @@ static const struct field qp_path_fields[] = {
 	PATH(dlid, 0, 65535),
 	PATH(sl, 0, 15),
 	PATH(src_path_bits, 0, 127),
-	PATH(static_rate, 0, 255),
+	PATH(static_rate, 0, 63),
 	PATH(sgid_index, 0, 255),
 	PATH(hop_limit, 0, 255),
 	PATH(traffic_class, 0, 255),
@@ -556,14 +556,14 @@ static const struct field qp_fields[] = {
 static const struct field ah_fields[] = {
 	FLD(conf_ah, "name", F_STRING, name, .required = true),
 	FLD(conf_ah, "pd", F_STRING, pd, .required = true),
-	FLD(conf_ah, "dgid", F_STRING, dgid, .required = true,
-	    .check = check_gid),
+	FLD(conf_ah, "dgid", F_STRING, dgid, .check = check_gid),
 	FLD(conf_ah, "sgid_index", F_INT, sgid_index, .min = 0, .max = 255),
 	FLD(conf_ah, "hop_limit", F_INT, hop_limit, .min = 0, .max = 255),
 	FLD(conf_ah, "traffic_class", F_INT, traffic_class, .min = 0,
 	    .max = 255),
 	FLD(conf_ah, "sl", F_INT, sl, .min = 0, .max = 15),
 	FLD(conf_ah, "dlid", F_INT, dlid, .min = 0, .max = 65535),
+	FLD(conf_ah, "static_rate", F_INT, static_rate, .min = 0, .max = 63),
 	END_OF_TABLE,
 };
 

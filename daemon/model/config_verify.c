@@ -370,6 +370,18 @@ static void verify_mr(struct parser *p, const struct conf_profile *pr,
 			     unnamed(r->name));
 }
 
+/* An AH routes by GID (with a GRH: RoCE, or IB across subnets) or by
+ * LID alone (IB, no GRH). */
+static void verify_ah(struct parser *p, const struct conf_ah *a)
+{
+	if (!a->dgid && !a->dlid)
+		parser_error(p, a->loc,
+			     "ah '%s' has neither dgid nor dlid: give dgid "
+			     "(RoCE, or IB with a GRH) or dlid (IB LID "
+			     "routing, no GRH)",
+			     unnamed(a->name));
+}
+
 static void verify_srq(struct parser *p, const struct conf_srq *q)
 {
 	if (q->type == SRQK_XRC && (!q->xrcd || !q->cq))
@@ -517,6 +529,8 @@ static void verify_profile(struct parser *p, struct conf_profile *pr)
 		verify_mr(p, pr, conf_obj(pr, OBJ_MR, i));
 	for (size_t i = 0; i < pr->n_objs[OBJ_SRQ]; i++)
 		verify_srq(p, conf_obj(pr, OBJ_SRQ, i));
+	for (size_t i = 0; i < pr->n_objs[OBJ_AH]; i++)
+		verify_ah(p, conf_obj(pr, OBJ_AH, i));
 	for (size_t i = 0; i < pr->n_objs[OBJ_TARGET]; i++)
 		verify_target(p, pr, conf_obj(pr, OBJ_TARGET, i));
 	verify_targets_hold(p, pr);

@@ -131,3 +131,25 @@ def test_not_found_is_json_404(rdmad):
     status, body = d.request("DELETE", "/v1/profiles")
     assert status == 405
     assert body["error"]["code"] == "method_not_allowed"
+
+
+def test_address_handles_with_and_without_grh(rdmad):
+    """An AH with a dgid has a GRH; one with only a dlid is IB LID
+    routing, which a RoCE port (rxe) refuses: the object fails with the
+    device's reason, and the rest of the profile is ready."""
+    d = rdmad("""
+devices = ( { name = "d0"; match = { ibdev = "rxe0"; }; } );
+profiles = ( { name = "p"; device = "d0";
+  pd = ( { name = "a"; } );
+  ah = ( { name = "grh"; pd = "a"; dgid = "192.0.2.1"; sl = 3;
+           static_rate = 7; },
+         { name = "lid"; pd = "a"; dlid = 5; } ); } );
+""")
+    status, p = d.get("/v1/profiles/p")
+    assert status == 200
+    ahs = by_name(p, "ah")
+    assert ahs["grh"]["state"] == "ready", ahs["grh"]
+    assert ahs["grh"]["dgid"] == "0000:0000:0000:0000:0000:ffff:c000:0201"
+    assert ahs["lid"]["state"] == "failed", ahs["lid"]
+    assert "ibv_create_ah to lid 5" in ahs["lid"]["reason"]
+    assert by_name(p, "pd")["a"]["state"] == "ready"
