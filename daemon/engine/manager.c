@@ -8,6 +8,7 @@
 #include "devmatch.h"
 #include "devwatch.h"
 #include "events.h"
+#include "gid.h"
 #include "log.h"
 #include "manager.h"
 #include "objects.h"
@@ -376,6 +377,45 @@ static void publish_async(struct manager *m, struct profile *p,
 	events_publish(m->events, async_event_name(ev->event_type), j);
 }
 
+/* The port's GID table changed (an address came or went): select the
+ * profile's GID again, as at start. QPs already connected keep theirs;
+ * what is set up from now on (attaches, endpoints, QPs brought up) uses
+ * the new one. */
+static void reselect_gid(struct manager *m, struct profile *p)
+{
+	union ibv_gid gid;
+	char before[GID_TEXT_SIZE], after[GID_TEXT_SIZE];
+	int idx = -1;
+	json_t *j;
+
+	if (devmatch_gid(p->ctx, p->dev, &idx, &gid) < 0)
+		idx = -1;
+	if (idx == p->gid_index &&
+	    (idx < 0 || !memcmp(&gid, &p->gid, sizeof(gid))))
+		return;
+	if (p->gid_index >= 0)
+		gid_text(&p->gid, before);
+	else
+		strcpy(before, "none");
+	if (idx >= 0)
+		gid_text(&gid, after);
+	else
+		strcpy(after, "none");
+	log_info("profile %s: GID table of %s port %d changed: GID index %d "
+		 "(%s), was %d (%s)",
+		 p->conf->name, p->ibdev, p->dev->port, idx, after,
+		 p->gid_index, before);
+	p->gid_index = idx;
+	if (idx >= 0)
+		p->gid = gid;
+	j = json_pack("{s:s, s:s, s:i, s:i, s:s}", "profile", p->conf->name,
+		      "device", p->ibdev, "port", p->dev->port, "gid_index",
+		      idx, "gid", after);
+	if (j)
+		events_publish(m->events, "gid_selected", j);
+	profile_touch(p);
+}
+
 static void on_async_event(void *ud, const struct ibv_async_event *ev)
 {
 	struct profile *p = ud;
@@ -385,6 +425,9 @@ static void on_async_event(void *ud, const struct ibv_async_event *ev)
 	int r;
 
 	publish_async(m, p, ev, o);
+	if (ev->event_type == IBV_EVENT_GID_CHANGE &&
+	    ev->element.port_num == p->dev->port)
+		reselect_gid(m, p);
 	if (ev->event_type == IBV_EVENT_SRQ_LIMIT_REACHED && o) {
 		/* The device disarmed it: armed again for the next time. */
 		r = object_srq_arm(o);

@@ -7,6 +7,7 @@ objects it creates, with the same JSON, in the same order, numbered
 without gaps. The SRQ limit is armed at creation (the device shows it)."""
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -312,3 +313,60 @@ def test_streams_are_not_idle(rdmad, tmp_path):
         proc.wait(TIMEOUT)
         t_sse.join(TIMEOUT)
     assert sse.error is None, sse.error
+
+
+def gid_table(dev="rxe0"):
+    """{index: gid} of port 1, as sysfs has it (unused entries left out)."""
+    base = f"/sys/class/infiniband/{dev}/ports/1/gids"
+    out = {}
+    for name in os.listdir(base):
+        try:
+            with open(f"{base}/{name}") as f:
+                g = f.read().strip()
+        except OSError:
+            continue  # an unused entry reads EINVAL
+        if g != "0000:0000:0000:0000:0000:0000:0000:0000":
+            out[int(name)] = g
+    return out
+
+
+@pytest.fixture
+def veth_address():
+    yield
+    subprocess.run(["ip", "addr", "del", "192.0.2.77/24", "dev", NETDEV],
+                   stderr=subprocess.DEVNULL)
+    subprocess.run(["ip", "addr", "add", "192.0.2.1/24", "dev", NETDEV],
+                   stderr=subprocess.DEVNULL)
+
+
+def test_gid_change_selects_the_gid_again(rdmad, veth_address):
+    """The profile's RoCE v2 IPv4 GID goes with its address: the daemon
+    selects the new one (GID_CHANGE async event), says so on the stream,
+    and shows it in the profile's document."""
+    d = rdmad(CONF.format(extra=""))
+    status, p = d.get("/v1/profiles/p")
+    old = p["gid_index"]
+    assert gid_table()[old].endswith("c000:0201")  # 192.0.2.1
+    mon = subprocess.Popen([str(RDMACTL), "--socket", d.sock, "monitor",
+                            "--json", "gid_selected"],
+                           stdout=subprocess.PIPE, text=True)
+    col = Collector("monitor")
+    threading.Thread(target=monitor_reader, args=(mon, col),
+                     daemon=True).start()
+    try:
+        time.sleep(1)
+        subprocess.run(["ip", "addr", "del", "192.0.2.1/24", "dev", NETDEV],
+                       check=True)
+        subprocess.run(["ip", "addr", "add", "192.0.2.77/24", "dev",
+                        NETDEV], check=True)
+        ev = col.wait_for(lambda e: e.get("event") == "gid_selected" and
+                          e.get("gid", "").endswith("c000:024d"))
+        new = ev["gid_index"]
+        assert gid_table()[new].endswith("c000:024d")  # 192.0.2.77
+        status, p = d.get("/v1/profiles/p")
+        assert p["gid_index"] == new
+        status, port = d.get("/v1/devices/rxe0/ports/1")
+        assert status == 200
+    finally:
+        mon.terminate()
+        mon.wait()
