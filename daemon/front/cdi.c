@@ -43,6 +43,9 @@
 struct cdi {
 	struct manager *m;
 	sd_event_source *defer; /* a rewrite scheduled, NULL: none */
+	/* The control socket as bound at start: a reload does not move
+	 * it, whatever the new configuration says. */
+	char *socket;
 	char *path;		/* the file written last, NULL: none */
 	char *text;		/* what it holds */
 };
@@ -87,7 +90,7 @@ static json_t *device_json(const struct profile *p, const char *socket,
 		json_array_append_new(nodes,
 				      json_pack("{s:s}", "path", RDMA_CM_PATH));
 	edits = json_pack(
-		"{s:[s++, s++], s:o*, s:[{s:s, s:s, s:[s, s, s, s]}]}", "env",
+		"{s:[s+, s+], s:o*, s:[{s:s, s:s, s:[s, s, s, s]}]}", "env",
 		"RDMAD_SOCKET=", socket, "RDMAD_PROFILE=", p->conf->name,
 		"deviceNodes", nodes, "mounts", "hostPath", socket_dir,
 		"containerPath", socket_dir, "options", "bind", "ro", "nosuid",
@@ -97,17 +100,18 @@ static json_t *device_json(const struct profile *p, const char *socket,
 		     : NULL;
 }
 
-json_t *cdi_spec_json(struct manager *m)
+json_t *cdi_spec_json(struct manager *m, const char *socket)
 {
-	const char *socket = m->config->daemon.control_socket;
 	_cleanup_free_ char *dir_buf = strdup(socket);
 	json_t *devices = json_array(), *spec;
 	bool dots = false, rdma_cm;
+	const char *dir;
 
 	if (!dir_buf || !devices) {
 		json_decref(devices);
 		return NULL;
 	}
+	dir = dirname(dir_buf);
 	/* Present wherever rdma_ucm is loaded; absent, naming it would make
 	 * every container start fail. */
 	rdma_cm = access(RDMA_CM_PATH, F_OK) == 0;
@@ -117,8 +121,7 @@ json_t *cdi_spec_json(struct manager *m)
 		if (!profile_has_device(p) || !cdi_name_valid(p->conf->name))
 			continue;
 		if (json_array_append_new(devices,
-					  device_json(p, socket,
-						      dirname(dir_buf),
+					  device_json(p, socket, dir,
 						      rdma_cm)) < 0) {
 			json_decref(devices);
 			return NULL;
@@ -203,7 +206,7 @@ static void cdi_write(struct cdi *c)
 		cdi_remove(c);
 	if (!*path)
 		return;
-	spec = cdi_spec_json(c->m);
+	spec = cdi_spec_json(c->m, c->socket);
 	if (!spec) {
 		/* No device to offer (or no memory to say so): no file. */
 		if (c->path)
@@ -265,6 +268,21 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 	}
 }
 
+/* Containers see the socket's directory: a token file there is theirs
+ * to read (as root in the container, without a user namespace). */
+static void token_in_socket_dir(struct manager *m, const char *socket)
+{
+	const char *token = m->config->daemon.token_file;
+	size_t n = strrchr(socket, '/') - socket;
+
+	if (*m->config->daemon.cdi_spec && token && n &&
+	    !strncmp(token, socket, n) && token[n] == '/')
+		log_warn(0, "the CDI specification binds %.*s into "
+			    "containers, and the REST token file %s is in it: "
+			    "keep it elsewhere (/etc/rdmad/token)",
+			 (int)n, socket, token);
+}
+
 int cdi_start(struct manager *m, struct cdi **out)
 {
 	struct cdi *c = calloc(1, sizeof(*c));
@@ -273,11 +291,14 @@ int cdi_start(struct manager *m, struct cdi **out)
 	if (!c)
 		return -ENOMEM;
 	c->m = m;
-	r = manager_subscribe(m, on_manager_event, c);
+	c->socket = strdup(m->config->daemon.control_socket);
+	r = c->socket ? manager_subscribe(m, on_manager_event, c) : -ENOMEM;
 	if (r < 0) {
+		free(c->socket);
 		free(c);
 		return r;
 	}
+	token_in_socket_dir(m, c->socket);
 	/* Nothing has a device before manager_start(): this only removes a
 	 * file a daemon killed before it could left behind. */
 	cdi_write(c);
@@ -294,6 +315,7 @@ struct cdi *cdi_stop(struct cdi *c)
 	manager_unsubscribe(c->m, on_manager_event, c);
 	c->defer = sd_event_source_disable_unref(c->defer);
 	cdi_remove(c);
+	free(c->socket);
 	free(c);
 	return NULL;
 }

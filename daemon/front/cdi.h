@@ -30,8 +30,9 @@ static inline void cdi_stopp(struct cdi **c)
 	cdi_stop(*c);
 }
 
-/* The specification for m's running profiles; NULL when no profile has a
- * device (a CDI specification must declare at least one device). */
-json_t *cdi_spec_json(struct manager *m);
+/* The specification for m's running profiles, whose clients reach the
+ * daemon at socket; NULL when no profile has a device (a CDI
+ * specification must declare at least one device). */
+json_t *cdi_spec_json(struct manager *m, const char *socket);
 
 #endif
