@@ -8,8 +8,10 @@ attaches to its profile."""
 
 import json
 import os
+import shutil
 import stat
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -80,6 +82,7 @@ def start(rdmad, tmp_path, text, cdi):
     port = free_port()
     d = rdmad(daemon_section(tmp_path, port, cdi) + text)
     d.token = TOKEN
+    d.sock = str(tmp_path / "rdmad.sock")  # runtime_dir's
     return d
 
 
@@ -224,9 +227,9 @@ profiles = ( { name = "waits"; device = "absent"; } );
     assert d.get("/v1/config")[1]["daemon"]["cdi_spec"] == ""
 
 
-@pytest.mark.skipif(os.environ.get("RDMAD_VM") != "1",
-                    reason="writes /run/cdi: only in the throwaway VM")
 def test_default_path(rdmad, tmp_path):
+    """Every daemon of this suite without cdi_spec writes there too (in
+    the VM harness, the guest's own /run)."""
     default = Path("/run/cdi/rdmad.json")
     d = start(rdmad, tmp_path, PROFILES, None)
     spec = wait_spec(default, lambda s: names(s) == ["p0", "p1"])
@@ -234,3 +237,57 @@ def test_default_path(rdmad, tmp_path):
     assert d.get("/v1/config")[1]["daemon"]["cdi_spec"] == str(default)
     assert d.stop() == 0
     assert not default.exists()
+
+
+PODMAN = shutil.which("podman")
+
+
+@pytest.mark.skipif(not PODMAN, reason="podman is not installed "
+                    "(tests/deps installs it)")
+def test_container_attaches_through_cdi(rdmad):
+    """podman applies rdmad's CDI device to a container whose root is
+    this machine's own (no image): the container sees the profile
+    device's uverbs node and rdma_cm and no other RDMA device, has
+    RDMAD_SOCKET and RDMAD_PROFILE, and the unmodified client attaches
+    with no argument."""
+    # Under /tmp, not the suite's tmp_path: in the VM that is /dev/shm,
+    # which the container's own /dev hides from crun's bind mounts.
+    tmp = Path(tempfile.mkdtemp(prefix="rdmad-podman-", dir="/tmp"))
+    try:
+        d = start(rdmad, tmp, PROFILES, None)  # the default: /run/cdi
+        wait_spec("/run/cdi/rdmad.json", lambda s: names(s) == ["p0", "p1"])
+        uverbs = uverbs_of("rxe0")
+        podman = [PODMAN, "--root", str(tmp / "storage"),
+                  "--runroot", str(tmp / "runroot"),
+                  "--storage-driver", "vfs", "--cgroup-manager", "cgroupfs",
+                  "--events-backend", "none"]
+        script = ("ls /dev/infiniband; env | grep ^RDMAD_ | sort; "
+                  f"exec {ATTACH}")
+        # The machine's root as the container's, bound beside it in a
+        # mount namespace of our own (crun cannot pivot_root to / itself);
+        # there too the cgroup2 file system crun looks for, which the
+        # VM's guest (no systemd) has not mounted.
+        rootfs = tmp / "rootfs"
+        rootfs.mkdir()
+        r = subprocess.run(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+             '{ mountpoint -q /sys/fs/cgroup || '
+             'mount -t cgroup2 cgroup2 /sys/fs/cgroup; } && '
+             'mount --rbind / "$0" && exec "$@"', str(rootfs), *podman,
+             "run", "--rm", "--network", "none", "--cgroups", "disabled",
+             "--device", "rdmad.io/profile=p0", "--rootfs", str(rootfs),
+             "sh", "-c", script],
+            capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        lines = r.stdout.splitlines()
+        assert sorted(lines[:2]) == sorted(
+            [os.path.basename(uverbs), "rdma_cm"]), r.stdout
+        assert lines[2:4] == ["RDMAD_PROFILE=p0",
+                              f"RDMAD_SOCKET={d.sock}"], r.stdout
+        assert lines[4].startswith("profile p0: local mode, device rxe0"), \
+            r.stdout
+        assert "attached to p0" in d.log()
+        assert d.stop() == 0
+        assert not Path("/run/cdi/rdmad.json").exists()
+    finally:
+        subprocess.run(["rm", "-rf", "--one-file-system", str(tmp)])
