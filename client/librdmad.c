@@ -1941,9 +1941,13 @@ struct rdmad_profile *rdmad_attach(struct rdmad *c, const char *profile,
 	const char *mode;
 	int wait_ms, r;
 
+	/* A container given a profile through CDI has its name here. */
+	if (!profile)
+		profile = secure_getenv("RDMAD_PROFILE");
 	if (!c || !profile || !*profile) {
 		errno = -client_set_error(EINVAL, "rdmad_attach: no connection "
-						  "or no profile name");
+						  "or no profile name (nor "
+						  "$RDMAD_PROFILE)");
 		return NULL;
 	}
 	if ((flags & ~(modes | RDMAD_ATTACH_WAIT)) ||

@@ -82,7 +82,8 @@ struct rdmad *rdmad_connect(const char *socket_path);
 void rdmad_close(struct rdmad *c);
 
 /*
- * Attach to profile. Either fully succeeds or leaves nothing behind
+ * Attach to profile (NULL: $RDMAD_PROFILE, which a container given a
+ * profile through CDI has). Either fully succeeds or leaves nothing behind
  * (no fd, mapping, verbs object or lease). NULL and errno on failure:
  * ENOENT no such profile, EACCES not allowed, EAGAIN profile not ready
  * (or, with RDMAD_ATTACH_WAIT, it failed while waited for), ETIMEDOUT

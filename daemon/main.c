@@ -13,6 +13,7 @@
 #include <sysexits.h>
 
 #include "capcheck.h"
+#include "cdi.h"
 #include "config.h"
 #include "control.h"
 #include "http.h"
@@ -218,6 +219,8 @@ static int run(const struct options *o)
 {
 	_cleanup_(config_freep) struct config *config = NULL;
 	_cleanup_(manager_freep) struct manager *m = NULL;
+	/* Freed before the manager: it listens to it. */
+	_cleanup_(cdi_stopp) struct cdi *cdi = NULL;
 	const char *failed = NULL;
 	int r;
 
@@ -294,10 +297,16 @@ static int run(const struct options *o)
 		return EX_UNAVAILABLE;
 	}
 	sysd_listen_done();
+	/* Container engines hear of a profile once its device is open. */
+	r = cdi_start(m, &cdi);
+	if (r < 0)
+		log_warn(r, "cannot write CDI specifications, ignoring");
 	/* The front ends answer while the objects are being created. */
 	manager_start(m);
 
 	r = sd_event_loop(m->event);
+	/* No container is given a profile of a daemon that is going. */
+	cdi = cdi_stop(cdi);
 	control_stop(m);
 	http_stop(m);
 	manager_stop(m);

@@ -2,7 +2,10 @@
 /*
  * attach: attach to an rdmad profile, show what it gives, detach.
  *
- *   attach [-s SOCKET] [-m auto|shared|local] PROFILE
+ *   attach [-s SOCKET] [-m auto|shared|local] [PROFILE]
+ *
+ * Without PROFILE, $RDMAD_PROFILE (set in a container given a profile
+ * through CDI, with $RDMAD_SOCKET).
  *
  * Build: cc attach.c $(pkg-config --cflags --libs rdmad libibverbs)
  */
@@ -18,14 +21,16 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: attach [-s SOCKET] [-m auto|shared|local] PROFILE\n"
+	fprintf(f, "Usage: attach [-s SOCKET] [-m auto|shared|local] "
+		   "[PROFILE]\n"
 		   "Attach to an rdmad profile, print its device, PDs and "
 		   "MRs, detach.\n"
 		   "  -s SOCKET  rdmad's socket (default $RDMAD_SOCKET "
 		   "or " RDMAD_DEFAULT_SOCKET ")\n"
 		   "  -m MODE    auto (the daemon picks), shared (import the "
 		   "daemon's objects)\n"
-		   "             or local (register the same memory here)\n");
+		   "             or local (register the same memory here)\n"
+		   "  PROFILE    default $RDMAD_PROFILE\n");
 }
 
 static void print_mr(struct rdmad_profile *p, const char *name)
@@ -60,7 +65,7 @@ int main(int argc, char **argv)
 	struct ibv_context *ctx;
 	struct rdmad *c;
 	unsigned int flags;
-	const char *name;
+	const char *name, *profile;
 	size_t i;
 	int opt, r;
 
@@ -80,10 +85,11 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	if (optind != argc - 1) {
+	if (optind < argc - 1 || (optind == argc && !getenv("RDMAD_PROFILE"))) {
 		usage(stderr);
 		return 1;
 	}
+	profile = optind < argc ? argv[optind] : NULL;
 	if (!strcmp(mode, "auto")) {
 		flags = RDMAD_ATTACH_AUTO;
 	} else if (!strcmp(mode, "shared")) {
@@ -103,7 +109,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "attach: %s\n", rdmad_last_error());
 		return 1;
 	}
-	p = rdmad_attach(c, argv[optind], flags);
+	p = rdmad_attach(c, profile, flags);
 	if (!p) {
 		fprintf(stderr, "attach: %s (%s)\n", rdmad_last_error(),
 			rdmad_strerror(errno));
@@ -113,7 +119,7 @@ int main(int argc, char **argv)
 
 	ctx = rdmad_context(p);
 	printf("profile %s: %s mode, device %s port %d gid_index %d\n",
-	       argv[optind],
+	       profile ? profile : getenv("RDMAD_PROFILE"),
 	       rdmad_mode(p) == RDMAD_MODE_SHARED ? "shared" : "local",
 	       ibv_get_device_name(ctx->device), rdmad_port(p),
 	       rdmad_gid_index(p));

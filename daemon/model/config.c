@@ -52,6 +52,9 @@ static int set_defaults(struct config *c)
 	}
 	if (!d->log_level && !(d->log_level = conf_strdup(c, "info")))
 		return -ENOMEM;
+	if (!d->cdi_spec &&
+	    !(d->cdi_spec = conf_strdup(c, CONFIG_DEFAULT_CDI_SPEC)))
+		return -ENOMEM;
 	if (!d->max_sessions)
 		d->max_sessions = CONFIG_DEFAULT_MAX_SESSIONS;
 	if (!d->max_sessions_per_uid)

@@ -23,6 +23,8 @@
 #define CONFIG_DEFAULT_MAX_SESSIONS 4096
 #define CONFIG_DEFAULT_MAX_SESSIONS_PER_UID 256
 #define CONFIG_DEFAULT_HELLO_TIMEOUT 10
+/* Where container engines look for CDI specifications (cdi.c). */
+#define CONFIG_DEFAULT_CDI_SPEC "/run/cdi/rdmad.json"
 #define CONFIG_DEFAULT_HTTP_MAX_CONNECTIONS 4096
 #define CONFIG_DEFAULT_HTTP_MAX_PER_ADDRESS 64
 #define CONFIG_DEFAULT_HTTP_IDLE_TIMEOUT 60
@@ -299,6 +301,8 @@ struct conf_daemon {
 	char *token_file;
 	char *include;
 	char *log_level;
+	/* The CDI specification written for container engines; "": none. */
+	char *cdi_spec;
 	int workers; /* worker threads; 0: one per online CPU */
 	int64_t admin_gid; /* admin_group resolved; -1: none */
 	/* Front-end limits (0 in the file: the default, filled in). */

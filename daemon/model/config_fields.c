@@ -342,6 +342,25 @@ static const char *check_log_level(const char *s)
 				       : NULL;
 }
 
+/* "" turns it off. Container engines read only *.json and *.yaml files
+ * of their CDI directories: another name would be written for nobody. */
+static const char *check_cdi_spec(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (!*s)
+		return NULL;
+	if (s[0] != '/')
+		return "is not an absolute path (or \"\" for no CDI "
+		       "specification)";
+	if (n >= PATH_MAX)
+		return "is longer than PATH_MAX";
+	if (n < 5 || strcmp(s + n - 5, ".json"))
+		return "must name a file ending in .json (container engines "
+		       "read no other)";
+	return NULL;
+}
+
 #define FLD(st, k, t, m, ...)                                                  \
 	{ .key = k, .type = t, .offset = offsetof(struct st, m), __VA_ARGS__ }
 #define LIST(st, k, m, ...)                                                    \
@@ -381,6 +400,8 @@ const struct field conf_daemon_fields[] = {
 	FLD(conf_daemon, "include", F_STRING, include),
 	FLD(conf_daemon, "log_level", F_STRING, log_level,
 	    .check = check_log_level),
+	FLD(conf_daemon, "cdi_spec", F_STRING, cdi_spec,
+	    .check = check_cdi_spec),
 	FLD(conf_daemon, "workers", F_INT, workers, .min = 0, .max = 1024),
 	FLD(conf_daemon, "max_sessions", F_INT, max_sessions, .min = 1,
 	    .max = 1 << 20),

@@ -157,6 +157,10 @@ static const struct bad_case bad_cases[] = {
 	{ "tls cert without key", "daemon = {\n http = { tls_cert = \"/c.pem\"; }; };", 2, "'tls_cert' and 'tls_key' go together" },
 	{ "tls cert relative", "daemon = { http = { tls_cert = \"c.pem\"; tls_key = \"/k\"; }; };", 1, "is not an absolute path" },
 	{ "hello_timeout zero", "daemon = { hello_timeout = 0; };", 1, "out of range" },
+	{ "cdi_spec relative", "daemon = {\n cdi_spec = \"cdi/rdmad.json\"; };", 2, "daemon: 'cdi_spec' = 'cdi/rdmad.json' is not an absolute path" },
+	{ "cdi_spec not json", "daemon = {\n\n cdi_spec = \"/run/cdi/rdmad.yaml\"; };", 3, "must name a file ending in .json" },
+	{ "cdi_spec a directory", "daemon = { cdi_spec = \"/run/cdi/\"; };", 1, "must name a file ending in .json" },
+	{ "cdi_spec not a string", "daemon = {\n cdi_spec = false; };", 2, "cdi_spec" },
 };
 
 static void test_bad(void **state)
@@ -186,7 +190,8 @@ static void test_bad(void **state)
 
 static const char good_text[] =
 	"daemon = { http = { listen = [ \"127.0.0.1:9\", \"[::1]:10\", "
-	"\"unix:/run/x.sock\" ]; }; log_level = \"debug\"; workers = 3; };\n"
+	"\"unix:/run/x.sock\" ]; }; log_level = \"debug\"; workers = 3; "
+	"cdi_spec = \"\"; };\n"
 	"devices = ( { name = \"d\"; match = { ibdev = \"rxe0\"; }; port = 2; "
 	"gid = { index = 1; }; } );\n"
 	"profiles = ( { name = \"p\"; device = \"d\";\n"
@@ -217,6 +222,7 @@ static void test_good(void **state)
 	assert_string_equal(cfg->daemon.listen[1], "[::1]:10");
 	assert_string_equal(cfg->daemon.log_level, "debug");
 	assert_int_equal(cfg->daemon.workers, 3);
+	assert_string_equal(cfg->daemon.cdi_spec, ""); /* off */
 	assert_string_equal(cfg->daemon.runtime_dir, "/run/rdmad");
 	assert_int_equal(cfg->n_devices, 1);
 	assert_int_equal(cfg->devices[0].port, 2);
@@ -256,6 +262,7 @@ static void test_defaults(void **state)
 	assert_string_equal(cfg->daemon.listen[0], "127.0.0.1:8470");
 	assert_string_equal(cfg->daemon.control_socket,
 			    "/run/rdmad/rdmad.sock");
+	assert_string_equal(cfg->daemon.cdi_spec, "/run/cdi/rdmad.json");
 	config_free(cfg);
 }
 
