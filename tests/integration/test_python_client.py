@@ -15,7 +15,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 
@@ -78,7 +77,7 @@ def test_protocol_constants_are_proto_h_s():
 
 
 @pytest.fixture
-def pyshared(shared):
+def pyshared(shared):  # noqa: F811
     """The sharing daemon, with the package where uid 1000 can read it."""
     shutil.copytree(ROOT / "client" / "python" / "rdmad",
                     shared.code / "rdmad",
@@ -280,8 +279,13 @@ def test_c_client_writes_python_reads(pyshared):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.startswith(f"wrote {len(data)} local")
-    # As uid 1000: through its own pyverbs MR, and through mr_map.
-    out = as_user(d, USER, """
+    # As uid 1000 (local mode registers 65 MiB: its memlock limit must
+    # allow it): through its own pyverbs MR, and through mr_map.
+    import resource
+    old = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    resource.setrlimit(resource.RLIMIT_MEMLOCK, (128 * MIB, 128 * MIB))
+    try:
+        out = as_user(d, USER, """
 import json, sys
 import rdmad
 with rdmad.connect(sys.argv[1]) as conn:
@@ -291,6 +295,8 @@ with rdmad.connect(sys.argv[1]) as conn:
                           "map": bytes(prof.mr_map("ring")[at:at + n]).hex(),
                           "mode": prof.mode}))
 """, str(at), str(len(data)))
+    finally:
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, old)
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["mode"] == "local"
