@@ -7,12 +7,15 @@ are exceptions with a code, and leave no fd behind. rxe cannot import:
 shared mode is tested here up to the daemon's refusal, and in
 tests/hw/test_python_shared_hw.py on mlx5."""
 
+import array
+import errno
 import json
 import os
 import re
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -448,3 +451,110 @@ def test_wait_for_a_profile_being_created(rdmad, run_dir):  # noqa: F811
             assert prof.mr("small").length == 4096
     assert nfds() == before
     d.settle(120)
+
+
+def uverbs_fd(ibdev):
+    """A new command fd of ibdev, as the daemon would pass in shared
+    mode (the daemon dups its context's)."""
+    base = "/sys/class/infiniband_verbs"
+    for u in os.listdir(base):
+        try:
+            with open(f"{base}/{u}/ibdev") as f:
+                if f.read().strip() == ibdev:
+                    return os.open(f"/dev/infiniband/{u}",
+                                   os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            pass
+    raise AssertionError(f"no uverbs device for {ibdev}")
+
+
+class FakeDaemon:
+    """A stand-in for rdmad that answers ATTACH with a shared-mode
+    ATTACHED carrying a real command fd of rxe0 (which rdmad itself
+    never sends on rxe: it cannot import), to take the client's shared
+    mode as far as the device lets it. Records what it is sent."""
+
+    def __init__(self, path, attached):
+        self.attached = attached
+        self.got = []
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.srv.bind(path)
+        self.srv.listen(1)
+        self.thread = threading.Thread(target=self.serve)
+        self.thread.start()
+
+    def send(self, c, mtype, mid, doc, fds=()):
+        body = json.dumps(doc).encode()
+        head = proto.HEADER.pack(proto.PROTO_MAGIC, 1, mtype, 0, len(fds),
+                                 mid, len(body))
+        anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                array.array("i", fds))] if fds else []
+        c.sendmsg([head + body], anc)
+
+    def serve(self):
+        c, _ = self.srv.accept()
+        with c:
+            while data := c.recv(proto.PROTO_MAX_FRAME + 1):
+                _, _, mtype, _, _, mid, _ = proto.HEADER.unpack_from(data)
+                doc = json.loads(data[proto.PROTO_HDR_SIZE:])
+                self.got.append((proto.type_name(mtype), doc))
+                if mtype == proto.PROTO_HELLO:
+                    self.send(c, proto.PROTO_WELCOME, mid,
+                              {"version": 1, "server": "fake",
+                               "server_version": "0"})
+                elif mtype == proto.PROTO_ATTACH:
+                    mem = os.memfd_create("m", os.MFD_CLOEXEC)
+                    os.ftruncate(mem, MIB)
+                    fds = [uverbs_fd("rxe0"), mem]
+                    self.send(c, proto.PROTO_ATTACHED, mid, self.attached,
+                              fds)
+                    for fd in fds:
+                        os.close(fd)
+                elif mtype == proto.PROTO_DETACH:
+                    self.send(c, proto.PROTO_DETACHED, mid, doc)
+
+    def close(self):
+        self.thread.join(30)
+        self.srv.close()
+
+
+SHARED_ATTACHED = {
+    "profile": "p", "attachment": 7, "mode": "shared", "ibdev": "rxe0",
+    "port": 1, "gid_index": 1, "import_capable": True, "cmd_fd": 0,
+    "memory": [{"name": "m", "size": MIB, "backing": "memfd", "fd": 1}],
+    "pd": [{"name": "a", "handle": 0}],
+    "mr": [{"name": "r", "pd": "a", "memory": "m", "handle": 1,
+            "lkey": 1, "rkey": 1, "length": MIB, "offset": 0, "iova": 0,
+            "zero_based": True, "access": ["local_write"]}]}
+
+
+@pytest.mark.parametrize("case", ["import", "malformed"])
+def test_shared_mode_up_to_where_rxe_refuses(tmp_path, case):
+    """The client's shared mode for real: it maps the memory and asks
+    pyverbs to import the context from the command fd (Context(cmd_fd=),
+    ibv_import_device), which rxe refuses; or it finds the ATTACHED
+    malformed. Either way: an Error, every fd closed, the attachment
+    given back."""
+    doc = dict(SHARED_ATTACHED)
+    if case == "malformed":
+        doc["mr"] = [dict(doc["mr"][0], offset=MIB)]  # past the memory
+    path = str(tmp_path / "fake.sock")
+    fake = FakeDaemon(path, doc)
+    before = nfds()
+    try:
+        conn = rdmad.connect(path)
+        with pytest.raises(rdmad.Error) as e:
+            conn.attach("p", mode="shared")
+        conn.close()
+    finally:
+        fake.close()
+    if case == "import":
+        assert e.value.code == "setup_failed", e.value
+        assert "cannot import the context of rxe0" in e.value.message
+        assert e.value.errno == errno.EOPNOTSUPP, e.value
+    else:
+        assert e.value.code == "protocol_error", e.value
+        assert "offset and length" in e.value.message
+    assert [t for t, _ in fake.got] == ["HELLO", "ATTACH", "DETACH"]
+    assert fake.got[2][1] == {"attachment": 7}
+    assert nfds() == before

@@ -83,6 +83,13 @@ class Error(Exception):
         self.errno = errno
 
 
+def _errno_of(e):
+    """The errno of a pyverbs error (PyverbsRDMAError.error_code), or
+    None."""
+    code = getattr(e, "error_code", None)
+    return code if isinstance(code, int) and code > 0 else None
+
+
 def _close_fds(fds):
     for fd in fds:
         if fd >= 0:
@@ -513,7 +520,7 @@ class Profile:
         except Exception as e:  # pyverbs' errors
             raise Error("setup_failed",
                         f"profile '{self.name}' on {self.ibdev}: {e}",
-                        errno=getattr(e, "error_code", None)) from None
+                        errno=_errno_of(e)) from None
 
     def _parse_mrs(self, doc):
         pds = doc.get("pd") or []
@@ -572,7 +579,7 @@ class Profile:
             self._fds = []
             raise Error("setup_failed", f"cannot import the context of "
                         f"{self.ibdev}: {e}",
-                        errno=getattr(e, "error_code", None)) from None
+                        errno=_errno_of(e)) from None
         self._fds = []  # the context's now: closed with it
         for p in self.document.get("pd") or []:
             self._pds[p["name"]] = PD(self.context, handle=p["handle"])
@@ -604,14 +611,14 @@ class Profile:
                         address=addr)
             except Exception as e:
                 hint = ""
-                if getattr(e, "error_code", None) == errno.ENOMEM:
+                if _errno_of(e) == errno.ENOMEM:
                     hint = (" (local mode pins the MR: is RLIMIT_MEMLOCK, "
                             "ulimit -l, large enough?)")
                 raise Error("setup_failed",
                             f"cannot register mr '{d['name']}' "
                             f"({d['length']} bytes) on {self.ibdev}: "
                             f"{e}{hint}",
-                            errno=getattr(e, "error_code", None)) from None
+                            errno=_errno_of(e)) from None
             self._mrs[d["name"]] = (mr, d)
             report.append({"name": d["name"], "lkey": mr.lkey,
                            "rkey": mr.rkey, "iova": addr,
