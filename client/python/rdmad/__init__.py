@@ -17,7 +17,13 @@ the device and registers its own MRs over the same memory.
 
 Every failure is an rdmad.Error carrying a code: the daemon's own
 ("not_found", "forbidden", "not_ready", ...) or one of this package's
-("daemon_gone", "timeout", "protocol_error", "setup_failed").
+("daemon_gone", "timeout", "protocol_error", "setup_failed",
+"not_connected").
+
+Constants: DEFAULT_SOCKET, the socket connect() uses when neither its
+argument nor $RDMAD_SOCKET names one; MODE_SHARED and MODE_LOCAL, the
+values of Profile.mode; TIMEOUT, the seconds an answer is awaited by
+default. The protocol's own numbers are in rdmad.proto.
 """
 
 import ctypes
