@@ -458,6 +458,8 @@ def uverbs_fd(ibdev):
     mode (the daemon dups its context's)."""
     base = "/sys/class/infiniband_verbs"
     for u in os.listdir(base):
+        if not u.startswith("uverbs"):
+            continue  # abi_version
         try:
             with open(f"{base}/{u}/ibdev") as f:
                 if f.read().strip() == ibdev:
@@ -503,9 +505,10 @@ class FakeDaemon:
                               {"version": 1, "server": "fake",
                                "server_version": "0"})
                 elif mtype == proto.PROTO_ATTACH:
+                    cmd = uverbs_fd("rxe0")
                     mem = os.memfd_create("m", os.MFD_CLOEXEC)
                     os.ftruncate(mem, MIB)
-                    fds = [uverbs_fd("rxe0"), mem]
+                    fds = [cmd, mem]
                     self.send(c, proto.PROTO_ATTACHED, mid, self.attached,
                               fds)
                     for fd in fds:
