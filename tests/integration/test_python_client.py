@@ -542,8 +542,8 @@ def test_shared_mode_up_to_where_rxe_refuses(tmp_path, case):
     if case == "malformed":
         doc["mr"] = [dict(doc["mr"][0], offset=MIB)]  # past the memory
     path = str(tmp_path / "fake.sock")
+    before = nfds()  # the stand-in's sockets are gone when it is closed
     fake = FakeDaemon(path, doc)
-    before = nfds()
     try:
         conn = rdmad.connect(path)
         with pytest.raises(rdmad.Error) as e:
