@@ -734,8 +734,8 @@ class Profile:
     def mr(self, name):
         """The MR called name: a pyverbs MR. Shared mode: the daemon's
         registration, imported by handle (its lkey and rkey are the
-        daemon's; pyverbs' MR.read()/write() do not work on it, as its
-        address is the daemon's: use mr_map()). Local mode: this
+        daemon's; an imported MR carries no address in this process, so
+        pyverbs' MR.read()/write() do not work on it: use mr_map()). Local mode: this
         process's registration over the same memory with the same
         access, at IOVA mr_iova(name). Error "not_found" if none."""
         return self._mr(name)[0]
