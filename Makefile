@@ -31,6 +31,13 @@ SYSTEMDUNITDIR ?= $(call systemd_dir,systemdsystemunitdir,systemd,$(PREFIX)/lib/
 SYSUSERSDIR ?= $(call systemd_dir,sysusersdir,systemd,$(PREFIX)/lib/sysusers.d)
 TMPFILESDIR ?= $(call systemd_dir,tmpfilesdir,systemd,$(PREFIX)/lib/tmpfiles.d)
 BASHCOMPDIR ?= $(call systemd_dir,completionsdir,bash-completion,$(DATADIR)/bash-completion/completions)
+# The Python package (client/python/rdmad): Debian's python3 looks in
+# /usr/lib/python3/dist-packages, and under /usr/local in
+# lib/python3.X/dist-packages.
+PYTHON3 ?= /usr/bin/python3
+PYTHONDIR ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/$(shell \
+	$(PYTHON3) -c 'import sys; print("python%d.%d" % sys.version_info[:2])' \
+	2>/dev/null || echo python3)/dist-packages)
 INSTALL ?= install
 
 CC ?= cc
@@ -195,7 +202,7 @@ unit: $(UNIT_BIN) $(FUZZ_REPLAY)
 
 # Small programs the integration suite drives (tests/integration/helpers).
 HELPERS := $(B)/tests/loopback $(B)/tests/devwatch_probe \
-	$(B)/tests/event_client
+	$(B)/tests/event_client $(B)/tests/pattern_writer
 
 $(B)/tests/loopback: tests/integration/helpers/loopback.c \
 		$(B)/daemon/verbs/qpstate.o $(B)/daemon/verbs/selftest.o
@@ -208,6 +215,12 @@ $(B)/tests/devwatch_probe: tests/integration/helpers/devwatch_probe.c \
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(B)/tests/event_client: tests/integration/helpers/event_client.c \
+		$(B)/librdmad.so.0
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -Iclient -o $@ $< -L$(B) -lrdmad \
+		-Wl,-rpath,'$$ORIGIN/..' $(shell pkg-config --libs libibverbs)
+
+$(B)/tests/pattern_writer: tests/integration/helpers/pattern_writer.c \
 		$(B)/librdmad.so.0
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -Iclient -o $@ $< -L$(B) -lrdmad \
@@ -274,6 +287,7 @@ clean:
 # ---- installation and packages ----
 
 MANPAGES := $(wildcard man/*.[1-8]) client/librdmad.3
+PYFILES := $(wildcard client/python/rdmad/*.py)
 D := $(DESTDIR)
 
 install: $(B)/rdmad $(B)/dist/rdmactl $(B)/$(LIB_REAL) $(B)/rdmad.pc \
@@ -281,7 +295,7 @@ install: $(B)/rdmad $(B)/dist/rdmactl $(B)/$(LIB_REAL) $(B)/rdmad.pc \
 	$(INSTALL) -d $(D)$(SBINDIR) $(D)$(BINDIR) $(D)$(LIBDIR) \
 		$(D)$(PKGCONFIGDIR) $(D)$(INCLUDEDIR) $(D)$(SYSTEMDUNITDIR) \
 		$(D)$(SYSUSERSDIR) $(D)$(TMPFILESDIR) $(D)$(BASHCOMPDIR) \
-		$(D)$(SYSCONFDIR)/rdmad \
+		$(D)$(SYSCONFDIR)/rdmad $(D)$(PYTHONDIR)/rdmad \
 		$(sort $(foreach m,$(MANPAGES),$(D)$(MANDIR)/man$(subst .,,$(suffix $(m)))))
 	$(INSTALL) -m 0755 $(B)/rdmad $(D)$(SBINDIR)/rdmad
 	$(INSTALL) -m 0755 $(B)/dist/rdmactl $(D)$(BINDIR)/rdmactl
@@ -297,6 +311,7 @@ install: $(B)/rdmad $(B)/dist/rdmactl $(B)/$(LIB_REAL) $(B)/rdmad.pc \
 	$(INSTALL) -m 0644 systemd/sysusers.conf $(D)$(SYSUSERSDIR)/rdmad.conf
 	$(INSTALL) -m 0644 systemd/tmpfiles.conf $(D)$(TMPFILESDIR)/rdmad.conf
 	$(INSTALL) -m 0644 client/rdmactl.bash $(D)$(BASHCOMPDIR)/rdmactl
+	$(INSTALL) -m 0644 $(PYFILES) $(D)$(PYTHONDIR)/rdmad/
 	$(INSTALL) -D -m 0644 daemon/api/openapi.json $(D)$(DATADIR)/rdmad/openapi.json
 	# The configuration is the operator's: an existing one is kept.
 	test -e $(D)$(SYSCONFDIR)/rdmad/rdmad.conf || \
@@ -312,8 +327,10 @@ uninstall:
 		$(foreach m,$(MANPAGES),$(D)$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m))) \
 		$(UNITS:%=$(D)$(SYSTEMDUNITDIR)/%) \
 		$(D)$(SYSUSERSDIR)/rdmad.conf $(D)$(TMPFILESDIR)/rdmad.conf \
-		$(D)$(BASHCOMPDIR)/rdmactl $(D)$(DATADIR)/rdmad/openapi.json
-	rmdir $(D)$(DATADIR)/rdmad 2>/dev/null || true
+		$(D)$(BASHCOMPDIR)/rdmactl $(D)$(DATADIR)/rdmad/openapi.json \
+		$(PYFILES:client/python/%=$(D)$(PYTHONDIR)/%)
+	rm -rf $(D)$(PYTHONDIR)/rdmad/__pycache__
+	rmdir $(D)$(DATADIR)/rdmad $(D)$(PYTHONDIR)/rdmad 2>/dev/null || true
 
 # The Debian packages (debian/), built in a copy of the tree under
 # build/deb/src so that debian/rules clean cannot touch build/ here;

@@ -1,0 +1,778 @@
+# SPDX-License-Identifier: MIT
+"""rdmad's Python client: attach to a profile, get pyverbs objects.
+
+    import rdmad
+
+    with rdmad.connect() as conn, conn.attach("ingest") as prof:
+        mr = prof.mr("ring")          # a pyverbs MR
+        buf = prof.mr_map("ring")     # its bytes, a memoryview
+        qp = QP(prof.pd("main"), ...) # on prof.context, prof.port
+
+The package speaks the attach protocol of proto/PROTOCOL.md itself over
+the daemon's unix socket (no compiled code of its own); the verbs
+objects are Debian's python3-pyverbs. In shared mode the context, PDs
+and MRs are the daemon's, imported (ibv_import_device, _pd, _mr); in
+local mode (devices that cannot import, such as rxe) this process opens
+the device and registers its own MRs over the same memory.
+
+Every failure is an rdmad.Error carrying a code: the daemon's own
+("not_found", "forbidden", "not_ready", ...) or one of this package's
+("daemon_gone", "timeout", "protocol_error", "setup_failed",
+"not_connected").
+
+Constants: DEFAULT_SOCKET, the socket connect() uses when neither its
+argument nor $RDMAD_SOCKET names one; MODE_SHARED and MODE_LOCAL, the
+values of Profile.mode; TIMEOUT, the seconds an answer is awaited by
+default. The protocol's own numbers are in rdmad.proto.
+"""
+
+import ctypes
+import errno
+import json
+import math
+import mmap
+import os
+import socket
+import stat
+import threading
+
+from . import proto
+
+__all__ = ["Error", "Connection", "Profile", "connect", "DEFAULT_SOCKET",
+           "MODE_SHARED", "MODE_LOCAL"]
+
+#: Where connect() goes when neither its path nor $RDMAD_SOCKET says.
+DEFAULT_SOCKET = proto.RDMAD_DEFAULT_SOCKET
+#: Profile.mode values: the objects are the daemon's (imported) or this
+#: process's own, over the same memory.
+MODE_SHARED = "shared"
+MODE_LOCAL = "local"
+
+#: How long an answer is awaited, in seconds; a waiting attach adds its
+#: wait (librdmad's 30 s).
+TIMEOUT = 30.0
+
+# The access names of the configuration and their ibv_access_flags bits
+# (<infiniband/verbs.h>, stable ABI).
+_ACCESS = {
+    "local_write": 1 << 0,
+    "remote_write": 1 << 1,
+    "remote_read": 1 << 2,
+    "remote_atomic": 1 << 3,
+    "mw_bind": 1 << 4,
+    "relaxed_ordering": 1 << 20,
+}
+
+
+class Error(Exception):
+    """A failure of rdmad or of this client.
+
+    code: the daemon's error code, as REST gives it ("not_found",
+    "forbidden", "not_ready", "not_supported", "too_many_sessions", ...),
+    or this package's: "daemon_gone" (the daemon closed the connection:
+    it stopped or restarted; connect again), "timeout" (no answer in
+    time), "protocol_error" (an answer that breaks the protocol),
+    "setup_failed" (this process could not map, open, import or
+    register what the daemon gave; errno says why when known).
+    message: a sentence for people. status: the HTTP-style status of a
+    refused request(), else None. document: the refusal's JSON document,
+    else None. errno: an errno number when one is known, else None.
+    """
+
+    def __init__(self, code, message, status=None, document=None,
+                 errno=None):
+        super().__init__(f"{message} ({code})")
+        self.code = code
+        self.message = message
+        self.status = status
+        self.document = document
+        self.errno = errno
+
+
+def _errno_of(e):
+    """The errno of a pyverbs error (PyverbsRDMAError.error_code), or
+    None."""
+    code = getattr(e, "error_code", None)
+    return code if isinstance(code, int) and code > 0 else None
+
+
+def _close_fds(fds):
+    for fd in fds:
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def connect(path=None, timeout=TIMEOUT):
+    """Connect to rdmad and say HELLO; returns a Connection.
+
+    path: the daemon's socket; None means $RDMAD_SOCKET when set and
+    not empty, else DEFAULT_SOCKET (/run/rdmad/rdmad.sock), as
+    librdmad's rdmad_connect(NULL). timeout: seconds an answer is
+    awaited. Raises Error ("daemon_gone" when nothing listens there,
+    "forbidden" when this user may not connect, the daemon's code when
+    it refuses the session).
+    """
+    return Connection(path, timeout)
+
+
+class Connection:
+    """A session with rdmad over its control socket.
+
+    Made by connect(); a context manager that close()s on exit. Use it
+    from one thread at a time (a lock guards each exchange, so misuse
+    cannot interleave messages, but answers are still awaited in turn).
+    EVENT messages the daemon sends unasked (device_removed,
+    profile_removed, ...) are kept, in order, in the list `events`.
+    """
+
+    def __init__(self, path=None, timeout=TIMEOUT):
+        if path is None:
+            path = os.environ.get("RDMAD_SOCKET") or DEFAULT_SOCKET
+        self.path = str(path)
+        self.timeout = timeout
+        self.events = []
+        self.version = None
+        self._next_id = 0
+        self._lock = threading.Lock()
+        self._broken = None  # why no more requests may be sent
+        self._gone_flag = False  # the daemon closed the connection
+        self._profiles = []
+        self._sock = socket.socket(socket.AF_UNIX,
+                                   socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+        try:
+            self._sock.settimeout(timeout)
+            try:
+                self._sock.connect(self.path)
+            except (FileNotFoundError, ConnectionRefusedError) as e:
+                raise Error("daemon_gone",
+                            f"cannot connect to rdmad at {self.path}: "
+                            f"{e.strerror} (is rdmad running?)",
+                            errno=e.errno) from None
+            except PermissionError as e:
+                raise Error("forbidden",
+                            f"cannot connect to rdmad at {self.path}: "
+                            f"{e.strerror} (is this user in rdmad's "
+                            f"control group?)", errno=e.errno) from None
+            except OSError as e:
+                raise Error("daemon_gone",
+                            f"cannot connect to rdmad at {self.path}: "
+                            f"{e.strerror or e}", errno=e.errno) from None
+            t, doc, _ = self._exchange(
+                proto.PROTO_HELLO,
+                {"versions": [proto.PROTO_VERSION_MIN,
+                              proto.PROTO_VERSION_MAX]})
+            if t != proto.PROTO_WELCOME:
+                self._protocol(f"rdmad answered HELLO with "
+                               f"{proto.type_name(t)}")
+            v = doc.get("version")
+            if not isinstance(v, int) or not (
+                    proto.PROTO_VERSION_MIN <= v <= proto.PROTO_VERSION_MAX):
+                self._protocol(f"rdmad chose protocol version {v!r}; this "
+                               f"client speaks {proto.PROTO_VERSION_MIN} to "
+                               f"{proto.PROTO_VERSION_MAX}")
+            self.version = v
+        except BaseException:
+            self._sock.close()
+            raise
+
+    # ---- framing ----
+
+    def _protocol(self, message):
+        self._broken = message
+        raise Error("protocol_error", message)
+
+    def _send(self, mtype, payload):
+        if self._sock.fileno() < 0:
+            raise Error("not_connected", "the connection is closed")
+        if self._broken:
+            raise Error("not_connected",
+                        f"the connection to rdmad failed earlier "
+                        f"({self._broken}): connect again")
+        self._next_id = self._next_id % 0xFFFFFFFF + 1
+        body = json.dumps(payload, separators=(",", ":")).encode()
+        head = proto.HEADER.pack(proto.PROTO_MAGIC, proto.PROTO_VERSION_MIN,
+                                 mtype, 0, 0, self._next_id, len(body))
+        try:
+            self._sock.send(head + body)
+        except (BrokenPipeError, ConnectionResetError):
+            self._gone(proto.type_name(mtype))
+        except socket.timeout:
+            self._broken = "a send timed out"
+            raise Error("timeout", "rdmad did not take a request in time")
+        return self._next_id
+
+    def _gone(self, what):
+        self._broken = "rdmad closed the connection"
+        self._gone_flag = True
+        raise Error("daemon_gone",
+                    f"rdmad went away (stopped or restarted) before it "
+                    f"answered {what}; connect again",
+                    errno=errno.ECONNRESET)
+
+    def _recv(self, what):
+        """One message: (type, id, payload, fds); the fds are the
+        caller's. Every fd received is closed on any failure."""
+        cmsg_space = socket.CMSG_SPACE(proto.PROTO_MAX_FDS *
+                                       ctypes.sizeof(ctypes.c_int))
+        try:
+            data, anc, flags, _ = self._sock.recvmsg(
+                proto.PROTO_MAX_FRAME + 1, cmsg_space,
+                socket.MSG_CMSG_CLOEXEC)
+        except ConnectionResetError:
+            self._gone(what)
+        except socket.timeout:
+            self._broken = f"no answer to {what} in time"
+            raise Error("timeout", f"rdmad did not answer {what} within "
+                        f"{self._sock.gettimeout()} s",
+                        errno=errno.ETIMEDOUT) from None
+        fds = []
+        other = False
+        for level, ctype, cdata in anc:
+            if level == socket.SOL_SOCKET and ctype == socket.SCM_RIGHTS:
+                n = len(cdata) // ctypes.sizeof(ctypes.c_int)
+                fds.extend(memoryview(cdata)[:n * 4].cast("i"))
+            else:
+                other = True
+        try:
+            if not data and not fds:
+                self._gone(what)
+            if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) or other:
+                self._protocol(f"rdmad's answer to {what} was truncated "
+                               f"or carried unexpected control data")
+            if len(data) < proto.PROTO_HDR_SIZE:
+                self._protocol(f"rdmad's answer to {what} is shorter "
+                               f"than a header")
+            magic, version, mtype, mflags, n_fds, mid, length = \
+                proto.HEADER.unpack_from(data)
+            if magic != proto.PROTO_MAGIC or \
+                    length != len(data) - proto.PROTO_HDR_SIZE or \
+                    n_fds != len(fds) or mflags != 0:
+                self._protocol(f"bad frame from rdmad answering {what}")
+            if self.version is not None and version != self.version:
+                self._protocol(f"rdmad framed its answer to {what} as "
+                               f"version {version}")
+            if fds and mtype != proto.PROTO_ATTACHED:
+                self._protocol(f"rdmad sent fds with "
+                               f"{proto.type_name(mtype)}")
+            try:
+                doc = json.loads(data[proto.PROTO_HDR_SIZE:])
+            except ValueError:
+                doc = None
+            if not isinstance(doc, dict):
+                self._protocol(f"rdmad's answer to {what} is not a JSON "
+                               f"object")
+        except BaseException:
+            _close_fds(fds)
+            raise
+        return mtype, mid, doc, fds
+
+    def _await(self, mid, what, timeout):
+        """Read up to the answer to request mid, setting EVENTs aside;
+        an ERROR answer is raised as Error."""
+        self._sock.settimeout(timeout)
+        while True:
+            mtype, rid, doc, fds = self._recv(what)
+            if mtype == proto.PROTO_EVENT:
+                self.events.append(doc)
+                continue
+            if mtype == proto.PROTO_ERROR:
+                err = doc.get("error") or {}
+                code = err.get("code") or "error"
+                msg = err.get("message") or f"rdmad refused {what}"
+                if rid == 0:  # the daemon is ending the session
+                    self._broken = msg
+                if rid in (0, mid):
+                    raise Error(code, msg)
+            if rid != mid:
+                _close_fds(fds)
+                self._protocol(f"rdmad answered request {rid} while "
+                               f"{mid} was expected")
+            return mtype, doc, fds
+
+    def _exchange(self, mtype, payload, timeout=None):
+        with self._lock:
+            mid = self._send(mtype, payload)
+            return self._await(mid, proto.type_name(mtype),
+                               self.timeout if timeout is None else timeout)
+
+    # ---- public ----
+
+    def fileno(self):
+        """The socket's fd, to poll for the daemon's EVENTs; read
+        nothing from it yourself."""
+        return self._sock.fileno()
+
+    def request(self, method, path, body=None):
+        """A control request, as REST takes it; returns the reply
+        document (the same JSON REST returns).
+
+        method: "GET", "POST", "PATCH", "DELETE"; path: "/v1/...";
+        body: a dict or None. A refusal (status >= 400) raises Error
+        with the document's code and message, .status and .document.
+        """
+        if not isinstance(path, str) or not path.startswith("/"):
+            raise ValueError("path must start with /v1/")
+        req = {"method": method, "path": path}
+        if body is not None:
+            if not isinstance(body, dict):
+                raise ValueError("body must be a dict (a JSON object)")
+            req["body"] = body
+        t, doc, _ = self._exchange(proto.PROTO_REQUEST, req)
+        status = doc.get("status")
+        if t != proto.PROTO_REPLY or not isinstance(status, int):
+            self._protocol(f"rdmad's answer to {method} {path} is not a "
+                           f"REPLY with a status")
+        reply = doc.get("body")
+        if status >= 400:
+            err = reply.get("error", {}) if isinstance(reply, dict) else {}
+            raise Error(err.get("code") or str(status),
+                        err.get("message") or f"{method} {path}: "
+                        f"status {status}", status=status, document=reply)
+        return reply
+
+    def attach(self, profile, wait=None, mode="auto"):
+        """Attach to profile; returns a Profile (a context manager that
+        detaches on exit).
+
+        wait: what to do when the profile is not ready yet (its objects
+        are still being created): None or 0 fail at once with code
+        "not_ready"; a number of seconds to wait for it (then
+        "not_ready" saying it timed out, like librdmad's
+        RDMAD_ATTACH_WAIT); a negative number or math.inf, as long as it
+        takes. mode: "auto" (the daemon picks: shared where the device
+        can import), "shared" or "local".
+
+        Either it succeeds or it leaves nothing behind: no fd, mapping,
+        verbs object or lease. Raises Error: "not_found" no such profile,
+        "forbidden" this user is not allowed, "not_ready",
+        "not_supported" (shared mode asked where import is not possible),
+        "daemon_gone", "setup_failed", ...
+        """
+        if mode not in ("auto", MODE_SHARED, MODE_LOCAL):
+            raise ValueError("mode must be 'auto', 'shared' or 'local'")
+        req = {"profile": profile, "mode": mode}
+        timeout = self.timeout
+        if wait is not None and wait != 0:
+            if wait < 0 or math.isinf(wait):
+                req["wait_ms"] = -1
+                timeout = None
+            else:
+                req["wait_ms"] = max(1, int(wait * 1000))
+                timeout += wait
+        t, doc, fds = self._exchange(proto.PROTO_ATTACH, req, timeout)
+        if t != proto.PROTO_ATTACHED:
+            _close_fds(fds)
+            self._protocol(f"rdmad answered ATTACH with "
+                           f"{proto.type_name(t)}")
+        p = Profile(self, profile, doc, fds)
+        try:
+            p._setup(mode)
+        except BaseException:
+            p._abort()
+            raise
+        self._profiles.append(p)
+        return p
+
+    def close(self):
+        """Detach every profile still attached, then close the
+        connection. Safe to call twice."""
+        for p in list(self._profiles):
+            try:
+                p.detach()
+            except Error:
+                pass
+        self._sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+class _MemoryMap:
+    """One memory of the profile mapped here: the mmap and its address."""
+
+    def __init__(self, name, fd, size):
+        self.name = name
+        self.size = size
+        st = os.fstat(fd)
+        # Mapping past the end of a file would SIGBUS on first touch.
+        if stat.S_ISREG(st.st_mode) and st.st_size < size:
+            raise Error("protocol_error",
+                        f"memory '{name}' has {st.st_size} bytes, rdmad "
+                        f"said {size}")
+        self.map = mmap.mmap(fd, size, mmap.MAP_SHARED,
+                             mmap.PROT_READ | mmap.PROT_WRITE)
+        anchor = ctypes.c_char.from_buffer(self.map)
+        self.addr = ctypes.addressof(anchor)
+        del anchor  # the address stays valid while the map is open
+        self.views = []
+
+    def view(self, offset, length):
+        v = memoryview(self.map)[offset:offset + length]
+        self.views.append(v)
+        return v
+
+    def close(self):
+        for v in self.views:
+            try:
+                v.release()
+            except (BufferError, ValueError):
+                pass
+        self.views = []
+        try:
+            self.map.close()
+        except BufferError:
+            # Something still exports its bytes (a numpy array made
+            # from a view): the mapping goes when that does.
+            pass
+
+
+class Profile:
+    """One attachment to a profile and the pyverbs objects it gives.
+
+    Made by Connection.attach(); a context manager that detach()es on
+    exit. Attributes: name, attachment (the daemon's id), mode
+    (MODE_SHARED or MODE_LOCAL), ibdev, port, gid_index (to build QPs
+    and address handles), import_capable, context (a pyverbs Context:
+    imported from the daemon's cmd_fd in shared mode, opened by name in
+    local mode), document (the ATTACHED JSON as the daemon sent it).
+    """
+
+    def __init__(self, conn, name, doc, fds):
+        self._conn = conn
+        self.name = name
+        self.document = doc
+        self._fds = list(fds)  # received, not yet owned by anything
+        self._maps = {}
+        self._pds = {}
+        self._mrs = {}  # name -> (pyverbs MR, description)
+        self.context = None
+        self.attachment = doc.get("attachment")
+        self._granted = isinstance(self.attachment, int)
+        self.mode = doc.get("mode")
+        self.ibdev = doc.get("ibdev")
+        self.port = doc.get("port")
+        self.gid_index = doc.get("gid_index")
+        self.import_capable = doc.get("import_capable")
+
+    # ---- setting up ----
+
+    def _malformed(self, why):
+        raise Error("protocol_error",
+                    f"rdmad's ATTACHED for profile '{self.name}' is "
+                    f"malformed: {why}")
+
+    def _take_fd(self, index, what):
+        if not isinstance(index, int) or not 0 <= index < len(self._fds):
+            self._malformed(f"{what}: fd {index!r} of {len(self._fds)}")
+        fd = self._fds[index]
+        if fd < 0:
+            self._malformed(f"{what}: fd {index} given twice")
+        self._fds[index] = -1
+        return fd
+
+    def _setup(self, asked):
+        doc = self.document
+        if not self._granted:
+            self._malformed("no attachment id")
+        if self.mode not in (MODE_SHARED, MODE_LOCAL):
+            self._malformed(f"mode {self.mode!r}")
+        if asked != "auto" and self.mode != asked:
+            raise Error("protocol_error",
+                        f"rdmad attached profile '{self.name}' in "
+                        f"{self.mode} mode, not in the mode asked")
+        if not isinstance(self.ibdev, str) or not self.ibdev:
+            self._malformed("no ibdev")
+        if not isinstance(self.port, int) or not 1 <= self.port <= 255:
+            self._malformed("no port")
+        if not isinstance(self.gid_index, int) or self.gid_index < 0:
+            self._malformed("no gid_index")
+        cmd_fd = -1
+        if self.mode == MODE_SHARED:
+            cmd_fd = self._take_fd(doc.get("cmd_fd"), "cmd_fd")
+            self._fds.append(cmd_fd)  # closed with the rest on failure
+        for m in doc.get("memory") or []:
+            name, size = m.get("name"), m.get("size")
+            if not isinstance(name, str) or name in self._maps or \
+                    not isinstance(size, int) or size <= 0:
+                self._malformed(f"memory {m!r}")
+            fd = self._take_fd(m.get("fd"), name)
+            try:
+                self._maps[name] = _MemoryMap(name, fd, size)
+            except OSError as e:
+                raise Error("setup_failed", f"cannot map memory '{name}' "
+                            f"({size} bytes): {e.strerror or e}",
+                            errno=e.errno) from None
+            finally:
+                os.close(fd)
+        descs = self._parse_mrs(doc)
+        # Only the fds used are needed: the rest (XRC domains' files,
+        # which pyverbs cannot open over a file) are closed now.
+        _close_fds([fd for fd in self._fds if fd != cmd_fd])
+        self._fds = [cmd_fd] if cmd_fd >= 0 else []
+        try:
+            if self.mode == MODE_SHARED:
+                self._setup_shared(cmd_fd, descs)
+            else:
+                self._setup_local(descs)
+        except Error:
+            raise
+        except Exception as e:  # pyverbs' errors
+            raise Error("setup_failed",
+                        f"profile '{self.name}' on {self.ibdev}: {e}",
+                        errno=_errno_of(e)) from None
+
+    def _parse_mrs(self, doc):
+        pds = doc.get("pd") or []
+        names = [p.get("name") for p in pds]
+        for p in pds:
+            if not isinstance(p.get("name"), str) or \
+                    not isinstance(p.get("handle"), int) or \
+                    names.count(p["name"]) > 1:
+                self._malformed(f"pd {p!r}")
+        descs = []
+        for m in doc.get("mr") or []:
+            name = m.get("name")
+            mem = self._maps.get(m.get("memory"))
+            off, length = m.get("offset"), m.get("length")
+            if not isinstance(name, str) or \
+                    any(d["name"] == name for d in descs):
+                self._malformed(f"mr {name!r}")
+            if m.get("pd") not in names or mem is None:
+                self._malformed(f"mr '{name}': no pd {m.get('pd')!r} or "
+                                f"memory {m.get('memory')!r}")
+            if not isinstance(off, int) or not isinstance(length, int) or \
+                    off < 0 or length <= 0 or off + length > mem.size:
+                self._malformed(f"mr '{name}': offset and length do not "
+                                f"fit memory '{mem.name}'")
+            access = 0
+            for a in m.get("access") or []:
+                if a not in _ACCESS:
+                    self._malformed(f"mr '{name}': unknown access {a!r}")
+                access |= _ACCESS[a]
+            iova = 0 if m.get("zero_based") else m.get("iova")
+            if not isinstance(iova, int) or \
+                    not isinstance(m.get("handle"), int) or \
+                    not isinstance(m.get("rkey"), int):
+                self._malformed(f"mr '{name}': no iova, handle or rkey")
+            descs.append(dict(m, iova=iova, access_flags=access))
+        return descs
+
+    def _setup_shared(self, cmd_fd, descs):
+        from pyverbs.device import Context
+        from pyverbs.mr import MR
+        from pyverbs.pd import PD
+
+        before = os.fstat(cmd_fd)
+        try:
+            self.context = Context(cmd_fd=cmd_fd)
+        except Exception as e:
+            # Some of libibverbs' failure paths close the fd, some do
+            # not: close it only if it still is the same file.
+            try:
+                after = os.fstat(cmd_fd)
+                if (after.st_dev, after.st_ino, after.st_rdev) == \
+                        (before.st_dev, before.st_ino, before.st_rdev):
+                    os.close(cmd_fd)
+            except OSError:
+                pass
+            self._fds = []
+            raise Error("setup_failed", f"cannot import the context of "
+                        f"{self.ibdev}: {e}",
+                        errno=_errno_of(e)) from None
+        self._fds = []  # the context's now: closed with it
+        for p in self.document.get("pd") or []:
+            self._pds[p["name"]] = PD(self.context, handle=p["handle"])
+        for d in descs:
+            mr = MR(self._pds[d["pd"]], handle=d["handle"])
+            self._mrs[d["name"]] = (mr, d)
+            if mr.rkey != d["rkey"] or mr.length != d["length"]:
+                raise Error("protocol_error",
+                            f"mr '{d['name']}' (handle {d['handle']}) "
+                            f"imports with rkey {mr.rkey} and {mr.length} "
+                            f"bytes; rdmad announced rkey {d['rkey']} and "
+                            f"{d['length']} bytes")
+
+    def _setup_local(self, descs):
+        from pyverbs.device import Context
+        from pyverbs.mr import MR
+        from pyverbs.pd import PD
+
+        self.context = Context(name=self.ibdev)
+        for p in self.document.get("pd") or []:
+            self._pds[p["name"]] = PD(self.context)
+        report = []
+        for d in descs:
+            addr = self._maps[d["memory"]].addr + d["offset"]
+            # pyverbs' MR registers at IOVA == address (ibv_reg_mr): it
+            # cannot take the daemon's IOVA (ibv_reg_mr_iova).
+            try:
+                mr = MR(self._pds[d["pd"]], d["length"], d["access_flags"],
+                        address=addr)
+            except Exception as e:
+                hint = ""
+                if _errno_of(e) == errno.ENOMEM:
+                    hint = (" (local mode pins the MR: is RLIMIT_MEMLOCK, "
+                            "ulimit -l, large enough?)")
+                raise Error("setup_failed",
+                            f"cannot register mr '{d['name']}' "
+                            f"({d['length']} bytes) on {self.ibdev}: "
+                            f"{e}{hint}",
+                            errno=_errno_of(e)) from None
+            self._mrs[d["name"]] = (mr, d)
+            report.append({"name": d["name"], "lkey": mr.lkey,
+                           "rkey": mr.rkey, "iova": addr,
+                           "length": d["length"]})
+        # The daemon shows the keys in GET /v1/sessions; its answer
+        # carries nothing needed here, and a refusal changes nothing.
+        try:
+            self._conn._exchange(proto.PROTO_REPORT,
+                                 {"attachment": self.attachment,
+                                  "mr": report})
+        except Error as e:
+            if e.code in ("daemon_gone", "timeout", "protocol_error",
+                          "not_connected"):
+                raise
+
+    # ---- tearing down ----
+
+    def _release(self):
+        """Close every object here, MRs before PDs before the context
+        (pyverbs also closes what the caller made on them)."""
+        first = None
+        for objs in ([m for m, _ in self._mrs.values()],
+                     list(self._pds.values()),
+                     [self.context] if self.context else []):
+            for o in objs:
+                try:
+                    o.close()
+                except Exception as e:
+                    first = first or e
+        self._mrs, self._pds, self.context = {}, {}, None
+        for m in self._maps.values():
+            m.close()
+        self._maps = {}
+        _close_fds(self._fds)
+        self._fds = []
+        return first
+
+    def _abort(self):
+        self._release()
+        if self._granted and not self._conn._broken:
+            try:
+                self._conn._exchange(proto.PROTO_DETACH,
+                                     {"attachment": self.attachment})
+            except Error:
+                pass
+        self._granted = False
+
+    def detach(self):
+        """Release the profile's objects in this process (MRs, PDs, the
+        context and whatever was created on them: destroy your QPs and
+        CQs first, or pyverbs closes them), unmap the memory (views from
+        mr_map() are released), and tell the daemon. After a
+        "daemon_gone" connection only the release here is done. Safe to
+        call twice. Raises Error when a release or the daemon fails."""
+        if self in self._conn._profiles:
+            self._conn._profiles.remove(self)
+        err = self._release()
+        granted, self._granted = self._granted, False
+        if granted and not self._conn._gone_flag:
+            try:
+                self._conn._exchange(proto.PROTO_DETACH,
+                                     {"attachment": self.attachment})
+            except Error as e:
+                if e.code != "daemon_gone":
+                    raise
+        if err is not None:
+            raise Error("setup_failed", f"releasing profile "
+                        f"'{self.name}': {err}")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.detach()
+        return False
+
+    # ---- accessors ----
+
+    def _mr(self, name):
+        try:
+            return self._mrs[name]
+        except KeyError:
+            raise Error("not_found",
+                        f"profile '{self.name}' has no mr '{name}' that "
+                        f"can be shared (MRs on anonymous memory "
+                        f"cannot)") from None
+
+    @property
+    def pd_names(self):
+        """The names of the profile's PDs."""
+        return list(self._pds)
+
+    @property
+    def mr_names(self):
+        """The names of the profile's MRs this attachment gives."""
+        return list(self._mrs)
+
+    def pd(self, name):
+        """The PD called name: a pyverbs PD (imported in shared mode,
+        this process's own in local mode). Error "not_found" if none."""
+        try:
+            return self._pds[name]
+        except KeyError:
+            raise Error("not_found", f"profile '{self.name}' has no pd "
+                        f"'{name}'") from None
+
+    def mr(self, name):
+        """The MR called name: a pyverbs MR. Shared mode: the daemon's
+        registration, imported by handle (its lkey and rkey are the
+        daemon's; an imported MR carries no address in this process, so
+        pyverbs' MR.read()/write() do not work on it: use mr_map()). Local mode: this
+        process's registration over the same memory with the same
+        access, at IOVA mr_iova(name). Error "not_found" if none."""
+        return self._mr(name)[0]
+
+    def mr_map(self, name):
+        """The MR's bytes in this process: a writable memoryview of the
+        shared mapping (the same bytes the daemon and every other
+        client see). Released by detach()."""
+        mr, d = self._mr(name)
+        return self._maps[d["memory"]].view(d["offset"], d["length"])
+
+    def mr_addr(self, name):
+        """The address of the MR's first byte in this process."""
+        _, d = self._mr(name)
+        return self._maps[d["memory"]].addr + d["offset"]
+
+    def mr_iova(self, name):
+        """The MR's first byte in the IOVA space of mr(name)'s keys: the
+        address for work requests with its lkey, and for a remote peer
+        with its rkey. Shared mode: the daemon's (0 when zero-based).
+        Local mode: this process's address (pyverbs registers at IOVA ==
+        address; see daemon_iova())."""
+        mr, d = self._mr(name)
+        if self.mode == MODE_SHARED:
+            return d["iova"]
+        return self.mr_addr(name)
+
+    def daemon_iova(self, name):
+        """The IOVA of the daemon's own registration of the MR (0 when
+        zero-based): for peers that use daemon_rkey()."""
+        return self._mr(name)[1]["iova"]
+
+    def daemon_rkey(self, name):
+        """The rkey of the daemon's own registration of the MR (the same
+        as mr(name).rkey in shared mode)."""
+        return self._mr(name)[1]["rkey"]
+
+    def __repr__(self):
+        return (f"<rdmad.Profile {self.name!r} {self.mode} on "
+                f"{self.ibdev} port {self.port}>")

@@ -1,0 +1,148 @@
+# SPDX-License-Identifier: MIT
+"""The Python client in shared mode, on an import-capable device (mlx5):
+prof.context, prof.pd() and prof.mr() are the daemon's objects imported
+by pyverbs (Context(cmd_fd=), PD(handle=), MR(handle=)); data moved by
+RDMA into the imported MR shows in mr_map(); detach leaves no fd. Runs
+only where such a device exists (tests/hw/run); on rxe the import is
+refused, which tests/integration/test_python_client.py covers."""
+
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "client" / "python"))
+
+import rdmad  # noqa: E402
+from hwdev import DEV, needs_mlx5  # noqa: E402
+
+MIB = 1 << 20
+
+pytestmark = needs_mlx5
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    run = Path("/run") / f"rdmad-hw-{secrets.token_hex(4)}"
+    port = free_port()
+    conf = tmp_path / "rdmad.conf"
+    conf.write_text(f"""
+daemon = {{ runtime_dir = "{run}";
+           http = {{ listen = [ "127.0.0.1:{port}" ]; }}; }};
+devices = ( {{ name = "d"; match = {{ ibdev = "{DEV}"; }}; }} );
+profiles = ( {{ name = "p"; device = "d";
+  memory = ( {{ name = "m"; size = "16M"; }} );
+  pd = ( {{ name = "a"; }} );
+  mr = ( {{ name = "r"; pd = "a"; memory = "m"; zero_based = true;
+           access = [ "local_write", "remote_write", "remote_read" ]; }} );
+}} );
+""")
+    p = subprocess.Popen([str(ROOT / "build" / "rdmad"), "-c", str(conf)])
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(url + "/v1/health")
+            break
+        except OSError:
+            time.sleep(0.1)
+    yield str(run / "rdmad.sock"), url
+    p.terminate()
+    assert p.wait(30) == 0
+
+
+def get(url, path):
+    import json
+    with urllib.request.urlopen(url + path) as r:
+        return json.loads(r.read())
+
+
+def connect_loopback(prof, a, b):
+    """Connect RC QPs a and b to each other on the profile's port."""
+    import pyverbs.enums as e
+    from pyverbs.addr import AHAttr, GlobalRoute
+    from pyverbs.qp import QPAttr
+
+    gid = prof.context.query_gid(prof.port, prof.gid_index)
+    for qp, peer in ((a, b), (b, a)):
+        attr = QPAttr()
+        attr.qp_access_flags = (e.IBV_ACCESS_REMOTE_WRITE |
+                                e.IBV_ACCESS_REMOTE_READ)
+        attr.path_mtu = e.IBV_MTU_1024
+        attr.dest_qp_num = peer.qp_num
+        attr.max_dest_rd_atomic = attr.max_rd_atomic = 1
+        attr.min_rnr_timer, attr.timeout = 12, 14
+        attr.retry_cnt = attr.rnr_retry = 6
+        attr.ah_attr = AHAttr(gr=GlobalRoute(dgid=gid,
+                                             sgid_index=prof.gid_index),
+                              is_global=1, port_num=prof.port)
+        qp.to_rts(attr)
+
+
+def test_shared_attach_gives_imported_pyverbs_objects(daemon):
+    import pyverbs.enums as e
+    from pyverbs.cq import CQ
+    from pyverbs.device import Context
+    from pyverbs.mr import MR
+    from pyverbs.pd import PD
+    from pyverbs.qp import QP, QPCap, QPInitAttr
+    from pyverbs.wr import SGE, SendWR
+
+    sock, url = daemon
+    daemon_mr = get(url, "/v1/profiles/p/mr/r")
+    before = len(os.listdir("/proc/self/fd"))
+    with rdmad.connect(sock) as conn:
+        with conn.attach("p", mode="shared") as prof:
+            assert prof.mode == rdmad.MODE_SHARED
+            assert prof.import_capable is True
+            assert isinstance(prof.context, Context)
+            assert isinstance(prof.pd("a"), PD)
+            mr = prof.mr("r")
+            assert isinstance(mr, MR)
+            # The daemon's one registration, imported: its keys.
+            assert (mr.lkey, mr.rkey) == (daemon_mr["lkey"],
+                                          daemon_mr["rkey"])
+            assert mr.length == 16 * MIB and prof.mr_iova("r") == 0
+            sessions = get(url, "/v1/sessions")
+            assert sessions[0]["attachments"][0]["mode"] == "shared"
+
+            # An RDMA write from a buffer of ours into the imported MR
+            # (its rkey, its zero-based IOVA), seen through mr_map().
+            cq = CQ(prof.context, 16)
+            cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1,
+                        max_recv_sge=1)
+            qps = [QP(prof.pd("a"), QPInitAttr(qp_type=e.IBV_QPT_RC,
+                                               scq=cq, rcq=cq, cap=cap))
+                   for _ in range(2)]
+            connect_loopback(prof, *qps)
+            data = secrets.token_bytes(4096)
+            src = MR(prof.pd("a"), len(data), e.IBV_ACCESS_LOCAL_WRITE)
+            src.write(data, len(data))
+            wr = SendWR(opcode=e.IBV_WR_RDMA_WRITE, num_sge=1,
+                        sg=[SGE(src.buf, len(data), src.lkey)],
+                        send_flags=e.IBV_SEND_SIGNALED)
+            wr.set_wr_rdma(mr.rkey, prof.mr_iova("r") + 5 * MIB)
+            qps[0].post_send(wr)
+            for _ in range(1000000):
+                n, wcs = cq.poll()
+                if n:
+                    break
+            assert n and wcs[0].status == e.IBV_WC_SUCCESS
+            view = prof.mr_map("r")
+            assert bytes(view[5 * MIB:5 * MIB + len(data)]) == data
+            for o in (src, *qps, cq):
+                o.close()
+        assert get(url, "/v1/sessions")[0]["attachments"] == []
+    assert len(os.listdir("/proc/self/fd")) == before
