@@ -156,9 +156,16 @@ def test_attach_gives_pyverbs_objects(pyshared):
 
 def test_default_socket_and_env(pyshared, monkeypatch):
     monkeypatch.setenv("RDMAD_SOCKET", pyshared.sock)
+    monkeypatch.setenv("RDMAD_PROFILE", "ingest")
     with rdmad.connect() as conn:
         assert conn.path == pyshared.sock
         assert conn.request("GET", "/v1/health") == {"status": "ok"}
+        # What CDI gives a container: the socket and the profile.
+        with conn.attach() as prof:
+            assert prof.name == "ingest"
+        monkeypatch.delenv("RDMAD_PROFILE")
+        with pytest.raises(ValueError):
+            conn.attach()
     monkeypatch.delenv("RDMAD_SOCKET")
     with pytest.raises(rdmad.Error) as e:
         rdmad.connect(str(pyshared.code / "no.sock"))

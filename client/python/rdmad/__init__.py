@@ -333,9 +333,10 @@ class Connection:
                         f"status {status}", status=status, document=reply)
         return reply
 
-    def attach(self, profile, wait=None, mode="auto"):
+    def attach(self, profile=None, wait=None, mode="auto"):
         """Attach to profile; returns a Profile (a context manager that
-        detaches on exit).
+        detaches on exit). profile None: $RDMAD_PROFILE (what a container
+        given a profile through CDI has), as librdmad does.
 
         wait: what to do when the profile is not ready yet (its objects
         are still being created): None or 0 fail at once with code
@@ -353,6 +354,11 @@ class Connection:
         """
         if mode not in ("auto", MODE_SHARED, MODE_LOCAL):
             raise ValueError("mode must be 'auto', 'shared' or 'local'")
+        if profile is None:
+            profile = os.environ.get("RDMAD_PROFILE")
+            if not profile:
+                raise ValueError("no profile given and RDMAD_PROFILE is "
+                                 "not set")
         req = {"profile": profile, "mode": mode}
         timeout = self.timeout
         if wait is not None and wait != 0:
