@@ -619,7 +619,7 @@ static int load_checked(const char *path, struct config **out,
 	if (r < 0)
 		return r;
 	if (!next->n_errors)
-		capcheck_config(next);
+		capcheck_config(next, NULL);
 	if (next->n_errors) {
 		*result = json_pack("{s:s, s:o}", "status", "error", "errors",
 				    config_errors_json(next));

@@ -44,6 +44,19 @@ static void check_qp(struct config *c, const struct caps *caps,
 	if (q->path && q->path->sgid_index >= 0)
 		OVER(c, q->loc, "qp", q->name, "path sgid_index",
 		     q->path->sgid_index, caps->port.gid_tbl_len - 1);
+	/* RDMA reads and atomics in flight, as initiator and as target. */
+	if (q->path && q->path->max_rd_atomic >= 0)
+		OVER(c, q->loc, "qp", q->name, "path max_rd_atomic",
+		     q->path->max_rd_atomic, a->max_qp_init_rd_atom);
+	if (q->path && q->path->max_dest_rd_atomic >= 0)
+		OVER(c, q->loc, "qp", q->name, "path max_dest_rd_atomic",
+		     q->path->max_dest_rd_atomic, a->max_qp_rd_atom);
+	if ((q->access & IBV_ACCESS_REMOTE_ATOMIC) &&
+	    a->atomic_cap == IBV_ATOMIC_NONE)
+		config_add_error(c, q->loc,
+				 "qp '%s': access remote_atomic, but %s has "
+				 "no atomic operations",
+				 q->name, caps->ibdev);
 }
 
 /* A target listens on an address of its profile's device and port. */
@@ -83,6 +96,19 @@ static void check_profile(struct config *c, const struct caps *caps,
 		OVER(c, m->loc, "memory", m->name, "size", m->size,
 		     a->max_mr_size);
 	}
+	for (size_t i = 0; i < pr->n_objs[OBJ_MR]; i++) {
+		const struct conf_mr *m = conf_obj(pr, OBJ_MR, i);
+
+		if (m->length)
+			OVER(c, m->loc, "mr", m->name, "length", m->length,
+			     a->max_mr_size);
+		if ((m->access & IBV_ACCESS_REMOTE_ATOMIC) &&
+		    a->atomic_cap == IBV_ATOMIC_NONE)
+			config_add_error(c, m->loc,
+					 "mr '%s': access remote_atomic, but "
+					 "%s has no atomic operations",
+					 m->name, caps->ibdev);
+	}
 	for (size_t i = 0; i < pr->n_objs[OBJ_CQ]; i++) {
 		const struct conf_cq *q = conf_obj(pr, OBJ_CQ, i);
 
@@ -120,7 +146,23 @@ static void check_profile(struct config *c, const struct caps *caps,
 	}
 }
 
-void capcheck_config(struct config *c)
+/* What a device's absence leaves unchecked, said once per device. */
+static void say_skipped(const struct config *c, const struct conf_device *d,
+			FILE *f)
+{
+	size_t n = 0;
+
+	for (size_t k = 0; k < c->n_profiles; k++)
+		n += c->profiles[k].device &&
+		     streq(c->profiles[k].device, d->name);
+	fprintf(f,
+		"rdmad: device '%s' is not present: the limits, GID indexes "
+		"and target addresses of its %zu profile%s were not checked "
+		"against it (they are when it appears)\n",
+		d->name, n, n == 1 ? "" : "s");
+}
+
+void capcheck_config(struct config *c, FILE *skipped)
 {
 	for (size_t i = 0; i < c->n_devices; i++) {
 		const struct conf_device *d = &c->devices[i];
@@ -128,8 +170,12 @@ void capcheck_config(struct config *c)
 		char ibdev[64];
 		struct caps caps = { .ibdev = ibdev };
 
-		if (devmatch_find(d, ibdev, sizeof(ibdev)) < 0)
-			continue; /* absent: checked when it appears */
+		if (devmatch_find(d, ibdev, sizeof(ibdev)) < 0) {
+			/* Absent: checked when it appears. */
+			if (skipped)
+				say_skipped(c, d, skipped);
+			continue;
+		}
 		ctx = devinfo_open(ibdev);
 		if (!ctx)
 			continue;

@@ -6,10 +6,12 @@
 #ifndef RDMAD_CAPCHECK_H
 #define RDMAD_CAPCHECK_H
 
+#include <stdio.h>
+
 #include "config.h"
 
 /* Add an error to c for every limit above its device's. Devices absent
- * now are skipped. */
-void capcheck_config(struct config *c);
+ * now are skipped; skipped (if not NULL) hears which. */
+void capcheck_config(struct config *c, FILE *skipped);
 
 #endif

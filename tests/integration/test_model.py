@@ -186,6 +186,58 @@ profiles = ( { name = "p"; device = "d0";
     assert f"{path}:6: qp 'q': max_send_sge 1000 is above the" in r.stderr
 
 
+def rxe0_attr(name):
+    """A device attribute as ibv_devinfo -v prints it for rxe0."""
+    out = subprocess.run(["ibv_devinfo", "-v", "-d", "rxe0"],
+                         capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        k, _, v = line.strip().partition(":")
+        if k.strip() == name:
+            return v.strip()
+    raise AssertionError(f"ibv_devinfo has no {name}:\n{out}")
+
+
+def test_check_refuses_reads_in_flight_above_the_device(write_conf):
+    """max_rd_atomic and max_dest_rd_atomic against the device's own
+    max_qp_init_rd_atom and max_qp_rd_atom (ibv_devinfo's reading)."""
+    init = int(rxe0_attr("max_qp_init_rd_atom"))
+    dest = int(rxe0_attr("max_qp_rd_atom"))
+    assert init < 255 and dest < 255  # else rxe could not be exceeded
+    text = """
+devices = ( {{ name = "d0"; match = {{ ibdev = "rxe0"; }}; }} );
+profiles = ( {{ name = "p"; device = "d0";
+  pd = ( {{ name = "a"; }} );
+  cq = ( {{ name = "c"; }} );
+  qp = ( {{ name = "q"; pd = "a"; type = "rc"; send_cq = "c"; recv_cq = "c";
+           state = "rts"; path = {{ dgid = "192.0.2.1"; dqpn = 4660;
+           max_rd_atomic = {ri}; max_dest_rd_atomic = {rd}; }}; }} ); }} );
+"""
+    ok = write_conf(text.format(ri=init, rd=dest), name="ok.conf")
+    r = subprocess.run([str(RDMAD), "--check", "-c", str(ok)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    bad = write_conf(text.format(ri=init + 1, rd=dest + 1), name="bad.conf")
+    r = subprocess.run([str(RDMAD), "--check", "-c", str(bad)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 78
+    assert (f"{bad}:6: qp 'q': path max_rd_atomic {init + 1} is above the "
+            f"{init} that rxe0 supports") in r.stderr, r.stderr
+    assert (f"{bad}:6: qp 'q': path max_dest_rd_atomic {dest + 1} is above "
+            f"the {dest} that rxe0 supports") in r.stderr, r.stderr
+
+
+def test_check_says_what_an_absent_device_leaves_unchecked(write_conf):
+    path = write_conf("""
+devices = ( { name = "gone"; match = { ibdev = "no-such-rdma9"; }; } );
+profiles = ( { name = "p"; device = "gone"; pd = ( { name = "a"; } ); } );
+""")
+    r = subprocess.run([str(RDMAD), "--check", "-c", str(path)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert ("device 'gone' is not present: the limits, GID indexes and "
+            "target addresses of its 1 profile were not checked") in r.stderr
+
+
 def test_config_endpoint_speaks_the_file_vocabulary(rdmad):
     d = rdmad(KINDS)
     status, c = d.get("/v1/config")
