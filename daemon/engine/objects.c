@@ -120,7 +120,6 @@ static int pd_create(struct profile *p, struct object *o)
 		o->u.pd = ibv_import_pd(p->ctx, handle);
 		if (o->u.pd) {
 			restore_claim(p->restored, "pd", object_name(o));
-			o->restored = true;
 			return 0;
 		}
 	}
@@ -178,7 +177,7 @@ static int mr_create(struct profile *p, struct object *o)
 	len = c->length ? c->length : mem->u.mem.size - c->offset;
 	/* The previous run's MR, when nothing about it changed and its
 	 * memory came back too: same pages, same keys (restore.h). */
-	if (pd->restored && mem->u.mem.kept &&
+	if (restore_claimed(p->restored, "pd", c->pd) && mem->u.mem.kept &&
 	    restore_mr(p->restored, c->name,
 		       &(struct restore_mr){ .pd = c->pd, .memory = c->memory,
 					     .offset = c->offset,
@@ -189,7 +188,7 @@ static int mr_create(struct profile *p, struct object *o)
 		o->u.mr.mr = ibv_import_mr(pd->u.pd, handle);
 		if (o->u.mr.mr) {
 			restore_claim(p->restored, "mr", c->name);
-			o->restored = true;
+			o->u.mr.restored = true;
 			return 0;
 		}
 	}
@@ -625,7 +624,6 @@ static const struct kind_ops kind_ops[OBJ_KIND_MAX] = {
 static void object_reset(struct object *o)
 {
 	memset(&o->u, 0, sizeof(o->u));
-	o->restored = false;
 	if (o->kind == OBJ_MEMORY)
 		o->u.mem.fd = -1;
 	if (o->kind == OBJ_XRCD)
@@ -860,7 +858,8 @@ json_t *object_qp_endpoint(const struct profile *p, const struct object *o,
 
 static void ready_json(const struct object *o, json_t *j)
 {
-	if (o->restored)
+	/* Same handle and keys as before the restart (restore.h). */
+	if (o->kind == OBJ_MR && o->u.mr.restored)
 		json_object_set_new(j, "restored", json_true());
 	switch (o->kind) {
 	case OBJ_MEMORY: {

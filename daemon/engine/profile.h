@@ -60,6 +60,8 @@ struct object {
 		struct {
 			struct ibv_mr *mr;
 			uint64_t iova;
+			/* Taken back from the previous run (restore.h). */
+			bool restored;
 		} mr;
 		struct ibv_mw *mw;
 		struct {
@@ -80,7 +82,6 @@ struct object {
 	 * reason. */
 	enum obj_state state : 3;
 	bool todo : 1; /* part of the creation under way */
-	bool restored : 1; /* a PD or MR taken back from the previous run */
 };
 
 static inline const char *object_name(const struct object *o)

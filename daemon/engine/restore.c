@@ -339,6 +339,14 @@ bool restore_mr(struct restored *r, const char *name,
 	return true;
 }
 
+bool restore_claimed(struct restored *r, const char *kind,
+		     const char *name)
+{
+	struct entry *e = entry_of(r, kind, name);
+
+	return e && e->claimed;
+}
+
 void restore_claim(struct restored *r, const char *kind, const char *name)
 {
 	struct entry *e = find(r, kind, name);

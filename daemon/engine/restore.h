@@ -12,7 +12,8 @@
  * and takes each PD and MR back by handle (ibv_import_pd/mr) when it is
  * declared the same way and its memory came back from the store too;
  * whatever is not taken back is destroyed once the profile has settled.
- * Other kinds cannot be imported: they are made again.
+ * Other kinds cannot be imported: they are made again. Taken-back MRs
+ * show "restored": true.
  */
 #ifndef RDMAD_RESTORE_H
 #define RDMAD_RESTORE_H
@@ -58,6 +59,9 @@ bool restore_mr(struct restored *r, const char *name,
 		uint64_t *iova);
 /* It was imported: restore_finish() leaves it alone. kind "pd"/"mr". */
 void restore_claim(struct restored *r, const char *kind, const char *name);
+/* Was it? (A PD's MRs ask, once the PD's creation is over.) */
+bool restore_claimed(struct restored *r, const char *kind,
+		     const char *name);
 /* Destroy what was kept and not taken back (MRs, then PDs) in ctx, and
  * free r. Returns how many were destroyed. On the loop. */
 size_t restore_finish(struct restored *r, struct ibv_context *ctx);

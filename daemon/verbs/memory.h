@@ -9,9 +9,9 @@
 
 struct memory {
 	int fd; /* -1 for anonymous memory */
+	bool kept; /* its fd came back from the previous run (fd store) */
 	void *addr;
 	size_t size;
-	bool kept; /* its fd came back from the previous run (fd store) */
 };
 
 /* Create and map the memory of m. Returns 0 or -errno; *mem untouched on
