@@ -327,14 +327,6 @@ struct MHD_Response *http_answer(struct manager *m, const char *method,
 				   status);
 	/* GET /v1/events streams (stream_start()); HEAD gives the
 	 * stream's headers, without waiting for events. */
-	if (streq(url, "/v1/events") && !streq(ar.method, "GET")) {
-		resp = json_answer(405,
-				   api_error("method_not_allowed",
-					     "%s is not allowed on %s", method,
-					     url),
-				   status);
-		return with_status_headers(resp, *status, url);
-	}
 	if (streq(url, "/v1/events") && head) {
 		resp = MHD_create_response_from_buffer(0, NULL,
 						       MHD_RESPMEM_PERSISTENT);
@@ -355,7 +347,9 @@ struct MHD_Response *http_answer(struct manager *m, const char *method,
 		return json_answer(500, api_error("internal", "out of memory"),
 				   status);
 	}
-	if (streq(url, "/metrics")) {
+	/* Neither answers any other method. */
+	if (streq(url, "/metrics") ||
+	    (streq(url, "/v1/events") && !streq(ar.method, "GET"))) {
 		resp = json_answer(405,
 				   api_error("method_not_allowed",
 					     "%s is not allowed on %s", method,
