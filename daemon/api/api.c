@@ -9,6 +9,7 @@
 #include "objects.h"
 #include "openapi.h"
 #include "orphans.h"
+#include "qphealth.h"
 #include "qpstate.h"
 #include "selftest.h"
 #include "target.h"
@@ -357,7 +358,7 @@ static int patch_qp(struct request *r)
 		return reply(r, 400, api_error("bad_request", "path: %s", err));
 	/* RTS to RTS: change what may change in place; the QP stays. */
 	if (qp_states[i].state == IBV_QPS_RTS &&
-	    !ibv_query_qp(o->u.qp, &cur, IBV_QP_STATE, &init) &&
+	    !ibv_query_qp(o->u.qp.qp, &cur, IBV_QP_STATE, &init) &&
 	    cur.qp_state == IBV_QPS_RTS) {
 		if (ep_doc)
 			return reply(r, 400,
@@ -368,10 +369,13 @@ static int patch_qp(struct request *r)
 		if (qp_path_rts_mask(path_doc, &mask, err, sizeof(err)))
 			return reply(r, 400,
 				     api_error("bad_request", "path: %s", err));
-		e = qp_modify_rts(o->u.qp, &path, mask, &step);
+		e = qp_modify_rts(o->u.qp.qp, &path, mask, &step);
 	} else {
-		e = qp_modify(o->u.qp, qp_states[i].state, &path, &step);
+		e = qp_modify(o->u.qp.qp, qp_states[i].state, &path, &step);
 	}
+	/* Out of the error state by hand: what qphealth knew is over. */
+	if (!e)
+		qphealth_clear(p, o);
 	profile_touch(p);
 	if (e < 0)
 		return reply(r, 422,
@@ -472,9 +476,9 @@ static int post_selftest(struct request *r)
 	if (!(mr = ready_object(r, p, OBJ_MR, mr_name, &status)))
 		return status;
 	ea = (struct selftest_end){
-		qa->u.qp, qa->u.qp->send_cq, qa->u.qp->recv_cq };
+		qa->u.qp.qp, qa->u.qp.qp->send_cq, qa->u.qp.qp->recv_cq };
 	eb = (struct selftest_end){
-		qb->u.qp, qb->u.qp->send_cq, qb->u.qp->recv_cq };
+		qb->u.qp.qp, qb->u.qp.qp->send_cq, qb->u.qp.qp->recv_cq };
 	smr = (struct selftest_mr){
 		.addr = mr->u.mr.mr->addr,
 		.iova = mr->u.mr.iova,

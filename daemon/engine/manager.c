@@ -13,6 +13,7 @@
 #include "manager.h"
 #include "objects.h"
 #include "orphans.h"
+#include "qphealth.h"
 #include "validate.h"
 #include "workers.h"
 
@@ -327,7 +328,7 @@ static struct object *async_object(struct profile *p,
 			break;
 		if ((kind == OBJ_CQ && o->u.cq.cq == ev->element.cq) ||
 		    (kind == OBJ_SRQ && o->u.srq == ev->element.srq) ||
-		    (kind == OBJ_QP && o->u.qp == ev->element.qp))
+		    (kind == OBJ_QP && o->u.qp.qp == ev->element.qp))
 			return o;
 	}
 	return NULL;
@@ -372,7 +373,7 @@ static void publish_async(struct manager *m, struct profile *p,
 		json_object_set_new(j, "name", json_string(object_name(o)));
 		if (o->kind == OBJ_QP)
 			json_object_set_new(j, "qp_num",
-					    json_integer(o->u.qp->qp_num));
+					    json_integer(o->u.qp.qp->qp_num));
 	}
 	events_publish(m->events, async_event_name(ev->event_type), j);
 }
@@ -428,6 +429,10 @@ static void on_async_event(void *ud, const struct ibv_async_event *ev)
 	if (ev->event_type == IBV_EVENT_GID_CHANGE &&
 	    ev->element.port_num == p->dev->port)
 		reselect_gid(m, p);
+	if ((ev->event_type == IBV_EVENT_QP_FATAL ||
+	     ev->event_type == IBV_EVENT_QP_REQ_ERR ||
+	     ev->event_type == IBV_EVENT_QP_ACCESS_ERR) && o)
+		qphealth_failed(p, o, async_event_name(ev->event_type));
 	if (ev->event_type == IBV_EVENT_SRQ_LIMIT_REACHED && o) {
 		/* The device disarmed it: armed again for the next time. */
 		r = object_srq_arm(o);

@@ -385,8 +385,8 @@ static int qp_create(struct profile *p, struct object *o)
 		if (c->type == QPK_XRC_SEND)
 			ia.cap.max_recv_wr = ia.cap.max_recv_sge = 0;
 	}
-	o->u.qp = ibv_create_qp_ex(p->ctx, &ia);
-	if (!o->u.qp)
+	o->u.qp.qp = ibv_create_qp_ex(p->ctx, &ia);
+	if (!o->u.qp.qp)
 		return object_fail(o, errno, "ibv_create_qp (%s): %s",
 				   qp_kind_name(c->type), strerror(errno));
 	return 0;
@@ -424,11 +424,11 @@ static int qp_path_of(struct profile *p, struct object *o,
 		/* Built in the first pass; it may be connecting itself. */
 		struct object *peer = profile_find(p, OBJ_QP, c->peer);
 
-		if (!peer || !peer->u.qp)
+		if (!peer || !peer->u.qp.qp)
 			return object_fail(o, EAGAIN,
 					   "peer qp '%s' could not be created",
 					   c->peer);
-		path->dqpn = peer->u.qp->qp_num;
+		path->dqpn = peer->u.qp.qp->qp_num;
 		/* Same device: on IB, our own LID. */
 		if (!ibv_query_port(p->ctx, path->port_num, &pattr) &&
 		    pattr.link_layer == IBV_LINK_LAYER_INFINIBAND)
@@ -485,7 +485,7 @@ static int qp_connect(struct profile *p, struct object *o)
 	r = qp_path_of(p, o, &path);
 	if (r < 0)
 		return r;
-	r = qp_modify(o->u.qp, qp_states[c->state], &path, &step);
+	r = qp_modify(o->u.qp.qp, qp_states[c->state], &path, &step);
 	if (r < 0)
 		return object_fail(o, r, "modify_qp %s: %s",
 				   step ? step : "", strerror(-r));
@@ -494,8 +494,8 @@ static int qp_connect(struct profile *p, struct object *o)
 
 static void qp_destroy(struct object *o)
 {
-	if (o->u.qp)
-		ibv_destroy_qp(o->u.qp);
+	if (o->u.qp.qp)
+		ibv_destroy_qp(o->u.qp.qp);
 }
 
 /* ---- ah ---- */
@@ -664,7 +664,7 @@ int object_build(struct profile *p, struct object *o)
 
 int object_connect(struct profile *p, struct object *o)
 {
-	if (o->kind != OBJ_QP || !o->u.qp)
+	if (o->kind != OBJ_QP || !o->u.qp.qp)
 		return 0;
 	return qp_connect(p, o);
 }
@@ -749,9 +749,9 @@ static void qp_json(const struct object *o, json_t *j)
 	struct ibv_qp_attr attr;
 	char gid[GID_TEXT_SIZE];
 
-	SET_INT(j, "handle", o->u.qp->handle);
+	SET_INT(j, "handle", o->u.qp.qp->handle);
 	SET_STR(j, "type", qp_kind_name(c->type));
-	SET_INT(j, "qp_num", o->u.qp->qp_num);
+	SET_INT(j, "qp_num", o->u.qp.qp->qp_num);
 	SET_STR(j, "pd", c->pd);
 	SET_STR(j, "send_cq", c->send_cq);
 	SET_STR(j, "recv_cq", c->recv_cq);
@@ -765,8 +765,12 @@ static void qp_json(const struct object *o, json_t *j)
 	 * config.state, with the rest of what the file says of this QP.
 	 */
 	json_object_set_new(j, "config", config_object_json(OBJ_QP, c));
+	/* In error since the last scan or async event (qphealth.h). */
+	if (o->state == OBJ_READY)
+		SET_STR(j, "qp_error", o->reason);
+	SET_INT(j, "recoveries", o->u.qp.recoveries);
 	/* The device's word on the state, not our intention. */
-	if (ibv_query_qp(o->u.qp, &attr,
+	if (ibv_query_qp(o->u.qp.qp, &attr,
 			 IBV_QP_STATE | IBV_QP_CAP | IBV_QP_DEST_QPN |
 				 IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_TIMEOUT |
 				 IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
@@ -815,7 +819,7 @@ json_t *object_qp_endpoint(const struct profile *p, const struct object *o,
 
 	*err = 0;
 	if (ibv_query_port(p->ctx, port, &pattr) ||
-	    ibv_query_qp(o->u.qp, &attr,
+	    ibv_query_qp(o->u.qp.qp, &attr,
 			 IBV_QP_STATE | IBV_QP_AV | IBV_QP_SQ_PSN, &ia)) {
 		*err = errno > 0 ? -errno : -EIO;
 		return NULL;
@@ -823,8 +827,8 @@ json_t *object_qp_endpoint(const struct profile *p, const struct object *o,
 	if (c->path && c->path->sgid_index >= 0)
 		gid_index = (int)c->path->sgid_index;
 	/* A UD QP has no address of its own (rxe reports a zeroed one). */
-	if (o->u.qp->qp_type != IBV_QPT_UD &&
-	    o->u.qp->qp_type != IBV_QPT_RAW_PACKET &&
+	if (o->u.qp.qp->qp_type != IBV_QPT_UD &&
+	    o->u.qp.qp->qp_type != IBV_QPT_RAW_PACKET &&
 	    (attr.qp_state == IBV_QPS_RTR || attr.qp_state == IBV_QPS_RTS ||
 	     attr.qp_state == IBV_QPS_SQD) &&
 	    attr.ah_attr.is_global)
@@ -840,7 +844,7 @@ json_t *object_qp_endpoint(const struct profile *p, const struct object *o,
 		psn = attr.sq_psn;
 
 	j = json_pack("{s:I, s:i, s:i, s:I, s:i, s:s}", "qp_num",
-		      (json_int_t)o->u.qp->qp_num, "port", port, "lid",
+		      (json_int_t)o->u.qp.qp->qp_num, "port", port, "lid",
 		      pattr.lid, "psn", (json_int_t)psn, "mtu",
 		      128 << pattr.active_mtu, "type", qp_kind_name(c->type));
 	if (!j)
@@ -985,7 +989,7 @@ json_t *object_json(const struct object *o)
 	if (o->state == OBJ_READY)
 		ready_json(o, j);
 	/* A QP can fail its transition while it exists. */
-	if (o->state == OBJ_FAILED && o->kind == OBJ_QP && o->u.qp)
+	if (o->state == OBJ_FAILED && o->kind == OBJ_QP && o->u.qp.qp)
 		qp_json(o, j);
 	if (o->state == OBJ_FAILED) {
 		SET_INT(j, "errno", o->err);

@@ -15,6 +15,7 @@
 #include "manager.h"
 #include "orphans.h"
 #include "profile.h"
+#include "qphealth.h"
 #include "rdmanl.h"
 
 /* Chunks read per wake-up: the loop turns between them. */
@@ -102,7 +103,7 @@ static bool holds_number(const struct profile *p, const struct rdmanl_res *r)
 			if (o->state != OBJ_READY && o->state != OBJ_DRAINING)
 				continue;
 			if (r->kind == RDMANL_QP && o->kind == OBJ_QP &&
-			    o->u.qp && o->u.qp->qp_num == r->id)
+			    o->u.qp.qp && o->u.qp.qp->qp_num == r->id)
 				return true;
 			if (r->kind == RDMANL_MR && o->kind == OBJ_MR &&
 			    o->u.mr.mr && o->u.mr.mr->lkey == r->lkey &&
@@ -276,6 +277,7 @@ static void sort_all(struct orphans *o)
 			o->again = true;
 			continue;
 		}
+		qphealth_scan(p, o->recs, o->n_recs);
 		if (sort_context(o, p, device_err(o, p->dev_index), &v) < 0) {
 			ctx_view_clear(&v);
 			continue;

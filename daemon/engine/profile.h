@@ -69,7 +69,12 @@ struct object {
 			struct ibv_comp_channel *channel;
 		} cq;
 		struct ibv_srq *srq;
-		struct ibv_qp *qp;
+		struct {
+			struct ibv_qp *qp;
+			/* Times the loop brought it back from the error
+			 * state (recover = "reset"; qphealth.c). */
+			uint32_t recoveries;
+		} qp;
 		struct ibv_ah *ah;
 		struct target *target;
 	} u;

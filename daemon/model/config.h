@@ -65,6 +65,12 @@ enum qp_target_state {
 	QPS_TARGET_RTS,
 };
 
+/* What the daemon does when one of its QPs goes to the error state. */
+enum qp_recover {
+	QPR_NONE,  /* report it; the QP stays in error */
+	QPR_RESET, /* back through RESET to its declared state and path */
+};
+
 enum srq_kind {
 	SRQK_BASIC,
 	SRQK_XRC,
@@ -181,6 +187,7 @@ struct conf_qp {
 	enum qp_kind type;
 	struct conf_qp_cap cap;
 	enum qp_target_state state;
+	enum qp_recover recover;
 	unsigned int access; /* qp_access_flags for INIT */
 	uint32_t qkey;	     /* UD */
 	uint16_t pkey_index;
@@ -388,6 +395,7 @@ int config_resolve_identities(struct config *c);
 const char *mem_backing_name(enum mem_backing b);
 const char *qp_kind_name(enum qp_kind k);
 const char *qp_target_state_name(enum qp_target_state s);
+const char *qp_recover_name(enum qp_recover r);
 const char *srq_kind_name(enum srq_kind k);
 const char *obj_kind_name(enum obj_kind k);
 int obj_kind_from_name(const char *name);

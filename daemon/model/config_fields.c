@@ -44,6 +44,12 @@ static const struct enum_name qp_state_names[] = {
 	{ NULL, 0 },
 };
 
+static const struct enum_name qp_recover_names[] = {
+	{ "none", QPR_NONE },
+	{ "reset", QPR_RESET },
+	{ NULL, 0 },
+};
+
 static const struct enum_name srq_type_names[] = {
 	{ "basic", SRQK_BASIC },
 	{ "xrc", SRQK_XRC },
@@ -109,6 +115,11 @@ const char *qp_kind_name(enum qp_kind k)
 const char *qp_target_state_name(enum qp_target_state s)
 {
 	return conf_enum_name(qp_state_names, s);
+}
+
+const char *qp_recover_name(enum qp_recover r)
+{
+	return conf_enum_name(qp_recover_names, r);
 }
 
 const char *srq_kind_name(enum srq_kind k)
@@ -563,6 +574,7 @@ static const struct field qp_fields[] = {
 	{ .key = "cap", .type = F_GROUP, .sub = qp_cap_fields },
 	FLD(conf_qp, "sq_sig_all", F_BOOL, sq_sig_all),
 	FLD(conf_qp, "state", F_ENUM, state, .names = qp_state_names),
+	FLD(conf_qp, "recover", F_ENUM, recover, .names = qp_recover_names),
 	FLD(conf_qp, "access", F_ACCESS, access, .names = conf_access_names),
 	FLD(conf_qp, "pkey_index", F_UINT16, pkey_index, .min = 0,
 	    .max = 65535),

@@ -458,6 +458,12 @@ static void verify_qp_remote(struct parser *p, const struct conf_profile *pr,
 	if (q->peer && q->path)
 		parser_error(p, q->loc, "qp '%s': give peer or path, not both",
 			     unnamed(q->name));
+	if (q->recover == QPR_RESET && q->state == QPS_TARGET_RESET)
+		parser_error(p, q->loc,
+			     "qp '%s': recover = \"reset\" brings a QP back to "
+			     "its state, and \"reset\" is where it starts: "
+			     "give state \"init\", \"rtr\" or \"rts\"",
+			     unnamed(q->name));
 	if (!beyond_init && (q->peer || q->path))
 		parser_error(p, q->loc,
 			     "qp '%s': peer and path are for state \"rtr\" or "

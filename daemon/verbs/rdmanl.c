@@ -75,6 +75,7 @@ static int attr_type(uint16_t type)
 	case RDMA_NLDEV_ATTR_RES_MRLEN:
 		return MNL_TYPE_U64;
 	case RDMA_NLDEV_ATTR_RES_TYPE:
+	case RDMA_NLDEV_ATTR_RES_STATE:
 		return MNL_TYPE_U8;
 	case RDMA_NLDEV_ATTR_RES_KERN_NAME:
 		return MNL_TYPE_NUL_STRING;
@@ -177,6 +178,10 @@ static int entry(const struct nlattr *nest, struct parse *ps)
 	if (tb[RDMA_NLDEV_ATTR_RES_TYPE]) {
 		r.type = mnl_attr_get_u8(tb[RDMA_NLDEV_ATTR_RES_TYPE]);
 		r.has |= RDMANL_HAS_TYPE;
+	}
+	if (tb[RDMA_NLDEV_ATTR_RES_STATE]) {
+		r.state = mnl_attr_get_u8(tb[RDMA_NLDEV_ATTR_RES_STATE]);
+		r.has |= RDMANL_HAS_STATE;
 	}
 	e = ps->fn ? ps->fn(ps->ud, &r) : 0;
 	return e < 0 ? e : 0;

@@ -40,6 +40,7 @@ enum {
 	RDMANL_HAS_MRLEN = 1 << 5,
 	RDMANL_HAS_CQE = 1 << 6,
 	RDMANL_HAS_TYPE = 1 << 7, /* qp_type (QPs), srq type (SRQs) */
+	RDMANL_HAS_STATE = 1 << 8, /* QPs: the state, as enum ibv_qp_state */
 };
 
 /* One resource, as the kernel listed it. */
@@ -52,6 +53,7 @@ struct rdmanl_res {
 	uint64_t mrlen;
 	uint32_t cqe;
 	uint8_t type;
+	uint8_t state;
 	unsigned int has;
 };
 

@@ -40,8 +40,10 @@ struct selftest_mr {
  *
  * Preconditions, checked first (-EINVAL and a report saying which failed):
  * both QPs RC, in RTS, connected to each other (dest_qp_num), b with
- * remote_write in its access flags and no SRQ, the MR with local_write and
- * remote_write and at least 4 bytes.
+ * remote_write in its access flags, the MR with local_write and
+ * remote_write and at least 4 bytes. When b receives through an SRQ, the
+ * one receive is posted there (an SRQ's limit event can fire on it; a
+ * send from another QP of that SRQ may take it first: -ETIMEDOUT).
  *
  * Returns 0, or -EINVAL, -ETIMEDOUT (a completion did not come; its WR may
  * still complete later), -EIO (a completion with an error status, or the
