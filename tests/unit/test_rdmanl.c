@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <infiniband/verbs.h>
 #include <libmnl/libmnl.h>
 #include <rdma/rdma_netlink.h>
 
@@ -78,6 +79,7 @@ static struct nlmsghdr *qp_message(struct buf *b)
 	mnl_attr_put_u32(nlh, RDMA_NLDEV_ATTR_PORT_INDEX, 1);
 	mnl_attr_put_u32(nlh, RDMA_NLDEV_ATTR_RES_LQPN, 17);
 	mnl_attr_put_u8(nlh, RDMA_NLDEV_ATTR_RES_TYPE, 2);
+	mnl_attr_put_u8(nlh, RDMA_NLDEV_ATTR_RES_STATE, 6); /* IB_QPS_ERR */
 	mnl_attr_put_u32(nlh, RDMA_NLDEV_ATTR_RES_PDN, 5);
 	mnl_attr_put_u32(nlh, RDMA_NLDEV_ATTR_RES_PID, 1234);
 	/* An attribute newer than our header: skipped. */
@@ -120,8 +122,10 @@ static void qp_dump_decodes_every_entry(void **state)
 	assert_int_equal(g.r[0].pdn, 5);
 	assert_int_equal(g.r[0].pid, 1234);
 	assert_int_equal(g.r[0].type, 2);
+	assert_int_equal(g.r[0].state, IBV_QPS_ERR);
 	assert_int_equal(g.r[0].has, RDMANL_HAS_PDN | RDMANL_HAS_PID |
-					     RDMANL_HAS_TYPE);
+					     RDMANL_HAS_TYPE |
+					     RDMANL_HAS_STATE);
 	assert_int_equal(g.r[1].id, 1);
 	assert_int_equal(g.r[1].has, RDMANL_HAS_KERN);
 
