@@ -492,6 +492,67 @@ static int qp_connect(struct profile *p, struct object *o)
 	return 0;
 }
 
+bool object_qp_in_place(const struct conf_qp *next,
+			const struct conf_qp *was, int *mask)
+{
+	static const struct {
+		size_t offset;
+		int attr;
+	} in_rts[] = {
+		{ offsetof(struct conf_path, min_rnr_timer), IBV_QP_MIN_RNR_TIMER },
+		{ offsetof(struct conf_path, timeout), IBV_QP_TIMEOUT },
+		{ offsetof(struct conf_path, retry_cnt), IBV_QP_RETRY_CNT },
+		{ offsetof(struct conf_path, rnr_retry), IBV_QP_RNR_RETRY },
+		{ offsetof(struct conf_path, max_rd_atomic),
+		  IBV_QP_MAX_QP_RD_ATOMIC },
+	};
+	struct conf_qp same = *next;
+	struct conf_path path;
+
+	*mask = 0;
+	if (next->state != QPS_TARGET_RTS || was->state != QPS_TARGET_RTS ||
+	    !next->path != !was->path)
+		return false;
+	/* next with was's values of what may change: then equal? */
+	same.access = was->access;
+	same.recover = was->recover;
+	if (next->path) {
+		path = *next->path;
+		for (size_t i = 0; i < ARRAY_SIZE(in_rts); i++) {
+			int64_t *n = (int64_t *)((char *)&path + in_rts[i].offset);
+			const int64_t *w =
+				(const int64_t *)((const char *)was->path +
+						  in_rts[i].offset);
+
+			if (*n != *w)
+				*mask |= in_rts[i].attr;
+			*n = *w;
+		}
+		same.path = &path;
+	}
+	if (next->access != was->access)
+		*mask |= IBV_QP_ACCESS_FLAGS;
+	return conf_obj_equal(OBJ_QP, &same, was);
+}
+
+int object_qp_change(struct profile *p, struct object *o, int mask)
+{
+	const char *step = NULL;
+	struct qp_path path;
+	int r;
+
+	if (!mask)
+		return 0;
+	r = qp_path_of(p, o, &path);
+	if (r < 0)
+		return r;
+	r = qp_modify_rts(o->u.qp.qp, &path, mask, &step);
+	if (r < 0)
+		return object_fail(o, r, "modify_qp %s: %s", step ? step : "",
+				   strerror(-r));
+	return 0;
+}
+
 static void qp_destroy(struct object *o)
 {
 	if (o->u.qp.qp)

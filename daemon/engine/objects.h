@@ -43,6 +43,19 @@ json_t *object_json(const struct object *o);
  */
 json_t *object_qp_endpoint(const struct profile *p, const struct object *o,
 			   int *err);
+/*
+ * A reload: can QP declaration next take over was's QP, in RTS, by
+ * changing in place (RTS->RTS, through SQD where IB wants it) what
+ * differs? Only access, recover and the path's min_rnr_timer, timeout,
+ * retry_cnt, rnr_retry and max_rd_atomic may differ, both declared
+ * "rts". *mask: the IBV_QP_* attributes to change (0: none, recover
+ * is the daemon's own).
+ */
+bool object_qp_in_place(const struct conf_qp *next,
+			const struct conf_qp *was, int *mask);
+/* Change the ready QP o (in RTS) to what its declaration says, for the
+ * attributes of mask. On the loop. 0, or -errno with o's reason set. */
+int object_qp_change(struct profile *p, struct object *o, int mask);
 /* Arm a ready SRQ's limit event (srq_limit > 0; the device disarms it
  * when the event fires). 0, or -errno. */
 int object_srq_arm(const struct object *o);

@@ -24,6 +24,7 @@ static const char *const action_names[] = {
 	[ACT_RECREATE] = "recreate",
 	[ACT_CREATE] = "create",
 	[ACT_REMOVE] = "remove",
+	[ACT_UPDATE] = "update",
 	[ACT_RETRY] = "retry",
 };
 
@@ -701,11 +702,26 @@ void profile_hand_over(struct profile *p)
 
 /* ---- reload ---- */
 
+/* A ready QP in RTS whose declaration changes only in what may change
+ * there: kept, changed in place (*mask, for object_qp_change()). */
+static bool qp_in_place(const struct object *o, const struct object *was,
+			int *mask)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr attr;
+
+	return o->kind == OBJ_QP && was->u.qp.qp &&
+	       object_qp_in_place(o->conf, was->conf, mask) &&
+	       !ibv_query_qp(was->u.qp.qp, &attr, IBV_QP_STATE, &init) &&
+	       attr.qp_state == IBV_QPS_RTS;
+}
+
 /* Which objects of next can take over their namesake in old: the same
- * declaration, ready, and every object they refer to taken over too
- * (a QP's peer as well). Linear: what is not kept spreads to whoever
- * refers to it, once. */
-static int mark_kept(struct profile *next, struct profile *old, bool *keep)
+ * declaration (or a QP's that changes in place: mask[i] >= 0), ready,
+ * and every object they refer to taken over too (a QP's peer as well).
+ * Linear: what is not kept spreads to whoever refers to it, once. */
+static int mark_kept(struct profile *next, struct profile *old, bool *keep,
+		     int *mask)
 {
 	_cleanup_free_ uint32_t *queue = NULL;
 	size_t head = 0, tail = 0;
@@ -717,8 +733,10 @@ static int mark_kept(struct profile *next, struct profile *old, bool *keep)
 		struct object *o = &next->objects[i];
 		struct object *was = profile_find(old, o->kind, object_name(o));
 
+		mask[i] = -1;
 		keep[i] = was && was->state == OBJ_READY &&
-			  conf_obj_equal(o->kind, o->conf, was->conf);
+			  (conf_obj_equal(o->kind, o->conf, was->conf) ||
+			   qp_in_place(o, was, &mask[i]));
 		if (!keep[i])
 			queue[tail++] = (uint32_t)i;
 	}
@@ -795,6 +813,7 @@ int profile_reload(struct profile *next, struct profile *old,
 		   void *ud)
 {
 	_cleanup_free_ bool *keep = NULL, *retry = NULL;
+	_cleanup_free_ int *mask = NULL;
 	int r;
 
 	/* What old is still creating stops here; what ran is kept or
@@ -827,9 +846,10 @@ int profile_reload(struct profile *next, struct profile *old,
 
 	keep = calloc(next->n_objects + 1, sizeof(*keep));
 	retry = calloc(next->n_objects + 1, sizeof(*retry));
-	if (!keep || !retry)
+	mask = calloc(next->n_objects + 1, sizeof(*mask));
+	if (!keep || !retry || !mask)
 		return -ENOMEM;
-	r = mark_kept(next, old, keep);
+	r = mark_kept(next, old, keep, mask);
 	if (r < 0)
 		return r;
 
@@ -858,12 +878,27 @@ int profile_reload(struct profile *next, struct profile *old,
 			o->serial = was->serial;
 			o->state = OBJ_READY;
 			object_forget(was);
-			report(ud, o, ACT_KEEP);
+			if (mask[i] < 0)
+				report(ud, o, ACT_KEEP);
 		} else {
 			o->todo = true;
 			retry[i] = was && was->state == OBJ_FAILED &&
 				   conf_obj_equal(o->kind, o->conf, was->conf);
 		}
+	}
+	/* QPs changed in place, once every kept object is in next (a
+	 * peer's QP number comes from there). If the device refuses, the
+	 * QP stays as it was, failed: a reload retries. */
+	for (size_t i = 0; i < next->n_objects; i++) {
+		struct object *o = &next->objects[i];
+
+		if (!keep[i] || mask[i] < 0)
+			continue;
+		if (object_qp_change(next, o, mask[i]) < 0)
+			o->state = OBJ_FAILED;
+		report(ud, o, ACT_UPDATE);
+		if (o->state == OBJ_FAILED)
+			object_announce(next, o);
 	}
 	/* What old still holds goes, children first; leased objects are
 	 * set apart to drain. */

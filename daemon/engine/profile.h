@@ -193,6 +193,7 @@ enum obj_action {
 	ACT_CREATE,
 	ACT_REMOVE,
 	ACT_RETRY, /* failed before, declared the same: tried again */
+	ACT_UPDATE, /* kept, changed in place (a QP in RTS) */
 };
 
 /* Build the object list of c (nothing is created yet); its objects are

@@ -277,3 +277,73 @@ def test_srq_limit_fires_and_is_armed_again(streams):
             assert time.monotonic() < deadline
             time.sleep(0.1)
     assert seen[1] > seen[0]
+
+
+def test_reload_changes_rts_qps_in_place(streams, peers):
+    """A reload that changes only what a QP in RTS can change (its path's
+    timeout, retry_cnt, min_rnr_timer; access; recover) keeps the QP:
+    the same qp_num and kernel object, the new attributes on the device,
+    connected all along (data moves through it before and after)."""
+    d, _, _ = streams
+    pt, _ = peers
+    mr = get(d, "/v1/profiles/p/mr/r")
+    t0 = get(d, "/v1/profiles/p/qp/t")
+    q0 = get(d, "/v1/profiles/p/qp/q0")
+    kernel0 = {q["lqpn"]: q for q in rdma_res("qp", d.pid)}
+    assert (t0["timeout"], t0["retry_cnt"], t0["min_rnr_timer"]) == \
+        (14, 7, 12), t0
+    pt.connect(get(d, "/v1/profiles/p/qp/t/endpoint"))
+    ok = e.IBV_WC_SUCCESS
+    assert pt.rdma(e.IBV_WR_RDMA_WRITE, mr["rkey"], mr["iova"],
+                   data=b"before" * 10) == ok
+
+    conf = d.conf.read_text()
+    conf = conf.replace('recover = "reset";', 'recover = "none";')
+    conf = conf.replace("path = {{ dqpn = {0}; }}".format(pt.qp.qp_num),
+                        "path = {{ dqpn = {0}; timeout = 18; retry_cnt = 5;"
+                        " min_rnr_timer = 20; }}".format(pt.qp.qp_num))
+    conf = conf.replace('peer = "q1";\n             access = [ "remote_write" ]',
+                        'peer = "q1";\n             access = [ "remote_write",'
+                        ' "remote_read" ]')
+    assert conf.count("timeout = 18") == 1 and conf.count('"remote_read" ]') == 4
+    d.conf.write_text(conf)
+    status, body = d.request("POST", "/v1/reload")
+    assert status == 200, body
+    assert sorted((c["kind"], c["name"], c["action"])
+                  for c in body["changes"]) == [
+        ("qp", "q0", "update"), ("qp", "t", "update")], body
+
+    t1 = get(d, "/v1/profiles/p/qp/t")
+    assert t1["state"] == "ready" and t1["qp_state"] == "rts", t1
+    assert t1["qp_num"] == t0["qp_num"] and t1["dqpn"] == pt.qp.qp_num
+    assert (t1["timeout"], t1["retry_cnt"], t1["min_rnr_timer"]) == \
+        (18, 5, 20), t1
+    assert t1["config"]["recover"] == "none"
+    q1 = get(d, "/v1/profiles/p/qp/q0")
+    assert q1["state"] == "ready" and q1["qp_state"] == "rts", \
+        q1.get("reason")
+    assert q1["qp_num"] == q0["qp_num"]
+    kernel1 = {q["lqpn"]: q for q in rdma_res("qp", d.pid)}
+    assert set(kernel1) == set(kernel0)
+    for qpn in (t0["qp_num"], q0["qp_num"]):
+        assert kernel1[qpn]["state"] == "RTS", kernel1[qpn]
+        assert kernel1[qpn]["rqpn"] == kernel0[qpn]["rqpn"]
+    # Still connected, PSNs and all: no reset on either side.
+    data = b"after!" * 10
+    assert pt.rdma(e.IBV_WR_RDMA_WRITE, mr["rkey"], mr["iova"],
+                   data=data) == ok
+    pt.buf.write(bytes(len(data)), len(data))
+    assert pt.rdma(e.IBV_WR_RDMA_READ, mr["rkey"], mr["iova"],
+                   n=len(data)) == ok
+    assert pt.read(len(data)) == data
+    status, rep = d.request("POST", "/v1/profiles/p/selftest",
+                            {"a": "q0", "b": "q1", "mr": "r"})
+    assert status == 200 and rep["ok"] is True, rep
+
+    # What RTS cannot change (the path's dqpn): recreated, a new QP.
+    d.conf.write_text(conf.replace("timeout = 18;", "timeout = 18; "
+                                   "sq_psn = 7;"))
+    status, body = d.request("POST", "/v1/reload")
+    assert status == 200, body
+    assert [(c["name"], c["action"]) for c in body["changes"]] == \
+        [("t", "recreate")], body
