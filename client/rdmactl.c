@@ -63,6 +63,8 @@ static void usage(FILE *f)
 		"                            attributes (dqpn=17 dgid=::ffff:192.0.2.2);\n"
 		"                            FILE (- for stdin) holds the other end's\n"
 		"                            endpoint document (rdmactl --json endpoint)\n"
+		"  qp migrate PROFILE NAME   move the QP to its alternate path\n"
+		"                            (alt_path; automatic path migration)\n"
 		"  endpoint PROFILE QP       what a peer needs to connect to QP\n"
 		"                            without rdma_cm: qp_num, port, lid,\n"
 		"                            gid, psn, mtu\n"
@@ -824,6 +826,7 @@ static int run_command(const struct ctl *c, const struct command *cmd,
 	char path[1024];
 	json_t *doc = NULL;
 	void (*print)(json_t *) = cmd->print;
+	bool migrate;
 	int r;
 
 	if (argc < cmd->min_args || argc > cmd->max_args) {
@@ -839,7 +842,14 @@ static int run_command(const struct ctl *c, const struct command *cmd,
 		}
 	if (streq(cmd->name, "monitor"))
 		return monitor(c, argc, argv);
-	if (streq(cmd->name, "qp")) {
+	/* qp migrate PROFILE QP: the extra arguments of a state change
+	 * are KEY=VALUE, so a third one without '=' can only mean this. */
+	migrate = streq(cmd->name, "qp") && argc == 3 &&
+		  streq(argv[0], "migrate") && !strchr(argv[2], '=');
+	if (migrate) {
+		snprintf(path, sizeof(path), "/v1/profiles/%s/qp/%s/migrate",
+			 argv[1], argv[2]);
+	} else if (streq(cmd->name, "qp")) {
 		snprintf(path, sizeof(path), cmd->path_fmt, argv[0], argv[1]);
 	} else if (streq(cmd->name, "device")) {
 		if (!streq(argv[0], "show")) {
@@ -881,7 +891,9 @@ static int run_command(const struct ctl *c, const struct command *cmd,
 
 	if (streq(cmd->name, "show") && argc == 2)
 		return show_kind(c, path, argv[1]);
-	if (streq(cmd->name, "qp")) {
+	if (migrate) {
+		r = call(c, "POST", path, "{}", true, &doc);
+	} else if (streq(cmd->name, "qp")) {
 		r = qp_state(c, path, argc - 2, argv + 2, &doc);
 	} else if (streq(cmd->name, "target") && streq(argv[0], "revoke")) {
 		r = call(c, "DELETE", path, NULL, false, &doc);

@@ -384,6 +384,39 @@ static int patch_qp(struct request *r)
 	return reply(r, 200, object_json(o));
 }
 
+/* Automatic path migration by hand: to the armed alternate path. */
+static int post_qp_migrate(struct request *r)
+{
+	struct profile *p = manager_profile(r->m, r->seg[1]);
+	const char *step = NULL;
+	struct object *o;
+	int status = 0, e;
+
+	if (!p)
+		return not_found(r, "profile", r->seg[1]);
+	if (!(o = ready_object(r, p, OBJ_QP, r->seg[3], &status)))
+		return status;
+	e = qp_migrate(o->u.qp.qp, &step);
+	profile_touch(p);
+	if (e == -ENOENT || e == -EINVAL)
+		return reply(r, 409,
+			     api_error("conflict",
+				       "qp '%s' cannot migrate: %s", r->seg[3],
+				       e == -ENOENT
+					       ? "it has no alternate path "
+						 "armed (path_mig_state "
+						 "migrated: declare alt_path, "
+						 "or it migrated already)"
+					       : "it is not in RTS, or the "
+						 "device has not armed its "
+						 "alternate path"));
+	if (e < 0)
+		return reply(r, 422,
+			     api_error("device_error", "modify_qp %s: %s",
+				       step ? step : "", strerror(-e)));
+	return reply(r, 200, object_json(o));
+}
+
 /* What a peer elsewhere needs to connect to this QP (PATCH "endpoint"). */
 static int get_qp_endpoint(struct request *r)
 {
@@ -532,6 +565,8 @@ static const struct route routes[] = {
 	{ "GET", { "profiles", ANY, "qp", ANY, "endpoint" },
 	  get_qp_endpoint, false },
 	{ "POST", { "profiles", ANY, "selftest" }, post_selftest, true },
+	{ "POST", { "profiles", ANY, "qp", ANY, "migrate" }, post_qp_migrate,
+	  true },
 };
 
 static bool route_matches(const struct route *rt, const struct request *r)

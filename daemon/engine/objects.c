@@ -392,6 +392,36 @@ static int qp_create(struct profile *p, struct object *o)
 	return 0;
 }
 
+/* The alternate path: the primary one, with what alt_path changes. */
+static void qp_alt_path_of(const struct conf_path *ap, struct qp_path *path)
+{
+	struct qp_alt_path *alt = &path->alt;
+
+	qp_alt_from_primary(path, alt);
+	path->has_alt = true;
+#define SET(k)                                                                 \
+	do {                                                                   \
+		if (ap->k >= 0)                                                \
+			alt->k = (__typeof__(alt->k))ap->k;                    \
+	} while (0)
+	SET(port_num);
+	SET(pkey_index);
+	SET(timeout);
+	SET(dlid);
+	SET(sl);
+	SET(src_path_bits);
+	SET(static_rate);
+	SET(sgid_index);
+	SET(hop_limit);
+	SET(traffic_class);
+	SET(flow_label);
+#undef SET
+	if (ap->dgid) {
+		config_parse_gid(ap->dgid, alt->dgid.raw);
+		alt->has_grh = true;
+	}
+}
+
 /* The remote end: the peer on this device, then the path block's keys. */
 static int qp_path_of(struct profile *p, struct object *o,
 		      struct qp_path *path)
@@ -469,6 +499,14 @@ static int qp_path_of(struct profile *p, struct object *o,
 	if (cp->dgid) {
 		config_parse_gid(cp->dgid, path->dgid.raw);
 		path->has_grh = true;
+	}
+	if (c->alt_path) {
+		if (ibv_query_port(p->ctx, path->port_num, &pattr) ||
+		    pattr.link_layer != IBV_LINK_LAYER_INFINIBAND)
+			return object_fail(o, EOPNOTSUPP, "%s (%s port %u)",
+					   QP_ALT_PATH_IB_ONLY, p->ibdev,
+					   path->port_num);
+		qp_alt_path_of(c->alt_path, path);
 	}
 	return 0;
 }
@@ -803,6 +841,32 @@ static const char *qp_state_str(enum ibv_qp_state s)
 			json_object_set_new(j, k, json_string(v));             \
 	} while (0)
 
+/* A connected QP in RTS: its path migration state and alternate path
+ * (asked apart: not every device answers for them). */
+static void alt_json(struct ibv_qp *qp, json_t *j)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr attr;
+	char gid[GID_TEXT_SIZE];
+
+	if (ibv_query_qp(qp, &attr, IBV_QP_PATH_MIG_STATE | IBV_QP_ALT_PATH,
+			 &ia))
+		return;
+	SET_STR(j, "path_mig_state", qp_mig_state_name(attr.path_mig_state));
+	if (attr.path_mig_state == IBV_MIG_MIGRATED || !attr.alt_port_num)
+		return;
+	json_object_set_new(
+		j, "alt_path",
+		json_pack("{s:i, s:i, s:i, s:i, s:i}", "port_num",
+			  attr.alt_port_num, "pkey_index", attr.alt_pkey_index,
+			  "timeout", attr.alt_timeout, "dlid",
+			  attr.alt_ah_attr.dlid, "sl", attr.alt_ah_attr.sl));
+	if (attr.alt_ah_attr.is_global)
+		json_object_set_new(
+			json_object_get(j, "alt_path"), "dgid",
+			json_string(gid_text(&attr.alt_ah_attr.grh.dgid, gid)));
+}
+
 static void qp_json(const struct object *o, json_t *j)
 {
 	const struct conf_qp *c = o->conf;
@@ -846,6 +910,9 @@ static void qp_json(const struct object *o, json_t *j)
 			  "max_send_sge", ia.cap.max_send_sge, "max_recv_sge",
 			  ia.cap.max_recv_sge, "max_inline_data",
 			  ia.cap.max_inline_data));
+	if (attr.qp_state == IBV_QPS_RTS && o->u.qp.qp->qp_type != IBV_QPT_UD &&
+	    o->u.qp.qp->qp_type != IBV_QPT_RAW_PACKET)
+		alt_json(o->u.qp.qp, j);
 	if (attr.qp_state == IBV_QPS_RTR || attr.qp_state == IBV_QPS_RTS) {
 		SET_INT(j, "dqpn", attr.dest_qp_num);
 		SET_INT(j, "mtu", 128 << attr.path_mtu);

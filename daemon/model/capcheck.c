@@ -5,6 +5,7 @@
 #include "cmaddr.h"
 #include "devinfo.h"
 #include "devmatch.h"
+#include "qpstate.h"
 #include "util.h"
 
 struct caps {
@@ -57,6 +58,9 @@ static void check_qp(struct config *c, const struct caps *caps,
 				 "qp '%s': access remote_atomic, but %s has "
 				 "no atomic operations",
 				 q->name, caps->ibdev);
+	if (q->alt_path && caps->port.link_layer != IBV_LINK_LAYER_INFINIBAND)
+		config_add_error(c, q->loc, "qp '%s': %s", q->name,
+				 QP_ALT_PATH_IB_ONLY);
 }
 
 /* A target listens on an address of its profile's device and port. */

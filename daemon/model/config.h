@@ -184,6 +184,9 @@ struct conf_qp {
 	char *xrcd; /* xrc_recv */
 	char *peer; /* rtr/rts: another QP of the profile (loopback) */
 	struct conf_path *path; /* NULL: no path block */
+	/* The alternate path (APM): its address keys and timeout, the
+	 * primary path's where not given. NULL: none. */
+	struct conf_path *alt_path;
 	enum qp_kind type;
 	struct conf_qp_cap cap;
 	enum qp_target_state state;

@@ -562,6 +562,24 @@ static void path_defaults(void *sub)
 	       sizeof(*path) - offsetof(struct conf_path, port_num));
 }
 
+/* What an alternate path may say: its address vector, port, P_Key
+ * index and timeout (the rest is the connection's, not the path's). */
+static const struct field qp_alt_path_fields[] = {
+	FLD(conf_path, "dgid", F_STRING, dgid, .check = check_gid),
+	PATH(port_num, 1, 255),
+	PATH(pkey_index, 0, 65535),
+	PATH(dlid, 0, 65535),
+	PATH(sl, 0, 15),
+	PATH(src_path_bits, 0, 127),
+	PATH(static_rate, 0, 63),
+	PATH(sgid_index, 0, 255),
+	PATH(hop_limit, 0, 255),
+	PATH(traffic_class, 0, 255),
+	PATH(flow_label, 0, (1 << 20) - 1),
+	PATH(timeout, 0, 31),
+	END_OF_TABLE,
+};
+
 static const struct field qp_fields[] = {
 	FLD(conf_qp, "name", F_STRING, name, .required = true),
 	FLD(conf_qp, "pd", F_STRING, pd),
@@ -582,6 +600,9 @@ static const struct field qp_fields[] = {
 	FLD(conf_qp, "peer", F_STRING, peer),
 	{ .key = "path", .type = F_GROUP, .sub = qp_path_fields,
 	  .offset = offsetof(struct conf_qp, path), .indirect = true,
+	  .size = sizeof(struct conf_path), .defaults = path_defaults },
+	{ .key = "alt_path", .type = F_GROUP, .sub = qp_alt_path_fields,
+	  .offset = offsetof(struct conf_qp, alt_path), .indirect = true,
 	  .size = sizeof(struct conf_path), .defaults = path_defaults },
 	END_OF_TABLE,
 };

@@ -464,6 +464,14 @@ static void verify_qp_remote(struct parser *p, const struct conf_profile *pr,
 			     "its state, and \"reset\" is where it starts: "
 			     "give state \"init\", \"rtr\" or \"rts\"",
 			     unnamed(q->name));
+	if (q->alt_path && (q->state != QPS_TARGET_RTS ||
+			    !connected_type(q->type)))
+		parser_error(p, q->loc,
+			     "qp '%s': alt_path is for a connected QP (rc, uc, "
+			     "xrc_send, xrc_recv) in state \"rts\" (it is "
+			     "loaded with RTR->RTS), not a %s QP in \"%s\"",
+			     unnamed(q->name), qp_kind_name(q->type),
+			     qp_target_state_name(q->state));
 	if (!beyond_init && (q->peer || q->path))
 		parser_error(p, q->loc,
 			     "qp '%s': peer and path are for state \"rtr\" or "

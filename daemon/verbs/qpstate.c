@@ -35,6 +35,25 @@ void qp_path_init(struct qp_path *p)
 	};
 }
 
+void qp_alt_from_primary(const struct qp_path *p, struct qp_alt_path *alt)
+{
+	*alt = (struct qp_alt_path){
+		.port_num = p->port_num,
+		.pkey_index = p->pkey_index,
+		.timeout = p->timeout,
+		.dlid = p->dlid,
+		.sl = p->sl,
+		.src_path_bits = p->src_path_bits,
+		.static_rate = p->static_rate,
+		.has_grh = p->has_grh,
+		.dgid = p->dgid,
+		.sgid_index = p->sgid_index,
+		.hop_limit = p->hop_limit,
+		.traffic_class = p->traffic_class,
+		.flow_label = p->flow_label,
+	};
+}
+
 /* ---- transitions ---- */
 
 enum { STEP_INIT, STEP_RTR, STEP_RTS, N_STEPS };
@@ -146,6 +165,40 @@ static void path_attr(const struct qp_path *p, struct ibv_qp_attr *a)
 		.rnr_retry = p->rnr_retry,
 		.max_rd_atomic = p->max_rd_atomic,
 	};
+	if (p->has_alt) {
+		const struct qp_alt_path *l = &p->alt;
+
+		a->alt_port_num = l->port_num;
+		a->alt_pkey_index = l->pkey_index;
+		a->alt_timeout = l->timeout;
+		a->alt_ah_attr = (struct ibv_ah_attr){
+			.dlid = l->dlid,
+			.sl = l->sl,
+			.src_path_bits = l->src_path_bits,
+			.static_rate = l->static_rate,
+			.is_global = l->has_grh,
+			.port_num = l->port_num,
+			.grh = {
+				.dgid = l->dgid,
+				.flow_label = l->flow_label,
+				.sgid_index = l->sgid_index,
+				.hop_limit = l->hop_limit,
+				.traffic_class = l->traffic_class,
+			},
+		};
+		a->path_mig_state = IBV_MIG_REARM;
+	}
+}
+
+/* The alternate path goes with RTR->RTS, for the types that have one. */
+static int alt_mask(const struct qp_path *p, enum ibv_qp_type t, int s)
+{
+	if (!p->has_alt || s != STEP_RTS)
+		return 0;
+	if (t != IBV_QPT_RC && t != IBV_QPT_UC && t != IBV_QPT_XRC_SEND &&
+	    t != IBV_QPT_XRC_RECV)
+		return 0;
+	return IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE;
 }
 
 static int step(struct ibv_qp *qp, struct ibv_qp_attr *attr,
@@ -218,7 +271,8 @@ int qp_modify(struct ibv_qp *qp, enum ibv_qp_state target,
 		int s = (int)cur;
 
 		path_attr(path, &attr);
-		r = step(qp, &attr, cur + 1, m->mask[s]);
+		r = step(qp, &attr, cur + 1,
+			 m->mask[s] | alt_mask(path, qp->qp_type, s));
 		if (r) {
 			*failed_at = up_names[s];
 			return r;
@@ -756,5 +810,47 @@ int qp_path_rts_mask(const json_t *j, int *mask, char *err, size_t errlen)
 				    key);
 		*mask |= rts_keys[i].attr;
 	}
+	return 0;
+}
+
+/* ---- path migration ---- */
+
+const char *qp_mig_state_name(enum ibv_mig_state s)
+{
+	switch (s) {
+	case IBV_MIG_MIGRATED:
+		return "migrated";
+	case IBV_MIG_REARM:
+		return "rearm";
+	case IBV_MIG_ARMED:
+		return "armed";
+	}
+	return "unknown";
+}
+
+int qp_migrate(struct ibv_qp *qp, const char **failed_at)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr attr;
+	const char *dummy;
+	int r;
+
+	if (!failed_at)
+		failed_at = &dummy;
+	*failed_at = "query";
+	r = ibv_query_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PATH_MIG_STATE,
+			 &init);
+	if (r)
+		return verbs_err(r);
+	*failed_at = "RTS->RTS";
+	if (attr.qp_state != IBV_QPS_RTS)
+		return -EINVAL;
+	if (attr.path_mig_state == IBV_MIG_MIGRATED)
+		return -ENOENT;
+	attr = (struct ibv_qp_attr){ .path_mig_state = IBV_MIG_MIGRATED };
+	r = ibv_modify_qp(qp, &attr, IBV_QP_PATH_MIG_STATE);
+	if (r)
+		return verbs_err(r);
+	*failed_at = NULL;
 	return 0;
 }

@@ -40,7 +40,35 @@ struct qp_path {
 	uint8_t retry_cnt;
 	uint8_t rnr_retry;
 	uint8_t max_rd_atomic;
+	/* The alternate path (automatic path migration), loaded with
+	 * RTR->RTS and armed (REARM) when has_alt: RC, UC and XRC. */
+	bool has_alt;
+	struct qp_alt_path {
+		uint8_t port_num;
+		uint16_t pkey_index;
+		uint8_t timeout;
+		uint16_t dlid;
+		uint8_t sl;
+		uint8_t src_path_bits;
+		uint8_t static_rate;
+		bool has_grh;
+		union ibv_gid dgid;
+		uint8_t sgid_index;
+		uint8_t hop_limit;
+		uint8_t traffic_class;
+		uint32_t flow_label;
+	} alt;
 };
+
+/* Linux loads alternate paths on InfiniBand ports only (the core bans
+ * them on RoCE: ib_modify_qp() answers EINVAL). */
+#define QP_ALT_PATH_IB_ONLY                                                    \
+	"alt_path: Linux loads alternate paths (APM) on InfiniBand ports "     \
+	"only, and this port is Ethernet (RoCE)"
+
+/* The alternate path as the primary one is (what alt_path keys then
+ * change). */
+void qp_alt_from_primary(const struct qp_path *p, struct qp_alt_path *alt);
 
 /* Sensible defaults (IBPath's): mtu 1024, timeout 14, retry_cnt 7,
  * rnr_retry 7, min_rnr_timer 12, hop_limit 64, rd atomics 1, qkey
@@ -73,6 +101,16 @@ int qp_modify(struct ibv_qp *qp, enum ibv_qp_state target,
 #define QP_RTS_MASK (QP_RTS_RTS_MASK | QP_SQD_MASK)
 int qp_modify_rts(struct ibv_qp *qp, const struct qp_path *path, int mask,
 		  const char **failed_at);
+
+/*
+ * Migrate the QP in RTS to its alternate path (path_mig_state MIGRATED,
+ * RTS->RTS), as a path failure would. Hardware wants the migration state
+ * ARMED (the alternate path loaded and armed): -EINVAL otherwise, and
+ * -ENOENT when no alternate path was loaded (state MIGRATED already, as
+ * a QP starts). 0 or -errno, *failed_at as for qp_modify().
+ */
+int qp_migrate(struct ibv_qp *qp, const char **failed_at);
+const char *qp_mig_state_name(enum ibv_mig_state s);
 
 /* The IBV_QP_* attributes the keys of path document j name, for
  * qp_modify_rts(). -EINVAL, with the key in err, for a key that cannot

@@ -6,8 +6,9 @@ device stand for the two hosts (rxe moves data between QPs of one
 device as between remote peers)."""
 
 import json
+import subprocess
 
-from conftest import rdma_res, rdmactl
+from conftest import RDMAD, rdma_res, rdmactl
 
 CONF = """
 devices = ( { name = "d0"; match = { netdev = "veth0"; };
@@ -215,3 +216,72 @@ def test_rts_to_rts_changes_in_place(rdmad):
     assert status == 200
     same_qp(q)
     data_moves()
+
+
+APM = """
+devices = ( { name = "d0"; match = { netdev = "veth0"; };
+              gid = { type = "roce_v2"; family = "ipv4"; }; } );
+profiles = (
+  { name = "p"; device = "d0";
+    memory = ( { name = "m"; size = "1M"; } );
+    pd = ( { name = "a"; } );
+    mr = ( { name = "r"; pd = "a"; memory = "m";
+             access = [ "local_write", "remote_write" ]; } );
+    cq = ( { name = "c"; cqe = 128; } );
+    qp = ( { name = "m0"; pd = "a"; type = "rc"; send_cq = "c";
+             recv_cq = "c"; state = "rts"; peer = "m1";
+             access = [ "remote_write" ];
+             alt_path = { timeout = 16; }; },
+           { name = "m1"; pd = "a"; type = "rc"; send_cq = "c";
+             recv_cq = "c"; state = "rts"; peer = "m0";
+             access = [ "remote_write" ];
+             alt_path = { timeout = 17; hop_limit = 32; }; },
+           { name = "plain"; pd = "a"; type = "rc"; send_cq = "c";
+             recv_cq = "c"; state = "rts"; peer = "plain2"; },
+           { name = "plain2"; pd = "a"; type = "rc"; send_cq = "c";
+             recv_cq = "c"; state = "rts"; peer = "plain"; } );
+  }
+);
+"""
+
+
+def test_alternate_path_refused_on_roce(rdmad, tmp_path):
+    """Linux loads alternate paths (APM) on InfiniBand ports only (the
+    core refuses them on RoCE), so on rxe a QP with alt_path is refused
+    clearly: at --check, with file:line, and at start (before anything is
+    made). A QP without an armed alternate path cannot migrate. The
+    migration itself: tests/hw/test_apm_hw.py."""
+    conf = tmp_path / "apm.conf"
+    conf.write_text(APM)
+    r = subprocess.run([str(RDMAD), "--check", "-c", str(conf)],
+                       capture_output=True, text=True)
+    assert r.returncode == 78, r  # EX_CONFIG
+    lines = [line for line in r.stderr.splitlines() if "alt_path" in line]
+    assert len(lines) == 2, r.stderr
+    line = APM.splitlines().index(next(x for x in APM.splitlines()
+                                       if 'name = "m0"' in x)) + 1
+    assert lines[0].startswith(f"{conf}:{line}: qp 'm0': alt_path: Linux "
+                               "loads alternate paths (APM) on InfiniBand "
+                               "ports only"), lines
+
+    # Starting with it: the same refusal, before anything is made.
+    r = subprocess.run([str(RDMAD), "-c", str(conf)], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 78 and lines[0] in r.stderr, r
+
+    # Without them, the rest serves.
+    d = rdmad(APM.replace("alt_path = { timeout = 16; };", "")
+              .replace("alt_path = { timeout = 17; hop_limit = 32; };", "")
+              ).settle()
+    plain = get(d, "/v1/profiles/p/qp/plain")
+    assert plain["state"] == "ready" and plain["qp_state"] == "rts"
+    # A QP starts migrated: nothing armed to move to.
+    assert plain["path_mig_state"] == "migrated" and "alt_path" not in plain
+    kernel = {q["lqpn"]: q for q in rdma_res("qp", d.pid)}
+    assert kernel[plain["qp_num"]]["path-mig-state"] == "MIGRATED"
+    status, err = d.request("POST", "/v1/profiles/p/qp/plain/migrate", {})
+    assert status == 409 and err["error"]["code"] == "conflict", err
+    assert "no alternate path armed" in err["error"]["message"], err
+    r = rdmactl(d, "qp", "migrate", "p", "plain")
+    assert r.returncode == 1 and "cannot migrate" in r.stderr, r
+    assert d.request("POST", "/v1/profiles/p/qp/nope/migrate", {})[0] == 404
