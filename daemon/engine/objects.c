@@ -443,6 +443,17 @@ static int qp_path_of(struct profile *p, struct object *o,
 	qp_path_init(path);
 	path->port_num = (uint8_t)p->dev->port;
 	path->pkey_index = c->pkey_index;
+	if (c->pkey >= 0) {
+		int idx = ibv_get_pkey_index(p->ctx, path->port_num,
+					     htobe16((uint16_t)c->pkey));
+
+		if (idx < 0)
+			return object_fail(o, ENOENT,
+					   "pkey 0x%04x is not in the P_Key "
+					   "table of %s port %u",
+					   c->pkey, p->ibdev, path->port_num);
+		path->pkey_index = (uint16_t)idx;
+	}
 	path->qkey = c->qkey;
 	path->access = c->access;
 	if (p->gid_index >= 0) {
@@ -871,7 +882,7 @@ static void qp_json(const struct object *o, json_t *j)
 {
 	const struct conf_qp *c = o->conf;
 	struct ibv_qp_init_attr ia;
-	struct ibv_qp_attr attr;
+	struct ibv_qp_attr attr, pk;
 	char gid[GID_TEXT_SIZE];
 
 	SET_INT(j, "handle", o->u.qp.qp->handle);
@@ -903,6 +914,18 @@ static void qp_json(const struct object *o, json_t *j)
 			 &ia))
 		return;
 	SET_STR(j, "qp_state", qp_state_str(attr.qp_state));
+	if (attr.qp_state != IBV_QPS_RESET && !ibv_query_qp(o->u.qp.qp, &pk,
+							     IBV_QP_PKEY_INDEX |
+								     IBV_QP_PORT,
+							     &ia)) {
+		__be16 v;
+
+		SET_INT(j, "pkey_index", pk.pkey_index);
+		if (!ibv_query_pkey(o->u.qp.qp->context,
+				    pk.port_num ? pk.port_num : 1,
+				    pk.pkey_index, &v))
+			SET_INT(j, "pkey", be16toh(v));
+	}
 	json_object_set_new(
 		j, "cap",
 		json_pack("{s:i, s:i, s:i, s:i, s:i}", "max_send_wr",

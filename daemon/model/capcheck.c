@@ -10,6 +10,8 @@
 
 struct caps {
 	const char *ibdev;
+	struct ibv_context *ctx;
+	int port_num;
 	struct ibv_device_attr_ex ex;
 	struct ibv_port_attr port;
 	int num_comp_vectors;
@@ -58,6 +60,13 @@ static void check_qp(struct config *c, const struct caps *caps,
 				 "qp '%s': access remote_atomic, but %s has "
 				 "no atomic operations",
 				 q->name, caps->ibdev);
+	if (q->pkey >= 0 &&
+	    ibv_get_pkey_index(caps->ctx, (uint8_t)caps->port_num,
+			       htobe16((uint16_t)q->pkey)) < 0)
+		config_add_error(c, q->loc,
+				 "qp '%s': pkey 0x%04x is not in the P_Key "
+				 "table of %s port %d",
+				 q->name, q->pkey, caps->ibdev, caps->port_num);
 	if (q->alt_path && caps->port.link_layer != IBV_LINK_LAYER_INFINIBAND)
 		config_add_error(c, q->loc, "qp '%s': %s", q->name,
 				 QP_ALT_PATH_IB_ONLY);
@@ -183,6 +192,8 @@ void capcheck_config(struct config *c, FILE *skipped)
 		ctx = devinfo_open(ibdev);
 		if (!ctx)
 			continue;
+		caps.ctx = ctx;
+		caps.port_num = d->port;
 		caps.num_comp_vectors = ctx->num_comp_vectors;
 		if (ibv_query_device_ex(ctx, NULL, &caps.ex)) {
 			ibv_close_device(ctx);

@@ -194,6 +194,7 @@ struct conf_qp {
 	unsigned int access; /* qp_access_flags for INIT */
 	uint32_t qkey;	     /* UD */
 	uint16_t pkey_index;
+	int pkey; /* by value, looked up in the port's table; -1: none */
 	bool sq_sig_all;
 };
 

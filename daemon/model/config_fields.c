@@ -596,6 +596,7 @@ static const struct field qp_fields[] = {
 	FLD(conf_qp, "access", F_ACCESS, access, .names = conf_access_names),
 	FLD(conf_qp, "pkey_index", F_UINT16, pkey_index, .min = 0,
 	    .max = 65535),
+	FLD(conf_qp, "pkey", F_INT, pkey, .min = 0, .max = 65535),
 	FLD(conf_qp, "qkey", F_UINT32, qkey, .min = 0, .max = UINT32_MAX),
 	FLD(conf_qp, "peer", F_STRING, peer),
 	{ .key = "path", .type = F_GROUP, .sub = qp_path_fields,
@@ -686,6 +687,7 @@ static void qp_defaults(void *elem)
 				       .max_send_sge = 1, .max_recv_sge = 1 };
 	q->state = QPS_TARGET_INIT;
 	q->qkey = 0x11111111;
+	q->pkey = -1;
 }
 
 static void cq_defaults(void *elem)

@@ -458,6 +458,16 @@ static void verify_qp_remote(struct parser *p, const struct conf_profile *pr,
 	if (q->peer && q->path)
 		parser_error(p, q->loc, "qp '%s': give peer or path, not both",
 			     unnamed(q->name));
+	if (q->pkey >= 0 && q->pkey_index)
+		parser_error(p, q->loc,
+			     "qp '%s': give pkey (its value) or pkey_index, "
+			     "not both",
+			     unnamed(q->name));
+	if (q->pkey >= 0 && q->path && q->path->pkey_index >= 0)
+		parser_error(p, q->loc,
+			     "qp '%s': give pkey (its value) or the path's "
+			     "pkey_index, not both",
+			     unnamed(q->name));
 	if (q->recover == QPR_RESET && q->state == QPS_TARGET_RESET)
 		parser_error(p, q->loc,
 			     "qp '%s': recover = \"reset\" brings a QP back to "

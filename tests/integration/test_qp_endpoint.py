@@ -6,6 +6,7 @@ device stand for the two hosts (rxe moves data between QPs of one
 device as between remote peers)."""
 
 import json
+import os
 import subprocess
 
 from conftest import RDMAD, rdma_res, rdmactl
@@ -285,3 +286,55 @@ def test_alternate_path_refused_on_roce(rdmad, tmp_path):
     r = rdmactl(d, "qp", "migrate", "p", "plain")
     assert r.returncode == 1 and "cannot migrate" in r.stderr, r
     assert d.request("POST", "/v1/profiles/p/qp/nope/migrate", {})[0] == 404
+
+
+PKEY = """
+devices = ( { name = "d0"; match = { netdev = "veth0"; }; } );
+profiles = (
+  { name = "p"; device = "d0";
+    pd = ( { name = "a"; } );
+    cq = ( { name = "c"; } );
+    qp = ( { name = "k"; pd = "a"; type = "rc"; send_cq = "c";
+             recv_cq = "c"; pkey = %s; },
+           { name = "u"; pd = "a"; type = "ud"; send_cq = "c";
+             recv_cq = "c"; state = "rts"; pkey = 0xffff; } );
+  }
+);
+"""
+
+
+def pkey_table():
+    """Port 1 of rxe0's P_Key table, as sysfs gives it."""
+    base = "/sys/class/infiniband/rxe0/ports/1/pkeys"
+    table = {}
+    for name in os.listdir(base):
+        try:
+            with open(f"{base}/{name}") as f:
+                table[int(name)] = int(f.read(), 16)
+        except OSError:
+            continue
+    return table
+
+
+def test_pkey_by_value(rdmad, tmp_path):
+    """pkey = VALUE is looked up in the port's P_Key table: the QP gets
+    that entry's index (the device's own answer, ibv_query_qp), and a
+    value not in the table is refused at --check with file:line."""
+    table = pkey_table()
+    assert table.get(0) == 0xffff, table  # rxe's one entry
+    d = rdmad(PKEY % "0xffff").settle()
+    for name in ("k", "u"):
+        q = get(d, f"/v1/profiles/p/qp/{name}")
+        assert q["state"] == "ready", q
+        assert q["pkey"] == 0xffff and q["pkey_index"] == 0, q
+        assert q["config"]["pkey"] == 0xffff, q
+
+    conf = tmp_path / "pkey.conf"
+    absent = next(v for v in (0x8001, 0x7fff, 0x1234)
+                  if v not in table.values())
+    conf.write_text(PKEY % hex(absent))
+    r = subprocess.run([str(RDMAD), "--check", "-c", str(conf)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 78, r
+    assert f"{conf}:7: qp 'k': pkey 0x{absent:04x} is not in the P_Key " \
+        "table of rxe0 port 1" in r.stderr, r.stderr
