@@ -565,8 +565,8 @@ static const struct route routes[] = {
 	{ "GET", { "profiles", ANY, "qp", ANY, "endpoint" },
 	  get_qp_endpoint, false },
 	{ "POST", { "profiles", ANY, "selftest" }, post_selftest, true },
-	{ "POST", { "profiles", ANY, "qp", ANY, "migrate" }, post_qp_migrate,
-	  true },
+	{ "POST", { "profiles", ANY, "qp", ANY, "migrate" },
+	  post_qp_migrate, true },
 };
 
 static bool route_matches(const struct route *rt, const struct request *r)
