@@ -461,7 +461,23 @@ static int qp_path_of(struct profile *p, struct object *o,
 		path->has_grh = true;
 		path->dgid = p->gid;
 	}
-	if (c->peer) {
+	if (c->peer_endpoint) {
+		/* A QP elsewhere: its endpoint document, checked at load. */
+		json_t *ep = json_loads(c->peer_endpoint, 0, NULL);
+		char err[200];
+		int r;
+
+		r = ibv_query_port(p->ctx, path->port_num, &pattr);
+		r = r ? -EIO
+		      : qp_path_from_endpoint(ep, qp_kind_name(c->type),
+					      pattr.active_mtu, path, err,
+					      sizeof(err));
+		json_decref(ep);
+		if (r)
+			return object_fail(o, EINVAL, "peer: endpoint: %s",
+					   r == -EIO ? "cannot query the port"
+						     : err);
+	} else if (c->peer) {
 		/* Built in the first pass; it may be connecting itself. */
 		struct object *peer = profile_find(p, OBJ_QP, c->peer);
 

@@ -284,7 +284,20 @@ static bool fields_equal(const struct field *table, const void *a,
 
 bool conf_obj_equal(enum obj_kind k, const void *a, const void *b)
 {
+	if (k == OBJ_QP) {
+		/* "@FILE" the same, what the file says may not be. */
+		const char *x = ((const struct conf_qp *)a)->peer_endpoint;
+		const char *y = ((const struct conf_qp *)b)->peer_endpoint;
+
+		if (!x != !y || (x && !streq(x, y)))
+			return false;
+	}
 	return fields_equal(conf_kinds[k].fields, a, b);
+}
+
+bool conf_peer_is_endpoint(const char *peer)
+{
+	return peer && (peer[0] == '@' || peer[0] == '{');
 }
 
 bool conf_device_equal(const struct conf_device *a,
@@ -297,9 +310,13 @@ static void free_profile(struct conf_profile *pr)
 {
 	free_fields(conf_profile_fields, pr);
 	for (int k = 0; k < OBJ_KIND_MAX; k++) {
-		for (size_t i = 0; i < pr->n_objs[k]; i++)
-			free_fields(conf_kinds[k].fields,
-				    (char *)pr->objs[k] + i * conf_kinds[k].size);
+		for (size_t i = 0; i < pr->n_objs[k]; i++) {
+			void *o = (char *)pr->objs[k] + i * conf_kinds[k].size;
+
+			if (k == OBJ_QP)
+				free(((struct conf_qp *)o)->peer_endpoint);
+			free_fields(conf_kinds[k].fields, o);
+		}
 		free(pr->objs[k]);
 		conf_names_free(pr->names[k]);
 	}

@@ -182,7 +182,13 @@ struct conf_qp {
 	char *recv_cq;
 	char *srq;
 	char *xrcd; /* xrc_recv */
-	char *peer; /* rtr/rts: another QP of the profile (loopback) */
+	/* rtr/rts: another QP of the profile (loopback), or the endpoint
+	 * document of a QP elsewhere: "@/path" of a file, or the JSON
+	 * inline (conf_peer_is_endpoint()). */
+	char *peer;
+	/* That document, read and checked at load, as compact JSON text
+	 * (what a reload compares). NULL: peer is a QP's name, or none. */
+	char *peer_endpoint;
 	struct conf_path *path; /* NULL: no path block */
 	/* The alternate path (APM): its address keys and timeout, the
 	 * primary path's where not given. NULL: none. */
@@ -413,6 +419,9 @@ const void *conf_obj_find(const struct conf_profile *p, enum obj_kind k,
 			  const char *name);
 /* Do two objects of kind k declare the same thing (ignoring where)? */
 bool conf_obj_equal(enum obj_kind k, const void *a, const void *b);
+/* A QP's peer given as an endpoint document ("@FILE" or "{...}"), not a
+ * QP's name. */
+bool conf_peer_is_endpoint(const char *peer);
 /* The objects obj (of kind k) names: its dependencies, and a QP's peer. */
 struct conf_ref {
 	enum obj_kind kind;

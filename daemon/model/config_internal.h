@@ -131,6 +131,14 @@ void parser_warning(struct parser *p, struct conf_loc loc, const char *fmt,
 void parser_text(struct parser *p, const char *name, const char *text,
 		 bool main_file);
 void parser_file(struct parser *p, const char *path, bool main_file);
+/*
+ * The text of a regular file of at most CONFIG_MAX_FILE bytes (NUL
+ * added), opened without blocking so that a FIFO or a device is refused,
+ * not waited on. 0, or -errno with a message in *why when the errno
+ * alone would not say it.
+ */
+int config_read_text(const char *path, char **out, size_t *len,
+		     const char **why);
 /* Every *.conf of daemon.include, in name order. */
 void parser_include(struct parser *p);
 

@@ -1093,7 +1093,7 @@ void parser_text(struct parser *p, const char *name, const char *text,
  * without blocking, so that a FIFO or a device is refused instead of
  * waited on. Returns 0, -errno, or an error message in *why.
  */
-static int read_text(const char *path, char **out, size_t *len,
+int config_read_text(const char *path, char **out, size_t *len,
 		     const char **why)
 {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC |
@@ -1162,7 +1162,7 @@ void parser_file(struct parser *p, const char *path, bool main_file)
 	_cleanup_free_ char *text = NULL;
 	const char *why = NULL, *nul;
 	size_t len = 0;
-	int r = read_text(path, &text, &len, &why);
+	int r = config_read_text(path, &text, &len, &why);
 
 	if (r < 0) {
 		if (why)

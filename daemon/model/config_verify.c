@@ -13,6 +13,7 @@
 #include <uthash.h>
 
 #include "config_internal.h"
+#include "qpstate.h"
 
 #define NAME_MAX_LEN 64
 
@@ -129,6 +130,13 @@ static size_t target_refs(const struct conf_target *t, struct conf_ref *out,
 	return n;
 }
 
+/* A QP's peer that is an endpoint document refers to nothing here. */
+static bool is_endpoint_peer(enum obj_kind k, enum obj_kind target,
+			     const char *name)
+{
+	return k == OBJ_QP && target == OBJ_QP && conf_peer_is_endpoint(name);
+}
+
 size_t conf_obj_refs(enum obj_kind k, const void *obj, struct conf_ref *out,
 		     size_t max)
 {
@@ -143,7 +151,7 @@ size_t conf_obj_refs(enum obj_kind k, const void *obj, struct conf_ref *out,
 		if (references[r].kind != k)
 			continue;
 		name = *(char *const *)((const char *)obj + references[r].offset);
-		if (name)
+		if (name && !is_endpoint_peer(k, references[r].target, name))
 			out[n++] = (struct conf_ref){ references[r].target,
 						      name };
 	}
@@ -160,7 +168,9 @@ static void check_references(struct parser *p, const struct conf_profile *pr)
 			const char *name =
 				*(char *const *)((const char *)o + ref->offset);
 
-			if (name && !conf_obj_find(pr, ref->target, name))
+			if (name &&
+			    !is_endpoint_peer(ref->kind, ref->target, name) &&
+			    !conf_obj_find(pr, ref->target, name))
 				parser_error(p, *(const struct conf_loc *)o,
 					     "%s '%s': %s '%s' is not declared "
 					     "in profile '%s'",
@@ -447,12 +457,85 @@ static bool connected_type(enum qp_kind k)
 	       k == QPK_XRC_RECV;
 }
 
+/*
+ * A peer given as the endpoint document of a QP on another host (what
+ * GET /v1/profiles/{p}/qp/{q}/endpoint answers there): "@/path" of a
+ * file holding it, or the JSON inline. Read and checked now, with the
+ * QP's file:line; kept as compact JSON, so that a reload sees a file
+ * that changed.
+ */
+static void load_peer_endpoint(struct parser *p, struct conf_qp *q)
+{
+	_cleanup_free_ char *text = NULL;
+	const char *why = NULL, *from = q->peer;
+	struct qp_path path;
+	json_error_t jerr;
+	char err[200];
+	json_t *ep;
+	size_t len;
+	int r;
+
+	if (!conf_peer_is_endpoint(q->peer))
+		return;
+	if (!connected_type(q->type)) {
+		parser_error(p, q->loc,
+			     "qp '%s': a peer's endpoint is for a connected QP "
+			     "(rc, uc, xrc_send, xrc_recv), not %s",
+			     unnamed(q->name), qp_kind_name(q->type));
+		return;
+	}
+	if (q->peer[0] == '@') {
+		if (q->peer[1] != '/') {
+			parser_error(p, q->loc,
+				     "qp '%s': peer \"%s\": the endpoint "
+				     "file must be an absolute path",
+				     unnamed(q->name), q->peer);
+			return;
+		}
+		r = config_read_text(q->peer + 1, &text, &len, &why);
+		if (r < 0) {
+			parser_error(p, q->loc,
+				     "qp '%s': peer: cannot read %s: %s",
+				     unnamed(q->name), q->peer + 1,
+				     why ? why : strerror(-r));
+			return;
+		}
+		from = text;
+	}
+	ep = json_loads(from, JSON_REJECT_DUPLICATES, &jerr);
+	if (!ep) {
+		parser_error(p, q->loc,
+			     "qp '%s': peer: the endpoint document is not "
+			     "JSON: %s (line %d, column %d)",
+			     unnamed(q->name), jerr.text, jerr.line,
+			     jerr.column);
+		return;
+	}
+	qp_path_init(&path);
+	if (!json_is_object(ep))
+		parser_error(p, q->loc,
+			     "qp '%s': peer: the endpoint document must be an "
+			     "object",
+			     unnamed(q->name));
+	else if (qp_path_from_endpoint(ep, qp_kind_name(q->type),
+				       IBV_MTU_4096, &path, err, sizeof(err)))
+		parser_error(p, q->loc, "qp '%s': peer: endpoint: %s",
+			     unnamed(q->name), err);
+	else
+		q->peer_endpoint = json_dumps(ep, JSON_COMPACT |
+							  JSON_SORT_KEYS);
+	json_decref(ep);
+}
+
 /* State rtr/rts: where the remote end comes from. */
 static void verify_qp_remote(struct parser *p, const struct conf_profile *pr,
 			     const struct conf_qp *q)
 {
 	bool beyond_init = q->state >= QPS_TARGET_RTR;
-	const struct conf_qp *peer = conf_obj_find(pr, OBJ_QP, q->peer);
+	const struct conf_qp *peer =
+		conf_peer_is_endpoint(q->peer)
+			? NULL
+			: conf_obj_find(pr, OBJ_QP, q->peer);
 	int64_t mtu = q->path ? q->path->mtu : -1;
 
 	if (q->peer && q->path)
@@ -559,9 +642,10 @@ static void verify_profile(struct parser *p, struct conf_profile *pr)
 		verify_target(p, pr, conf_obj(pr, OBJ_TARGET, i));
 	verify_targets_hold(p, pr);
 	for (size_t i = 0; i < pr->n_objs[OBJ_QP]; i++) {
-		const struct conf_qp *q = conf_obj(pr, OBJ_QP, i);
+		struct conf_qp *q = (struct conf_qp *)conf_obj(pr, OBJ_QP, i);
 		const struct conf_srq *srq = conf_obj_find(pr, OBJ_SRQ, q->srq);
 
+		load_peer_endpoint(p, q);
 		verify_qp_shape(p, q);
 		verify_qp_remote(p, pr, q);
 		if (srq && srq->type != SRQK_BASIC)

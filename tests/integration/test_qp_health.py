@@ -11,6 +11,7 @@ data between QPs of one device as between hosts); rxe raises no async
 event for a QP that fails, so what finds it there is the daemon's RDMA
 netlink scan (every 10 s), as `rdma resource show qp` sees the state."""
 
+import json
 import subprocess
 import threading
 import time
@@ -347,3 +348,95 @@ def test_reload_changes_rts_qps_in_place(streams, peers):
     assert status == 200, body
     assert [(c["name"], c["action"]) for c in body["changes"]] == \
         [("t", "recreate")], body
+
+
+ENDPOINT_CONF = """
+devices = ( {{ name = "d0"; match = {{ netdev = "veth0"; }};
+              gid = {{ type = "roce_v2"; family = "ipv4"; }}; }} );
+profiles = (
+  {{ name = "p"; device = "d0";
+    memory = ( {{ name = "m"; size = "1M"; }} );
+    pd = ( {{ name = "a"; }} );
+    mr = ( {{ name = "r"; pd = "a"; memory = "m";
+             access = [ "local_write", "remote_write", "remote_read" ]; }} );
+    cq = ( {{ name = "c"; cqe = 128; }} );
+    qp = ( {{ name = "f"; pd = "a"; type = "rc"; send_cq = "c";
+             recv_cq = "c"; state = "rts"; peer = "@{file}";
+             access = [ "remote_write", "remote_read" ]; }},
+           {{ name = "i"; pd = "a"; type = "rc"; send_cq = "c";
+             recv_cq = "c"; state = "rts"; peer = "{inline}";
+             access = [ "remote_write", "remote_read" ]; }} );
+  }}
+);
+"""
+
+
+def roce_v2_ipv4_gid_index():
+    """The GID the daemon selects with type roce_v2, family ipv4: rxe0
+    port 1's first such entry (sysfs)."""
+    base = "/sys/class/infiniband/rxe0/ports/1"
+    for i in range(16):
+        try:
+            with open(f"{base}/gid_attrs/types/{i}") as t, \
+                    open(f"{base}/gids/{i}") as g:
+                if t.read().strip() == "RoCE v2" and \
+                        g.read().startswith("0000:0000:0000:0000:0000:ffff:"):
+                    return i
+        except OSError:
+            continue
+    raise AssertionError("rxe0 has no RoCE v2 IPv4 GID")
+
+
+def endpoint_of(peer, gid_index):
+    """This process's QP as GET .../endpoint documents a QP."""
+    gid = peer.ctx.query_gid(1, gid_index)
+    return {"qp_num": peer.qp.qp_num, "port": 1, "lid": 0,
+            "gid": str(gid), "gid_index": gid_index, "psn": 0,
+            "mtu": 1024, "type": "rc"}
+
+
+def test_peer_from_an_endpoint_document(rdmad, peers, tmp_path):
+    """A QP brought up from the endpoint document of a QP on another
+    host (here: this process's pyverbs QPs on rxe0), from a file and
+    inline, without rdma_cm: data moves both ways; a reload after the
+    file changed connects the QP to the new remote end."""
+    pf, pi = peers
+    gidx = roce_v2_ipv4_gid_index()
+    f = tmp_path / "ep.json"
+    f.write_text(json.dumps(endpoint_of(pf, gidx)))
+    inline = json.dumps(endpoint_of(pi, gidx)).replace('"', '\\"')
+    d = rdmad(ENDPOINT_CONF.format(file=f, inline=inline)).settle()
+    assert get(d, "/v1/profiles/p")["gid_index"] == gidx
+    mr = get(d, "/v1/profiles/p/mr/r")
+    ok = e.IBV_WC_SUCCESS
+    for name, peer in (("f", pf), ("i", pi)):
+        q = get(d, f"/v1/profiles/p/qp/{name}")
+        assert q["state"] == "ready" and q["qp_state"] == "rts", q
+        assert q["dqpn"] == peer.qp.qp_num, q
+        assert q["config"]["peer"].startswith("@" if name == "f" else "{")
+        k = kernel_qp(d, q["qp_num"])
+        assert k["rqpn"] == peer.qp.qp_num and k["state"] == "RTS", k
+        peer.connect(get(d, f"/v1/profiles/p/qp/{name}/endpoint"))
+        data = name.encode() * 100
+        assert peer.rdma(e.IBV_WR_RDMA_WRITE, mr["rkey"], mr["iova"],
+                         data=data) == ok
+        peer.buf.write(bytes(len(data)), len(data))
+        assert peer.rdma(e.IBV_WR_RDMA_READ, mr["rkey"], mr["iova"],
+                         n=len(data)) == ok
+        assert peer.read(len(data)) == data
+
+    # The other host's QP changed: the file says so, a reload follows.
+    f.write_text(json.dumps(endpoint_of(pi, gidx)))
+    status, body = d.request("POST", "/v1/reload")
+    assert status == 200, body
+    assert [(c["name"], c["action"]) for c in body["changes"]] == \
+        [("f", "recreate")], body
+    q = get(d, "/v1/profiles/p/qp/f")
+    assert q["state"] == "ready" and q["dqpn"] == pi.qp.qp_num, q
+    # A file that no longer holds an endpoint: the reload is refused,
+    # with the QP's file:line, and nothing changes.
+    f.write_text('{"psn": 1}')
+    status, body = d.request("POST", "/v1/reload")
+    assert status == 422 and body["error"]["code"] == "config_invalid", body
+    assert "qp 'f': peer: endpoint: 'qp_num' is missing" in json.dumps(body)
+    assert get(d, "/v1/profiles/p/qp/f")["qp_num"] == q["qp_num"]
