@@ -689,6 +689,7 @@ static int target_create(struct profile *p, struct object *o)
 		.port = p->dev->port,
 		.pd = pd ? pd->u.pd : NULL,
 		.cq = cq ? cq->u.cq.cq : NULL,
+		.channel = cq ? cq->u.cq.channel : NULL,
 		.events = p->events,
 		.changed = touch,
 		.ud = p,

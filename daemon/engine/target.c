@@ -59,6 +59,7 @@ struct target {
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
 	struct ibv_cq *cq;
+	struct ibv_comp_channel *channel; /* the CQ's, or NULL: poll */
 	struct target_range_src range[CONF_TARGET_MAX_EXPOSE];
 	size_t n_range;
 	struct conf_prefix *allow;
@@ -71,7 +72,7 @@ struct target {
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *listener;
 	sd_event *event;
-	sd_event_source *io, *poll;
+	sd_event_source *io, *poll, *cq_io;
 	struct conn *conns; /* by id */
 	uint64_t next_id;
 	struct target_stats stats;
@@ -205,6 +206,7 @@ int target_new(const struct target_params *tp, struct target **out,
 	t->ctx = tp->ctx;
 	t->pd = tp->pd;
 	t->cq = tp->cq;
+	t->channel = tp->channel;
 	t->port = tp->port;
 	t->n_range = tp->n_range;
 	memcpy(t->range, tp->range, sizeof(t->range));
@@ -545,7 +547,9 @@ static void on_request(struct target *t, struct rdma_cm_id *id,
 		return;
 	}
 	changed(t);
-	sd_event_source_set_enabled(t->poll, SD_EVENT_ON);
+	/* With a channel, the CQ is armed: its event comes. */
+	if (!t->cq_io)
+		sd_event_source_set_enabled(t->poll, SD_EVENT_ON);
 }
 
 /* Every window is bound: tell the peer where they are. */
@@ -588,15 +592,15 @@ static struct conn *conn_by_id(struct target *t, uint64_t id)
 	return c;
 }
 
-static int on_poll(sd_event_source *s, uint64_t usec, void *ud)
+/* The binds' completions: each connection whose windows are all bound
+ * is accepted. Returns whether some connection still waits for binds. */
+static bool reap(struct target *t)
 {
-	struct target *t = ud;
 	struct ibv_wc wc[16];
 	bool binding = false;
 	struct conn *c, *tmp;
 	int n;
 
-	(void)usec;
 	while ((n = ibv_poll_cq(t->cq, ARRAY_SIZE(wc), wc)) > 0)
 		for (int i = 0; i < n; i++) {
 			c = conn_by_id(t, wc[i].wr_id >> 8);
@@ -617,10 +621,42 @@ static int on_poll(sd_event_source *s, uint64_t usec, void *ud)
 		}
 	HASH_ITER(hh, t->conns, c, tmp)
 		binding |= c->state == CONN_BINDING;
-	if (!binding)
+	return binding;
+}
+
+/* Without a completion channel: poll every millisecond while binds run
+ * (they take microseconds). */
+static int on_poll(sd_event_source *s, uint64_t usec, void *ud)
+{
+	(void)usec;
+	if (!reap(ud))
 		return sd_event_source_set_enabled(s, SD_EVENT_OFF);
 	sd_event_source_set_time_relative(s, 1000);
 	return sd_event_source_set_enabled(s, SD_EVENT_ON);
+}
+
+/* With one: the CQ said it has completions. Each event is acked, the CQ
+ * armed again, then polled (what came between is not missed). */
+static int on_cq_event(sd_event_source *s, int fd, uint32_t revents,
+		       void *ud)
+{
+	struct target *t = ud;
+	struct ibv_cq *cq;
+	void *cq_ctx;
+	int r;
+
+	(void)s;
+	(void)fd;
+	(void)revents;
+	while (!ibv_get_cq_event(t->channel, &cq, &cq_ctx))
+		ibv_ack_cq_events(cq, 1);
+	r = ibv_req_notify_cq(t->cq, 0);
+	if (r)
+		log_object(LOG_ERR, -r, t->profile, "target", t->name,
+			   "cannot arm the completion queue's events: %s",
+			   strerror(r));
+	reap(t);
+	return 0;
 }
 
 static int on_cm(sd_event_source *s, int fd, uint32_t revents, void *ud)
@@ -735,7 +771,19 @@ int target_start(struct target *t, sd_event *e)
 				       on_poll, t);
 	if (r < 0)
 		return r;
-	return sd_event_source_set_enabled(t->poll, SD_EVENT_OFF);
+	r = sd_event_source_set_enabled(t->poll, SD_EVENT_OFF);
+	if (r < 0 || !t->channel)
+		return r;
+	/* The CQ's completion channel: wait for its events instead. */
+	fl = fcntl(t->channel->fd, F_GETFL);
+	if (fl < 0 || fcntl(t->channel->fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	r = sd_event_add_io(e, &t->cq_io, t->channel->fd, EPOLLIN,
+			    on_cq_event, t);
+	if (r < 0)
+		return r;
+	r = ibv_req_notify_cq(t->cq, 0);
+	return r ? -r : 0;
 }
 
 struct target *target_free(struct target *t)
@@ -755,6 +803,7 @@ struct target *target_free(struct target *t)
 		rdma_destroy_id(t->listener);
 	sd_event_source_disable_unref(t->io);
 	sd_event_source_disable_unref(t->poll);
+	sd_event_source_disable_unref(t->cq_io);
 	if (t->ch)
 		rdma_destroy_event_channel(t->ch);
 	sd_event_unref(t->event);

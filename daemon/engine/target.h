@@ -45,6 +45,9 @@ struct target_params {
 	int port;
 	struct ibv_pd *pd;
 	struct ibv_cq *cq;
+	/* The CQ's completion channel (channel = true), or NULL: the
+	 * binds' completions are then waited on there, not polled for. */
+	struct ibv_comp_channel *channel;
 	struct target_range_src range[CONF_TARGET_MAX_EXPOSE];
 	size_t n_range;
 	/* Where connect, disconnect, revoke and reject are published

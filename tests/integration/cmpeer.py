@@ -16,6 +16,7 @@ tests delete rxe0)."""
 
 import json
 import os
+import select
 import struct
 import subprocess
 import sys
@@ -28,6 +29,9 @@ from pyverbs.qp import QPCap, QPInitAttr
 
 # proto/target_proto.h
 REJECT_ADDRESS, REJECT_TOKEN, REJECT_FULL = 1, 2, 3
+# At most this long for one call of the peer (TCG is slow; an accept
+# takes a second or two).
+CALL_TIMEOUT = 60
 
 
 class Rejected(Exception):
@@ -134,6 +138,14 @@ class Peer:
     def _call(self, op, **args):
         self.proc.stdin.write(json.dumps({"op": op, **args}) + "\n")
         self.proc.stdin.flush()
+        # A call that hangs (an accept that never comes) fails the test
+        # instead of holding the whole suite.
+        ready, _, _ = select.select([self.proc.stdout], [], [], CALL_TIMEOUT)
+        if not ready:
+            self.proc.kill()
+            self.proc.wait(10)
+            raise TimeoutError(f"cmpeer: no answer to {op} in "
+                               f"{CALL_TIMEOUT} s")
         line = self.proc.stdout.readline()
         if not line:
             raise RuntimeError(f"cmpeer child died during {op}")

@@ -333,3 +333,32 @@ def test_events_of_a_target(rdmad, port):
         proc.wait(60)
     assert [e["seq"] for e in col.snapshot()] == \
         sorted(e["seq"] for e in col.snapshot())
+
+
+def test_cq_with_a_channel_is_waited_on(rdmad, port):
+    """channel = true on the target's CQ: the daemon waits on the CQ's
+    completion channel for the window binds (ack, arm again, poll)
+    instead of polling every millisecond. Connection after connection
+    is accepted (each needs the channel armed again) and moves data."""
+    d = rdmad(conf(port).replace('cqe = 64;', 'cqe = 64; channel = true;'))
+    status, cq = d.get("/v1/profiles/p/cq/tcq")
+    assert status == 200 and cq["channel"] is True, cq
+    for n in range(3):
+        peer = Peer(ADDR, port)
+        try:
+            established(d)
+            pattern = secrets.token_bytes(32)
+            assert peer.write(pattern) == e.IBV_WC_SUCCESS
+            status, back = peer.read(32)
+            assert status == e.IBV_WC_SUCCESS and back == pattern
+        finally:
+            peer.close()
+        assert settle(lambda: target_doc(d)["connections"] == [], 10), \
+            target_doc(d)
+    # Two at once: both binds complete through one channel.
+    peers = [Peer(ADDR, port), Peer(ADDR, port)]
+    try:
+        established(d, 2)
+    finally:
+        for p in peers:
+            p.close()
