@@ -304,6 +304,8 @@ static void event_take(struct rdmad *c, struct proto_msg *m)
 		type = RDMAD_EVENT_PORT_DOWN;
 	else if (streq(what, "port_active"))
 		type = RDMAD_EVENT_PORT_ACTIVE;
+	else if (streq(what, "object_draining"))
+		type = RDMAD_EVENT_OBJECT_DRAINING;
 	else
 		return; /* a newer daemon's: nothing to do with it here */
 	for (p = c->profiles; p; p = p->next)

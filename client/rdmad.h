@@ -182,6 +182,11 @@ enum rdmad_event_type {
 	 * back up (device says which; the objects stay). */
 	RDMAD_EVENT_PORT_DOWN = 5,
 	RDMAD_EVENT_PORT_ACTIVE = 6,
+	/* (RDMAD_0.4) A reload removed or changed an object the attachment
+	 * holds (reason names it; rdmad_event_json() has its kind and
+	 * name): it stays, draining, until rdmad_detach(); attach again
+	 * for what the configuration declares now. */
+	RDMAD_EVENT_OBJECT_DRAINING = 7,
 	/* Newer daemons may add types: ignore those you do not know. */
 };
 

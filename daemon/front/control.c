@@ -548,17 +548,75 @@ static void sessions_notify(struct control *c, const struct manager_event *ev)
 		}
 }
 
+static bool holds(const struct attachment *a, const char *kind,
+		  const char *name)
+{
+	for (size_t i = 0; i < a->n_leases; i++)
+		if (streq(obj_kind_name(a->leases[i].kind), kind) &&
+		    streq(a->leases[i].name, name))
+			return true;
+	return false;
+}
+
+/*
+ * A reload removed or recreated an object (change ch of its result) that
+ * attachments hold: it drains (kept for them) until the last lets go.
+ * Each attachment holding it hears it (EVENT object_draining), so that
+ * its client can detach and attach again for what the configuration
+ * says now, and the old object goes.
+ */
+static void on_draining(struct control *c, const json_t *ch)
+{
+	const char *profile = json_string_value(json_object_get(ch,
+								 "profile"));
+	const char *kind = json_string_value(json_object_get(ch, "kind"));
+	const char *name = json_string_value(json_object_get(ch, "name"));
+	const char *action = json_string_value(json_object_get(ch, "action"));
+
+	if (!profile || !kind || !name || !action ||
+	    (!streq(action, "recreate") && !streq(action, "remove")))
+		return;
+	for (struct session *s = c->sessions; s; s = s->next)
+		for (size_t i = 0; i < s->n_att; i++) {
+			const struct attachment *a = &s->att[i];
+			char reason[160];
+
+			if (!streq(a->profile, profile) || !holds(a, kind, name))
+				continue;
+			snprintf(reason, sizeof(reason),
+				 "%s '%s' was removed or changed by a reload: "
+				 "it stays for you until you detach",
+				 kind, name);
+			send_json(s, PROTO_EVENT, 0,
+				  json_pack("{s:s, s:i, s:s, s:s, s:s, s:s}",
+					    "event", "object_draining",
+					    "attachment", (int)a->id,
+					    "profile", profile, "kind", kind,
+					    "name", name, "reason", reason),
+				  NULL, 0);
+		}
+}
+
 /*
  * A port of a profile's device went down or came up: every session
  * attached to it hears it (one EVENT per attachment, as for
  * device_removed), so that a client can stop and resume its traffic.
+ * A reload's result: what it removes or recreates that attachments hold
+ * drains (on_draining()).
  */
-static void on_port_event(void *ud, const json_t *ev)
+static void on_session_event(void *ud, const json_t *ev)
 {
 	struct control *c = ud;
 	const char *what = json_string_value(json_object_get(ev, "event"));
 	const char *name = json_string_value(json_object_get(ev, "profile"));
+	const json_t *ch;
+	size_t k;
 
+	if (what && streq(what, "reload")) {
+		json_array_foreach(json_object_get(ev, "changes"), k, ch)
+			on_draining(c, ch);
+		return;
+	}
 	if (!what || !name ||
 	    (!streq(what, "port_error") && !streq(what, "port_active")))
 		return;
@@ -1469,7 +1527,7 @@ listening:
 		return r;
 	c->pause = (struct accept_pause){ .io = c->io,
 					  .what = "control socket" };
-	r = events_subscribe(m->events, on_port_event, c);
+	r = events_subscribe(m->events, on_session_event, c);
 	if (r < 0)
 		return r;
 	r = manager_subscribe(m, on_manager_event, c);
@@ -1494,7 +1552,7 @@ void control_stop(struct manager *m)
 	if (!c)
 		return;
 	manager_unsubscribe(m, on_manager_event, c);
-	events_unsubscribe(m->events, on_port_event, c);
+	events_unsubscribe(m->events, on_session_event, c);
 	manager_set_sessions(m, NULL);
 	manager_set_front(m, FRONT_CONTROL, NULL);
 	while (c->sessions)

@@ -218,3 +218,34 @@ def test_daemon_killed_client_reconnects(rdmad, run_dir):
         assert "attached to p, local mode" in d2.log()
     finally:
         h.kill()
+
+
+def test_draining_object_is_told_and_let_go(rdmad, run_dir):
+    """A reload that changes an MR a client holds: the MR drains (kept
+    for the client) and the client hears it (RDMAD_EVENT_OBJECT_DRAINING,
+    naming the MR), detaches, and the old MR goes; the new one serves."""
+    d = start(rdmad, run_dir)
+    h = Helper(d.sock)
+    try:
+        h.expect("attached local rxe0")
+        old = d.get("/v1/profiles/p/mr/r")[1]
+        conf = d.conf.read_text()
+        d.conf.write_text(conf.replace('"local_write", "remote_write"',
+                                       '"local_write", "remote_read"'))
+        status, body = d.request("POST", "/v1/reload")
+        assert status == 200, body
+        assert {"profile": "p", "kind": "mr", "name": "r",
+                "action": "recreate"} in body["changes"], body
+        line = h.expect("event object_draining p ")
+        assert "mr 'r' was removed or changed by a reload" in line, line
+        h.expect("detached 0")
+        assert h.finish() == 0, h.lines
+        # The old incarnation is gone once let go; the new one is ready.
+        assert settle(lambda: not any(
+            o["state"] == "draining"
+            for o in d.get("/v1/profiles/p")[1]["objects"]), 10)
+        new = d.get("/v1/profiles/p/mr/r")[1]
+        assert new["state"] == "ready" and new["leases"] == 0, new
+        assert new["rkey"] != old["rkey"], (old, new)
+    finally:
+        h.kill()

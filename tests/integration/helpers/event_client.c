@@ -10,6 +10,8 @@
  *   DEVICE_REMOVED  prints "event device_removed PROFILE DEVICE same|other",
  *                   detaches (prints "detached R") and exits 0; with -i,
  *                   ignores it: holds everything SECONDS more, then exits.
+ *   OBJECT_DRAINING prints "event object_draining PROFILE REASON",
+ *                   detaches ("detached R") and exits 0.
  *   DAEMON_GONE     prints "event daemon_gone", then what a call on the
  *                   old connection says ("old ERRNO MESSAGE"), detaches
  *                   ("detached R ..."), reconnects until the daemon is
@@ -154,6 +156,14 @@ int main(int argc, char **argv)
 					    : "port_active",
 				    ev.profile_name, ev.device);
 				break;
+			case RDMAD_EVENT_OBJECT_DRAINING:
+				/* Let go, so that the old object goes. */
+				say("event object_draining %s %s",
+				    ev.profile_name, ev.reason);
+				r = rdmad_detach(p);
+				say("detached %d", r);
+				rdmad_close(c);
+				return r ? 1 : 0;
 			case RDMAD_EVENT_STREAM:
 				break;
 			}
