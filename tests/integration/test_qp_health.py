@@ -33,7 +33,8 @@ from pyverbs.wr import SGE, SendWR  # noqa: E402
 
 TIMEOUT = 60  # TCG; the scan runs every 10 s
 
-CONF = """
+# The profile's memory, PD, MR and CQ; each test adds its QPs.
+HEAD = """
 devices = ( {{ name = "d0"; match = {{ netdev = "veth0"; }};
               gid = {{ type = "roce_v2"; family = "ipv4"; }}; }} );
 profiles = (
@@ -43,7 +44,9 @@ profiles = (
     mr = ( {{ name = "r"; pd = "a"; memory = "m";
              access = [ "local_write", "remote_write", "remote_read" ]; }} );
     cq = ( {{ name = "c"; cqe = 128; }} );
-    srq = ( {{ name = "s"; pd = "a"; max_wr = 16; max_sge = 1;
+"""
+
+CONF = HEAD + """    srq = ( {{ name = "s"; pd = "a"; max_wr = 16; max_sge = 1;
               srq_limit = 1; }} );
     qp = ( {{ name = "t"; pd = "a"; type = "rc"; send_cq = "c";
              recv_cq = "c"; state = "rts"; recover = "reset";
@@ -350,17 +353,7 @@ def test_reload_changes_rts_qps_in_place(streams, peers):
         [("t", "recreate")], body
 
 
-ENDPOINT_CONF = """
-devices = ( {{ name = "d0"; match = {{ netdev = "veth0"; }};
-              gid = {{ type = "roce_v2"; family = "ipv4"; }}; }} );
-profiles = (
-  {{ name = "p"; device = "d0";
-    memory = ( {{ name = "m"; size = "1M"; }} );
-    pd = ( {{ name = "a"; }} );
-    mr = ( {{ name = "r"; pd = "a"; memory = "m";
-             access = [ "local_write", "remote_write", "remote_read" ]; }} );
-    cq = ( {{ name = "c"; cqe = 128; }} );
-    qp = ( {{ name = "f"; pd = "a"; type = "rc"; send_cq = "c";
+ENDPOINT_CONF = HEAD + """    qp = ( {{ name = "f"; pd = "a"; type = "rc"; send_cq = "c";
              recv_cq = "c"; state = "rts"; peer = "@{file}";
              access = [ "remote_write", "remote_read" ]; }},
            {{ name = "i"; pd = "a"; type = "rc"; send_cq = "c";
