@@ -12,6 +12,7 @@ BENCH_LIBS_attachb := $(shell pkg-config --libs libibverbs 2>/dev/null) \
 	-L$(B) -lrdmad -Wl,-rpath,'$$ORIGIN/..'
 BENCH_LIBS_ctlload := $(shell pkg-config --libs jansson 2>/dev/null) -lpthread
 BENCH_LIBS_probe := $(shell pkg-config --libs jansson 2>/dev/null) -lpthread
+BENCH_LIBS_regserve := $(shell pkg-config --libs libibverbs 2>/dev/null) -lpthread
 
 # Programs that speak rdmad's control protocol link its codec.
 BENCH_PROTO_USERS := $(B)/bench/ctlload $(B)/bench/probe

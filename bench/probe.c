@@ -6,7 +6,10 @@
  * (every INTERVAL ms), until SIGTERM; then each writes one line per
  * probe to OUT: "http MS" or "ctl MS".
  *
- *   probe -p PORT -s SOCKET [-i INTERVAL_MS] -o OUT
+ *   probe -p PORT -s SOCKET [-i INTERVAL_MS] [-e] -o OUT
+ *
+ * -e: the control socket is an echo server (bench/regserve), which
+ * answers HELLO with its own bytes, not WELCOME.
  *
  * The schedule is open loop: probe k is due at start + k * INTERVAL and
  * its latency is counted from that moment, not from when it was sent.
@@ -43,6 +46,8 @@ struct series {
 
 static int http_port;
 static const char *sock_path;
+/* -e: the control socket is an echo server (regserve), not rdmad. */
+static int echo;
 static double interval_s = 0.005;
 static atomic_int stop;
 static double stop_at;
@@ -121,7 +126,7 @@ static int ctl_connect_hello(void)
 
 	if (fd < 0)
 		return fd;
-	r = ctl_hello(fd, 1);
+	r = ctl_hello(fd, !echo);
 	if (r < 0) {
 		close(fd);
 		return r;
@@ -193,7 +198,7 @@ int main(int argc, char **argv)
 	FILE *f;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "p:s:i:o:")) != -1) {
+	while ((opt = getopt(argc, argv, "p:s:i:o:e")) != -1) {
 		switch (opt) {
 		case 'p':
 			http_port = atoi(optarg);
@@ -207,15 +212,18 @@ int main(int argc, char **argv)
 		case 'o':
 			out = optarg;
 			break;
+		case 'e':
+			echo = 1;
+			break;
 		default:
 			fprintf(stderr, "usage: probe -p PORT -s SOCKET "
-					"[-i INTERVAL_MS] -o OUT\n");
+					"[-i INTERVAL_MS] [-e] -o OUT\n");
 			return 2;
 		}
 	}
 	if (!http_port || !sock_path || !out || interval_s <= 0) {
 		fprintf(stderr, "usage: probe -p PORT -s SOCKET "
-				"[-i INTERVAL_MS] -o OUT\n");
+				"[-i INTERVAL_MS] [-e] -o OUT\n");
 		return 2;
 	}
 	if (ctl_request_bytes("/v1/health", req, sizeof(req), &req_len) < 0)
