@@ -126,6 +126,15 @@ struct client_xrcd {
 	struct ibv_xrcd *xrcd;
 };
 
+/* A QP or SRQ of the profile, by number (XRC: ibv_open_qp, srq_num). */
+struct client_num {
+	char *name;
+	char *xrcd; /* an XRC target QP's domain, or NULL */
+	bool xrc;   /* xrc_recv QP, XRC SRQ */
+	bool has_num;
+	uint32_t num;
+};
+
 struct rdmad_profile {
 	struct rdmad *conn;
 	struct rdmad_profile *next;
@@ -145,6 +154,8 @@ struct rdmad_profile {
 	size_t n_mr;
 	struct client_xrcd *xrcd;
 	size_t n_xrcd;
+	struct client_num *qp, *srq;
+	size_t n_qp, n_srq;
 	/* Local mode: the devices, listed while the daemon answered. */
 	struct ibv_device **devs;
 	int n_devs;
@@ -988,6 +999,14 @@ static void profile_free(struct rdmad_profile *p)
 		free(p->xrcd[i].name);
 		closep(&p->xrcd[i].fd);
 	}
+	for (i = 0; i < p->n_qp; i++) {
+		free(p->qp[i].name);
+		free(p->qp[i].xrcd);
+	}
+	for (i = 0; i < p->n_srq; i++)
+		free(p->srq[i].name);
+	free(p->qp);
+	free(p->srq);
 	free(p->mem);
 	free(p->pd);
 	free(p->mr);
@@ -1131,6 +1150,50 @@ static int parse_xrcds(struct rdmad_profile *p, struct proto_msg *m)
 		r = take_fd(p, m, v, x->name, &x->fd);
 		if (r < 0)
 			return r;
+	}
+	return 0;
+}
+
+/* Optional (daemons before 0.5 send none): QPs or SRQs (key) and their
+ * numbers (num_key: qp_num, srq_num; an SRQ that is not XRC has none). */
+static int parse_nums(struct rdmad_profile *p, const struct proto_msg *m,
+		      const char *key, const char *num_key,
+		      struct client_num **out, size_t *n_out)
+{
+	const char *xrc_type = streq(key, "qp") ? "xrc_recv" : "xrc";
+	json_t *a, *o;
+	size_t n, i;
+	uint64_t v;
+
+	a = get_array(m->payload, key, &n);
+	if (n == (size_t)-1)
+		return malformed(p, "\"%s\" is not an array", key);
+	*out = calloc(n ? n : 1, sizeof(**out));
+	if (!*out)
+		return client_set_error(ENOMEM, "out of memory");
+	json_array_foreach(a, i, o)
+	{
+		struct client_num *q = &(*out)[(*n_out)++];
+		const char *type =
+			json_string_value(json_object_get(o, "type"));
+
+		q->name = get_name(o, "name");
+		if (!q->name)
+			return malformed(p, "%s %zu has no name", key, i);
+		q->xrc = type && streq(type, xrc_type);
+		if (json_object_get(o, "xrcd")) {
+			q->xrcd = get_name(o, "xrcd");
+			if (!q->xrcd)
+				return malformed(p, "%s '%s': bad xrcd", key,
+						 q->name);
+		}
+		if (get_uint(o, num_key, UINT32_MAX, &v)) {
+			q->num = (uint32_t)v;
+			q->has_num = true;
+		} else if (json_object_get(o, num_key)) {
+			return malformed(p, "%s '%s': bad %s", key, q->name,
+					 num_key);
+		}
 	}
 	return 0;
 }
@@ -1329,6 +1392,12 @@ static int parse_attached(struct rdmad_profile *p, struct proto_msg *m,
 	if (r < 0)
 		return r;
 	r = parse_pds(p, m);
+	if (r < 0)
+		return r;
+	r = parse_nums(p, m, "qp", "qp_num", &p->qp, &p->n_qp);
+	if (r < 0)
+		return r;
+	r = parse_nums(p, m, "srq", "srq_num", &p->srq, &p->n_srq);
 	if (r < 0)
 		return r;
 	return parse_mrs(p, m);
@@ -2179,6 +2248,78 @@ uint32_t rdmad_mr_rkey(struct rdmad_profile *p, const char *name)
 	struct client_mr *mr = find_mr(p, name);
 
 	return mr ? mr->rkey : 0;
+}
+
+static struct client_num *find_num(struct rdmad_profile *p, const char *kind,
+				   const char *name)
+{
+	struct client_num *list = NULL;
+	size_t n = 0;
+
+	if (!p || !name) {
+		errno = -client_set_error(EINVAL, "no profile or no name");
+		return NULL;
+	}
+	list = streq(kind, "qp") ? p->qp : p->srq;
+	n = streq(kind, "qp") ? p->n_qp : p->n_srq;
+	for (size_t i = 0; i < n; i++)
+		if (streq(list[i].name, name))
+			return &list[i];
+	errno = -client_set_error(ENOENT, "profile '%s' has no ready %s '%s'",
+				  p->name, kind, name);
+	return NULL;
+}
+
+uint32_t rdmad_qp_num(struct rdmad_profile *p, const char *name)
+{
+	struct client_num *q = find_num(p, "qp", name);
+
+	return q ? q->num : 0;
+}
+
+uint32_t rdmad_srq_num(struct rdmad_profile *p, const char *name)
+{
+	struct client_num *q = find_num(p, "srq", name);
+
+	if (q && !q->has_num) {
+		errno = -client_set_error(EINVAL,
+					  "srq '%s' is not an XRC SRQ: it has "
+					  "no srq_num",
+					  name);
+		return 0;
+	}
+	return q ? q->num : 0;
+}
+
+struct ibv_qp *rdmad_open_qp(struct rdmad_profile *p, const char *name)
+{
+	struct client_num *q = find_num(p, "qp", name);
+	struct ibv_qp_open_attr attr = { .qp_type = IBV_QPT_XRC_RECV };
+	struct ibv_xrcd *xrcd;
+	struct ibv_qp *qp;
+
+	if (!q)
+		return NULL;
+	if (!q->xrc || !q->xrcd) {
+		errno = -client_set_error(EINVAL,
+					  "qp '%s' is not an XRC target QP "
+					  "(xrc_recv): only those can be "
+					  "opened",
+					  name);
+		return NULL;
+	}
+	xrcd = rdmad_xrcd(p, q->xrcd);
+	if (!xrcd)
+		return NULL;
+	attr.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD |
+			 IBV_QP_OPEN_ATTR_TYPE;
+	attr.qp_num = q->num;
+	attr.xrcd = xrcd;
+	qp = ibv_open_qp(p->ctx, &attr);
+	if (!qp)
+		errno = -client_set_error(errno, "ibv_open_qp '%s' (qpn %u): %s",
+					  name, q->num, strerror(errno));
+	return qp;
 }
 
 struct ibv_xrcd *rdmad_xrcd(struct rdmad_profile *p, const char *name)

@@ -147,9 +147,26 @@ uint64_t rdmad_mr_iova(struct rdmad_profile *p, const char *name);
  * rdmad_mr()'s in shared mode). 0 and errno ENOENT if unknown. */
 uint32_t rdmad_mr_rkey(struct rdmad_profile *p, const char *name);
 
-/* Not supported yet (the daemon passes no XRC domain): NULL, errno
- * EOPNOTSUPP. */
+/* The XRC domain name of the profile (declared with a file), opened in
+ * this process's context from the file descriptor the daemon passed
+ * (ibv_open_xrcd): the same domain as the daemon's. Opened on the first
+ * call; rdmad_detach() closes it. NULL with errno ENOENT for a name the
+ * profile does not share, or ibv_open_xrcd()'s errno (EOPNOTSUPP on a
+ * device without XRC, such as rxe). */
 struct ibv_xrcd *rdmad_xrcd(struct rdmad_profile *p, const char *name);
+
+/* (RDMAD_0.5) The number of the profile's ready QP name (any type),
+ * e.g. what a remote sender names; 0 with errno ENOENT if unknown. */
+uint32_t rdmad_qp_num(struct rdmad_profile *p, const char *name);
+/* (RDMAD_0.5) The srq_num of the profile's XRC SRQ name (what XRC
+ * senders name); 0 with errno ENOENT if unknown, EINVAL for an SRQ that
+ * is not XRC. */
+uint32_t rdmad_srq_num(struct rdmad_profile *p, const char *name);
+/* (RDMAD_0.5) Open the daemon's XRC target QP name (xrc_recv) in this
+ * process, in its XRC domain (rdmad_xrcd()): ibv_open_qp(). The caller
+ * destroys it (ibv_destroy_qp) before rdmad_detach(). NULL with errno:
+ * ENOENT, EINVAL (not an XRC target QP), or what opening failed with. */
+struct ibv_qp *rdmad_open_qp(struct rdmad_profile *p, const char *name);
 
 /* ---- events (RDMAD_0.3) ---- */
 

@@ -409,6 +409,36 @@ static int subscribe(struct session *s, uint32_t id)
 /* ---- ATTACH ---- */
 
 static int attach_one(struct session *s, uint32_t id, json_t *req);
+/*
+ * A ready QP or SRQ in an ATTACHED answer: its name, type and number
+ * (qp_num; srq_num for an XRC SRQ, which senders name). Returns whether
+ * the client reaches it by number, so that it must not go under it: an
+ * XRC target QP (ibv_open_qp() in its XRC domain) or an XRC SRQ.
+ */
+static bool attach_number(const struct object *o, json_t *list)
+{
+	json_t *j;
+	uint32_t num;
+
+	if (o->kind == OBJ_QP) {
+		const struct conf_qp *c = o->conf;
+
+		j = json_pack("{s:s, s:s, s:I}", "name", object_name(o), "type",
+			      qp_kind_name(c->type), "qp_num",
+			      (json_int_t)o->u.qp.qp->qp_num);
+		if (j && c->xrcd)
+			json_object_set_new(j, "xrcd", json_string(c->xrcd));
+		json_array_append_new(list, j);
+		return c->type == QPK_XRC_RECV;
+	}
+	j = json_pack("{s:s, s:s}", "name", object_name(o), "type",
+		      srq_kind_name(((const struct conf_srq *)o->conf)->type));
+	if (j && !ibv_get_srq_num(o->u.srq, &num))
+		json_object_set_new(j, "srq_num", json_integer(num));
+	json_array_append_new(list, j);
+	return ((const struct conf_srq *)o->conf)->type == SRQK_XRC;
+}
+
 static int attach(struct session *s, uint32_t id, json_t *req);
 static void session_free(struct session *s);
 
@@ -721,7 +751,7 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 	int fds[PROTO_MAX_FDS];
 	size_t n_fds = 0;
 	struct attachment *att, a = { 0 };
-	json_t *doc, *mem, *pds, *mrs, *xrcds;
+	json_t *doc, *mem, *pds, *mrs, *xrcds, *qps, *srqs;
 	int opened[PROTO_MAX_FDS]; /* fds we opened for this message */
 	size_t n_opened = 0;
 	bool shared;
@@ -773,7 +803,9 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 	pds = json_array();
 	mrs = json_array();
 	xrcds = json_array();
-	if (!doc || !mem || !pds || !mrs || !xrcds) {
+	qps = json_array();
+	srqs = json_array();
+	if (!doc || !mem || !pds || !mrs || !xrcds || !qps || !srqs) {
 		r = -ENOMEM;
 		goto fail;
 	}
@@ -832,6 +864,11 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 			json_array_append_new(
 				pds, json_pack("{s:s, s:i}", "name", object_name(o),
 					       "handle", (int)o->u.pd->handle));
+		} else if (o->kind == OBJ_QP || o->kind == OBJ_SRQ) {
+			/* Their numbers; only what a client reaches by
+			 * number (an XRC target QP, an XRC SRQ) is leased. */
+			if (!attach_number(o, o->kind == OBJ_QP ? qps : srqs))
+				continue;
 		} else if (o->kind == OBJ_MR) {
 			const struct conf_mr *cm = o->conf;
 			struct object *m =
@@ -855,7 +892,9 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 	json_object_set_new(doc, "pd", pds);
 	json_object_set_new(doc, "mr", mrs);
 	json_object_set_new(doc, "xrcd", xrcds);
-	mem = pds = mrs = xrcds = NULL;
+	json_object_set_new(doc, "qp", qps);
+	json_object_set_new(doc, "srq", srqs);
+	mem = pds = mrs = xrcds = qps = srqs = NULL;
 
 	att = realloc(s->att, (s->n_att + 1) * sizeof(*att));
 	if (!att) {
@@ -881,6 +920,8 @@ fail:
 		close(opened[i]);
 	release(c, &a);
 	json_decref(xrcds);
+	json_decref(qps);
+	json_decref(srqs);
 	json_decref(doc);
 	json_decref(mem);
 	json_decref(pds);

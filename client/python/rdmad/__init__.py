@@ -779,6 +779,29 @@ class Profile:
         as mr(name).rkey in shared mode)."""
         return self._mr(name)[1]["rkey"]
 
+    def _numbered(self, kind, name):
+        for d in self.document.get(kind) or []:
+            if isinstance(d, dict) and d.get("name") == name:
+                return d
+        raise Error("not_found", f"profile '{self.name}' has no ready "
+                    f"{kind} '{name}'")
+
+    def qp_num(self, name):
+        """The number of the profile's ready QP called name (any type):
+        what a remote sender names, and what ibv_open_qp() takes for an
+        XRC target QP. Error "not_found" if none."""
+        return self._numbered("qp", name)["qp_num"]
+
+    def srq_num(self, name):
+        """The srq_num of the profile's XRC SRQ called name (what XRC
+        senders name). Error "not_found" if none, "bad_request" for an
+        SRQ that is not XRC (it has no srq_num)."""
+        d = self._numbered("srq", name)
+        if "srq_num" not in d:
+            raise Error("bad_request", f"srq '{name}' is not an XRC SRQ: "
+                        f"it has no srq_num")
+        return d["srq_num"]
+
     def __repr__(self):
         return (f"<rdmad.Profile {self.name!r} {self.mode} on "
                 f"{self.ibdev} port {self.port}>")
