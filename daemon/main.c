@@ -113,29 +113,39 @@ static int on_stop_signal(sd_event_source *s,
 
 static void config_errors_log(json_t *errors);
 
-static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si,
-		  void *ud)
+static void on_hup_done(void *ud, int r, json_t *result)
 {
-	struct manager *m = ud;
-	json_t *result = NULL;
-	int r;
-
-	(void)s;
-	(void)si;
-	log_info("SIGHUP: reloading %s", m->config->path);
-	sysd_reloading();
-	r = manager_reload(m, false, &result);
+	(void)ud;
 	if (r == -EINVAL)
 		config_errors_log(json_object_get(result, "errors"));
 	else if (r < 0 && r != -ENOTEMPTY) /* that one, manager.c says */
 		log_ctx(LOG_ERR, r,
 			&(struct log_ctx){ .message_id = MSGID_RELOAD_REFUSED },
 			"reload failed");
-	json_decref(result);
 	/* A reload that applied says READY=1 once what it creates is
 	 * there (on_manager_event); one that failed changed nothing. */
 	if (r < 0)
 		sysd_reload_refused();
+}
+
+static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si,
+		  void *ud)
+{
+	struct manager *m = ud;
+	int r;
+
+	(void)s;
+	(void)si;
+	log_info("SIGHUP: reloading %s", m->config->path);
+	sysd_reloading();
+	/* Read and checked on a worker; on_hup_done has the outcome. */
+	r = manager_reload(m, false, on_hup_done, NULL);
+	if (r < 0) {
+		log_ctx(LOG_ERR, r,
+			&(struct log_ctx){ .message_id = MSGID_RELOAD_REFUSED },
+			"reload failed");
+		sysd_reload_refused();
+	}
 	return 0;
 }
 
@@ -305,6 +315,8 @@ static int run(const struct options *o)
 	manager_start(m);
 
 	r = sd_event_loop(m->event);
+	/* A reload under way answers those who asked while they listen. */
+	manager_reload_cancel(m);
 	/* No container is given a profile of a daemon that is going. */
 	cdi = cdi_stop(cdi);
 	control_stop(m);

@@ -226,42 +226,86 @@ static int get_config(struct request *r)
 	return reply(r, 200, config_json(r->m->config));
 }
 
+/* A reload's outcome as POST /v1/reload answers it. */
+static int reload_reply(int e, json_t *result, json_t **doc)
+{
+	if (e == -EINVAL) {
+		json_t *errors = json_object_get(result, "errors");
+		size_t n = json_array_size(errors);
+
+		*doc = api_error("config_invalid",
+				 "the new configuration has %zu error%s; "
+				 "nothing was changed",
+				 n, n == 1 ? "" : "s");
+		if (*doc)
+			json_object_set(json_object_get(*doc, "error"),
+					"errors", errors);
+		return 422;
+	}
+	if (e == -ENOTEMPTY) {
+		*doc = api_error("would_remove_all", "%s",
+				 json_string_value(
+					 json_object_get(result, "message")));
+		return 409;
+	}
+	if (e == -ECANCELED) {
+		*doc = api_error("unavailable", "%s",
+				 json_string_value(
+					 json_object_get(result, "message")));
+		return 503;
+	}
+	if (e < 0) {
+		*doc = api_error("internal", "reload: %s", strerror(-e));
+		return 500;
+	}
+	*doc = json_incref(result);
+	return 200;
+}
+
+static void reload_done(void *ud, int e, json_t *result)
+{
+	struct api_later *later = ud;
+	json_t *doc = NULL;
+	int status = reload_reply(e, result, &doc);
+
+	if (!doc) {
+		doc = api_error("internal", "out of memory");
+		status = 500;
+	}
+	later->fn(later, status, doc);
+}
+
 static int post_reload(struct request *r)
 {
 	const json_t *force = json_object_get(r->req->body, "force");
-	json_t *result = NULL;
 	int e;
 
 	if (force && !json_is_boolean(force))
 		return reply(r, 400, api_error("bad_request",
 					       "\"force\" must be true or "
 					       "false"));
-	e = manager_reload(r->m, json_is_true(force), &result);
-	if (e == -EINVAL) {
-		json_t *errors = json_object_get(result, "errors");
-		size_t n = json_array_size(errors);
-		json_t *doc = api_error("config_invalid",
-					"the new configuration has %zu error%s; "
-					"nothing was changed",
-					n, n == 1 ? "" : "s");
+	if (!r->req->later)
+		return reply(r, 503, api_error("unavailable",
+					       "no more requests may wait for "
+					       "their answer here"));
+	e = manager_reload(r->m, json_is_true(force), reload_done,
+			   r->req->later);
+	if (e < 0) {
+		json_t *doc = NULL;
+		int status = reload_reply(e, NULL, &doc);
 
-		json_object_set(json_object_get(doc, "error"), "errors",
-				errors);
-
-		json_decref(result);
-		return reply(r, 422, doc);
+		if (e == -ECANCELED) {
+			json_decref(doc);
+			doc = api_error("unavailable", "the daemon is stopping");
+		}
+		return reply(r, status, doc);
 	}
-	if (e == -ENOTEMPTY) {
-		json_t *doc = api_error(
-			"would_remove_all", "%s",
-			json_string_value(json_object_get(result, "message")));
+	return API_LATER;
+}
 
-		json_decref(result);
-		return reply(r, 409, doc);
-	}
-	if (e < 0)
-		return errno_reply(r, e, "reload");
-	return reply(r, 200, result);
+void api_forget(struct manager *m, struct api_later *later)
+{
+	manager_reload_forget(m, later);
 }
 
 static struct object *ready_object(struct request *r, struct profile *p,
@@ -716,6 +760,8 @@ int api_handle(struct manager *m, const struct api_request *req,
 		}
 		status = routes[i].handler(&r);
 		*out = r.reply;
+		if (status == API_LATER)
+			return API_LATER;
 		if (!*out) {
 			*out = api_error("internal", "out of memory");
 			return 500;

@@ -14,6 +14,19 @@
 
 struct manager;
 
+/*
+ * An answer that comes later (POST /v1/reload waits for the reload): the
+ * front end's memory, given in api_request.later; fn(later, status,
+ * reply) is called once, from the loop, with a new reference. A front
+ * end that goes away first calls api_forget().
+ */
+struct api_later {
+	void (*fn)(struct api_later *later, int status, json_t *reply);
+};
+
+/* api_handle's status for an answer that comes through later->fn. */
+#define API_LATER 0
+
 struct api_request {
 	const char *method;
 	const char *path;
@@ -21,12 +34,17 @@ struct api_request {
 	bool authorized; /* may change things (REST: the bearer token) */
 	bool token_set;	 /* a token exists to authorize with */
 	bool via_socket; /* the control socket: root or admin_group */
+	/* NULL: this front end cannot wait, such requests get a 503. */
+	struct api_later *later;
 };
 
 /* Handle one request. Returns an HTTP status code and the reply document
- * in *reply (a new reference; an error document on failure). */
+ * in *reply (a new reference; an error document on failure), or
+ * API_LATER: the answer comes through req->later. */
 int api_handle(struct manager *m, const struct api_request *req,
 	       json_t **reply);
+/* later's answers are not wanted any more (its front end is going). */
+void api_forget(struct manager *m, struct api_later *later);
 
 /*
  * Documents that only change when the engine says so: for a GET of such

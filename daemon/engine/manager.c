@@ -69,6 +69,9 @@ void manager_set_front(struct manager *m, enum manager_front_kind kind,
 
 bool manager_busy(const struct manager *m)
 {
+	/* A reload under way: what it creates is not known yet. */
+	if (m->reload_queue)
+		return true;
 	for (size_t i = 0; i < m->n_profiles; i++)
 		if (profile_busy(m->profiles[i]))
 			return true;
@@ -519,6 +522,7 @@ int manager_start(struct manager *m)
 
 void manager_stop(struct manager *m)
 {
+	manager_reload_cancel(m);
 	m->devwatch = devwatch_free(m->devwatch);
 	m->orphans = orphans_free(m->orphans);
 	for (size_t i = m->n_profiles; i-- > 0;)
@@ -599,15 +603,15 @@ static json_t *file_error(const char *path, const char *message)
 /* Read and check the configuration at path: first in a child (see
  * validate.h), then here. Returns 0 with *out, or -EINVAL with the
  * errors in *result. */
-static int load_checked(const char *path, struct config **out,
-			json_t **result)
+static int load_checked(const char *path, struct validate_child *vc,
+			struct config **out, json_t **result)
 {
 	_cleanup_(config_freep) struct config *next = NULL;
 	_cleanup_free_ char *why = NULL;
 	json_t *errors = NULL;
 	int r;
 
-	r = config_validate_isolated(path, &errors, &why);
+	r = config_validate_isolated(path, vc, &errors, &why);
 	if (r == -EINVAL) {
 		*result = json_pack("{s:s, s:o}", "status", "error", "errors",
 				    errors);
@@ -687,50 +691,176 @@ void manager_release(struct manager *m, const char *profile,
 	}
 }
 
-static int reload(struct manager *m, bool force, json_t **result);
+/*
+ * A reload asked for: read and checked on a worker (load_checked), then
+ * applied on the loop (apply), one at a time, in the order asked.
+ */
+struct reload_req {
+	struct work work;
+	struct manager *m;
+	char *path;
+	bool force;
+	struct validate_child child; /* cancelled when the daemon stops */
+	manager_reload_fn done; /* NULL: forgotten */
+	void *ud;
+	/* What the worker found: */
+	int r;
+	struct config *next;
+	json_t *result;
+	struct reload_req *later; /* the queue */
+};
 
-int manager_reload(struct manager *m, bool force, json_t **result)
+static int apply(struct manager *m, struct config *next, bool force,
+		 json_t **result);
+static void reload_next(struct manager *m);
+
+static void reload_req_free(struct reload_req *q)
 {
-	int r = reload(m, force, result);
+	config_free(q->next);
+	json_decref(q->result);
+	free(q->path);
+	free(q);
+}
+
+/* On a worker: nothing here touches what the loop may change. */
+static void reload_run(struct work *w)
+{
+	struct reload_req *q = container_of(w, struct reload_req, work);
+
+	q->r = load_checked(q->path, &q->child, &q->next, &q->result);
+}
+
+/* The reload's answer to whoever asked, and to the event stream. */
+static void reload_answer(struct manager *m, struct reload_req *q)
+{
 	json_t *body;
 
+	if (q->r < 0 && !q->result)
+		q->result = json_pack("{s:s, s:s}", "status", "error",
+				      "message", strerror(-q->r));
 	/* The reload's answer, as POST /v1/reload gives it. */
-	if (*result)
-		body = json_deep_copy(*result);
-	else
-		body = json_pack("{s:s, s:s}", "status", "error", "message",
-				 strerror(-r));
+	body = q->result ? json_deep_copy(q->result) : NULL;
 	events_publish(m->events, "reload", body);
-	for (size_t i = 0; r == 0 && i < m->n_profiles; i++) {
+	for (size_t i = 0; q->r == 0 && i < m->n_profiles; i++) {
 		struct profile *p = m->profiles[i];
 
 		p->events = m->events;
 		events_publish(m->events, "profile_state",
 			       profile_event_body(p));
 	}
-	return r;
+	if (q->done)
+		q->done(q->ud, q->r, q->result);
 }
 
-static int reload(struct manager *m, bool force, json_t **result)
+static void reload_done(struct work *w, bool cancelled)
 {
-	_cleanup_(config_freep) struct config *next = NULL;
+	struct reload_req *q = container_of(w, struct reload_req, work);
+	struct manager *m = q->m;
+
+	/* Off the queue first: settling after it is the reload's. */
+	m->reload_queue = q->later;
+	if (cancelled || m->stopping) {
+		q->r = -ECANCELED;
+		json_decref(q->result);
+		q->result = json_pack("{s:s, s:s}", "status", "error",
+				      "message",
+				      "the daemon is stopping: not reloaded");
+	} else if (q->r == 0) {
+		q->r = apply(m, TAKE_PTR(q->next), q->force, &q->result);
+	}
+	if (q->r < 0) {
+		m->reload_failures++;
+		if (q->r == -EINVAL)
+			log_ctx(LOG_WARNING, 0,
+				&(struct log_ctx){ .message_id =
+							   MSGID_RELOAD_REFUSED },
+				"%s has errors, not reloading", q->path);
+	}
+	reload_answer(m, q);
+	reload_req_free(q);
+	reload_next(m);
+	if (!manager_busy(m))
+		announce(m, MANAGER_SETTLED, NULL);
+}
+
+/* The first reload queued goes to the workers, unless one is there. */
+static void reload_next(struct manager *m)
+{
+	struct reload_req *q = m->reload_queue;
+
+	if (!q || q->work.run)
+		return;
+	q->work = (struct work){ .run = reload_run,
+				 .done = reload_done,
+				 .owner = &m->reload_queue };
+	workers_submit(m->workers, &q->work);
+}
+
+int manager_reload(struct manager *m, bool force, manager_reload_fn done,
+		   void *ud)
+{
+	struct reload_req *q, **tail;
+
+	if (m->stopping)
+		return -ECANCELED;
+	q = calloc(1, sizeof(*q));
+	if (!q || !(q->path = strdup(m->config->path))) {
+		free(q);
+		return -ENOMEM;
+	}
+	q->m = m;
+	q->child = (struct validate_child)VALIDATE_CHILD_INIT;
+	q->force = force;
+	q->done = done;
+	q->ud = ud;
+	m->reloads++;
+	for (tail = &m->reload_queue; *tail; tail = &(*tail)->later)
+		;
+	*tail = q;
+	reload_next(m);
+	return 0;
+}
+
+void manager_reload_forget(struct manager *m, void *ud)
+{
+	for (struct reload_req *q = m->reload_queue; q; q = q->later)
+		if (q->ud == ud)
+			q->done = NULL;
+}
+
+void manager_reload_cancel(struct manager *m)
+{
+	m->stopping = true;
+	/* The one on the workers: its child is not waited out, and its done
+	 * says it was cancelled. */
+	if (m->reload_queue)
+		validate_cancel(&m->reload_queue->child);
+	workers_drain(m->workers, &m->reload_queue);
+	while (m->reload_queue) {
+		struct reload_req *q = m->reload_queue;
+
+		m->reload_queue = q->later;
+		q->r = -ECANCELED;
+		q->result = json_pack("{s:s, s:s}", "status", "error",
+				      "message",
+				      "the daemon is stopping: not reloaded");
+		m->reload_failures++;
+		if (q->done)
+			q->done(q->ud, q->r, q->result);
+		reload_req_free(q);
+	}
+}
+
+/* Put next in place of the running configuration (on the loop). */
+static int apply(struct manager *m, struct config *next_in, bool force,
+		 json_t **result)
+{
+	_cleanup_(config_freep) struct config *next = next_in;
 	struct reload_report rep = { 0 };
 	struct profile **profiles;
 	int r;
 
-	m->reloads++;
-	r = load_checked(m->config->path, &next, result);
-	if (r < 0) {
-		m->reload_failures++;
-		if (r == -EINVAL)
-			log_ctx(LOG_WARNING, 0,
-				&(struct log_ctx){ .message_id =
-							   MSGID_RELOAD_REFUSED },
-				"%s has errors, not reloading", m->config->path);
-		return r;
-	}
 	if (!next->n_profiles && m->n_profiles && !force) {
-		m->reload_failures++;
 		log_ctx(LOG_WARNING, 0,
 			&(struct log_ctx){ .message_id = MSGID_RELOAD_REFUSED },
 			"%s declares no profile; not removing all %zu "
@@ -747,7 +877,6 @@ static int reload(struct manager *m, bool force, json_t **result)
 	if (!profiles || !rep.changes) {
 		free(profiles);
 		json_decref(rep.changes);
-		m->reload_failures++;
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < next->n_profiles; i++) {
@@ -758,8 +887,7 @@ static int reload(struct manager *m, bool force, json_t **result)
 				profile_free(profiles[k]);
 			free(profiles);
 			json_decref(rep.changes);
-			m->reload_failures++;
-			return r;
+				return r;
 		}
 	}
 
@@ -820,8 +948,6 @@ static int reload(struct manager *m, bool force, json_t **result)
 		 m->config->path, json_array_size(rep.changes), rep.kept);
 	for (size_t i = 0; i < m->n_profiles; i++)
 		announce(m, MANAGER_PROFILE_CHANGED, m->profiles[i]);
-	if (!manager_busy(m))
-		announce(m, MANAGER_SETTLED, NULL);
 	return 0;
 }
 

@@ -20,6 +20,7 @@ struct devwatch;
 struct control;
 struct workers;
 struct orphans;
+struct reload_req;
 struct events;
 
 /* What the manager announces, on the loop. */
@@ -110,7 +111,9 @@ struct manager {
 	unsigned int reloads, reload_failures;
 	unsigned long long orphan_scans, orphan_scan_failures;
 	unsigned long long ctx_retirements; /* contexts renewed for orphans */
-	bool reloading;
+	struct reload_req *reload_queue; /* the first is on the workers */
+	bool reloading; /* a reload is being applied */
+	bool stopping;
 };
 
 /* Takes config over (freed with the manager, or at once on failure). */
@@ -136,21 +139,37 @@ static inline void manager_freep(struct manager **m)
 	manager_free(*m);
 }
 
+/* A reload's outcome (manager_reload). */
+typedef void (*manager_reload_fn)(void *ud, int r, json_t *result);
+
 /*
- * Read the configuration file again, first in a child process (a crash or
- * a hang there changes nothing), then here. Returns, with a document in
- * *result:
+ * Read the configuration file again and apply it. The reading and the
+ * checks (first in a child process: a crash or a hang there changes
+ * nothing, then against the devices) run on a worker, so that the loop
+ * keeps answering; applying runs on the loop. Reloads run one at a time,
+ * in the order asked. done(ud, r, result) comes once it is over, never
+ * from within this call, with a document in result:
  *   0          applied: {"status":"ok", "changes":[...], "kept": N}; new
- *              and changed objects are created on the workers after this
- *              returns (MANAGER_SETTLED when done);
+ *              and changed objects are created on the workers after
+ *              (MANAGER_SETTLED when done);
  *   -EINVAL    the configuration has errors (or could not be read):
  *              {"status":"error", "errors":[{file, line, message}...]};
  *   -ENOTEMPTY it declares no profile and would remove every running one:
  *              refused unless force (an emptied file is more often a
- *              mistake than a wish), {"status":"error", "message":...}.
+ *              mistake than a wish), {"status":"error", "message":...};
+ *   -ECANCELED the daemon stopped first; other -errno: it failed.
  * Removed objects that sessions hold drain: they stay until released.
+ * Returns 0, or -ENOMEM / -ECANCELED (stopping), and then done is not
+ * called.
  */
-int manager_reload(struct manager *m, bool force, json_t **result);
+int manager_reload(struct manager *m, bool force, manager_reload_fn done,
+		   void *ud);
+/* The reloads asked with ud go on, but done is not called for them (the
+ * asker is going away). */
+void manager_reload_forget(struct manager *m, void *ud);
+/* Stopping: the reload under way and those queued end with -ECANCELED
+ * (manager_stop does this). */
+void manager_reload_cancel(struct manager *m);
 
 /* One lease a session held ends: the object of that incarnation, in the
  * profile of that name or in one a reload removed. */

@@ -49,6 +49,14 @@ struct waiter {
 
 #define CONTROL_MAX_WAITS_PER_SESSION 16
 
+/* A REQUEST whose answer comes later (api.h: POST /v1/reload). */
+struct later {
+	struct api_later later;
+	struct later *next;
+	struct session *s;
+	uint32_t id;
+};
+
 struct session {
 	struct control *c;
 	struct session *next;
@@ -69,6 +77,7 @@ struct session {
 	struct attachment *att;
 	size_t n_att;
 	struct subscription *sub; /* REQUEST GET /v1/events */
+	struct later *laters;	  /* REQUESTs answered later */
 };
 
 /*
@@ -971,6 +980,24 @@ static int report(struct session *s, uint32_t id, json_t *req)
 			 0);
 }
 
+static void on_later(struct api_later *later, int status, json_t *reply)
+{
+	struct later *lt = container_of(later, struct later, later);
+	struct session *s = lt->s;
+
+	for (struct later **pp = &s->laters; *pp; pp = &(*pp)->next)
+		if (*pp == lt) {
+			*pp = lt->next;
+			break;
+		}
+	s->waits--;
+	/* A session that cannot take it sees its hangup at the next read. */
+	send_json(s, PROTO_REPLY, lt->id,
+		  json_pack("{s:i, s:o}", "status", status, "body", reply),
+		  NULL, 0);
+	free(lt);
+}
+
 static int request(struct session *s, uint32_t id, json_t *req)
 {
 	struct api_request ar = {
@@ -982,6 +1009,7 @@ static int request(struct session *s, uint32_t id, json_t *req)
 		.via_socket = true,
 	};
 	json_t *reply = NULL;
+	struct later *lt;
 	int status;
 
 	if (!ar.method || !ar.path)
@@ -992,7 +1020,21 @@ static int request(struct session *s, uint32_t id, json_t *req)
 				  "\"body\" must be an object");
 	if (streq(ar.method, "GET") && streq(ar.path, "/v1/events"))
 		return subscribe(s, id);
+	lt = calloc(1, sizeof(*lt));
+	if (!lt)
+		return -ENOMEM;
+	*lt = (struct later){ .later.fn = on_later, .s = s, .id = id };
+	/* What waits for later counts with the attaches that wait. */
+	if (s->waits < CONTROL_MAX_WAITS_PER_SESSION)
+		ar.later = &lt->later;
 	status = api_handle(s->c->m, &ar, &reply);
+	if (status == API_LATER) {
+		lt->next = s->laters;
+		s->laters = lt;
+		s->waits++;
+		return 0;
+	}
+	free(lt);
 	return send_json(s, PROTO_REPLY, id,
 			 json_pack("{s:i, s:o}", "status", status, "body",
 				   reply),
@@ -1027,6 +1069,13 @@ static void session_free(struct session *s)
 			waiter_free(w);
 	}
 	subscription_free(s->sub);
+	while (s->laters) {
+		struct later *lt = s->laters;
+
+		s->laters = lt->next;
+		api_forget(c->m, &lt->later);
+		free(lt);
+	}
 	for (size_t i = 0; i < s->n_att; i++) {
 		publish_session(s, &s->att[i], "session_detach",
 				"session ended");
@@ -1461,13 +1510,10 @@ static bool control_attached(void *ud, const char *profile, pid_t pid);
 
 static int resolve_group(const char *name, gid_t *gid)
 {
-	struct group *gr = getgrnam(name);
 	char *end;
 
-	if (gr) {
-		*gid = gr->gr_gid;
+	if (identity_group(name, gid))
 		return 0;
-	}
 	*gid = (gid_t)strtoul(name, &end, 10);
 	return *name && !*end ? 0 : -ENOENT;
 }

@@ -219,11 +219,19 @@ static struct MHD_Response *cached_answer(struct manager *m,
 	return c->resp;
 }
 
-/* One request in flight: its body, bounded by HTTP_MAX_BODY. */
+/* One request in flight: its body, bounded by HTTP_MAX_BODY; and an
+ * answer that comes later (api.h), the connection suspended meanwhile. */
 struct request {
 	char *body;
 	size_t len;
 	bool too_big;
+	struct api_later later;
+	struct listener *l;
+	struct MHD_Connection *c;
+	bool waiting; /* suspended until later.fn */
+	bool answered;
+	struct MHD_Response *resp; /* later's, NULL when out of memory */
+	unsigned int status;
 };
 
 /* Constant time: the comparison does not tell how much of it matched. */
@@ -295,7 +303,8 @@ static struct MHD_Response *with_status_headers(struct MHD_Response *resp,
 struct MHD_Response *http_answer(struct manager *m, const char *method,
 				 const char *url, const char *authorization,
 				 const char *body, size_t len, bool too_big,
-				 unsigned int *status, bool *shared)
+				 struct api_later *later, unsigned int *status,
+				 bool *shared)
 {
 	/* HEAD is GET without the body, which libmicrohttpd leaves out. */
 	bool head = streq(method, "HEAD");
@@ -304,6 +313,7 @@ struct MHD_Response *http_answer(struct manager *m, const char *method,
 		.path = url,
 		.authorized = authorized(m, authorization),
 		.token_set = m->token != NULL,
+		.later = later,
 	};
 	struct MHD_Response *resp;
 	json_error_t jerr;
@@ -376,6 +386,11 @@ struct MHD_Response *http_answer(struct manager *m, const char *method,
 	}
 	st = api_handle(m, &ar, &reply);
 	json_decref(ar.body);
+	if (st == API_LATER) {
+		log_debug("%s %s -> later", method, url);
+		*status = 0;
+		return NULL;
+	}
 	log_debug("%s %s -> %d", method, url, st);
 	resp = json_answer(st, reply, status);
 	return with_status_headers(resp, *status, url);
@@ -629,6 +644,22 @@ static void streams_ping(struct http *h, uint64_t now, bool end)
 	}
 }
 
+/* The answer that came later: the connection is served again. */
+static void on_later(struct api_later *later, int status, json_t *reply)
+{
+	struct request *req = container_of(later, struct request, later);
+	struct listener *l = req->l;
+
+	req->resp = json_answer(status, reply, &req->status);
+	req->resp = with_status_headers(req->resp, req->status, "/v1/reload");
+	req->waiting = false;
+	req->answered = true;
+	MHD_resume_connection(req->c);
+	/* Served at the next turn of the loop. */
+	sd_event_source_set_time(l->timer, 1);
+	sd_event_source_set_enabled(l->timer, SD_EVENT_ONESHOT);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 				  const char *url, const char *method,
 				  const char *version, const char *upload,
@@ -653,8 +684,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 		req = calloc(1, sizeof(*req));
 		if (!req)
 			return MHD_NO;
+		req->later.fn = on_later;
+		req->l = l;
+		req->c = c;
 		*state = req;
 		return MHD_YES;
+	}
+	if (req->waiting)
+		return MHD_YES;
+	if (req->answered) {
+		/* Resumed with the answer that came later. */
+		req->answered = false;
+		if (!req->resp)
+			return MHD_NO;
+		ret = MHD_queue_response(c, req->status, req->resp);
+		MHD_destroy_response(req->resp);
+		req->resp = NULL;
+		return ret;
 	}
 	if (*upload_size) {
 		size_t n = *upload_size;
@@ -680,8 +726,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 			   MHD_lookup_connection_value(
 				   c, MHD_HEADER_KIND,
 				   MHD_HTTP_HEADER_AUTHORIZATION),
-			   req->body, req->len, req->too_big, &status,
-			   &shared);
+			   req->body, req->len, req->too_big, &req->later,
+			   &status, &shared);
+	if (!resp && !status) {
+		/* The answer comes later (on_later). */
+		req->waiting = true;
+		MHD_suspend_connection(c);
+		return MHD_YES;
+	}
 	if (!resp)
 		return MHD_NO;
 	ret = MHD_queue_response(c, status, resp);
@@ -705,6 +757,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
 		conn_wait_headers(ci->socket_context);
 	}
 	if (req) {
+		if (req->waiting)
+			api_forget(req->l->m, &req->later);
+		if (req->resp)
+			MHD_destroy_response(req->resp);
 		free(req->body);
 		free(req);
 	}

@@ -19,12 +19,16 @@ int http_start(struct manager *m, const char **failed);
  * (url decoded; authorization: the Authorization header or NULL; the
  * body, too_big when it was cut at the limit): the response to queue
  * with *status, which the front end's cache keeps when *shared (do not
- * destroy it). NULL when out of memory. The fuzz target calls it too.
+ * destroy it). NULL when out of memory, or with *status 0 when the
+ * answer comes later, through later (api.h; NULL: such requests get a
+ * 503). The fuzz target calls it too.
  */
+struct api_later;
 struct MHD_Response *http_answer(struct manager *m, const char *method,
 				 const char *url, const char *authorization,
 				 const char *body, size_t len, bool too_big,
-				 unsigned int *status, bool *shared);
+				 struct api_later *later, unsigned int *status,
+				 bool *shared);
 void http_stop(struct manager *m);
 
 #endif

@@ -400,6 +400,9 @@ const struct conf_profile *config_profile(const struct config *c,
  * Returns -ENOMEM or 0.
  */
 int config_resolve_identities(struct config *c);
+/* A user or group of this host by name (thread-safe lookups). */
+bool identity_user(const char *name, uid_t *uid);
+bool identity_group(const char *name, gid_t *gid);
 
 /* Names of enum values, as in the configuration. */
 const char *mem_backing_name(enum mem_backing b);

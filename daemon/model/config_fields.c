@@ -315,8 +315,9 @@ static const char *check_token(const char *s)
 static const char *check_group(const char *s)
 {
 	char *end;
+	gid_t gid;
 
-	if (getgrnam(s))
+	if (identity_group(s, &gid))
 		return NULL;
 	strtoul(s, &end, 10);
 	return *s && !*end ? NULL : "is not a known group (name or number)";
@@ -327,8 +328,10 @@ static const char *check_group(const char *s)
  * file checked elsewhere), but admits nobody (identity.c). */
 static const char *warn_user(const char *s)
 {
-	return getpwnam(s) ? NULL
-			   : "is not a user on this host: it admits nobody "
+	uid_t uid;
+
+	return identity_user(s, &uid) ? NULL
+				      : "is not a user on this host: it admits nobody "
 			     "until it exists and the configuration is "
 			     "reloaded";
 }
@@ -336,8 +339,9 @@ static const char *warn_user(const char *s)
 static const char *warn_group(const char *s)
 {
 	char *end;
+	gid_t gid;
 
-	if (getgrnam(s))
+	if (identity_group(s, &gid))
 		return NULL;
 	strtoul(s, &end, 10);
 	return *s && !*end ? NULL

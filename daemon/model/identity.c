@@ -8,15 +8,39 @@
 #include "log.h"
 #include "util.h"
 
+/* The lookups run on a worker during a reload, while the loop may look
+ * up too: the reentrant forms, each with a buffer of its own. */
+bool identity_user(const char *name, uid_t *uid)
+{
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+
+	if (getpwnam_r(name, &pw, buf, sizeof(buf), &res) || !res)
+		return false;
+	*uid = res->pw_uid;
+	return true;
+}
+
+bool identity_group(const char *name, gid_t *gid)
+{
+	struct group gr, *res = NULL;
+	char buf[16384]; /* a group lists its members */
+
+	if (getgrnam_r(name, &gr, buf, sizeof(buf), &res) || !res)
+		return false;
+	*gid = res->gr_gid;
+	return true;
+}
+
 /* A group by name, or a number; -1 when it does not exist. */
 static int64_t group_id(const char *name)
 {
-	struct group *gr = getgrnam(name);
 	char *end;
 	unsigned long v;
+	gid_t gid;
 
-	if (gr)
-		return gr->gr_gid;
+	if (identity_group(name, &gid))
+		return gid;
 	errno = 0;
 	v = strtoul(name, &end, 10);
 	if (!*name || *end || errno || v > UINT32_MAX)
@@ -35,10 +59,10 @@ static int resolve_profile(struct conf_profile *p)
 	for (size_t i = 0; i < p->n_allow_uids; i++)
 		p->admit_uids[p->n_admit_uids++] = (uint32_t)p->allow_uids[i];
 	for (size_t i = 0; i < p->n_allow_users; i++) {
-		struct passwd *pw = getpwnam(p->allow_users[i]);
+		uid_t uid;
 
-		if (pw)
-			p->admit_uids[p->n_admit_uids++] = pw->pw_uid;
+		if (identity_user(p->allow_users[i], &uid))
+			p->admit_uids[p->n_admit_uids++] = uid;
 		else
 			log_warn(0, "profile %s: user '%s' does not exist: "
 				 "it admits nobody", p->name,

@@ -79,7 +79,32 @@ static char *describe(int status)
 	return why;
 }
 
-int config_validate_isolated(const char *path, json_t **errors, char **why)
+void validate_cancel(struct validate_child *vc)
+{
+	pthread_mutex_lock(&vc->lock);
+	vc->cancelled = true;
+	/* Not reaped yet (see below): the pid is still the child's. */
+	if (vc->pid > 0)
+		kill(vc->pid, SIGKILL);
+	pthread_mutex_unlock(&vc->lock);
+}
+
+/* Say which child runs now (pid), or none (0); false once cancelled. */
+static bool child_is(struct validate_child *vc, pid_t pid)
+{
+	bool go;
+
+	if (!vc)
+		return true;
+	pthread_mutex_lock(&vc->lock);
+	vc->pid = pid;
+	go = !vc->cancelled;
+	pthread_mutex_unlock(&vc->lock);
+	return go;
+}
+
+int config_validate_isolated(const char *path, struct validate_child *vc,
+			     json_t **errors, char **why)
 {
 	_cleanup_free_ char *out = NULL;
 	int fds[2], status, r, ms = timeout_ms();
@@ -89,6 +114,8 @@ int config_validate_isolated(const char *path, json_t **errors, char **why)
 
 	*errors = NULL;
 	*why = NULL;
+	if (!child_is(vc, 0))
+		return -ECANCELED;
 	if (pipe2(fds, O_CLOEXEC) < 0)
 		return -errno;
 	pid = fork();
@@ -103,11 +130,18 @@ int config_validate_isolated(const char *path, json_t **errors, char **why)
 		child(path, fds[1]);
 	}
 	close(fds[1]);
+	if (!child_is(vc, pid))
+		kill(pid, SIGKILL);
 	/* It writes once, at the end: silence for ms is a hang. */
 	r = read_all(fds[0], VALIDATE_MAX_REPLY, ms, &out, &len);
 	close(fds[0]);
 	if (r == -ETIMEDOUT || r == -EMSGSIZE)
 		kill(pid, SIGKILL);
+	/* Before it is reaped, while its pid cannot be someone else's. */
+	if (!child_is(vc, 0)) {
+		waitpid(pid, &status, 0);
+		return -ECANCELED;
+	}
 	while (waitpid(pid, &status, 0) < 0)
 		if (errno != EINTR)
 			return -errno;

@@ -10,20 +10,38 @@
 #define RDMAD_VALIDATE_H
 
 #include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <sys/types.h>
 
 /* How long the child may take, in milliseconds, unless the environment
  * says otherwise (RDMAD_VALIDATE_TIMEOUT_MS, for tests). */
 #define VALIDATE_TIMEOUT_MS 20000
 
+/* The child of a validation under way, so that another thread may end
+ * it (validate_cancel): the daemon stops without waiting it out. */
+struct validate_child {
+	pthread_mutex_t lock;
+	pid_t pid; /* 0: none to kill (not forked yet, or being reaped) */
+	bool cancelled;
+};
+#define VALIDATE_CHILD_INIT { .lock = PTHREAD_MUTEX_INITIALIZER }
+
+/* Kill the child, or keep the validation from starting one. */
+void validate_cancel(struct validate_child *vc);
+
 /*
- * Parse and verify the configuration at path in a child process.
+ * Parse and verify the configuration at path in a child process (vc:
+ * where another thread may cancel it, or NULL).
  *   0        valid;
  *   -EINVAL  invalid: *errors is the array of {file, line, message} the
  *            daemon would report (config_errors_json's shape);
  *   -EPIPE   the child crashed or was killed, -ETIMEDOUT it hung: *why
  *            says what happened (to free);
+ *   -ECANCELED validate_cancel;
  *   other    -errno of fork/pipe.
  */
-int config_validate_isolated(const char *path, json_t **errors, char **why);
+int config_validate_isolated(const char *path, struct validate_child *vc,
+			     json_t **errors, char **why);
 
 #endif

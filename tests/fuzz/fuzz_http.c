@@ -51,7 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	auth = take_line(&p, end);
 	resp = http_answer(m, method, url, data[0] & 2 ? NULL : auth,
 			   (const char *)p, (size_t)(end - p), data[0] & 1,
-			   &status, &shared);
+			   NULL, &status, &shared);
 	check(resp != NULL, "no response");
 	check(status >= 100 && status <= 599, "status out of range");
 	if (!shared)

@@ -5,13 +5,15 @@ broken configuration changes nothing; the same reload twice changes
 nothing. The kernel's view (rdma resource show) is the judge."""
 
 import signal
+import subprocess
+import threading
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from conftest import daemon_fds, rdma_res, rdmactl, settle
+from conftest import RDMACTL, daemon_fds, rdma_res, rdmactl, settle
 
 BASE = """
 devices = ( { name = "d0"; match = { ibdev = "rxe0"; }; } );
@@ -227,6 +229,79 @@ def test_reading_that_crashes_or_hangs_changes_nothing(rdmad, monkeypatch,
     assert settle(lambda: d.log().count(words) >= 2, 10), d.log()
     assert snapshot(d) == kernel_before
     assert settle(lambda: not children(d.pid), 5), children(d.pid)
+
+
+def test_reload_is_read_on_a_worker(rdmad, monkeypatch):
+    """The new configuration is read and checked off the event loop: while
+    that hangs, REST and the control socket answer at once, the reload's
+    own answer comes when it is over, on REST as on the control socket;
+    a client that leaves before it does changes nothing; and a daemon
+    stopped meanwhile answers the waiting reload 503, kills the reading
+    child and exits cleanly."""
+    monkeypatch.setenv("RDMAD_TEST_VALIDATE", "hang")
+    monkeypatch.setenv("RDMAD_VALIDATE_TIMEOUT_MS", "6000")
+    d = rdmad(BASE)
+    before = handles(d)
+    rewrite(d, CHANGED)
+    out = {}
+
+    def reload_rest(key):
+        out[key] = d.request("POST", "/v1/reload", settle=False)
+
+    def reload_ctl(key):
+        out[key] = rdmactl(d, "--json", "reload")
+
+    t0 = time.monotonic()
+    rest = threading.Thread(target=reload_rest, args=("rest",))
+    ctl = threading.Thread(target=reload_ctl, args=("ctl",))
+    rest.start()
+    ctl.start()
+    # A client that asks and leaves: its answer goes nowhere.
+    left = subprocess.Popen([str(RDMACTL), "--socket", str(d.sock),
+                             "reload"])
+    time.sleep(0.5)
+    left.kill()
+    left.wait()
+    # The loop is not the one waiting: answers come while it hangs.
+    slowest = 0.0
+    while time.monotonic() - t0 < 3.0:
+        t = time.monotonic()
+        status, _ = d.get("/v1/health")
+        assert status == 200
+        r = rdmactl(d, "--json", "health")
+        assert r.returncode == 0, r.stderr
+        slowest = max(slowest, time.monotonic() - t)
+        assert rest.is_alive() and ctl.is_alive(), out
+    assert slowest < 2.0, slowest
+    rest.join(60)
+    ctl.join(60)
+    # Two reloads, one after the other, each waits out its 6 s child.
+    assert time.monotonic() - t0 >= 6.0
+    status, body = out["rest"]
+    assert status == 422, body
+    assert "did not finish" in body["error"]["errors"][0]["message"]
+    assert out["ctl"].returncode != 0
+    assert "did not finish" in out["ctl"].stdout + out["ctl"].stderr
+    assert handles(d) == before
+    # The one that left: answered to nobody, the daemon serves on.
+    assert settle(lambda: d.log().count("did not finish") >= 3, 20), d.log()
+    assert d.get("/v1/health")[0] == 200
+    assert settle(lambda: not children(d.pid), 5), children(d.pid)
+
+    # Stopped while a reload waits: 503 for it, no child left behind.
+    rest = threading.Thread(target=reload_rest, args=("stop",))
+    rest.start()
+    assert settle(lambda: children(d.pid), 5)
+    kids = children(d.pid)
+    t = time.monotonic()
+    assert d.stop() == 0, d.log()
+    assert time.monotonic() - t < 5.0
+    rest.join(30)
+    status, body = out["stop"]
+    assert status == 503, body
+    assert body["error"]["code"] == "unavailable"
+    assert settle(lambda: not any(Path(f"/proc/{k}").exists()
+                                  for k in kids), 5)
 
 
 def children(pid):
