@@ -14,7 +14,8 @@
  * Prints "listening"; then reads commands on stdin, one a line:
  *   reg    register BYTES (memfd, mapped shared, as rdmad's memory) on
  *          another thread; prints "registered SECONDS" once done
- *   dereg  deregister and unmap it; prints "deregistered"
+ *   dereg  deregister and unmap it, on another thread too (as rdmad's
+ *          worker does); prints "deregistered" once done
  * EOF or SIGTERM ends it.
  */
 #include <arpa/inet.h>
@@ -129,24 +130,40 @@ static void add(int ep, int t, int fd)
 		die("epoll_ctl");
 }
 
+static void *do_dereg(void *arg)
+{
+	struct reg *g = arg;
+
+	ibv_dereg_mr(g->mr);
+	munmap(g->addr, g->size);
+	close(g->fd);
+	printf("deregistered\n");
+	fflush(stdout);
+	return NULL;
+}
+
+/* running: a registration made (or under way) on *th; once "dereg"
+ * comes, *th deregisters it, and is joined before the next "reg". */
 static void command(struct reg *g, pthread_t *th, bool *running)
 {
+	static bool dereging;
 	char line[64];
 
 	if (!fgets(line, sizeof(line), stdin))
 		exit(0);
 	if (!strncmp(line, "reg", 3) && !*running) {
+		if (dereging)
+			pthread_join(*th, NULL);
+		dereging = false;
 		*running = true;
 		if (pthread_create(th, NULL, do_reg, g))
 			die("pthread_create");
 	} else if (!strncmp(line, "dereg", 5) && *running) {
 		pthread_join(*th, NULL);
-		ibv_dereg_mr(g->mr);
-		munmap(g->addr, g->size);
-		close(g->fd);
 		*running = false;
-		printf("deregistered\n");
-		fflush(stdout);
+		dereging = true;
+		if (pthread_create(th, NULL, do_dereg, g))
+			die("pthread_create");
 	}
 }
 

@@ -465,7 +465,8 @@ static void phase_end(struct profile *p)
 			connecting = true;
 		}
 	}
-	if (connecting)
+	/* What a reload destroys on the workers ends the phase too. */
+	if (connecting || p->burying)
 		return;
 	for (size_t i = 0; i < p->n_objects; i++)
 		p->objects[i].todo = false;
@@ -621,6 +622,107 @@ int profile_start(struct profile *p)
 	return 0;
 }
 
+/* ---- burial ---- */
+
+/*
+ * What a reload destroys goes on a worker: deregistering and unmapping
+ * gigabytes takes as long as registering them did. The objects' verbs
+ * handles are copied out of the profile (which forgets them), destroyed
+ * there in the order given (children first), the context kept open
+ * until it is done: the job's owner is the context, which bury_wait()
+ * drains before anything else of it is destroyed or it is closed.
+ * Targets are not buried: they live on the loop.
+ */
+struct burial {
+	struct work work;
+	struct profile *profile; /* whose context: valid until drained */
+	size_t n, cap;
+	struct object objs[];
+};
+
+static void burial_run(struct work *w)
+{
+	struct burial *b = container_of(w, struct burial, work);
+
+	for (size_t i = 0; i < b->n; i++)
+		object_destroy(&b->objs[i]);
+}
+
+static void phase_end(struct profile *p);
+
+static void burial_done(struct work *w, bool cancelled)
+{
+	struct burial *b = container_of(w, struct burial, work);
+	struct profile *p = b->profile;
+
+	/* Never started: destroyed here, as it would have been. */
+	if (cancelled)
+		burial_run(w);
+	free(b);
+	p->burying--;
+	profile_touch(p);
+	/* The last of the reload's work: it settles now. */
+	if (!p->burying && !p->unburying && !p->in_flight &&
+	    p->state == PROFILE_CREATING)
+		phase_end(p);
+}
+
+/* Wait for what was buried in p's context. */
+static void bury_wait(struct profile *p)
+{
+	if (!p->ctx || !p->burying)
+		return;
+	p->unburying = true;
+	workers_drain(p->workers, p->ctx);
+	p->unburying = false;
+}
+
+/* Add o to *bp (NULL: a new burial), or destroy it now if it cannot be
+ * buried. */
+static void bury(struct burial **bp, struct object *o)
+{
+	struct burial *b = *bp;
+
+	if (o->kind == OBJ_TARGET || o->state == OBJ_PENDING) {
+		object_destroy(o);
+		return;
+	}
+	if (!b || b->n == b->cap) {
+		size_t cap = b ? 2 * b->cap : 8;
+		struct burial *nb = realloc(b, sizeof(*b) +
+						       cap * sizeof(b->objs[0]));
+
+		if (!nb) {
+			object_destroy(o);
+			return;
+		}
+		if (!b)
+			nb->n = 0;
+		nb->cap = cap;
+		*bp = b = nb;
+	}
+	/* Only the kind and the handles go: the declaration stays here. */
+	b->objs[b->n] = (struct object){ .kind = o->kind, .u = o->u };
+	b->n++;
+	free(o->reason);
+	o->reason = NULL;
+	o->err = 0;
+	o->leases = 0;
+	object_forget(o);
+}
+
+static void bury_submit(struct profile *p, struct burial *b)
+{
+	if (!b)
+		return;
+	b->work = (struct work){ .run = burial_run,
+				 .done = burial_done,
+				 .owner = p->ctx };
+	b->profile = p;
+	p->burying++;
+	workers_submit(p->workers, &b->work);
+}
+
 /* Destroy the draining objects no session holds (all: every one),
  * children first. One that a held object may still depend on (held
  * objects of a later kind: kinds are in dependency order) waits for it:
@@ -658,6 +760,7 @@ static void destroy_draining(struct profile *p, bool all)
 static void stop(struct profile *p, const char *reason, bool keep_memory)
 {
 	cancel_creation(p);
+	bury_wait(p);
 	restore_end(p);
 	for (size_t i = p->n_objects; i-- > 0;) {
 		struct object *o = &p->objects[i];
@@ -814,11 +917,14 @@ int profile_reload(struct profile *next, struct profile *old,
 {
 	_cleanup_free_ bool *keep = NULL, *retry = NULL;
 	_cleanup_free_ int *mask = NULL;
+	struct burial *b = NULL;
 	int r;
 
 	/* What old is still creating stops here; what ran is kept or
-	 * destroyed like the rest. */
+	 * destroyed like the rest. What an earlier reload buried goes
+	 * first: a parent may be buried now. */
 	cancel_creation(old);
+	bury_wait(old);
 	/* Another device, or none yet: start over. */
 	if (!old->ctx || !conf_device_equal(next->dev, old->dev)) {
 		bool had = old->ctx != NULL;
@@ -910,8 +1016,9 @@ int profile_reload(struct profile *next, struct profile *old,
 		if (was->leases && was->state == OBJ_READY &&
 		    add_draining(next, was) == 0)
 			continue;
-		object_destroy(was);
+		bury(&b, was);
 	}
+	bury_submit(next, b);
 	for (size_t i = 0; i < next->n_objects; i++) {
 		struct object *o = &next->objects[i];
 
@@ -930,6 +1037,7 @@ int profile_reload(struct profile *next, struct profile *old,
 bool profile_retire(struct profile *p)
 {
 	cancel_creation(p);
+	bury_wait(p);
 	for (size_t i = p->n_objects; i-- > 0;) {
 		struct object *o = &p->objects[i];
 

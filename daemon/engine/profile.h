@@ -161,6 +161,10 @@ struct profile {
 	struct job *jobs;
 	size_t in_flight;  /* jobs submitted and not done */
 	bool cancelling;   /* a drain: done jobs start nothing new */
+	/* Destructions of a reload on the workers (profile.c, burial): the
+	 * profile stays creating until they are over too. */
+	unsigned int burying;
+	bool unburying; /* bury_wait: a done burial settles nothing */
 	struct profile_progress progress;
 	profile_change_fn changed;
 	void *changed_ud;
