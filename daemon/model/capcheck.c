@@ -8,6 +8,16 @@
 #include "qpstate.h"
 #include "util.h"
 
+/* What a device takes that no attribute says: found by trying. */
+struct tried {
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	bool failed; /* cannot try: no such check */
+	/* Inline data per QP type (RC, UC, UD): the most seen to work,
+	 * and the least seen to fail (0: none yet). */
+	uint32_t inline_ok[3], inline_bad[3];
+};
+
 struct caps {
 	const char *ibdev;
 	struct ibv_context *ctx;
@@ -15,7 +25,88 @@ struct caps {
 	struct ibv_device_attr_ex ex;
 	struct ibv_port_attr port;
 	int num_comp_vectors;
+	struct tried *tried;
 };
+
+/* Does the device make a QP of type t with n bytes of inline data? */
+static int try_inline(struct tried *tr, enum ibv_qp_type t, uint32_t n)
+{
+	struct ibv_qp_init_attr ia = {
+		.send_cq = tr->cq,
+		.recv_cq = tr->cq,
+		.qp_type = t,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1,
+			 .max_send_sge = 1, .max_recv_sge = 1,
+			 .max_inline_data = n },
+	};
+	struct ibv_qp *qp = ibv_create_qp(tr->pd, &ia);
+
+	if (!qp)
+		return -errno;
+	ibv_destroy_qp(qp);
+	return 0;
+}
+
+/*
+ * max_inline_data is no device attribute: a device refuses a QP that asks
+ * too much. A throwaway QP of the same type (on a PD and CQ of this check)
+ * tells; when it fails, halving finds the most the device takes, for the
+ * message. Results are kept per type: a file of many QPs costs a few
+ * QPs.
+ */
+static void check_inline(struct config *c, const struct caps *caps,
+			 const struct conf_qp *q)
+{
+	static const enum ibv_qp_type types[] = { IBV_QPT_RC, IBV_QPT_UC,
+						  IBV_QPT_UD };
+	struct tried *tr = caps->tried;
+	uint32_t n = q->cap.max_inline_data, lo, hi;
+	int k = q->type == QPK_RC ? 0 : q->type == QPK_UC ? 1
+				       : q->type == QPK_UD ? 2
+							   : -1;
+
+	/* XRC and raw packet QPs need more than a PD and a CQ to try. */
+	if (!n || k < 0 || !tr)
+		return;
+	if (!tr->pd && !tr->failed) {
+		tr->pd = ibv_alloc_pd(caps->ctx);
+		tr->cq = tr->pd ? ibv_create_cq(caps->ctx, 2, NULL, NULL, 0)
+				: NULL;
+		tr->failed = !tr->cq;
+	}
+	if (tr->failed || n <= tr->inline_ok[k])
+		return;
+	if (!tr->inline_bad[k] || n < tr->inline_bad[k]) {
+		int r = try_inline(tr, types[k], n);
+
+		if (r == 0) {
+			tr->inline_ok[k] = n;
+			return;
+		}
+		if (r != -EINVAL && r != -ENOMEM)
+			return; /* not about the size: creation will say */
+		tr->inline_bad[k] = n;
+		/* The most it takes, between what worked and n. */
+		lo = tr->inline_ok[k];
+		hi = n;
+		while (hi - lo > 1) {
+			uint32_t mid = lo + (hi - lo) / 2;
+
+			if (try_inline(tr, types[k], mid) == 0)
+				lo = mid;
+			else
+				hi = mid;
+		}
+		tr->inline_ok[k] = lo;
+		tr->inline_bad[k] = hi;
+	}
+	config_add_error(c, q->loc,
+			 "qp '%s': max_inline_data %" PRIu32 " is above the "
+			 "%" PRIu32 " bytes that %s takes for a %s QP",
+			 q->name, n, tr->inline_ok[k], caps->ibdev,
+			 q->type == QPK_RC ? "rc" : q->type == QPK_UC ? "uc"
+								      : "ud");
+}
 
 #define OVER(c, loc, what, name, key, v, max)                                  \
 	do {                                                                   \
@@ -70,6 +161,7 @@ static void check_qp(struct config *c, const struct caps *caps,
 	if (q->alt_path && caps->port.link_layer != IBV_LINK_LAYER_INFINIBAND)
 		config_add_error(c, q->loc, "qp '%s': %s", q->name,
 				 QP_ALT_PATH_IB_ONLY);
+	check_inline(c, caps, q);
 }
 
 /* A target listens on an address of its profile's device and port. */
@@ -181,6 +273,7 @@ void capcheck_config(struct config *c, FILE *skipped)
 		const struct conf_device *d = &c->devices[i];
 		struct ibv_context *ctx;
 		char ibdev[64];
+		struct tried tried = { 0 };
 		struct caps caps = { .ibdev = ibdev };
 
 		if (devmatch_find(d, ibdev, sizeof(ibdev)) < 0) {
@@ -220,11 +313,16 @@ void capcheck_config(struct config *c, FILE *skipped)
 					 "entries)",
 					 d->name, d->gid_index, ibdev, d->port,
 					 caps.port.gid_tbl_len);
+		caps.tried = &tried;
 		for (size_t k = 0; k < c->n_profiles; k++)
 			if (c->profiles[k].device &&
 			    streq(c->profiles[k].device, d->name))
 				check_profile(c, &caps, d->port,
 					      &c->profiles[k]);
+		if (tried.cq)
+			ibv_destroy_cq(tried.cq);
+		if (tried.pd)
+			ibv_dealloc_pd(tried.pd);
 		ibv_close_device(ctx);
 	}
 }

@@ -266,3 +266,74 @@ def test_rdmactl_selftest_and_reload(rdmad):
         "x", "dev", "sx", "xs", "xr"}
     # (A user who is neither root nor in admin_group is refused on the
     # control socket: test_sharing.py.)
+
+
+def rxe0_max_inline(qp_type):
+    """The most inline data rxe0 takes for a QP of qp_type, found with
+    pyverbs by halving (no device attribute says it)."""
+    from pyverbs.cq import CQ
+    from pyverbs.device import Context
+    from pyverbs.pd import PD
+    from pyverbs.pyverbs_error import PyverbsRDMAError
+    from pyverbs.qp import QP, QPCap, QPInitAttr
+
+    with Context(name="rxe0") as ctx, PD(ctx) as pd, CQ(ctx, 2) as cq:
+        def takes(n):
+            cap = QPCap(max_send_wr=1, max_recv_wr=1, max_send_sge=1,
+                        max_recv_sge=1, max_inline_data=n)
+            try:
+                QP(pd, QPInitAttr(qp_type=qp_type, scq=cq, rcq=cq,
+                                  cap=cap)).close()
+                return True
+            except PyverbsRDMAError:
+                return False
+        lo, hi = 0, 1 << 20
+        assert takes(lo) and not takes(hi)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if takes(mid) else (lo, mid)
+        return lo
+
+
+def test_check_refuses_inline_data_above_the_device(write_conf, rdmad):
+    """max_inline_data is no device attribute: --check tries a throwaway
+    QP and, when the device refuses, says the most it takes (the same
+    figure pyverbs finds by trying); at the limit the daemon makes the
+    QP, and the kernel gives it at least that much."""
+    import pyverbs.enums as e
+    most = {"rc": rxe0_max_inline(e.IBV_QPT_RC),
+            "uc": rxe0_max_inline(e.IBV_QPT_UC)}
+    text = """
+devices = ( {{ name = "d0"; match = {{ ibdev = "rxe0"; }}; }} );
+profiles = ( {{ name = "p"; device = "d0";
+  pd = ( {{ name = "a"; }} );
+  cq = ( {{ name = "c"; }} );
+  qp = ( {{ name = "q"; pd = "a"; type = "rc"; send_cq = "c";
+           recv_cq = "c"; cap = {{ max_inline_data = {rc}; }}; }},
+         {{ name = "u"; pd = "a"; type = "uc"; send_cq = "c";
+           recv_cq = "c"; cap = {{ max_inline_data = {uc}; }}; }},
+         {{ name = "q2"; pd = "a"; type = "rc"; send_cq = "c";
+           recv_cq = "c"; cap = {{ max_inline_data = {rc}; }}; }} ); }} );
+"""
+    bad = write_conf(text.format(rc=most["rc"] + 1, uc=most["uc"] + 100),
+                     name="bad.conf")
+    r = subprocess.run([str(RDMAD), "--check", "-c", str(bad)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 78, r.stderr
+    for name, line, typ, asked in (("q", 6, "rc", most["rc"] + 1),
+                                   ("u", 8, "uc", most["uc"] + 100),
+                                   ("q2", 10, "rc", most["rc"] + 1)):
+        assert (f"{bad}:{line}: qp '{name}': max_inline_data {asked} is "
+                f"above the {most[typ]} bytes that rxe0 takes for a {typ} "
+                f"QP") in r.stderr, r.stderr
+    good = text.format(rc=most["rc"], uc=most["uc"])
+    r = subprocess.run([str(RDMAD), "--check", "-c",
+                        str(write_conf(good, name="good.conf"))],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    d = rdmad(good)
+    _, objs = objects(d, "p")
+    for name, typ in (("q", "rc"), ("u", "uc"), ("q2", "rc")):
+        o = objs[("qp", name)]
+        assert o["state"] == "ready", o
+        assert o["cap"]["max_inline_data"] >= most[typ], o
