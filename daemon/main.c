@@ -242,6 +242,8 @@ static int run(const struct options *o)
 	/* Limits against the devices present, before anything exists. */
 	if (!config->n_errors)
 		capcheck_config(config, o->check ? stderr : NULL);
+	if (!config->n_errors && o->check)
+		capcheck_memory(config);
 	/* At start, identity.c says the same when it resolves the names. */
 	if (o->check)
 		config_print_warnings(config, stderr);

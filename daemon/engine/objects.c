@@ -7,8 +7,10 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include "gid.h"
+#include "hugepages.h"
 #include "objects.h"
 #include "qpstate.h"
 #include "restore.h"
@@ -55,6 +57,20 @@ static int memory_obj_create(struct profile *p, struct object *o)
 	/* The key under which a restart finds it again (fd store). */
 	snprintf(key, sizeof(key), "%s/%s", p->conf->name, c->name);
 	r = memory_create_keyed(c, key, &o->u.mem);
+	if (r < 0 && c->backing == MEM_HUGETLB) {
+		uint64_t page = c->page_size ? c->page_size
+					     : hugepages_default_size();
+		char why[256];
+
+		/* Most often a short pool: say which, and how to raise it. */
+		return object_fail(o, r, "cannot create hugetlb memory: %s: %s",
+				   strerror(-r),
+				   page ? hugepages_shortage(page,
+							     (c->size + page - 1) /
+								     page,
+							     why, sizeof(why))
+					: "this host has no huge pages");
+	}
 	if (r < 0)
 		return object_fail(o, r, "cannot create %s memory: %s",
 				   mem_backing_name(c->backing), strerror(-r));
@@ -1036,10 +1052,15 @@ static void ready_json(const struct object *o, json_t *j)
 	switch (o->kind) {
 	case OBJ_MEMORY: {
 		const struct conf_memory *c = o->conf;
+		struct stat st;
 
 		SET_INT(j, "size", c->size);
 		SET_STR(j, "backing", mem_backing_name(c->backing));
 		SET_STR(j, "path", c->path);
+		/* hugetlbfs gives its page size as the block size. */
+		if (c->backing == MEM_HUGETLB && o->u.mem.fd >= 0 &&
+		    !fstat(o->u.mem.fd, &st))
+			SET_INT(j, "page_size", st.st_blksize);
 		break;
 	}
 	case OBJ_XRCD: {

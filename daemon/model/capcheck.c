@@ -5,6 +5,7 @@
 #include "cmaddr.h"
 #include "devinfo.h"
 #include "devmatch.h"
+#include "hugepages.h"
 #include "qpstate.h"
 #include "util.h"
 
@@ -324,5 +325,71 @@ void capcheck_config(struct config *c, FILE *skipped)
 		if (tried.pd)
 			ibv_dealloc_pd(tried.pd);
 		ibv_close_device(ctx);
+	}
+}
+
+/* One huge page size's pool, as the file's hugetlb memory uses it. */
+struct pool_use {
+	uint64_t page_size, need, free;
+	int err; /* of reading the pool */
+	bool said;
+};
+
+void capcheck_memory(struct config *c)
+{
+	uint64_t dflt = hugepages_default_size();
+	struct pool_use pools[8] = { { 0 } };
+	size_t n_pools = 0;
+	char why[256], label[16];
+
+	for (size_t k = 0; k < c->n_profiles; k++) {
+		const struct conf_profile *pr = &c->profiles[k];
+
+		for (size_t i = 0; i < pr->n_objs[OBJ_MEMORY]; i++) {
+			const struct conf_memory *m =
+				conf_obj(pr, OBJ_MEMORY, i);
+			uint64_t page = m->page_size ? m->page_size : dflt;
+			struct pool_use *u = NULL;
+
+			if (m->backing != MEM_HUGETLB)
+				continue;
+			if (!page) {
+				config_add_error(c, m->loc,
+						 "memory '%s': this host has no "
+						 "huge pages",
+						 m->name);
+				continue;
+			}
+			if (m->size % page) {
+				config_add_error(c, m->loc,
+						 "memory '%s': size %" PRIu64
+						 " is not a multiple of the "
+						 "host's huge page size %s",
+						 m->name, m->size,
+						 hugepages_label(page, label,
+								 sizeof(label)));
+				continue;
+			}
+			for (size_t p = 0; p < n_pools && !u; p++)
+				if (pools[p].page_size == page)
+					u = &pools[p];
+			if (!u && n_pools < ARRAY_SIZE(pools)) {
+				uint64_t total;
+
+				u = &pools[n_pools++];
+				u->page_size = page;
+				u->err = hugepages_pool(page, &u->free, &total);
+			}
+			if (!u)
+				continue;
+			u->need += m->size / page;
+			/* Said once per pool, at the memory it runs out. */
+			if (u->said || (!u->err && u->need <= u->free))
+				continue;
+			u->said = true;
+			config_add_error(c, m->loc, "memory '%s': %s", m->name,
+					 hugepages_shortage(page, u->need, why,
+							    sizeof(why)));
+		}
 	}
 }

@@ -100,6 +100,7 @@ struct conf_memory {
 	uint64_t size;
 	enum mem_backing backing;
 	char *path; /* backing = file */
+	uint64_t page_size; /* backing = hugetlb; 0: the host's default */
 };
 
 struct conf_pd {

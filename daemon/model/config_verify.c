@@ -357,6 +357,25 @@ static void verify_memory(struct parser *p, const struct conf_memory *m)
 		parser_error(p, m->loc,
 			     "memory '%s': path is only for backing \"file\"",
 			     unnamed(m->name));
+	if (!m->page_size)
+		return;
+	if (m->backing != MEM_HUGETLB)
+		parser_error(p, m->loc,
+			     "memory '%s': page_size is only for backing "
+			     "\"hugetlb\"",
+			     unnamed(m->name));
+	else if (m->page_size & (m->page_size - 1) ||
+		 m->page_size < (64u << 10) || m->page_size > (16ull << 30))
+		parser_error(p, m->loc,
+			     "memory '%s': page_size %" PRIu64 " is not a huge "
+			     "page size (a power of two from 64K to 16G, such "
+			     "as \"2M\" or \"1G\")",
+			     unnamed(m->name), m->page_size);
+	else if (m->size % m->page_size)
+		parser_error(p, m->loc,
+			     "memory '%s': size %" PRIu64 " is not a multiple "
+			     "of its page_size %" PRIu64,
+			     unnamed(m->name), m->size, m->page_size);
 }
 
 static void verify_mr(struct parser *p, const struct conf_profile *pr,

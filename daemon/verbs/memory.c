@@ -8,6 +8,10 @@
 
 #include "memory.h"
 
+#ifndef MFD_HUGE_SHIFT /* linux/memfd.h, which clashes with glibc's */
+#define MFD_HUGE_SHIFT 26
+#endif
+
 static int memory_open(const struct conf_memory *m)
 {
 	int fd;
@@ -17,7 +21,14 @@ static int memory_open(const struct conf_memory *m)
 		fd = memfd_create(m->name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 		break;
 	case MEM_HUGETLB:
-		fd = memfd_create(m->name, MFD_CLOEXEC | MFD_HUGETLB);
+		/* MFD_HUGE_*: log2 of the page size, above MFD_HUGE_SHIFT. */
+		fd = memfd_create(m->name,
+				  MFD_CLOEXEC | MFD_HUGETLB |
+					  (m->page_size
+						   ? (unsigned int)__builtin_ctzll(
+							     m->page_size)
+							     << MFD_HUGE_SHIFT
+						   : 0));
 		break;
 	case MEM_FILE:
 		/* The operator named this path: do not follow a link
@@ -128,7 +139,11 @@ int memory_create_keyed(const struct conf_memory *m, const char *key,
 		if ((uint64_t)st.st_size < m->size &&
 		    ftruncate(fd, (off_t)m->size) < 0)
 			return -errno;
-		addr = mmap(NULL, m->size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		/* Huge pages are taken now, not at the first touch: a short
+		 * pool fails the creation, not a client with SIGBUS. */
+		addr = mmap(NULL, m->size, PROT_READ | PROT_WRITE,
+			    MAP_SHARED |
+				    (m->backing == MEM_HUGETLB ? MAP_POPULATE : 0),
 			    fd, 0);
 	}
 	if (addr == MAP_FAILED)
