@@ -116,6 +116,7 @@ struct client_mr {
 	uint64_t offset, length, iova;
 	unsigned int access;
 	bool zero_based;
+	bool odp;
 	struct ibv_mr *mr;
 };
 
@@ -1325,6 +1326,8 @@ static int parse_mrs(struct rdmad_profile *p, const struct proto_msg *m)
 			return malformed(p, "mr '%s' has no rkey", mr->name);
 		mr->rkey = v;
 		mr->zero_based = json_is_true(json_object_get(o, "zero_based"));
+		/* Registered here as the daemon did: paged on demand too. */
+		mr->odp = json_is_true(json_object_get(o, "odp"));
 		if (!get_uint(o, "iova", UINT64_MAX, &mr->iova))
 			return malformed(p, "mr '%s' has no iova", mr->name);
 		if (mr->zero_based)
@@ -1778,7 +1781,9 @@ static int setup_local(struct rdmad_profile *p)
 		 * serves both registrations. */
 		errno = 0;
 		mr->mr = ibv_reg_mr_iova(p->pd[mr->pd].pd, mr_addr(p, mr),
-					 mr->length, mr->iova, mr->access);
+					 mr->length, mr->iova,
+					 mr->access | (mr->odp ? IBV_ACCESS_ON_DEMAND
+							       : 0));
 		if (!mr->mr) {
 			err = errno ? errno : EIO;
 			if (err == ENOMEM && (r = memlock_explain(p, i)) < 0)

@@ -210,10 +210,13 @@ static int mr_create(struct profile *p, struct object *o)
 	}
 	o->u.mr.iova = c->zero_based ? 0 : (uintptr_t)addr;
 	o->u.mr.mr = ibv_reg_mr_iova(pd->u.pd, addr, len, o->u.mr.iova,
-				     c->access);
+				     c->access |
+					     (c->odp ? IBV_ACCESS_ON_DEMAND : 0));
 	if (!o->u.mr.mr)
-		return object_fail(o, errno, "ibv_reg_mr of %llu bytes: %s",
-				   (unsigned long long)len, strerror(errno));
+		return object_fail(o, errno, "ibv_reg_mr of %llu bytes%s: %s",
+				   (unsigned long long)len,
+				   c->odp ? " with on-demand paging" : "",
+				   strerror(errno));
 	return 0;
 }
 
@@ -1092,6 +1095,8 @@ static void ready_json(const struct object *o, json_t *j)
 		SET_INT(j, "iova", o->u.mr.iova);
 		json_object_set_new(j, "zero_based",
 				    json_boolean(c->zero_based));
+		if (c->odp)
+			json_object_set_new(j, "odp", json_true());
 		json_object_set_new(j, "access", access_json(c->access));
 		break;
 	}

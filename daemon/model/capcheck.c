@@ -214,6 +214,12 @@ static void check_profile(struct config *c, const struct caps *caps,
 					 "mr '%s': access remote_atomic, but "
 					 "%s has no atomic operations",
 					 m->name, caps->ibdev);
+		if (m->odp &&
+		    !(caps->ex.odp_caps.general_caps & IBV_ODP_SUPPORT))
+			config_add_error(c, m->loc,
+					 "mr '%s': odp, but %s has no on-demand "
+					 "paging (its odp_caps say none)",
+					 m->name, caps->ibdev);
 	}
 	for (size_t i = 0; i < pr->n_objs[OBJ_CQ]; i++) {
 		const struct conf_cq *q = conf_obj(pr, OBJ_CQ, i);

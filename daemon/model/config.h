@@ -115,6 +115,7 @@ struct conf_mr {
 	char *memory;
 	unsigned int access; /* IBV_ACCESS_* */
 	bool zero_based;
+	bool odp; /* on-demand paging: IBV_ACCESS_ON_DEMAND */
 	uint64_t offset;
 	uint64_t length; /* 0: to the end of the memory */
 };

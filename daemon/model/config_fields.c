@@ -487,6 +487,7 @@ static const struct field mr_fields[] = {
 	FLD(conf_mr, "offset", F_SIZE, offset),
 	FLD(conf_mr, "length", F_SIZE, length),
 	FLD(conf_mr, "zero_based", F_BOOL, zero_based),
+	FLD(conf_mr, "odp", F_BOOL, odp),
 	END_OF_TABLE,
 };
 

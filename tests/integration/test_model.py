@@ -433,3 +433,44 @@ def test_hugetlb_page_size_and_an_empty_pool(write_conf, rdmad):
     assert r.returncode == 78
     assert (f"{bad}:4: memory 'h': size 3145728 is not a multiple of its "
             f"page_size 2097152") in r.stderr, r.stderr
+
+
+ODP = """
+devices = ( { name = "d0"; match = { ibdev = "rxe0"; }; } );
+profiles = ( { name = "p"; device = "d0";
+  memory = ( { name = "m"; size = "1M"; } );
+  pd = ( { name = "a"; } );
+  mr = ( { name = "r"; pd = "a"; memory = "m"; odp = true;
+           access = [ "local_write" ]; } ); } );
+"""
+
+
+def test_odp_checked_against_the_device(write_conf):
+    """odp = true needs a device that pages on demand: rxe's odp_caps (as
+    pyverbs reads them) say whether it does; without, --check and a start
+    refuse the mr at its line (tests/hw/test_odp_hw.py registers one on
+    hardware that has it)."""
+    import pyverbs.enums as e
+    from pyverbs.device import Context
+
+    with Context(name="rxe0") as ctx:
+        caps = ctx.query_device_ex().odp_caps.general_caps
+    path = write_conf(ODP, name="odp.conf")
+    r = subprocess.run([str(RDMAD), "--check", "-c", str(path)],
+                       capture_output=True, text=True, timeout=60)
+    if caps & e.IBV_ODP_SUPPORT:
+        assert r.returncode == 0, r.stderr
+        return
+    msg = (f"{path}:6: mr 'r': odp, but rxe0 has no on-demand paging (its "
+           f"odp_caps say none)")
+    assert r.returncode == 78, r.stderr
+    assert msg in r.stderr, r.stderr
+    r = subprocess.run([str(RDMAD), "-c", str(path)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 78, r.stderr
+    assert msg in r.stderr, r.stderr
+    # Without odp the same file is fine.
+    plain = write_conf(ODP.replace(" odp = true;", ""), name="plain.conf")
+    r = subprocess.run([str(RDMAD), "--check", "-c", str(plain)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr

@@ -62,6 +62,7 @@ _ACCESS = {
     "mw_bind": 1 << 4,
     "relaxed_ordering": 1 << 20,
 }
+_ACCESS_ON_DEMAND = 1 << 6  # IBV_ACCESS_ON_DEMAND: an mr with odp = true
 
 
 class Error(Exception):
@@ -562,6 +563,8 @@ class Profile:
                 if a not in _ACCESS:
                     self._malformed(f"mr '{name}': unknown access {a!r}")
                 access |= _ACCESS[a]
+            if m.get("odp") is True:
+                access |= _ACCESS_ON_DEMAND  # registered as the daemon did
             iova = 0 if m.get("zero_based") else m.get("iova")
             if not isinstance(iova, int) or \
                     not isinstance(m.get("handle"), int) or \
