@@ -120,6 +120,23 @@ struct client_mr {
 	struct ibv_mr *mr;
 };
 
+/* Device memory of the daemon's context (shared mode), and the MRs over
+ * it: imported by handle when first asked for. */
+struct client_dm {
+	char *name;
+	uint32_t handle;
+	uint64_t size;
+	struct ibv_dm *dm;
+};
+
+struct client_dm_mr {
+	char *name;
+	size_t pd; /* index into the profile's PDs */
+	uint32_t handle, rkey;
+	uint64_t length;
+	struct ibv_mr *mr;
+};
+
 /* An XRC domain's file: opened on this context when first asked for. */
 struct client_xrcd {
 	char *name;
@@ -157,6 +174,10 @@ struct rdmad_profile {
 	size_t n_xrcd;
 	struct client_num *qp, *srq;
 	size_t n_qp, n_srq;
+	struct client_dm *dm;
+	size_t n_dm;
+	struct client_dm_mr *dm_mr;
+	size_t n_dm_mr;
 	/* Local mode: the devices, listed while the daemon answered. */
 	struct ibv_device **devs;
 	int n_devs;
@@ -1006,6 +1027,12 @@ static void profile_free(struct rdmad_profile *p)
 	}
 	for (i = 0; i < p->n_srq; i++)
 		free(p->srq[i].name);
+	for (i = 0; i < p->n_dm; i++)
+		free(p->dm[i].name);
+	for (i = 0; i < p->n_dm_mr; i++)
+		free(p->dm_mr[i].name);
+	free(p->dm);
+	free(p->dm_mr);
 	free(p->qp);
 	free(p->srq);
 	free(p->mem);
@@ -1277,6 +1304,72 @@ static bool find_index(const struct rdmad_profile *p, bool pd, const char *name,
 	return false;
 }
 
+/* Optional (daemons before 0.6 send none; empty in local mode): device
+ * memory and the MRs over it, by handle. */
+static int parse_dms(struct rdmad_profile *p, const struct proto_msg *m)
+{
+	json_t *a, *o;
+	size_t n, i, j;
+	uint64_t v;
+
+	a = get_array(m->payload, "dm", &n);
+	if (n == (size_t)-1)
+		return malformed(p, "\"dm\" is not an array");
+	p->dm = calloc(n ? n : 1, sizeof(*p->dm));
+	if (!p->dm)
+		return client_set_error(ENOMEM, "out of memory");
+	json_array_foreach(a, i, o)
+	{
+		struct client_dm *d = &p->dm[p->n_dm++];
+
+		d->name = get_name(o, "name");
+		if (!d->name)
+			return malformed(p, "dm %zu has no name", i);
+		for (j = 0; j < i; j++)
+			if (streq(p->dm[j].name, d->name))
+				return malformed(p, "dm '%s' twice", d->name);
+		if (!get_uint(o, "handle", UINT32_MAX, &v))
+			return malformed(p, "dm '%s' has no handle", d->name);
+		d->handle = (uint32_t)v;
+		if (!get_uint(o, "size", UINT64_MAX, &d->size))
+			return malformed(p, "dm '%s' has no size", d->name);
+	}
+	a = get_array(m->payload, "dm_mr", &n);
+	if (n == (size_t)-1)
+		return malformed(p, "\"dm_mr\" is not an array");
+	p->dm_mr = calloc(n ? n : 1, sizeof(*p->dm_mr));
+	if (!p->dm_mr)
+		return client_set_error(ENOMEM, "out of memory");
+	json_array_foreach(a, i, o)
+	{
+		struct client_dm_mr *mr = &p->dm_mr[p->n_dm_mr++];
+		const char *s;
+
+		mr->name = get_name(o, "name");
+		if (!mr->name)
+			return malformed(p, "dm_mr %zu has no name", i);
+		for (j = 0; j < p->n_mr; j++)
+			if (streq(p->mr[j].name, mr->name))
+				return malformed(p, "mr '%s' twice", mr->name);
+		for (j = 0; j < i; j++)
+			if (streq(p->dm_mr[j].name, mr->name))
+				return malformed(p, "mr '%s' twice", mr->name);
+		s = json_string_value(json_object_get(o, "pd"));
+		if (!find_index(p, true, s, &mr->pd))
+			return malformed(p, "mr '%s': no pd '%s'", mr->name,
+					 s ? s : "");
+		if (!get_uint(o, "handle", UINT32_MAX, &v))
+			return malformed(p, "mr '%s' has no handle", mr->name);
+		mr->handle = (uint32_t)v;
+		if (!get_uint(o, "rkey", UINT32_MAX, &v))
+			return malformed(p, "mr '%s' has no rkey", mr->name);
+		mr->rkey = (uint32_t)v;
+		if (!get_uint(o, "length", UINT64_MAX, &mr->length))
+			return malformed(p, "mr '%s' has no length", mr->name);
+	}
+	return 0;
+}
+
 static int parse_mrs(struct rdmad_profile *p, const struct proto_msg *m)
 {
 	json_t *a, *o;
@@ -1403,7 +1496,10 @@ static int parse_attached(struct rdmad_profile *p, struct proto_msg *m,
 	r = parse_nums(p, m, "srq", "srq_num", &p->srq, &p->n_srq);
 	if (r < 0)
 		return r;
-	return parse_mrs(p, m);
+	r = parse_mrs(p, m);
+	if (r < 0)
+		return r;
+	return parse_dms(p, m);
 }
 
 /* ---- profiles: setting up and tearing down ---- */
@@ -1811,6 +1907,17 @@ static int profile_teardown(struct rdmad_profile *p)
 			ibv_close_xrcd(p->xrcd[i].xrcd);
 		p->xrcd[i].xrcd = NULL;
 	}
+	/* Imported (shared mode only): the daemon's to destroy. */
+	for (i = 0; i < p->n_dm_mr; i++) {
+		if (p->dm_mr[i].mr)
+			ibv_unimport_mr(p->dm_mr[i].mr);
+		p->dm_mr[i].mr = NULL;
+	}
+	for (i = 0; i < p->n_dm; i++) {
+		if (p->dm[i].dm)
+			ibv_unimport_dm(p->dm[i].dm);
+		p->dm[i].dm = NULL;
+	}
 	for (i = p->n_mr; i-- > 0;) {
 		struct client_mr *mr = &p->mr[i];
 
@@ -2213,11 +2320,75 @@ struct ibv_pd *rdmad_pd(struct rdmad_profile *p, const char *name)
 	return pd ? pd->pd : NULL;
 }
 
+static struct ibv_mr *dm_mr_import(struct rdmad_profile *p,
+				   struct client_dm_mr *mr)
+{
+	if (mr->mr)
+		return mr->mr;
+	errno = 0;
+	mr->mr = ibv_import_mr(p->pd[mr->pd].pd, mr->handle);
+	if (!mr->mr) {
+		errno = -client_set_error(errno ? errno : EIO,
+					  "cannot import mr '%s' (handle %u) "
+					  "over device memory: %s",
+					  mr->name, mr->handle,
+					  strerror(errno ? errno : EIO));
+		return NULL;
+	}
+	if (mr->mr->rkey != mr->rkey || mr->mr->length != mr->length) {
+		ibv_unimport_mr(mr->mr);
+		mr->mr = NULL;
+		errno = -client_set_error(EPROTO,
+					  "mr '%s' (handle %u) imports with "
+					  "another rkey or length than "
+					  "announced",
+					  mr->name, mr->handle);
+		return NULL;
+	}
+	return mr->mr;
+}
+
 struct ibv_mr *rdmad_mr(struct rdmad_profile *p, const char *name)
 {
-	struct client_mr *mr = find_mr(p, name);
+	struct client_mr *mr;
 
+	/* Over device memory: imported when first asked for. */
+	for (size_t i = 0; p && name && i < p->n_dm_mr; i++)
+		if (streq(p->dm_mr[i].name, name))
+			return dm_mr_import(p, &p->dm_mr[i]);
+	mr = find_mr(p, name);
 	return mr ? mr->mr : NULL;
+}
+
+struct ibv_dm *rdmad_dm(struct rdmad_profile *p, const char *name)
+{
+	struct client_dm *d = NULL;
+
+	for (size_t i = 0; p && name && i < p->n_dm; i++)
+		if (streq(p->dm[i].name, name))
+			d = &p->dm[i];
+	if (!d) {
+		errno = -client_set_error(
+			ENOENT,
+			"profile '%s' has no ready dm '%s'%s", p ? p->name : "NULL",
+			name ? name : "NULL",
+			p && p->mode == RDMAD_MODE_LOCAL
+				? " in local mode (device memory is the "
+				  "daemon's context's: attach in shared mode)"
+				: "");
+		return NULL;
+	}
+	if (d->dm)
+		return d->dm;
+	errno = 0;
+	d->dm = ibv_import_dm(p->ctx, d->handle);
+	if (!d->dm)
+		errno = -client_set_error(errno ? errno : EIO,
+					  "cannot import dm '%s' (handle %u): "
+					  "%s",
+					  name, d->handle,
+					  strerror(errno ? errno : EIO));
+	return d->dm;
 }
 
 const char *rdmad_pd_name(struct rdmad_profile *p, size_t i)

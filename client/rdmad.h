@@ -167,6 +167,14 @@ uint32_t rdmad_srq_num(struct rdmad_profile *p, const char *name);
  * destroys it (ibv_destroy_qp) before rdmad_detach(). NULL with errno:
  * ENOENT, EINVAL (not an XRC target QP), or what opening failed with. */
 struct ibv_qp *rdmad_open_qp(struct rdmad_profile *p, const char *name);
+/* (RDMAD_0.6) The profile's device memory name, imported in this process
+ * (ibv_import_dm) when first asked for; the profile unimports it at
+ * detach. Shared mode only: device memory is the daemon's context's.
+ * Its MRs (declared with dm = "...") are reached with rdmad_mr(); they
+ * are zero-based (addresses from 0 into the device memory). NULL with
+ * errno: ENOENT (unknown, not ready, or local mode), or what importing
+ * failed with (EOPNOTSUPP where the provider cannot import it). */
+struct ibv_dm *rdmad_dm(struct rdmad_profile *p, const char *name);
 
 /* ---- events (RDMAD_0.3) ---- */
 

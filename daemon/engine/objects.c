@@ -178,11 +178,38 @@ static void dm_destroy(struct object *o)
 
 /* ---- mr ---- */
 
+/* An mr over device memory: offsets into it, from IOVA 0. */
+static int dm_mr_create(struct profile *p, struct object *o,
+			struct object *pd)
+{
+	const struct conf_mr *c = o->conf;
+	struct object *dm = dep(p, o, OBJ_DM, c->dm);
+	uint64_t len;
+
+	if (!dm)
+		return -o->err;
+	len = c->length ? c->length
+			: ((const struct conf_dm *)dm->conf)->size - c->offset;
+	o->u.mr.iova = 0;
+	o->u.mr.mr = ibv_reg_dm_mr(pd->u.pd, dm->u.dm, c->offset, len,
+				   c->access | IBV_ACCESS_ZERO_BASED);
+	if (!o->u.mr.mr)
+		return object_fail(o, errno,
+				   "ibv_reg_dm_mr of %llu bytes of dm '%s': %s",
+				   (unsigned long long)len, c->dm,
+				   strerror(errno));
+	return 0;
+}
+
 static int mr_create(struct profile *p, struct object *o)
 {
 	const struct conf_mr *c = o->conf;
 	struct object *pd = dep(p, o, OBJ_PD, c->pd);
-	struct object *mem = pd ? dep(p, o, OBJ_MEMORY, c->memory) : NULL;
+	struct object *mem;
+
+	if (pd && c->dm)
+		return dm_mr_create(p, o, pd);
+	mem = pd ? dep(p, o, OBJ_MEMORY, c->memory) : NULL;
 	uint32_t handle;
 	uint64_t len;
 	char *addr;
@@ -1088,13 +1115,14 @@ static void ready_json(const struct object *o, json_t *j)
 		SET_INT(j, "handle", o->u.mr.mr->handle);
 		SET_STR(j, "pd", c->pd);
 		SET_STR(j, "memory", c->memory);
+		SET_STR(j, "dm", c->dm);
 		SET_INT(j, "lkey", o->u.mr.mr->lkey);
 		SET_INT(j, "rkey", o->u.mr.mr->rkey);
 		SET_INT(j, "length", o->u.mr.mr->length);
 		SET_INT(j, "offset", c->offset);
 		SET_INT(j, "iova", o->u.mr.iova);
 		json_object_set_new(j, "zero_based",
-				    json_boolean(c->zero_based));
+				    json_boolean(c->zero_based || c->dm));
 		if (c->odp)
 			json_object_set_new(j, "odp", json_true());
 		json_object_set_new(j, "access", access_json(c->access));

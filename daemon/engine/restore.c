@@ -449,7 +449,10 @@ json_t *restore_state(const struct profile *p)
 			j = json_pack("{s:s, s:s, s:I}", "kind", "pd", "name",
 				      object_name(o), "handle",
 				      (json_int_t)o->u.pd->handle);
-		} else if (o->kind == OBJ_MR && o->u.mr.mr) {
+		} else if (o->kind == OBJ_MR && o->u.mr.mr &&
+			   ((const struct conf_mr *)o->conf)->memory) {
+			/* Over host memory only: device memory goes with
+			 * its context, and what is over it. */
 			const struct conf_mr *c = o->conf;
 
 			j = json_pack("{s:s, s:s, s:I, s:s, s:s, s:I, s:I, "

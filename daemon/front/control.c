@@ -760,7 +760,7 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 	int fds[PROTO_MAX_FDS];
 	size_t n_fds = 0;
 	struct attachment *att, a = { 0 };
-	json_t *doc, *mem, *pds, *mrs, *xrcds, *qps, *srqs;
+	json_t *doc, *mem, *pds, *mrs, *xrcds, *qps, *srqs, *dms, *dm_mrs;
 	int opened[PROTO_MAX_FDS]; /* fds we opened for this message */
 	size_t n_opened = 0;
 	bool shared;
@@ -814,7 +814,10 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 	xrcds = json_array();
 	qps = json_array();
 	srqs = json_array();
-	if (!doc || !mem || !pds || !mrs || !xrcds || !qps || !srqs) {
+	dms = json_array();
+	dm_mrs = json_array();
+	if (!doc || !mem || !pds || !mrs || !xrcds || !qps || !srqs || !dms ||
+	    !dm_mrs) {
 		r = -ENOMEM;
 		goto fail;
 	}
@@ -878,6 +881,23 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 			 * number (an XRC target QP, an XRC SRQ) is leased. */
 			if (!attach_number(o, o->kind == OBJ_QP ? qps : srqs))
 				continue;
+		} else if (o->kind == OBJ_DM) {
+			/* Device memory is the context's: imported in shared
+			 * mode (ibv_import_dm), out of reach in local. */
+			if (!shared)
+				continue;
+			j = object_json(o);
+			json_object_del(j, "leases");
+			json_object_del(j, "state");
+			json_array_append_new(dms, j);
+		} else if (o->kind == OBJ_MR &&
+			   ((const struct conf_mr *)o->conf)->dm) {
+			if (!shared)
+				continue;
+			j = object_json(o);
+			json_object_del(j, "leases");
+			json_object_del(j, "state");
+			json_array_append_new(dm_mrs, j);
 		} else if (o->kind == OBJ_MR) {
 			const struct conf_mr *cm = o->conf;
 			struct object *m =
@@ -903,7 +923,9 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 	json_object_set_new(doc, "xrcd", xrcds);
 	json_object_set_new(doc, "qp", qps);
 	json_object_set_new(doc, "srq", srqs);
-	mem = pds = mrs = xrcds = qps = srqs = NULL;
+	json_object_set_new(doc, "dm", dms);
+	json_object_set_new(doc, "dm_mr", dm_mrs);
+	mem = pds = mrs = xrcds = qps = srqs = dms = dm_mrs = NULL;
 
 	att = realloc(s->att, (s->n_att + 1) * sizeof(*att));
 	if (!att) {
@@ -931,6 +953,8 @@ fail:
 	json_decref(xrcds);
 	json_decref(qps);
 	json_decref(srqs);
+	json_decref(dms);
+	json_decref(dm_mrs);
 	json_decref(doc);
 	json_decref(mem);
 	json_decref(pds);

@@ -112,7 +112,8 @@ struct conf_mr {
 	struct conf_loc loc;
 	char *name;
 	char *pd;
-	char *memory;
+	char *memory; /* or: */
+	char *dm;     /* device memory (ibv_reg_dm_mr), zero-based */
 	unsigned int access; /* IBV_ACCESS_* */
 	bool zero_based;
 	bool odp; /* on-demand paging: IBV_ACCESS_ON_DEMAND */

@@ -482,7 +482,8 @@ static const struct field dm_fields[] = {
 static const struct field mr_fields[] = {
 	FLD(conf_mr, "name", F_STRING, name, .required = true),
 	FLD(conf_mr, "pd", F_STRING, pd, .required = true),
-	FLD(conf_mr, "memory", F_STRING, memory, .required = true),
+	FLD(conf_mr, "memory", F_STRING, memory),
+	FLD(conf_mr, "dm", F_STRING, dm),
 	FLD(conf_mr, "access", F_ACCESS, access, .names = conf_access_names),
 	FLD(conf_mr, "offset", F_SIZE, offset),
 	FLD(conf_mr, "length", F_SIZE, length),

@@ -97,6 +97,7 @@ struct reference {
 
 static const struct reference references[] = {
 	REF(OBJ_MR, mr, pd, OBJ_PD),	   REF(OBJ_MR, mr, memory, OBJ_MEMORY),
+	REF(OBJ_MR, mr, dm, OBJ_DM),
 	REF(OBJ_MW, mw, pd, OBJ_PD),	   REF(OBJ_SRQ, srq, pd, OBJ_PD),
 	REF(OBJ_SRQ, srq, xrcd, OBJ_XRCD), REF(OBJ_SRQ, srq, cq, OBJ_CQ),
 	REF(OBJ_QP, qp, pd, OBJ_PD),	   REF(OBJ_QP, qp, send_cq, OBJ_CQ),
@@ -378,10 +379,39 @@ static void verify_memory(struct parser *p, const struct conf_memory *m)
 			     unnamed(m->name), m->size, m->page_size);
 }
 
+/* An mr over device memory: within it, zero-based, not paged. */
+static void verify_dm_mr(struct parser *p, const struct conf_profile *pr,
+			 const struct conf_mr *r)
+{
+	const struct conf_dm *d = conf_obj_find(pr, OBJ_DM, r->dm);
+
+	if (d && d->size &&
+	    (r->offset >= d->size || r->length > d->size - r->offset))
+		parser_error(p, r->loc,
+			     "mr '%s': offset %" PRIu64 " + length %" PRIu64
+			     " is outside dm '%s' (%" PRIu64 " bytes)",
+			     unnamed(r->name), r->offset, r->length,
+			     unnamed(d->name), d->size);
+	if (r->odp)
+		parser_error(p, r->loc,
+			     "mr '%s': odp is for host memory, not device "
+			     "memory",
+			     unnamed(r->name));
+}
+
 static void verify_mr(struct parser *p, const struct conf_profile *pr,
 		      const struct conf_mr *r)
 {
 	const struct conf_memory *m = conf_obj_find(pr, OBJ_MEMORY, r->memory);
+
+	if (!r->memory == !r->dm)
+		parser_error(p, r->loc,
+			     "mr '%s': give memory (host memory) or dm "
+			     "(device memory), %s",
+			     unnamed(r->name),
+			     r->memory ? "not both" : "one of them");
+	if (r->dm)
+		verify_dm_mr(p, pr, r);
 
 	if (m && m->size &&
 	    (r->offset >= m->size || r->length > m->size - r->offset))

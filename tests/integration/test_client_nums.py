@@ -85,3 +85,56 @@ def test_numbers_are_the_kernels(rdmad, run_dir):  # noqa: F811
                 assert e.code == code, (arg, e)
             else:
                 raise AssertionError(f"{call.__name__}({arg!r}) passed")
+
+
+DM = """
+devices = ( { name = "d0"; match = { ibdev = "rxe0"; }; } );
+profiles = (
+  { name = "p"; device = "d0";
+    memory = ( { name = "m"; size = "1M"; } );
+    pd = ( { name = "a"; } );
+    dm = ( { name = "dev"; size = "64K"; } );
+    mr = ( { name = "r"; pd = "a"; memory = "m"; },
+           { name = "dr"; pd = "a"; dm = "dev"; length = "4K";
+             access = [ "local_write" ]; } ); }
+);
+"""
+
+
+def test_device_memory_up_to_where_rxe_refuses(rdmad, run_dir):  # noqa: F811
+    """An mr over device memory (dm = "...") is declared and refused
+    where rxe refuses it: rxe has no device memory (ibv_devinfo's
+    max_dm_size is 0), so the dm fails with why and its mr with it,
+    while the rest is made; a client is told no such dm, and in local
+    mode that device memory is the daemon's context's. (max_dm_size as
+    pyverbs reads it says rxe has none.) Importing it
+    (ibv_import_dm) and the MR over it is tests/hw/test_dm_hw.py."""
+    from pyverbs.device import Context
+
+    with Context(name="rxe0") as ctx:
+        assert ctx.query_device_ex().max_dm_size == 0
+    d = start(rdmad, run_dir)
+    d.conf.write_text(d.conf.read_text().split("devices =")[0] + DM)
+    status, body = d.request("POST", "/v1/reload")
+    assert status == 200, body
+    d.settle()
+    objs = {(o["kind"], o["name"]): o
+            for o in d.get("/v1/profiles/p")[1]["objects"]}
+    assert objs[("dm", "dev")]["state"] == "failed"
+    assert "device memory needs a device that has it" in \
+        objs[("dm", "dev")]["reason"], objs
+    assert objs[("mr", "dr")]["state"] == "failed"
+    assert "dm 'dev'" in objs[("mr", "dr")]["reason"], objs
+    assert objs[("mr", "r")]["state"] == "ready"
+    assert [m["mrlen"] for m in rdma_res("mr", d.pid)] == [1 << 20]
+
+    r = subprocess.run([str(HELPER), d.sock, "p", "dm:dev", "mr:dr",
+                        "mr:r"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("dm dev 0 ENOENT profile 'p' has no ready "
+                               "dm 'dev' in local mode"), lines
+    assert lines[1].startswith("mr dr 0 ENOENT"), lines
+    assert lines[2].split()[:2] == ["mr", "r"] and lines[2].split()[3] == "0"
+    assert lines[-1] == "detached 0"
