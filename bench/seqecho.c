@@ -7,11 +7,17 @@
  * sizes. It neither decodes nor encodes anything: the least a server can
  * do per request.
  *
- *   seqecho -s SOCKET -r REPLY_FILE
+ *   seqecho -s SOCKET -r REPLY_FILE [-t THREADS]
+ *
+ * -t: also start THREADS threads that only wait, as rdmad's idle worker
+ * pool does: a process with more than one thread pays for it on every
+ * system call that takes an fd (the kernel's fd table is shared, so each
+ * lookup takes a reference), which a single-threaded server does not.
  *
  * Prints "listening" once it accepts connections; runs until SIGTERM.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,20 +66,32 @@ static void on_client(int ep, int fd)
 	}
 }
 
+static void *idle(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	const char *path = NULL, *reply_file = NULL;
 	struct epoll_event ev, evs[64];
-	int opt, lfd, ep, n;
+	int opt, lfd, ep, n, threads = 0;
+	pthread_t th;
 	FILE *f;
 
-	while ((opt = getopt(argc, argv, "s:r:")) != -1) {
+	while ((opt = getopt(argc, argv, "s:r:t:")) != -1) {
 		switch (opt) {
 		case 's':
 			path = optarg;
 			break;
 		case 'r':
 			reply_file = optarg;
+			break;
+		case 't':
+			threads = atoi(optarg);
 			break;
 		default:
 			fprintf(stderr, "usage: seqecho -s SOCKET -r REPLY_FILE\n");
@@ -84,6 +102,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: seqecho -s SOCKET -r REPLY_FILE\n");
 		return 2;
 	}
+	for (int i = 0; i < threads; i++)
+		if (pthread_create(&th, NULL, idle, NULL)) {
+			perror("pthread_create");
+			return 1;
+		}
 	f = fopen(reply_file, "re");
 	if (!f) {
 		perror(reply_file);

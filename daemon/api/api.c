@@ -658,8 +658,8 @@ bool api_cacheable(struct manager *m, const char *method, const char *path,
 
 	if (!streq(method, "GET") || strlen(path) >= sizeof(buf))
 		return false;
-	/* Fixed at build time: rendered once. */
-	if (streq(path, "/v1/openapi.json")) {
+	/* Fixed at build time, or for the daemon's life: rendered once. */
+	if (streq(path, "/v1/openapi.json") || streq(path, "/v1/health")) {
 		*generation = 0;
 		return true;
 	}

@@ -7,6 +7,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <uthash.h>
 
@@ -48,6 +49,22 @@ struct waiter {
 };
 
 #define CONTROL_MAX_WAITS_PER_SESSION 16
+
+/*
+ * A REPLY rendered once, for a document that changes only when the
+ * engine says so (api_cacheable): later REQUESTs for it get the same
+ * bytes, the header's id changed (what http.c's cache does for REST).
+ */
+struct cached_reply {
+	char *path;
+	uint64_t generation;
+	uint8_t *frame;
+	size_t len;
+	UT_hash_handle hh;
+};
+
+/* Profiles come and go: a bound, not an eviction policy. */
+#define CONTROL_MAX_CACHED 64
 
 /* A REQUEST whose answer comes later (api.h: POST /v1/reload). */
 struct later {
@@ -123,6 +140,7 @@ struct control {
 	struct epoll_event *ready; /* while on_sessions serves them */
 	int n_ready;
 	uint8_t *frame; /* PROTO_RECV_BYTES: every message is read here */
+	struct cached_reply *cache;
 	struct session *sessions;
 	unsigned int next_session, next_attachment;
 };
@@ -1022,6 +1040,82 @@ static void on_later(struct api_later *later, int status, json_t *reply)
 	free(lt);
 }
 
+static void cached_free(struct control *c, struct cached_reply *e)
+{
+	HASH_DEL(c->cache, e);
+	free(e->path);
+	free(e->frame);
+	free(e);
+}
+
+/* The REPLY to GET path at generation, rendered if the cache has no
+ * such one. NULL when out of memory or too large for a frame. */
+static struct cached_reply *cached_reply(struct session *s,
+					 const struct api_request *ar,
+					 uint64_t generation)
+{
+	struct control *c = s->c;
+	struct proto_msg m;
+	struct cached_reply *e = NULL;
+	json_t *reply = NULL;
+	uint8_t *buf;
+	size_t len;
+	int status, r;
+
+	HASH_FIND_STR(c->cache, ar->path, e);
+	if (e && e->generation == generation)
+		return e;
+	if (e)
+		cached_free(c, e);
+	if (HASH_COUNT(c->cache) >= CONTROL_MAX_CACHED)
+		while (c->cache)
+			cached_free(c, c->cache);
+	status = api_handle(c->m, ar, &reply);
+	proto_msg_init(&m);
+	m.type = PROTO_REPLY;
+	m.payload = json_pack("{s:i, s:o}", "status", status, "body", reply);
+	buf = malloc(PROTO_MAX_FRAME);
+	r = buf && m.payload ? proto_encode(&m, buf, PROTO_MAX_FRAME, &len)
+			     : -ENOMEM;
+	proto_msg_clear(&m);
+	e = r < 0 ? NULL : calloc(1, sizeof(*e));
+	if (!e || !(e->path = strdup(ar->path)) ||
+	    !(e->frame = realloc(buf, len))) {
+		if (e)
+			free(e->path);
+		free(e);
+		free(buf);
+		return NULL;
+	}
+	e->len = len;
+	e->generation = generation;
+	HASH_ADD_KEYPTR(hh, c->cache, e->path, strlen(e->path), e);
+	return e;
+}
+
+/* The cached REPLY, under this REQUEST's id. */
+static int send_cached(struct session *s, uint32_t id,
+		       const struct cached_reply *e)
+{
+	uint8_t hdr[PROTO_HDR_SIZE];
+	struct proto_hdr h;
+	struct iovec iov[2] = {
+		{ .iov_base = hdr, .iov_len = sizeof(hdr) },
+		{ .iov_base = e->frame + PROTO_HDR_SIZE,
+		  .iov_len = e->len - PROTO_HDR_SIZE },
+	};
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
+	ssize_t n;
+
+	proto_hdr_unpack(e->frame, &h);
+	h.id = id;
+	proto_hdr_pack(&h, hdr);
+	do
+		n = sendmsg(s->fd, &mh, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : 0;
+}
+
 static int request(struct session *s, uint32_t id, json_t *req)
 {
 	struct api_request ar = {
@@ -1033,7 +1127,9 @@ static int request(struct session *s, uint32_t id, json_t *req)
 		.via_socket = true,
 	};
 	json_t *reply = NULL;
+	struct cached_reply *e;
 	struct later *lt;
+	uint64_t generation;
 	int status;
 
 	if (!ar.method || !ar.path)
@@ -1044,6 +1140,12 @@ static int request(struct session *s, uint32_t id, json_t *req)
 				  "\"body\" must be an object");
 	if (streq(ar.method, "GET") && streq(ar.path, "/v1/events"))
 		return subscribe(s, id);
+	/* Documents that change only when the engine says so: the bytes
+	 * of last time, while they hold. */
+	if (!ar.body && utf8_valid(ar.path) &&
+	    api_cacheable(s->c->m, ar.method, ar.path, &generation) &&
+	    (e = cached_reply(s, &ar, generation)))
+		return send_cached(s, id, e);
 	lt = calloc(1, sizeof(*lt));
 	if (!lt)
 		return -ENOMEM;
@@ -1680,6 +1782,8 @@ void control_stop(struct manager *m)
 		if (!c->passed)
 			unlink(c->path);
 	}
+	while (c->cache)
+		cached_free(c, c->cache);
 	free(c->frame);
 	free(c->path);
 	free(c);

@@ -5,13 +5,14 @@ signals, bad requests."""
 
 import http.client
 import json
+import os
 import signal
 import socket
 import subprocess
 import time
 
 from conftest import RDMAD, RDMACTL, free_port, raw_http, rdmactl
-from rdmadproto import ATTACH, ERROR, Client
+from rdmadproto import ATTACH, ERROR, HDR, REPLY, REQUEST, Client
 
 PROFILE = """
 devices = ( { name = "d0"; match = { ibdev = "rxe0"; }; } );
@@ -275,3 +276,44 @@ def test_http_conventions_allow_head_and_authenticate(rdmad):
     assert r.getheader("WWW-Authenticate").startswith("Bearer")
     status, r, _ = http_exchange(d.port, "GET", "/v1/health")
     assert status == 200 and r.getheader("WWW-Authenticate") is None
+
+
+def test_control_socket_serves_documents_rendered_once(rdmad):
+    """GET documents that change only when the engine says so (a
+    profile's, /v1/health) are rendered once and sent again under each
+    REQUEST's own id; a change (an attach leases the MR) is in the very
+    next answer, the same as REST's."""
+    d = rdmad(PROFILE)
+    c = Client(str(d.conf.parent / "rdmad.sock"))
+    try:
+        ids = [c.send(REQUEST, {"method": "GET", "path": "/v1/profiles/p"})
+               for _ in range(3)]
+        answers = []
+        for want in ids:
+            msg = c.sock.recv(1 << 17)
+            _, _, mtype, _, _, mid, _ = HDR.unpack_from(msg)
+            body = json.loads(msg[HDR.size:])
+            answers.append((mtype, mid, body))
+        assert [a[1] for a in answers] == ids, answers
+        assert all(a[0] == REPLY and a[2]["status"] == 200 for a in answers)
+        assert answers[0][2] == answers[1][2] == answers[2][2]
+        first = answers[0][2]["body"]
+        assert first == d.get("/v1/profiles/p")[1]
+        leases = {o["name"]: o["leases"] for o in first["objects"]}
+        assert leases["r"] == 0
+        a = Client(str(d.conf.parent / "rdmad.sock"))
+        try:
+            t, doc, fds = a.call(ATTACH, {"profile": "p", "mode": "local"})
+            for fd in fds:
+                os.close(fd)
+            status, now = c.request("GET", "/v1/profiles/p")
+            assert status == 200
+            assert {o["name"]: o["leases"] for o in now["objects"]}["r"] \
+                == 1, now
+            assert now == d.get("/v1/profiles/p")[1]
+        finally:
+            a.close()
+        assert c.request("GET", "/v1/health") == (200, {"status": "ok"})
+        assert c.request("GET", "/v1/health") == (200, {"status": "ok"})
+    finally:
+        c.close()
