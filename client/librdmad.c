@@ -137,6 +137,15 @@ struct client_dm_mr {
 	struct ibv_mr *mr;
 };
 
+/* An implicit MR (odp without memory): the client's own, over its own
+ * address space, registered on the profile's PD when first asked for. */
+struct client_imr {
+	char *name;
+	size_t pd;
+	unsigned int access;
+	struct ibv_mr *mr;
+};
+
 /* An XRC domain's file: opened on this context when first asked for. */
 struct client_xrcd {
 	char *name;
@@ -178,6 +187,8 @@ struct rdmad_profile {
 	size_t n_dm;
 	struct client_dm_mr *dm_mr;
 	size_t n_dm_mr;
+	struct client_imr *imr;
+	size_t n_imr;
 	/* Local mode: the devices, listed while the daemon answered. */
 	struct ibv_device **devs;
 	int n_devs;
@@ -1031,6 +1042,9 @@ static void profile_free(struct rdmad_profile *p)
 		free(p->dm[i].name);
 	for (i = 0; i < p->n_dm_mr; i++)
 		free(p->dm_mr[i].name);
+	for (i = 0; i < p->n_imr; i++)
+		free(p->imr[i].name);
+	free(p->imr);
 	free(p->dm);
 	free(p->dm_mr);
 	free(p->qp);
@@ -1433,6 +1447,45 @@ static int parse_mrs(struct rdmad_profile *p, const struct proto_msg *m)
 	return 0;
 }
 
+/* Optional (daemons before 0.6 send none): implicit MRs to register. */
+static int parse_imrs(struct rdmad_profile *p, const struct proto_msg *m)
+{
+	json_t *a, *o;
+	size_t n, i, j;
+	int r;
+
+	a = get_array(m->payload, "implicit_mr", &n);
+	if (n == (size_t)-1)
+		return malformed(p, "\"implicit_mr\" is not an array");
+	p->imr = calloc(n ? n : 1, sizeof(*p->imr));
+	if (!p->imr)
+		return client_set_error(ENOMEM, "out of memory");
+	json_array_foreach(a, i, o)
+	{
+		struct client_imr *mr = &p->imr[p->n_imr++];
+		const char *s;
+
+		mr->name = get_name(o, "name");
+		if (!mr->name)
+			return malformed(p, "implicit mr %zu has no name", i);
+		for (j = 0; j < p->n_mr; j++)
+			if (streq(p->mr[j].name, mr->name))
+				return malformed(p, "mr '%s' twice", mr->name);
+		for (j = 0; j < i; j++)
+			if (streq(p->imr[j].name, mr->name))
+				return malformed(p, "mr '%s' twice", mr->name);
+		s = json_string_value(json_object_get(o, "pd"));
+		if (!find_index(p, true, s, &mr->pd))
+			return malformed(p, "mr '%s': no pd '%s'", mr->name,
+					 s ? s : "");
+		r = parse_access(p, mr->name, json_object_get(o, "access"),
+				 &mr->access);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 /*
  * Fill p from ATTACHED, taking the fds it uses out of m (those it does
  * not use stay in m, to be closed with it). p->attachment and
@@ -1497,6 +1550,9 @@ static int parse_attached(struct rdmad_profile *p, struct proto_msg *m,
 	if (r < 0)
 		return r;
 	r = parse_mrs(p, m);
+	if (r < 0)
+		return r;
+	r = parse_imrs(p, m);
 	if (r < 0)
 		return r;
 	return parse_dms(p, m);
@@ -1906,6 +1962,19 @@ static int profile_teardown(struct rdmad_profile *p)
 		if (p->xrcd[i].xrcd)
 			ibv_close_xrcd(p->xrcd[i].xrcd);
 		p->xrcd[i].xrcd = NULL;
+	}
+	/* Ours in either mode, on the profile's PD: before it goes. */
+	for (i = 0; i < p->n_imr; i++) {
+		if (p->imr[i].mr) {
+			e = ibv_dereg_mr(p->imr[i].mr);
+			if (e && !r)
+				r = client_set_error(e,
+						     "cannot deregister mr "
+						     "'%s': %s",
+						     p->imr[i].name,
+						     strerror(e));
+		}
+		p->imr[i].mr = NULL;
 	}
 	/* Imported (shared mode only): the daemon's to destroy. */
 	for (i = 0; i < p->n_dm_mr; i++) {
@@ -2348,6 +2417,24 @@ static struct ibv_mr *dm_mr_import(struct rdmad_profile *p,
 	return mr->mr;
 }
 
+static struct ibv_mr *imr_register(struct rdmad_profile *p,
+				   struct client_imr *mr)
+{
+	if (mr->mr)
+		return mr->mr;
+	errno = 0;
+	mr->mr = ibv_reg_mr(p->pd[mr->pd].pd, NULL, SIZE_MAX,
+			    mr->access | IBV_ACCESS_ON_DEMAND);
+	if (!mr->mr)
+		errno = -client_set_error(errno ? errno : EIO,
+					  "cannot register implicit mr '%s' "
+					  "(on-demand paging over the whole "
+					  "address space): %s",
+					  mr->name,
+					  strerror(errno ? errno : EIO));
+	return mr->mr;
+}
+
 struct ibv_mr *rdmad_mr(struct rdmad_profile *p, const char *name)
 {
 	struct client_mr *mr;
@@ -2356,6 +2443,10 @@ struct ibv_mr *rdmad_mr(struct rdmad_profile *p, const char *name)
 	for (size_t i = 0; p && name && i < p->n_dm_mr; i++)
 		if (streq(p->dm_mr[i].name, name))
 			return dm_mr_import(p, &p->dm_mr[i]);
+	/* Implicit: registered here, over this process's address space. */
+	for (size_t i = 0; p && name && i < p->n_imr; i++)
+		if (streq(p->imr[i].name, name))
+			return imr_register(p, &p->imr[i]);
 	mr = find_mr(p, name);
 	return mr ? mr->mr : NULL;
 }

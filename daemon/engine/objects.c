@@ -201,6 +201,24 @@ static int dm_mr_create(struct profile *p, struct object *o,
 	return 0;
 }
 
+/* odp = true without memory: one MR over the whole address space,
+ * paged on demand (IBV_ODP_SUPPORT_IMPLICIT). Clients are never given
+ * the daemon's: each registers its own (ATTACHED "implicit_mr"). */
+static int implicit_mr_create(struct object *o, struct object *pd)
+{
+	const struct conf_mr *c = o->conf;
+
+	o->u.mr.iova = 0;
+	o->u.mr.mr = ibv_reg_mr(pd->u.pd, NULL, SIZE_MAX,
+				c->access | IBV_ACCESS_ON_DEMAND);
+	if (!o->u.mr.mr)
+		return object_fail(o, errno,
+				   "ibv_reg_mr of the whole address space "
+				   "(implicit on-demand paging): %s",
+				   strerror(errno));
+	return 0;
+}
+
 static int mr_create(struct profile *p, struct object *o)
 {
 	const struct conf_mr *c = o->conf;
@@ -209,6 +227,8 @@ static int mr_create(struct profile *p, struct object *o)
 
 	if (pd && c->dm)
 		return dm_mr_create(p, o, pd);
+	if (pd && !c->memory)
+		return implicit_mr_create(o, pd);
 	mem = pd ? dep(p, o, OBJ_MEMORY, c->memory) : NULL;
 	uint32_t handle;
 	uint64_t len;
@@ -1118,9 +1138,14 @@ static void ready_json(const struct object *o, json_t *j)
 		SET_STR(j, "dm", c->dm);
 		SET_INT(j, "lkey", o->u.mr.mr->lkey);
 		SET_INT(j, "rkey", o->u.mr.mr->rkey);
-		SET_INT(j, "length", o->u.mr.mr->length);
-		SET_INT(j, "offset", c->offset);
-		SET_INT(j, "iova", o->u.mr.iova);
+		if (!c->memory && !c->dm) {
+			/* The whole address space: no length or offset. */
+			json_object_set_new(j, "implicit", json_true());
+		} else {
+			SET_INT(j, "length", o->u.mr.mr->length);
+			SET_INT(j, "offset", c->offset);
+			SET_INT(j, "iova", o->u.mr.iova);
+		}
 		json_object_set_new(j, "zero_based",
 				    json_boolean(c->zero_based || c->dm));
 		if (c->odp)

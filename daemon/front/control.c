@@ -778,7 +778,7 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 	int fds[PROTO_MAX_FDS];
 	size_t n_fds = 0;
 	struct attachment *att, a = { 0 };
-	json_t *doc, *mem, *pds, *mrs, *xrcds, *qps, *srqs, *dms, *dm_mrs;
+	json_t *doc, *mem, *pds, *mrs, *xrcds, *qps, *srqs, *dms, *dm_mrs, *imrs;
 	int opened[PROTO_MAX_FDS]; /* fds we opened for this message */
 	size_t n_opened = 0;
 	bool shared;
@@ -834,8 +834,9 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 	srqs = json_array();
 	dms = json_array();
 	dm_mrs = json_array();
+	imrs = json_array();
 	if (!doc || !mem || !pds || !mrs || !xrcds || !qps || !srqs || !dms ||
-	    !dm_mrs) {
+	    !dm_mrs || !imrs) {
 		r = -ENOMEM;
 		goto fail;
 	}
@@ -916,6 +917,22 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 			json_object_del(j, "leases");
 			json_object_del(j, "state");
 			json_array_append_new(dm_mrs, j);
+		} else if (o->kind == OBJ_MR &&
+			   !((const struct conf_mr *)o->conf)->memory) {
+			/* Implicit: the daemon's covers the daemon's memory.
+			 * The client registers its own, over its own address
+			 * space, on the profile's PD: nothing to lease. */
+			json_t *doc_mr = object_json(o);
+
+			json_array_append_new(
+				imrs,
+				json_pack("{s:s, s:s, s:O}", "name",
+					  object_name(o), "pd",
+					  ((const struct conf_mr *)o->conf)->pd,
+					  "access",
+					  json_object_get(doc_mr, "access")));
+			json_decref(doc_mr);
+			continue;
 		} else if (o->kind == OBJ_MR) {
 			const struct conf_mr *cm = o->conf;
 			struct object *m =
@@ -943,7 +960,8 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 	json_object_set_new(doc, "srq", srqs);
 	json_object_set_new(doc, "dm", dms);
 	json_object_set_new(doc, "dm_mr", dm_mrs);
-	mem = pds = mrs = xrcds = qps = srqs = dms = dm_mrs = NULL;
+	json_object_set_new(doc, "implicit_mr", imrs);
+	mem = pds = mrs = xrcds = qps = srqs = dms = dm_mrs = imrs = NULL;
 
 	att = realloc(s->att, (s->n_att + 1) * sizeof(*att));
 	if (!att) {
@@ -973,6 +991,7 @@ fail:
 	json_decref(srqs);
 	json_decref(dms);
 	json_decref(dm_mrs);
+	json_decref(imrs);
 	json_decref(doc);
 	json_decref(mem);
 	json_decref(pds);

@@ -220,6 +220,14 @@ static void check_profile(struct config *c, const struct caps *caps,
 					 "mr '%s': odp, but %s has no on-demand "
 					 "paging (its odp_caps say none)",
 					 m->name, caps->ibdev);
+		else if (m->odp && !m->memory && !m->dm &&
+			 !(caps->ex.odp_caps.general_caps &
+			   IBV_ODP_SUPPORT_IMPLICIT))
+			config_add_error(c, m->loc,
+					 "mr '%s': implicit on-demand paging "
+					 "(odp without memory), but %s pages "
+					 "on demand only over given memory",
+					 m->name, caps->ibdev);
 	}
 	for (size_t i = 0; i < pr->n_objs[OBJ_CQ]; i++) {
 		const struct conf_cq *q = conf_obj(pr, OBJ_CQ, i);

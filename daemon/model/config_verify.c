@@ -209,6 +209,13 @@ static void verify_expose(struct parser *p, const struct conf_profile *pr,
 			     unnamed(t->name), e->mr, unnamed(pr->name));
 		return;
 	}
+	if (!r->memory && !r->dm) {
+		parser_error(p, e->loc,
+			     "target '%s': mr '%s' is implicit (the daemon's "
+			     "whole address space): it cannot be exposed",
+			     unnamed(t->name), e->mr);
+		return;
+	}
 	if (!e->access)
 		parser_error(p, e->loc,
 			     "target '%s': expose of mr '%s' grants no access "
@@ -404,12 +411,24 @@ static void verify_mr(struct parser *p, const struct conf_profile *pr,
 {
 	const struct conf_memory *m = conf_obj_find(pr, OBJ_MEMORY, r->memory);
 
-	if (!r->memory == !r->dm)
+	if (r->memory && r->dm)
 		parser_error(p, r->loc,
 			     "mr '%s': give memory (host memory) or dm "
-			     "(device memory), %s",
-			     unnamed(r->name),
-			     r->memory ? "not both" : "one of them");
+			     "(device memory), not both",
+			     unnamed(r->name));
+	else if (!r->memory && !r->dm && !r->odp)
+		parser_error(p, r->loc,
+			     "mr '%s': give memory (host memory) or dm "
+			     "(device memory); or odp = true alone, for an "
+			     "implicit mr over a whole address space",
+			     unnamed(r->name));
+	else if (!r->memory && !r->dm &&
+		 (r->offset || r->length || r->zero_based))
+		parser_error(p, r->loc,
+			     "mr '%s': an implicit mr (odp without memory) "
+			     "covers a whole address space: no offset, length "
+			     "or zero_based",
+			     unnamed(r->name));
 	if (r->dm)
 		verify_dm_mr(p, pr, r);
 

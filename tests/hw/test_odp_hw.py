@@ -4,7 +4,9 @@ odp = true is registered with IBV_ACCESS_ON_DEMAND (the device's
 odp_caps, as pyverbs reads them, say it pages on demand), shows
 "odp": true, is in the kernel's list with its length, and a Python
 client attached to the profile gets a working MR over the same memory
-(registered on demand too in local mode; imported in shared mode)."""
+(registered on demand too in local mode; imported in shared mode). On a
+device with implicit ODP, an mr with odp alone covers the daemon's whole
+address space, and a client gets its own over its own (nums_client)."""
 
 import json
 import secrets
@@ -47,7 +49,9 @@ profiles = ( {{ name = "p"; device = "d";
   memory = ( {{ name = "m"; size = "64M"; }} );
   pd = ( {{ name = "a"; }} );
   mr = ( {{ name = "r"; pd = "a"; memory = "m"; odp = true;
-            access = [ "local_write", "remote_write", "remote_read" ]; }} );
+            access = [ "local_write", "remote_write", "remote_read" ]; }},
+         {{ name = "all"; pd = "a"; odp = true;
+            access = [ "local_write" ]; }} );
 }} );
 """)
     r = subprocess.run([str(ROOT / "build" / "rdmad"), "--check", "-c",
@@ -66,6 +70,18 @@ profiles = ( {{ name = "p"; device = "d";
             time.sleep(0.2)
         mr = get("/v1/profiles/p/mr/r")
         assert mr["odp"] is True and mr["length"] == 64 << 20, mr
+        if caps & e.IBV_ODP_SUPPORT_IMPLICIT:
+            imr = get("/v1/profiles/p/mr/all")
+            assert imr["state"] == "ready" and imr["implicit"] is True, imr
+            # A client registers its own, over its own address space.
+            got = subprocess.run(
+                [str(ROOT / "build" / "tests" / "nums_client"),
+                 str(run / "rdmad.sock"), "p", "mr:all"],
+                capture_output=True, text=True, timeout=60)
+            assert got.returncode == 0, got.stderr
+            line = got.stdout.splitlines()[0].split()
+            assert line[:2] == ["mr", "all"] and line[3] == "0", line
+            assert int(line[2]) != imr["lkey"], (line, imr)
         out = json.loads(subprocess.run(
             ["rdma", "-j", "resource", "show", "mr"], capture_output=True,
             text=True, check=True).stdout)

@@ -474,3 +474,17 @@ def test_odp_checked_against_the_device(write_conf):
     r = subprocess.run([str(RDMAD), "--check", "-c", str(plain)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+    # An implicit mr (odp alone: the whole address space) is refused
+    # the same way; on a device that is absent it is left for later.
+    implicit = ODP.replace('memory = "m"; odp = true;', "odp = true;")
+    path = write_conf(implicit, name="implicit.conf")
+    r = subprocess.run([str(RDMAD), "--check", "-c", str(path)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 78, r.stderr
+    assert (f"{path}:6: mr 'r': odp, but rxe0 has no on-demand paging"
+            in r.stderr), r.stderr
+    absent = write_conf(implicit.replace('"rxe0"', '"no-such-rdma9"'),
+                        name="absent.conf")
+    r = subprocess.run([str(RDMAD), "--check", "-c", str(absent)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
