@@ -110,20 +110,45 @@ static void finish(struct workers *p, struct list *l, bool cancelled)
 	}
 }
 
+/* How many results one wake-up of the loop takes: the rest wait for the
+ * next turn, after what else is due (REST, the control socket). */
+#define RESULTS_PER_WAKEUP 64
+
+/*
+ * Results one at a time, each taken off the shared list just before its
+ * done() runs: a done() may drain an owner (workers_drain(), e.g. a
+ * reload cancelling a creation), which must find every result of that
+ * owner still on the list, not in a batch of ours it would free under
+ * us.
+ */
 static int on_results(sd_event_source *s, int fd, uint32_t revents, void *ud)
 {
 	struct workers *p = ud;
-	struct list l;
+	struct work *w = NULL;
+	bool more;
 	uint64_t n;
 
 	(void)s;
 	(void)revents;
 	(void)!read(fd, &n, sizeof(n));
+	for (unsigned int i = 0; i < RESULTS_PER_WAKEUP; i++) {
+		pthread_mutex_lock(&p->lock);
+		w = pop(&p->done);
+		pthread_mutex_unlock(&p->lock);
+		if (!w)
+			return 0;
+		__atomic_sub_fetch(&p->busy, 1, __ATOMIC_RELAXED);
+		w->done(w, false);
+	}
+	/* Workers only wake us when the list was empty: it is not. */
 	pthread_mutex_lock(&p->lock);
-	l = p->done;
-	p->done = (struct list){ 0 };
+	more = p->done.head != NULL;
 	pthread_mutex_unlock(&p->lock);
-	finish(p, &l, false);
+	if (more) {
+		uint64_t one = 1;
+
+		(void)!write(p->efd, &one, sizeof(one));
+	}
 	return 0;
 }
 

@@ -163,12 +163,66 @@ static void test_free_cancels_what_is_queued(void **state)
 	sd_event_unref(e);
 }
 
+/*
+ * A done() that drains another owner (as a reload that cancels a
+ * creation does) while that owner's results are back but not yet seen:
+ * the drain finishes them, each exactly once, and the loop does not
+ * touch them afterwards (the owner may free them: here they are
+ * poisoned once drained). The reload regression of stop 19's CI.
+ */
+static struct workers *drain_pool;
+static struct job *drained;
+static size_t n_drained;
+
+static void draining_done(struct work *w, bool cancelled)
+{
+	job_done(w, cancelled);
+	workers_drain(drain_pool, &n_drained);
+	for (size_t i = 0; i < n_drained; i++) {
+		assert_int_equal(drained[i].done, 1);
+		/* Freed, as far as the pool may know. */
+		drained[i].w.done = NULL;
+		drained[i].w.next = (struct work *)0x1;
+	}
+}
+
+static void test_done_may_drain_results_not_yet_seen(void **state)
+{
+	struct job first, others[16];
+	struct timespec ts = { 0, 200 * 1000000L };
+	sd_event *e;
+
+	(void)state;
+	loop_thread = pthread_self();
+	assert_int_equal(sd_event_new(&e), 0);
+	assert_int_equal(workers_new(e, 2, &drain_pool), 0);
+	drained = others;
+	n_drained = ARRAY_SIZE(others);
+	job_init(&first, NULL, 0);
+	first.w.done = draining_done;
+	workers_submit(drain_pool, &first.w);
+	for (size_t i = 0; i < ARRAY_SIZE(others); i++) {
+		/* Back after first: behind it on the list of results. */
+		job_init(&others[i], &n_drained, 1);
+		workers_submit(drain_pool, &others[i].w);
+	}
+	/* All are back before the loop looks: one batch of results. */
+	nanosleep(&ts, NULL);
+	run_until_idle(e, drain_pool);
+	assert_int_equal(first.done, 1);
+	for (size_t i = 0; i < ARRAY_SIZE(others); i++)
+		assert_int_equal(others[i].ran, 1);
+	drain_pool = workers_free(drain_pool);
+	sd_event_unref(e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_jobs_run_on_workers_and_come_back),
 		cmocka_unit_test(test_drain_cancels_queued_waits_for_running),
 		cmocka_unit_test(test_free_cancels_what_is_queued),
+		cmocka_unit_test(test_done_may_drain_results_not_yet_seen),
 	};
 
 	return cmocka_run_group_tests_name("workers", tests, NULL, NULL);
