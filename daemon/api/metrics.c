@@ -329,7 +329,7 @@ char *metrics_render(struct manager *m)
 		"# TYPE rdmad_reloads_total counter\n"
 		"rdmad_reloads_total{result=\"ok\"} %u\n"
 		"rdmad_reloads_total{result=\"error\"} %u\n",
-		manager_uptime(m), m->reloads - m->reload_failures,
+		manager_uptime(m), m->reloads_applied,
 		m->reload_failures);
 	objects(f, m);
 	contexts(f, m);

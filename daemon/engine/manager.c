@@ -768,6 +768,8 @@ static void reload_done(struct work *w, bool cancelled)
 	} else if (q->r == 0) {
 		q->r = apply(m, TAKE_PTR(q->next), q->force, &q->result);
 	}
+	if (q->r == 0)
+		m->reloads_applied++;
 	if (q->r < 0) {
 		m->reload_failures++;
 		if (q->r == -EINVAL)
@@ -813,7 +815,6 @@ int manager_reload(struct manager *m, bool force, manager_reload_fn done,
 	q->force = force;
 	q->done = done;
 	q->ud = ud;
-	m->reloads++;
 	for (tail = &m->reload_queue; *tail; tail = &(*tail)->later)
 		;
 	*tail = q;

@@ -108,7 +108,9 @@ struct manager {
 	struct orphans *orphans; /* RDMA netlink scans (orphans.c) */
 	char *token; /* REST bearer token, NULL: mutating calls refused */
 	struct timespec started; /* CLOCK_MONOTONIC */
-	unsigned int reloads, reload_failures;
+	/* Reloads that ended (applied, or refused or cancelled): counted
+	 * at the end, so a queued one is in neither. */
+	unsigned int reloads_applied, reload_failures;
 	unsigned long long orphan_scans, orphan_scan_failures;
 	unsigned long long ctx_retirements; /* contexts renewed for orphans */
 	struct reload_req *reload_queue; /* the first is on the workers */

@@ -242,6 +242,7 @@ def test_reload_is_read_on_a_worker(rdmad, monkeypatch):
     monkeypatch.setenv("RDMAD_VALIDATE_TIMEOUT_MS", "6000")
     d = rdmad(BASE)
     before = handles(d)
+    ended = reloads_by_result(d)
     rewrite(d, CHANGED)
     out = {}
 
@@ -272,6 +273,8 @@ def test_reload_is_read_on_a_worker(rdmad, monkeypatch):
         assert r.returncode == 0, r.stderr
         slowest = max(slowest, time.monotonic() - t)
         assert rest.is_alive() and ctl.is_alive(), out
+        # /metrics counts reloads that ended, not those still read.
+        assert reloads_by_result(d) == ended
     assert slowest < 2.0, slowest
     rest.join(60)
     ctl.join(60)
@@ -286,6 +289,9 @@ def test_reload_is_read_on_a_worker(rdmad, monkeypatch):
     # The one that left: answered to nobody, the daemon serves on.
     assert settle(lambda: d.log().count("did not finish") >= 3, 20), d.log()
     assert d.get("/v1/health")[0] == 200
+    want = {"ok": ended["ok"], "error": ended["error"] + 3}
+    assert settle(lambda: reloads_by_result(d) == want, 20), \
+        reloads_by_result(d)
     assert settle(lambda: not children(d.pid), 5), children(d.pid)
 
     # Stopped while a reload waits: 503 for it, no child left behind.
@@ -302,6 +308,12 @@ def test_reload_is_read_on_a_worker(rdmad, monkeypatch):
     assert body["error"]["code"] == "unavailable"
     assert settle(lambda: not any(Path(f"/proc/{k}").exists()
                                   for k in kids), 5)
+
+
+def reloads_by_result(d):
+    """rdmad_reloads_total from /metrics, as {result: count}."""
+    return {k.split('"')[1]: int(v) for k, v in d.metrics().items()
+            if k.startswith("rdmad_reloads_total{")}
 
 
 def children(pid):
