@@ -17,6 +17,7 @@
 #include "profile.h"
 #include "restore.h"
 #include "sysd.h"
+#include <uthash.h>
 
 /* The fd store's name of a memory object's fd: FDNAME_MEM profile/memory. */
 #define FDNAME_MEM "mem/"
@@ -205,6 +206,52 @@ static bool stores(const struct object *o)
 	       (c->backing == MEM_MEMFD || c->backing == MEM_HUGETLB);
 }
 
+/*
+ * What the fd store has of ours, by FDNAME (profile/memory): the serial
+ * of the object whose fd went there. A profile changes often (every
+ * reload, attach, state), and storing its memory again each time was a
+ * message and a socket per memory object: 10k memfds made a reload with
+ * no change send 30k. Now only what is not there yet goes.
+ */
+struct stored {
+	UT_hash_handle hh;
+	uint64_t serial;
+	char name[];
+};
+
+static struct stored *stored;
+
+static void stored_forget(const char *name)
+{
+	struct stored *e;
+
+	HASH_FIND_STR(stored, name, e);
+	if (e) {
+		HASH_DEL(stored, e);
+		free(e);
+	}
+}
+
+/* Whether name's fd is there as serial's; noted as such if not. */
+static bool stored_already(const char *name, uint64_t serial)
+{
+	struct stored *e;
+	size_t len = strlen(name);
+
+	HASH_FIND(hh, stored, name, len, e);
+	if (e && e->serial == serial)
+		return true;
+	if (!e) {
+		e = malloc(sizeof(*e) + len + 1);
+		if (!e)
+			return false; /* sent each time, as before */
+		memcpy(e->name, name, len + 1);
+		HASH_ADD_KEYPTR(hh, stored, e->name, len, e);
+	}
+	e->serial = serial;
+	return false;
+}
+
 static void store_profile(const struct profile *p, bool remove)
 {
 	if (remove)
@@ -214,7 +261,7 @@ static void store_profile(const struct profile *p, bool remove)
 	for (size_t i = 0; i < p->n_objects; i++) {
 		const struct object *o = &p->objects[i];
 		const struct conf_memory *c = o->conf;
-		char msg[512];
+		char name[400], msg[512];
 		int fd;
 
 		/* Until it is ready, a worker may still be writing the
@@ -224,13 +271,17 @@ static void store_profile(const struct profile *p, bool remove)
 		fd = remove ? -1 : o->u.mem.fd;
 		if (!remove && fd < 0)
 			continue;
-		snprintf(msg, sizeof(msg), "%s=1\nFDNAME=" FDNAME_MEM "%s/%s",
-			 remove ? "FDSTOREREMOVE" : "FDSTORE", p->conf->name,
-			 c->name);
+		snprintf(name, sizeof(name), "%s/%s", p->conf->name, c->name);
+		if (remove)
+			stored_forget(name);
+		else if (stored_already(name, o->serial))
+			continue;
+		snprintf(msg, sizeof(msg), "%s=1\nFDNAME=" FDNAME_MEM "%s",
+			 remove ? "FDSTOREREMOVE" : "FDSTORE", name);
 		if (remove)
 			sd_notify(0, msg);
-		else
-			sd_pid_notify_with_fds(0, 0, msg, &fd, 1);
+		else if (sd_pid_notify_with_fds(0, 0, msg, &fd, 1) < 0)
+			stored_forget(name); /* not there: try again */
 	}
 }
 
@@ -240,6 +291,8 @@ static void unstore_key(const char *key)
 		 "declared (or has another size); dropping it",
 		 key);
 	sd_notifyf(0, "FDSTOREREMOVE=1\nFDNAME=" FDNAME_MEM "%s", key);
+	/* By name: whatever of ours was stored under it went too. */
+	stored_forget(key);
 }
 
 struct sysd {

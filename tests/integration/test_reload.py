@@ -4,7 +4,9 @@
 broken configuration changes nothing; the same reload twice changes
 nothing. The kernel's view (rdma resource show) is the judge."""
 
+import os
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import RDMACTL, daemon_fds, rdma_res, rdmactl, settle
+from rdmadproto import ATTACH, ATTACHED, Client
 
 BASE = """
 devices = ( { name = "d0"; match = { ibdev = "rxe0"; }; } );
@@ -308,6 +311,78 @@ def test_reload_is_read_on_a_worker(rdmad, monkeypatch):
     assert body["error"]["code"] == "unavailable"
     assert settle(lambda: not any(Path(f"/proc/{k}").exists()
                                   for k in kids), 5)
+
+
+class Notify:
+    """The service manager's notify socket, as the daemon sees it
+    (NOTIFY_SOCKET): every message kept, the fds that come closed."""
+
+    def __init__(self):
+        self.name = "rdmad-test-notify-%d" % os.getpid()
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind("\0" + self.name)
+        self.msgs = []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        while True:
+            try:
+                msg, fds, _, _ = socket.recv_fds(self.sock, 4096, 16)
+            except OSError:
+                return
+            for fd in fds:
+                os.close(fd)
+            self.msgs.append(msg.decode())
+
+    def count(self, line):
+        return sum(line in m.splitlines() for m in self.msgs)
+
+    def stored(self):
+        """FDNAMEs sent with FDSTORE=1, and how often."""
+        return Counter(line.split("=", 1)[1] for m in self.msgs
+                       if "FDSTORE=1" in m.splitlines()
+                       for line in m.splitlines()
+                       if line.startswith("FDNAME=mem/"))
+
+    def close(self):
+        self.sock.close()
+
+
+def test_memory_goes_to_the_fd_store_once(rdmad, monkeypatch):
+    """Under a service manager, each memory's fd goes to the fd store
+    once per incarnation: a reload that keeps it (or an attach that
+    changes its profile) sends it no more; one that recreates it sends
+    the new one."""
+    n = Notify()
+    monkeypatch.setenv("NOTIFY_SOCKET", "@" + n.name)
+    try:
+        d = rdmad(BASE)
+        once = Counter({"mem/p/m": 1, "mem/p/keep": 1})
+        assert settle(lambda: n.stored() == once, 30), n.stored()
+        status, body = d.request("POST", "/v1/reload")
+        assert status == 200, body
+        assert settle(lambda: n.count("READY=1") >= 2, 30), n.msgs
+        c = Client(d.sock)
+        try:
+            t, doc, fds = c.call(ATTACH, {"profile": "p", "mode": "local"})
+            for fd in fds:
+                os.close(fd)
+            assert t == ATTACHED, doc
+        finally:
+            c.close()
+        time.sleep(0.5)
+        assert n.stored() == once
+        rewrite(d, CHANGED)
+        status, body = d.request("POST", "/v1/reload")
+        assert status == 200, body
+        again = Counter({"mem/p/m": 2, "mem/p/keep": 1})
+        assert settle(lambda: n.stored() == again, 30), n.stored()
+        d.settle()
+        time.sleep(0.5)
+        assert n.stored() == again
+    finally:
+        n.close()
 
 
 def reloads_by_result(d):
