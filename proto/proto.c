@@ -426,17 +426,17 @@ int proto_recv(int sock, struct proto_msg *m)
 	return proto_recv_buf(sock, m, buf, PROTO_RECV_BYTES);
 }
 
-int proto_recv_buf(int sock, struct proto_msg *m, uint8_t *buf, size_t cap)
+int proto_recv_frame(int sock, uint8_t *buf, size_t cap, size_t *len,
+		     int fds[PROTO_MAX_FDS], size_t *n_fds)
 {
-	int fds[PROTO_MAX_FDS];
 	union cmsg_buf control;
 	struct msghdr mh = { 0 };
 	struct iovec iov;
-	size_t n_fds, i;
 	ssize_t n;
 	int r;
 
-	proto_msg_init(m);
+	*len = 0;
+	*n_fds = 0;
 	if (cap < PROTO_RECV_BYTES)
 		return -EINVAL;
 	/* One byte more than allowed, to tell "just fits" from "too big". */
@@ -451,29 +451,75 @@ int proto_recv_buf(int sock, struct proto_msg *m, uint8_t *buf, size_t cap)
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return -errno;
+	*len = (size_t)n;
 
 	/* Before anything can fail: every fd must end up owned or closed. */
-	r = take_fds(&mh, fds, &n_fds);
+	r = take_fds(&mh, fds, n_fds);
 	if (r == 0 && (mh.msg_flags & MSG_CTRUNC))
 		r = -EMSGSIZE;
 	if (r == 0 && ((mh.msg_flags & MSG_TRUNC) || n > PROTO_MAX_FRAME))
 		r = -EMSGSIZE;
-	if (r == 0 && n == 0 && n_fds == 0)
+	if (r == 0 && n == 0 && *n_fds == 0)
 		return -EPIPE;
-	if (r == 0) {
-		r = proto_decode(buf, n, n_fds, m);
-	} else {
-		struct proto_hdr h;
-
-		peek_header(buf, n, &h, m);
+	if (r < 0) {
+		close_all(fds, *n_fds);
+		*n_fds = 0;
 	}
+	return r;
+}
+
+int proto_decode_frame(const uint8_t *buf, size_t len, int *fds,
+		       size_t n_fds, struct proto_msg *m)
+{
+	int r = proto_decode(buf, len, n_fds, m);
+
 	if (r < 0) {
 		close_all(fds, n_fds);
 		return r;
 	}
-	for (i = 0; i < n_fds; i++)
+	for (size_t i = 0; i < n_fds; i++)
 		m->fds[i] = fds[i];
 	return 0;
+}
+
+const uint8_t *proto_frame_payload(const uint8_t *buf, size_t len,
+				   size_t n_fds, uint16_t type,
+				   size_t *payload_len)
+{
+	struct proto_msg m;
+	struct proto_hdr h;
+
+	if (n_fds || len > PROTO_MAX_FRAME || peek_header(buf, len, &h, &m) < 0)
+		return NULL;
+	if (h.type != type || h.n_fds || (h.flags & ~PROTO_FLAGS_KNOWN) ||
+	    h.version < PROTO_VERSION_MIN || h.version > PROTO_VERSION_MAX ||
+	    h.length != len - PROTO_HDR_SIZE || !type_info(h.type))
+		return NULL;
+	*payload_len = h.length;
+	return buf + PROTO_HDR_SIZE;
+}
+
+void proto_frame_ids(const uint8_t *buf, size_t len, struct proto_msg *m)
+{
+	struct proto_hdr h;
+
+	proto_msg_init(m);
+	peek_header(buf, len, &h, m);
+}
+
+int proto_recv_buf(int sock, struct proto_msg *m, uint8_t *buf, size_t cap)
+{
+	int fds[PROTO_MAX_FDS];
+	size_t len, n_fds;
+	int r;
+
+	proto_msg_init(m);
+	r = proto_recv_frame(sock, buf, cap, &len, fds, &n_fds);
+	if (r == -EMSGSIZE || r == -EBADMSG)
+		proto_frame_ids(buf, len, m);
+	if (r < 0)
+		return r;
+	return proto_decode_frame(buf, len, fds, n_fds, m);
 }
 
 /* ---- versions ---- */

@@ -220,6 +220,33 @@ int proto_recv(int sock, struct proto_msg *m);
  */
 int proto_recv_buf(int sock, struct proto_msg *m, uint8_t *buf, size_t cap);
 
+/*
+ * proto_recv_buf in two steps, for a server that can answer some frames
+ * without decoding them (one it has seen before, byte for byte):
+ * proto_recv_frame receives one datagram into buf (cap as above) and its
+ * fds, *len its size; errors as proto_recv, except that the frame is not
+ * decoded (and its fds are closed on any error). proto_decode_frame
+ * decodes it into m, which then owns the fds; on failure they are
+ * closed and m has what the header told (type, id) for the ERROR.
+ */
+int proto_recv_frame(int sock, uint8_t *buf, size_t cap, size_t *len,
+		     int fds[PROTO_MAX_FDS], size_t *n_fds);
+int proto_decode_frame(const uint8_t *buf, size_t len, int *fds,
+		       size_t n_fds, struct proto_msg *m);
+
+/* m initialized, with the type and id a frame's header tells (if it has
+ * one): for the ERROR answering a frame that proto_recv_frame refused. */
+void proto_frame_ids(const uint8_t *buf, size_t len, struct proto_msg *m);
+
+/*
+ * A frame whose header is well formed (magic, a version in range, known
+ * type and flags, no fds, length matching) and whose type is type: its
+ * payload and length, else NULL. Says nothing of the payload itself.
+ */
+const uint8_t *proto_frame_payload(const uint8_t *buf, size_t len,
+				   size_t n_fds, uint16_t type,
+				   size_t *payload_len);
+
 /* Client: build the HELLO offering PROTO_VERSION_MIN..PROTO_VERSION_MAX. */
 int proto_hello(struct proto_msg *m, uint32_t id);
 

@@ -61,6 +61,11 @@ struct cached_reply {
 	uint8_t *frame;
 	size_t len;
 	UT_hash_handle hh;
+	/* The payload of the last REQUEST answered with it: the same bytes
+	 * again are the same request, answered without decoding them. */
+	uint8_t *request;
+	size_t request_len;
+	UT_hash_handle hh_request;
 };
 
 /* Profiles come and go: a bound, not an eviction policy. */
@@ -141,6 +146,7 @@ struct control {
 	int n_ready;
 	uint8_t *frame; /* PROTO_RECV_BYTES: every message is read here */
 	struct cached_reply *cache;
+	struct cached_reply *cache_by_request; /* by their request's bytes */
 	struct session *sessions;
 	unsigned int next_session, next_attachment;
 };
@@ -1059,8 +1065,18 @@ static void on_later(struct api_later *later, int status, json_t *reply)
 	free(lt);
 }
 
+static void cached_forget_request(struct control *c, struct cached_reply *e)
+{
+	if (!e->request)
+		return;
+	HASH_DELETE(hh_request, c->cache_by_request, e);
+	free(e->request);
+	e->request = NULL;
+}
+
 static void cached_free(struct control *c, struct cached_reply *e)
 {
+	cached_forget_request(c, e);
 	HASH_DEL(c->cache, e);
 	free(e->path);
 	free(e->frame);
@@ -1135,7 +1151,59 @@ static int send_cached(struct session *s, uint32_t id,
 	return n < 0 ? -errno : 0;
 }
 
-static int request(struct session *s, uint32_t id, json_t *req)
+/* The REQUEST's payload bytes are what e answers: the same bytes again
+ * are answered from them (answer_again). */
+static void cached_remember_request(struct control *c, struct cached_reply *e,
+				    const uint8_t *raw, size_t len)
+{
+	uint8_t *copy;
+
+	if (!raw || (e->request && e->request_len == len &&
+		     !memcmp(e->request, raw, len)))
+		return;
+	cached_forget_request(c, e);
+	copy = malloc(len);
+	if (!copy)
+		return; /* then it is decoded each time */
+	memcpy(copy, raw, len);
+	e->request = copy;
+	e->request_len = len;
+	HASH_ADD_KEYPTR(hh_request, c->cache_by_request, e->request, len, e);
+}
+
+/*
+ * A REQUEST byte for byte like one answered from the cache decodes to the
+ * same method and path: while that document holds, its REPLY goes again
+ * without decoding (jansson and the allocations were most of what such
+ * a request cost). 1 when answered, 0 when the frame is not one of those,
+ * or a negative errno from sending.
+ */
+static int answer_again(struct session *s, const uint8_t *frame, size_t len,
+			size_t n_fds)
+{
+	struct cached_reply *e = NULL;
+	const uint8_t *payload;
+	struct proto_hdr h;
+	uint64_t generation;
+	size_t plen;
+	int r;
+
+	if (!s->welcomed || !s->c->cache_by_request)
+		return 0;
+	payload = proto_frame_payload(frame, len, n_fds, PROTO_REQUEST, &plen);
+	if (!payload)
+		return 0;
+	HASH_FIND(hh_request, s->c->cache_by_request, payload, plen, e);
+	if (!e || !api_cacheable(s->c->m, "GET", e->path, &generation) ||
+	    generation != e->generation)
+		return 0;
+	proto_hdr_unpack(frame, &h);
+	r = send_cached(s, h.id, e);
+	return r < 0 ? r : 1;
+}
+
+static int request(struct session *s, uint32_t id, json_t *req,
+		   const uint8_t *raw, size_t raw_len)
 {
 	struct api_request ar = {
 		.method = json_string_value(json_object_get(req, "method")),
@@ -1163,8 +1231,10 @@ static int request(struct session *s, uint32_t id, json_t *req)
 	 * of last time, while they hold. */
 	if (!ar.body && utf8_valid(ar.path) &&
 	    api_cacheable(s->c->m, ar.method, ar.path, &generation) &&
-	    (e = cached_reply(s, &ar, generation)))
+	    (e = cached_reply(s, &ar, generation))) {
+		cached_remember_request(s->c, e, raw, raw_len);
 		return send_cached(s, id, e);
+	}
 	lt = calloc(1, sizeof(*lt));
 	if (!lt)
 		return -ENOMEM;
@@ -1267,11 +1337,16 @@ static void session_settle(struct session *s)
  * session ended (s is freed). */
 static int session_handle_one(struct session *s)
 {
+	uint8_t *frame = s->c->frame;
+	const uint8_t *raw = NULL;
+	int fds[PROTO_MAX_FDS];
+	size_t len, n_fds, raw_len = 0;
 	struct proto_msg m;
 	uint16_t version;
 	int r;
 
-	r = proto_recv_buf(s->fd, &m, s->c->frame, PROTO_RECV_BYTES);
+	r = proto_recv_frame(s->fd, frame, PROTO_RECV_BYTES, &len, fds,
+			     &n_fds);
 	if (r == -EAGAIN)
 		return 0;
 	sd_event_now(s->c->m->event, CLOCK_MONOTONIC, &s->last_active);
@@ -1280,6 +1355,20 @@ static int session_handle_one(struct session *s)
 	if (r == -EPIPE || r == -ECONNRESET) {
 		session_free(s);
 		return -1;
+	}
+	if (r == 0) {
+		r = answer_again(s, frame, len, n_fds);
+		if (r == 1 || r == -EAGAIN)
+			return 1;
+		if (r < 0) {
+			session_free(s);
+			return -1;
+		}
+		raw = proto_frame_payload(frame, len, n_fds, PROTO_REQUEST,
+					  &raw_len);
+		r = proto_decode_frame(frame, len, fds, n_fds, &m);
+	} else {
+		proto_frame_ids(frame, len, &m);
 	}
 	if (r < 0) {
 		/* Malformed, oversized, unexpected fds (closed by the codec),
@@ -1339,7 +1428,7 @@ static int session_handle_one(struct session *s)
 		r = report(s, m.id, m.payload);
 		break;
 	case PROTO_REQUEST:
-		r = request(s, m.id, m.payload);
+		r = request(s, m.id, m.payload, raw, raw_len);
 		break;
 	}
 	proto_msg_clear(&m);

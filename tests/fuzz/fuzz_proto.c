@@ -52,7 +52,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static uint8_t buf[PROTO_MAX_FRAME];
 	struct proto_msg m, again;
-	size_t n_fds, len, i;
+	size_t n_fds, len, i, plen = 0;
+	const uint8_t *payload;
 	uint16_t v;
 	int r;
 
@@ -62,6 +63,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	r = proto_decode(data + 1, size - 1, n_fds, &m);
 	check(r == 0 || r == -EBADMSG || r == -EPROTONOSUPPORT ||
 	      r == -EMSGSIZE || r == -ENOMEM);
+	/* The header check the daemon's answer-again path trusts: it takes
+	 * no frame of a type that proto_decode would refuse on the header,
+	 * and every frame of that type that decodes. */
+	payload = proto_frame_payload(data + 1, size - 1, n_fds, m.type,
+				      &plen);
+	if (r == 0 && !n_fds)
+		check(payload == data + 1 + PROTO_HDR_SIZE &&
+		      plen == size - 1 - PROTO_HDR_SIZE);
+	if (payload)
+		check(r == 0 || r == -EBADMSG || r == -ENOMEM);
 	check(m.n_fds == (r == 0 ? n_fds : 0));
 	for (i = 0; i < PROTO_MAX_FDS; i++)
 		check(m.fds[i] == -1);

@@ -11,8 +11,8 @@ import socket
 import subprocess
 import time
 
-from conftest import RDMAD, RDMACTL, free_port, raw_http, rdmactl
-from rdmadproto import ATTACH, ERROR, HDR, REPLY, REQUEST, Client
+from conftest import RDMAD, RDMACTL, free_port, raw_http, rdmactl, settle
+from rdmadproto import ATTACH, ERROR, HDR, MAGIC, REPLY, REQUEST, Client
 
 PROFILE = """
 devices = ( { name = "d0"; match = { ibdev = "rxe0"; }; } );
@@ -315,5 +315,73 @@ def test_control_socket_serves_documents_rendered_once(rdmad):
             a.close()
         assert c.request("GET", "/v1/health") == (200, {"status": "ok"})
         assert c.request("GET", "/v1/health") == (200, {"status": "ok"})
+    finally:
+        c.close()
+
+
+def test_a_request_seen_before_is_still_checked_whole(rdmad):
+    """A REQUEST whose bytes were answered from the cache before is
+    answered again without decoding it, but only when its whole frame is
+    as good: a bad header, fds or a session without HELLO still get an
+    ERROR (and the fds are closed); the same request spelt otherwise gets
+    the same answer."""
+    d = rdmad(PROFILE)
+    sock = str(d.conf.parent / "rdmad.sock")
+    payload = json.dumps({"method": "GET", "path": "/v1/health"}).encode()
+    c = Client(sock)
+    try:
+        for _ in range(3):
+            assert c.request("GET", "/v1/health") == (200, {"status": "ok"})
+        other = {"path": "/v1/health", "method": "GET"}
+        t, doc, _ = c.call(REQUEST, other)
+        assert (t, doc) == (REPLY, {"status": 200, "body": {"status": "ok"}})
+    finally:
+        c.close()
+    fds_before = len(os.listdir(f"/proc/{d.pid}/fd"))
+
+    def refused(raw, fds=(), hello=True):
+        c = Client(sock, hello=hello)
+        try:
+            c.send(REQUEST, None, fds=fds, raw=raw)
+            t, doc, got = c.recv()
+            for fd in got:
+                os.close(fd)
+            return t, doc["error"]
+        finally:
+            c.close()
+
+    def head(version=1, flags=0, n_fds=0, mid=7, length=len(payload)):
+        return HDR.pack(MAGIC, version, REQUEST, flags, n_fds, mid, length)
+
+    t, doc = refused(head(version=99) + payload)
+    assert t == ERROR and doc["code"] == "unsupported_version", doc
+    t, doc = refused(head(flags=0x4000) + payload)
+    assert t == ERROR and doc["code"] == "bad_message", doc
+    t, doc = refused(head(length=len(payload) + 1) + payload)
+    assert t == ERROR and doc["code"] == "bad_message", doc
+    t, doc = refused(head(), hello=False)
+    assert t == ERROR, doc
+    t, doc = refused(head() + payload, hello=False)
+    assert t == ERROR and "not expected" in doc["message"], doc
+    r, w = os.pipe()
+    try:
+        t, doc = refused(head(n_fds=1) + payload, fds=[w])
+        assert t == ERROR and doc["code"] == "bad_message", doc
+    finally:
+        os.close(w)
+    # The daemon kept no copy of the pipe: the reader sees end of file.
+    os.set_blocking(r, False)
+    assert os.read(r, 1) == b""
+    os.close(r)
+    assert settle(lambda: len(os.listdir(f"/proc/{d.pid}/fd"))
+                  == fds_before, 5), os.listdir(f"/proc/{d.pid}/fd")
+    c = Client(sock)
+    try:
+        c.send(REQUEST, None, raw=head(mid=4242) + payload)
+        msg = c.sock.recv(1 << 17)
+        _, _, mtype, _, _, mid, _ = HDR.unpack_from(msg)
+        assert (mtype, mid) == (REPLY, 4242)
+        assert json.loads(msg[HDR.size:]) == {"status": 200,
+                                              "body": {"status": "ok"}}
     finally:
         c.close()

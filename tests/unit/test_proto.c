@@ -1063,6 +1063,164 @@ static void test_sock_recv_buf(void **state)
 	assert_int_equal(count_fds(), before);
 }
 
+/* A frame whose header field is changed after make_frame. */
+static size_t frame_with(uint8_t *buf, size_t cap, const char *payload,
+			 void (*change)(struct proto_hdr *h))
+{
+	size_t len = make_frame(buf, cap, PROTO_REQUEST, 0, 5, payload);
+	struct proto_hdr h;
+
+	proto_hdr_unpack(buf, &h);
+	if (change)
+		change(&h);
+	proto_hdr_pack(&h, buf);
+	return len;
+}
+
+static void bad_magic(struct proto_hdr *h)
+{
+	h->magic ^= 1;
+}
+
+static void version_0(struct proto_hdr *h)
+{
+	h->version = 0;
+}
+
+static void version_high(struct proto_hdr *h)
+{
+	h->version = 999;
+}
+
+static void unknown_flag(struct proto_hdr *h)
+{
+	h->flags = 0x4000;
+}
+
+static void claims_fds(struct proto_hdr *h)
+{
+	h->n_fds = 1;
+}
+
+static void long_length(struct proto_hdr *h)
+{
+	h->length++;
+}
+
+static void short_length(struct proto_hdr *h)
+{
+	h->length--;
+}
+
+static void reply_type(struct proto_hdr *h)
+{
+	h->type = PROTO_REPLY;
+}
+
+static void unknown_type(struct proto_hdr *h)
+{
+	h->type = 999;
+}
+
+/* proto_frame_payload: the payload only of a whole good header of the
+ * type asked, with no fds; never a judgement of the payload. */
+static void test_frame_payload(void **state)
+{
+	static void (*const bad[])(struct proto_hdr *) = {
+		bad_magic,  version_0,	 version_high, unknown_flag, claims_fds,
+		long_length, short_length, reply_type,	unknown_type,
+	};
+	const char *payload = "{\"method\":\"GET\",\"path\":\"/v1/health\"}";
+	uint8_t buf[256];
+	const uint8_t *p;
+	size_t len, plen = 0;
+
+	(void)state;
+	len = frame_with(buf, sizeof(buf), payload, NULL);
+	p = proto_frame_payload(buf, len, 0, PROTO_REQUEST, &plen);
+	assert_ptr_equal(p, buf + PROTO_HDR_SIZE);
+	assert_int_equal(plen, strlen(payload));
+	assert_memory_equal(p, payload, plen);
+	/* fds that came with it, a short or an oversized frame */
+	assert_null(proto_frame_payload(buf, len, 1, PROTO_REQUEST, &plen));
+	assert_null(proto_frame_payload(buf, PROTO_HDR_SIZE - 1, 0,
+					PROTO_REQUEST, &plen));
+	assert_null(proto_frame_payload(buf, PROTO_MAX_FRAME + 1, 0,
+					PROTO_REQUEST, &plen));
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		len = frame_with(buf, sizeof(buf), payload, bad[i]);
+		if (proto_frame_payload(buf, len, 0, PROTO_REQUEST, &plen))
+			fail_msg("bad header %zu taken", i);
+	}
+	/* Any payload, even one that is no JSON: that is decode's job. */
+	len = frame_with(buf, sizeof(buf), "not json", NULL);
+	assert_non_null(proto_frame_payload(buf, len, 0, PROTO_REQUEST, &plen));
+}
+
+/* proto_recv_frame then proto_decode_frame: the fds go to the message
+ * when it decodes, and are closed when it does not; the ids of a frame
+ * refused are still told. */
+static void test_sock_recv_frame(void **state)
+{
+	uint8_t *buf = malloc(PROTO_RECV_BYTES);
+	int before = count_fds(), sv[2], fds[PROTO_MAX_FDS], src, nums[2];
+	int two[2];
+	struct proto_msg m;
+	uint8_t out[256];
+	size_t len, n_fds;
+
+	(void)state;
+	assert_non_null(buf);
+	make_pair(sv, SOCK_NONBLOCK);
+	src = make_memfd("frame");
+	two[0] = two[1] = src;
+
+	/* Decodes: the message owns both fds. */
+	len = make_frame(out, sizeof(out), PROTO_ATTACHED, 2, 9, "{}");
+	raw_send(sv[0], out, len, two, 2);
+	assert_int_equal(proto_recv_frame(sv[1], buf, PROTO_RECV_BYTES, &len,
+					  fds, &n_fds),
+			 0);
+	assert_int_equal(n_fds, 2);
+	assert_int_equal(proto_decode_frame(buf, len, fds, n_fds, &m), 0);
+	assert_int_equal(m.id, 9);
+	assert_int_equal(m.n_fds, 2);
+	check_memfd(m.fds[1], "frame");
+	proto_msg_clear(&m);
+
+	/* Does not decode (a REQUEST takes no fds): both closed, ids told. */
+	len = make_frame(out, sizeof(out), PROTO_REQUEST, 2, 10, "{}");
+	raw_send(sv[0], out, len, two, 2);
+	next_fd_numbers(nums, 2);
+	assert_int_equal(proto_recv_frame(sv[1], buf, PROTO_RECV_BYTES, &len,
+					  fds, &n_fds),
+			 0);
+	assert_int_equal(proto_decode_frame(buf, len, fds, n_fds, &m),
+			 -EBADMSG);
+	assert_int_equal(m.id, 10);
+	assert_int_equal(m.n_fds, 0);
+	assert_false(fd_open(nums[0]) || fd_open(nums[1]));
+	proto_frame_ids(buf, len, &m);
+	assert_int_equal(m.type, PROTO_REQUEST);
+	assert_int_equal(m.id, 10);
+
+	/* Too small a buffer; nothing waiting; end of file. */
+	assert_int_equal(proto_recv_frame(sv[1], buf, PROTO_RECV_BYTES - 1,
+					  &len, fds, &n_fds),
+			 -EINVAL);
+	assert_int_equal(proto_recv_frame(sv[1], buf, PROTO_RECV_BYTES, &len,
+					  fds, &n_fds),
+			 -EAGAIN);
+	closep(&sv[0]);
+	assert_int_equal(proto_recv_frame(sv[1], buf, PROTO_RECV_BYTES, &len,
+					  fds, &n_fds),
+			 -EPIPE);
+	close(src);
+	close_pair(sv);
+	free(buf);
+	assert_int_equal(count_fds(), before);
+}
+
 /*
  * A 70000-byte datagram with 3 fds and an honest header: -EMSGSIZE, and
  * the 3 fds the kernel installed for it are closed again: the numbers
@@ -1388,6 +1546,8 @@ int main(void)
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_sock_max_fds);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_sock_frame_limit);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_sock_recv_buf);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_sock_recv_frame);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_frame_payload);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_sock_oversize);
 	CASES(sock_bads, test_sock_bad);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_sock_passcred);
