@@ -325,7 +325,7 @@ char *metrics_render(struct manager *m)
 		"# HELP rdmad_uptime_seconds Seconds since start.\n"
 		"# TYPE rdmad_uptime_seconds gauge\n"
 		"rdmad_uptime_seconds %.3f\n"
-		"# HELP rdmad_reloads_total Reloads, by result.\n"
+		"# HELP rdmad_reloads_total Reloads that ended, by result.\n"
 		"# TYPE rdmad_reloads_total counter\n"
 		"rdmad_reloads_total{result=\"ok\"} %u\n"
 		"rdmad_reloads_total{result=\"error\"} %u\n",
