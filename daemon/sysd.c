@@ -292,8 +292,8 @@ static void notify_open(void)
 				 sizeof(sndbuf));
 }
 
-/* sd_pid_notify_with_fds(0, 0, msg, &fd, 1), on the kept socket. */
-static int notify_with_fd(const char *msg, int fd)
+/* One message with fd on the kept socket; 1, or -errno. */
+static int notify_send_fd(const char *msg, int fd)
 {
 	union {
 		struct cmsghdr align;
@@ -311,9 +311,6 @@ static int notify_with_fd(const char *msg, int fd)
 	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
 	ssize_t n;
 
-	notify_open();
-	if (notify_fd < 0)
-		return sd_pid_notify_with_fds(0, 0, msg, &fd, 1);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
 	c->cmsg_len = CMSG_LEN(sizeof(int));
@@ -322,6 +319,16 @@ static int notify_with_fd(const char *msg, int fd)
 		n = sendmsg(notify_fd, &mh, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
 	return n < 0 ? -errno : 1;
+}
+
+/* sd_pid_notify_with_fds(0, 0, msg, &fd, 1), on the kept socket. */
+static int notify_with_fd(const char *msg, int fd)
+{
+	/* Opened before notify_send_fd() reads the address: the first
+	 * message went to no address (ENOTCONN) when it opened there. */
+	notify_open();
+	return notify_fd < 0 ? sd_pid_notify_with_fds(0, 0, msg, &fd, 1)
+			     : notify_send_fd(msg, fd);
 }
 
 static void store_profile(const struct profile *p, bool remove)
@@ -426,7 +433,11 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 		s->ready = true;
 		return;
 	case MANAGER_PROFILE_CHANGED:
-		store_profile(ev->profile, false);
+		/* Before the first READY=1 the store waits for it (above):
+		 * it keeps memory for the next run and gates nothing of
+		 * this one, and 10k memfds are 10k messages. */
+		if (s->ready)
+			store_profile(ev->profile, false);
 		return;
 	case MANAGER_PROFILE_REMOVED:
 		store_profile(ev->profile, true);
