@@ -583,6 +583,7 @@ static void create_objects(struct profile *p)
 	}
 	profile_set_state(p, PROFILE_CREATING, NULL);
 	profile_touch(p);
+	workers_plug(p->workers);
 	for (size_t i = 0; i < p->n_objects; i++) {
 		struct object *o = &p->objects[i];
 
@@ -591,6 +592,7 @@ static void create_objects(struct profile *p)
 			roots++;
 		}
 	}
+	workers_unplug(p->workers);
 	if (!roots)
 		phase_end(p);
 }

@@ -23,10 +23,14 @@ struct work {
 
 struct workers;
 
-/* n threads (0: one per online CPU); results come back on e. */
+/* n threads (0: two per online CPU); results come back on e. */
 int workers_new(sd_event *e, unsigned int n, struct workers **out);
 /* Queue w (FIFO). Never fails: w is the caller's memory. */
 void workers_submit(struct workers *p, struct work *w);
+/* Between plug and unplug (nested), submitted jobs are held and then
+ * queued together: one lock and one wake-up for a batch. Loop only. */
+void workers_plug(struct workers *p);
+void workers_unplug(struct workers *p);
 /*
  * Take back the queued jobs of owner (their done() runs with cancelled)
  * and wait for its running ones; their done() runs before this returns.

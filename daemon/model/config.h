@@ -323,7 +323,7 @@ struct conf_daemon {
 	char *log_level;
 	/* The CDI specification written for container engines; "": none. */
 	char *cdi_spec;
-	int workers; /* worker threads; 0: one per online CPU */
+	int workers; /* worker threads; 0: two per online CPU */
 	int64_t admin_gid; /* admin_group resolved; -1: none */
 	/* Front-end limits (0 in the file: the default, filled in). */
 	int max_sessions;	  /* control socket sessions, all uids */

@@ -216,6 +216,77 @@ static void test_done_may_drain_results_not_yet_seen(void **state)
 	sd_event_unref(e);
 }
 
+/* Plugged, jobs wait on the loop's side: none runs before unplug (nested
+ * plugs: the last one), a drain meanwhile cancels its owner's, and the
+ * rest run once unplugged. */
+static void test_plug_holds_jobs_until_unplug(void **state)
+{
+	struct job a[3], b[3];
+	struct timespec ts = { 0, 50 * 1000000L };
+	struct workers *p;
+	sd_event *e;
+	int owner_a, owner_b;
+
+	(void)state;
+	loop_thread = pthread_self();
+	assert_int_equal(sd_event_new(&e), 0);
+	assert_int_equal(workers_new(e, 2, &p), 0);
+	workers_plug(p);
+	workers_plug(p);
+	for (size_t i = 0; i < ARRAY_SIZE(a); i++) {
+		job_init(&a[i], &owner_a, 0);
+		job_init(&b[i], &owner_b, 0);
+		workers_submit(p, &a[i].w);
+		workers_submit(p, &b[i].w);
+	}
+	assert_int_equal(workers_busy(p), 6);
+	workers_unplug(p);
+	nanosleep(&ts, NULL);
+	for (size_t i = 0; i < ARRAY_SIZE(a); i++)
+		assert_int_equal(a[i].ran + b[i].ran, 0);
+	workers_drain(p, &owner_a);
+	for (size_t i = 0; i < ARRAY_SIZE(a); i++) {
+		assert_int_equal(a[i].done, 1);
+		assert_int_equal(a[i].cancelled, 1);
+		assert_int_equal(a[i].ran, 0);
+	}
+	assert_int_equal(workers_busy(p), 3);
+	workers_unplug(p);
+	run_until_idle(e, p);
+	for (size_t i = 0; i < ARRAY_SIZE(b); i++) {
+		assert_int_equal(b[i].ran, 1);
+		assert_int_equal(b[i].done, 1);
+		assert_int_equal(b[i].cancelled, 0);
+		assert_int_equal(a[i].done, 1);
+	}
+	workers_free(p);
+	sd_event_unref(e);
+}
+
+/* What is still plugged when the pool goes is cancelled, not lost. */
+static void test_free_cancels_what_is_plugged(void **state)
+{
+	struct job jobs[4];
+	struct workers *p;
+	sd_event *e;
+
+	(void)state;
+	loop_thread = pthread_self();
+	assert_int_equal(sd_event_new(&e), 0);
+	assert_int_equal(workers_new(e, 1, &p), 0);
+	workers_plug(p);
+	for (size_t i = 0; i < ARRAY_SIZE(jobs); i++) {
+		job_init(&jobs[i], NULL, 0);
+		workers_submit(p, &jobs[i].w);
+	}
+	workers_free(p);
+	for (size_t i = 0; i < ARRAY_SIZE(jobs); i++) {
+		assert_int_equal(jobs[i].done, 1);
+		assert_int_equal(jobs[i].cancelled, 1);
+	}
+	sd_event_unref(e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -223,6 +294,8 @@ int main(void)
 		cmocka_unit_test(test_drain_cancels_queued_waits_for_running),
 		cmocka_unit_test(test_free_cancels_what_is_queued),
 		cmocka_unit_test(test_done_may_drain_results_not_yet_seen),
+		cmocka_unit_test(test_plug_holds_jobs_until_unplug),
+		cmocka_unit_test(test_free_cancels_what_is_plugged),
 	};
 
 	return cmocka_run_group_tests_name("workers", tests, NULL, NULL);
