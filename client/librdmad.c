@@ -90,6 +90,7 @@ struct rdmad {
 	int rcv_timeout_ms; /* SO_RCVTIMEO as set; 0: none */
 	int attach_wait_ms; /* for RDMAD_ATTACH_WAIT; -1: no limit */
 	bool local_seen; /* the last attach was in local mode */
+	uint8_t *rbuf;	 /* PROTO_RECV_BYTES, for each datagram */
 	/* Oldest first: the order the daemon answers in. */
 	struct pending pending[CLIENT_MAX_PENDING];
 	size_t n_pending;
@@ -366,7 +367,36 @@ static void event_take(struct rdmad *c, struct proto_msg *m)
  * on failure the connection is broken (gone if the daemon closed it:
  * -ECONNRESET) and m holds nothing.
  */
-static int conn_read(struct rdmad *c, struct proto_msg *m, bool block)
+/*
+ * One datagram into m. An answer of type skip (not 0) is not decoded
+ * when its header is sound and it carries no fds: m has its type and id,
+ * no payload (the REPLY to REPORT, DETACHED: nothing in them is read,
+ * and parsing them was a good part of an attach's JSON).
+ */
+static int conn_recv_msg(struct rdmad *c, struct proto_msg *m, uint16_t skip)
+{
+	int fds[PROTO_MAX_FDS];
+	size_t len, n_fds, plen;
+	int r;
+
+	proto_msg_init(m);
+	if (!c->rbuf && !(c->rbuf = malloc(PROTO_RECV_BYTES)))
+		return -ENOMEM;
+	r = proto_recv_frame(c->fd, c->rbuf, PROTO_RECV_BYTES, &len, fds,
+			     &n_fds);
+	if (r == -EMSGSIZE || r == -EBADMSG)
+		proto_frame_ids(c->rbuf, len, m);
+	if (r < 0)
+		return r;
+	if (skip && proto_frame_payload(c->rbuf, len, n_fds, skip, &plen)) {
+		proto_frame_ids(c->rbuf, len, m);
+		return 0;
+	}
+	return proto_decode_frame(c->rbuf, len, fds, n_fds, m);
+}
+
+static int conn_read(struct rdmad *c, struct proto_msg *m, bool block,
+		     uint16_t skip)
 {
 	bool reset = false;
 	int r;
@@ -376,7 +406,7 @@ static int conn_read(struct rdmad *c, struct proto_msg *m, bool block)
 
 		if (!block && poll(&pfd, 1, 0) != 1)
 			return 0;
-		r = proto_recv(c->fd, m);
+		r = conn_recv_msg(c, m, skip);
 		if (r == -ECONNRESET && !reset) {
 			/* The daemon closed with messages of ours unread.
 			 * The kernel says so first, but what it sent
@@ -520,6 +550,7 @@ static int conn_set_timeout(struct rdmad *c, int ms)
 static int conn_recv(struct rdmad *c, struct proto_msg *m,
 		     struct pending *req, const char *what)
 {
+	uint16_t skip;
 	int r;
 
 	if (!c->n_pending) {
@@ -529,7 +560,11 @@ static int conn_recv(struct rdmad *c, struct proto_msg *m,
 	}
 	if (!what)
 		what = proto_type_name(c->pending[0].type);
-	r = conn_read(c, m, true);
+	/* What answers these is only checked, never read. */
+	skip = c->pending[0].type == PROTO_REPORT   ? PROTO_REPLY
+	       : c->pending[0].type == PROTO_DETACH ? PROTO_DETACHED
+						    : 0;
+	r = conn_read(c, m, true, skip);
 	if (r == -EPROTO)
 		return r;
 	if (r < 0)
@@ -777,6 +812,7 @@ static void conn_free(struct rdmad *c)
 		return;
 	closep(&c->fd);
 	events_free(c);
+	free(c->rbuf);
 	free(c->path);
 	free(c);
 }
@@ -953,7 +989,7 @@ int rdmad_next_event(struct rdmad *c, struct rdmad_event *ev)
 		struct pending req;
 
 		proto_msg_init(&m);
-		r = conn_read(c, &m, false);
+		r = conn_read(c, &m, false, 0);
 		if (r == -ECONNRESET)
 			break; /* DAEMON_GONE is queued */
 		if (r == -EPROTO)

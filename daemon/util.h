@@ -100,6 +100,15 @@ static inline int read_all(int fd, size_t max, int timeout_ms, char **out,
 	return 0;
 }
 
+/* strerror(e) without its locale lookup (rdmad speaks English): for
+ * paths that run per request. */
+static inline const char *errno_desc(int e)
+{
+	const char *d = strerrordesc_np(e);
+
+	return d ? d : strerror(e);
+}
+
 static inline int streq(const char *a, const char *b)
 {
 	return strcmp(a, b) == 0;

@@ -75,18 +75,34 @@ uint64_t events_last_seq(const struct events *b)
 	return b ? b->seq : 0;
 }
 
+/* "2026-11-26T07:06:32.123Z". The part to the second is formatted when
+ * the second changes: a burst of events (attaches, progress) formatted
+ * the date each time, most of publishing one. */
 static json_t *timestamp(void)
 {
+	static __thread time_t cached_sec = -1;
+	static __thread char date[64];
+	static __thread size_t n;
 	struct timespec ts;
-	struct tm tm;
 	char buf[96];
+	long ms;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ",
-		 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-		 tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
-	return json_string(buf);
+	if (ts.tv_sec != cached_sec) {
+		struct tm tm;
+
+		gmtime_r(&ts.tv_sec, &tm);
+		n = strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm);
+		cached_sec = ts.tv_sec;
+	}
+	ms = ts.tv_nsec / 1000000;
+	memcpy(buf, date, n);
+	buf[n] = '.';
+	buf[n + 1] = (char)('0' + ms / 100);
+	buf[n + 2] = (char)('0' + ms / 10 % 10);
+	buf[n + 3] = (char)('0' + ms % 10);
+	buf[n + 4] = 'Z';
+	return json_stringn(buf, n + 5);
 }
 
 int64_t events_publish(struct events *b, const char *name, json_t *body)

@@ -232,6 +232,33 @@ static int send_json(struct session *s, uint16_t type, uint32_t id,
 	return r;
 }
 
+/* A payload already in JSON text (a cached document, a fixed answer):
+ * framed as proto_send() would, without jansson. No fds. */
+static int send_text(struct session *s, uint16_t type, uint32_t id,
+		     const void *payload, size_t len)
+{
+	uint8_t hdr[PROTO_HDR_SIZE];
+	struct proto_hdr h = {
+		.magic = PROTO_MAGIC,
+		.version = PROTO_VERSION,
+		.type = type,
+		.id = id,
+		.length = (uint32_t)len,
+	};
+	struct iovec iov[2] = {
+		{ .iov_base = hdr, .iov_len = sizeof(hdr) },
+		{ .iov_base = (void *)payload, .iov_len = len },
+	};
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
+	ssize_t n;
+
+	proto_hdr_pack(&h, hdr);
+	do
+		n = sendmsg(s->fd, &mh, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : 0;
+}
+
 static int send_error(struct session *s, uint32_t id, const char *code,
 		      const char *fmt, ...) _printf_(4, 5);
 static int send_error(struct session *s, uint32_t id, const char *code,
@@ -848,7 +875,7 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 	}
 	if (p->import_err)
 		json_object_set_new(doc, "import_error",
-				    json_string(strerror(-p->import_err)));
+				    json_string(errno_desc(-p->import_err)));
 	a.id = c->next_attachment;
 	a.shared = shared;
 	a.profile = strdup(name);
@@ -1019,7 +1046,9 @@ static struct attachment *find_attachment(struct session *s, json_t *req)
 static int detach(struct session *s, uint32_t id, json_t *req)
 {
 	struct attachment *a = find_attachment(s, req);
+	char text[64];
 	uint32_t aid;
+	int n;
 
 	if (!a)
 		return send_error(s, id, "not_found", "no such attachment");
@@ -1027,8 +1056,8 @@ static int detach(struct session *s, uint32_t id, json_t *req)
 	publish_session(s, a, "session_detach", "detached");
 	release(s->c, a);
 	*a = s->att[--s->n_att];
-	return send_json(s, PROTO_DETACHED, id,
-			 json_pack("{s:i}", "attachment", (int)aid), NULL, 0);
+	n = snprintf(text, sizeof(text), "{\"attachment\":%u}", aid);
+	return send_text(s, PROTO_DETACHED, id, text, (size_t)n);
 }
 
 static int report(struct session *s, uint32_t id, json_t *req)
@@ -1040,11 +1069,11 @@ static int report(struct session *s, uint32_t id, json_t *req)
 	if (a->shared)
 		return send_error(s, id, "bad_request",
 				  "REPORT is for local mode");
+	static const char ok[] = "{\"status\":200,\"body\":{}}";
+
 	json_decref(a->report);
 	a->report = json_incref(json_object_get(req, "mr"));
-	return send_json(s, PROTO_REPLY, id,
-			 json_pack("{s:i, s:{}}", "status", 200, "body"), NULL,
-			 0);
+	return send_text(s, PROTO_REPLY, id, ok, sizeof(ok) - 1);
 }
 
 static void on_later(struct api_later *later, int status, json_t *reply)
@@ -1132,23 +1161,11 @@ static struct cached_reply *cached_reply(struct session *s,
 static int send_cached(struct session *s, uint32_t id,
 		       const struct cached_reply *e)
 {
-	uint8_t hdr[PROTO_HDR_SIZE];
 	struct proto_hdr h;
-	struct iovec iov[2] = {
-		{ .iov_base = hdr, .iov_len = sizeof(hdr) },
-		{ .iov_base = e->frame + PROTO_HDR_SIZE,
-		  .iov_len = e->len - PROTO_HDR_SIZE },
-	};
-	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
-	ssize_t n;
 
 	proto_hdr_unpack(e->frame, &h);
-	h.id = id;
-	proto_hdr_pack(&h, hdr);
-	do
-		n = sendmsg(s->fd, &mh, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	return n < 0 ? -errno : 0;
+	return send_text(s, h.type, id, e->frame + PROTO_HDR_SIZE,
+			 e->len - PROTO_HDR_SIZE);
 }
 
 /* The REQUEST's payload bytes are what e answers: the same bytes again
