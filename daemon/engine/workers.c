@@ -52,7 +52,6 @@ static struct work *pop(struct list *l)
 	return w;
 }
 
-/* Move the jobs of owner from l to out, keeping the order of both. */
 /* Append list b to list a, emptying b. */
 static void splice(struct list *a, struct list *b)
 {
@@ -66,6 +65,7 @@ static void splice(struct list *a, struct list *b)
 	*b = (struct list){ 0 };
 }
 
+/* Move the jobs of owner from l to out, keeping the order of both. */
 static void take_owned(struct list *l, const void *owner, struct list *out)
 {
 	struct list keep = { 0 };

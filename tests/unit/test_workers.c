@@ -56,6 +56,17 @@ static void job_init(struct job *j, const void *owner, int sleep_ms)
 			      .owner = owner };
 }
 
+/* A pool of n threads on a new loop, run from this thread. */
+static struct workers *pool(unsigned int n, sd_event **e)
+{
+	struct workers *p;
+
+	loop_thread = pthread_self();
+	assert_int_equal(sd_event_new(e), 0);
+	assert_int_equal(workers_new(*e, n, &p), 0);
+	return p;
+}
+
 /* Run the loop until every job came back. */
 static void run_until_idle(sd_event *e, struct workers *p)
 {
@@ -70,9 +81,7 @@ static void test_jobs_run_on_workers_and_come_back(void **state)
 	sd_event *e;
 
 	(void)state;
-	loop_thread = pthread_self();
-	assert_int_equal(sd_event_new(&e), 0);
-	assert_int_equal(workers_new(e, 3, &p), 0);
+	p = pool(3, &e);
 	assert_int_equal(workers_threads(p), 3);
 	for (size_t i = 0; i < ARRAY_SIZE(jobs); i++) {
 		job_init(&jobs[i], NULL, (int)(i % 3));
@@ -145,9 +154,7 @@ static void test_free_cancels_what_is_queued(void **state)
 	int cancelled = 0;
 
 	(void)state;
-	loop_thread = pthread_self();
-	assert_int_equal(sd_event_new(&e), 0);
-	assert_int_equal(workers_new(e, 1, &p), 0);
+	p = pool(1, &e);
 	for (size_t i = 0; i < ARRAY_SIZE(jobs); i++) {
 		job_init(&jobs[i], NULL, 20);
 		workers_submit(p, &jobs[i].w);
@@ -193,9 +200,7 @@ static void test_done_may_drain_results_not_yet_seen(void **state)
 	sd_event *e;
 
 	(void)state;
-	loop_thread = pthread_self();
-	assert_int_equal(sd_event_new(&e), 0);
-	assert_int_equal(workers_new(e, 2, &drain_pool), 0);
+	drain_pool = pool(2, &e);
 	drained = others;
 	n_drained = ARRAY_SIZE(others);
 	job_init(&first, NULL, 0);
@@ -228,9 +233,7 @@ static void test_plug_holds_jobs_until_unplug(void **state)
 	int owner_a, owner_b;
 
 	(void)state;
-	loop_thread = pthread_self();
-	assert_int_equal(sd_event_new(&e), 0);
-	assert_int_equal(workers_new(e, 2, &p), 0);
+	p = pool(2, &e);
 	workers_plug(p);
 	workers_plug(p);
 	for (size_t i = 0; i < ARRAY_SIZE(a); i++) {
@@ -271,9 +274,7 @@ static void test_free_cancels_what_is_plugged(void **state)
 	sd_event *e;
 
 	(void)state;
-	loop_thread = pthread_self();
-	assert_int_equal(sd_event_new(&e), 0);
-	assert_int_equal(workers_new(e, 1, &p), 0);
+	p = pool(1, &e);
 	workers_plug(p);
 	for (size_t i = 0; i < ARRAY_SIZE(jobs); i++) {
 		job_init(&jobs[i], NULL, 0);
