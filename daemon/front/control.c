@@ -147,6 +147,7 @@ struct control {
 	uint8_t *frame; /* PROTO_RECV_BYTES: every message is read here */
 	struct cached_reply *cache;
 	struct cached_reply *cache_by_request; /* by their request's bytes */
+	struct attach_cache *attach_cache;	/* by "profile/mode" */
 	struct session *sessions;
 	unsigned int next_session, next_attachment;
 };
@@ -232,16 +233,22 @@ static int send_json(struct session *s, uint16_t type, uint32_t id,
 	return r;
 }
 
-/* A payload already in JSON text (a cached document, a fixed answer):
- * framed as proto_send() would, without jansson. No fds. */
-static int send_text(struct session *s, uint16_t type, uint32_t id,
-		     const void *payload, size_t len)
+/* A payload already in JSON text (a cached document, a fixed answer),
+ * with n_fds fds: framed as proto_send() would, without jansson. */
+static int send_text_fds(struct session *s, uint16_t type, uint32_t id,
+			 const void *payload, size_t len, const int *fds,
+			 size_t n_fds)
 {
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int) * PROTO_MAX_FDS)];
+	} control;
 	uint8_t hdr[PROTO_HDR_SIZE];
 	struct proto_hdr h = {
 		.magic = PROTO_MAGIC,
 		.version = PROTO_VERSION,
 		.type = type,
+		.n_fds = (uint16_t)n_fds,
 		.id = id,
 		.length = (uint32_t)len,
 	};
@@ -252,11 +259,31 @@ static int send_text(struct session *s, uint16_t type, uint32_t id,
 	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
 	ssize_t n;
 
+	if (n_fds > PROTO_MAX_FDS)
+		return -EINVAL;
+	if (n_fds) {
+		struct cmsghdr *cm;
+
+		memset(&control, 0, sizeof(control));
+		mh.msg_control = control.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
+		memcpy(CMSG_DATA(cm), fds, sizeof(int) * n_fds);
+	}
 	proto_hdr_pack(&h, hdr);
 	do
 		n = sendmsg(s->fd, &mh, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
 	return n < 0 ? -errno : 0;
+}
+
+static int send_text(struct session *s, uint16_t type, uint32_t id,
+		     const void *payload, size_t len)
+{
+	return send_text_fds(s, type, id, payload, len, NULL, 0);
 }
 
 static int send_error(struct session *s, uint32_t id, const char *code,
@@ -469,13 +496,20 @@ static int subscribe(struct session *s, uint32_t id)
 /* ---- ATTACH ---- */
 
 static int attach_one(struct session *s, uint32_t id, json_t *req);
-/*
- * A ready QP or SRQ in an ATTACHED answer: its name, type and number
- * (qp_num; srq_num for an XRC SRQ, which senders name). Returns whether
- * the client reaches it by number, so that it must not go under it: an
- * XRC target QP (ibv_open_qp() in its XRC domain) or an XRC SRQ.
- */
-static bool attach_number(const struct object *o, json_t *list)
+
+/* Whether the client reaches o (a ready QP or SRQ) by number, so that it
+ * must not go under it (leased): an XRC target QP (ibv_open_qp() in its
+ * XRC domain) or an XRC SRQ. */
+static bool number_leased(const struct object *o)
+{
+	if (o->kind == OBJ_QP)
+		return ((const struct conf_qp *)o->conf)->type == QPK_XRC_RECV;
+	return ((const struct conf_srq *)o->conf)->type == SRQK_XRC;
+}
+
+/* A ready QP or SRQ in an ATTACHED answer, appended to list: its name,
+ * type and number (qp_num; srq_num for an XRC SRQ, which senders name). */
+static void attach_number(const struct object *o, json_t *list)
 {
 	json_t *j;
 	uint32_t num;
@@ -489,14 +523,13 @@ static bool attach_number(const struct object *o, json_t *list)
 		if (j && c->xrcd)
 			json_object_set_new(j, "xrcd", json_string(c->xrcd));
 		json_array_append_new(list, j);
-		return c->type == QPK_XRC_RECV;
+		return;
 	}
 	j = json_pack("{s:s, s:s}", "name", object_name(o), "type",
 		      srq_kind_name(((const struct conf_srq *)o->conf)->type));
 	if (j && !ibv_get_srq_num(o->u.srq, &num))
 		json_object_set_new(j, "srq_num", json_integer(num));
 	json_array_append_new(list, j);
-	return ((const struct conf_srq *)o->conf)->type == SRQK_XRC;
 }
 
 static int attach(struct session *s, uint32_t id, json_t *req);
@@ -802,6 +835,59 @@ static int attach(struct session *s, uint32_t id, json_t *req)
 	return r;
 }
 
+/*
+ * What ATTACHED says of a profile in one mode, but for the attachment's
+ * id, as text: rendered once and sent again while nothing it says can
+ * have changed (attach_signature()). Building the document was most of
+ * an attach in the daemon, and attaching changes nothing in it.
+ */
+struct attach_cache {
+	UT_hash_handle hh;
+	uint64_t sig;
+	char *text; /* the object without "attachment": "{...}" */
+	size_t len;
+	char key[]; /* "profile/mode" */
+};
+
+static void attach_cache_free(struct control *c)
+{
+	struct attach_cache *e, *tmp;
+
+	HASH_ITER(hh, c->attach_cache, e, tmp) {
+		HASH_DEL(c->attach_cache, e);
+		free(e->text);
+		free(e);
+	}
+}
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+	h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+	return h * 0xff51afd7ed558ccdull;
+}
+
+/* Everything ATTACHED in this mode depends on: the profile's context,
+ * configuration and port, and each object's state, incarnation (serial)
+ * and declaration (a reload gives every object a new one). */
+static uint64_t attach_signature(const struct profile *p, bool shared)
+{
+	uint64_t h = mix(shared, (uintptr_t)p->conf);
+
+	h = mix(h, (uintptr_t)p->ctx);
+	h = mix(h, (uint64_t)(int64_t)p->import_err);
+	h = mix(h, (uint64_t)(int64_t)p->gid_index);
+	h = mix(h, p->dev->port);
+	for (const char *d = p->ibdev; *d; d++)
+		h = mix(h, (unsigned char)*d);
+	for (size_t i = 0; i < p->n_objects; i++) {
+		const struct object *o = &p->objects[i];
+
+		h = mix(h, (uint64_t)o->state << 56 ^ o->serial);
+		h = mix(h, (uintptr_t)o->conf);
+	}
+	return h;
+}
+
 static int attach_one(struct session *s, uint32_t id, json_t *req)
 {
 	struct control *c = s->c;
@@ -811,10 +897,17 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 	int fds[PROTO_MAX_FDS];
 	size_t n_fds = 0;
 	struct attachment *att, a = { 0 };
-	json_t *doc, *mem, *pds, *mrs, *xrcds, *qps, *srqs, *dms, *dm_mrs, *imrs;
+	json_t *doc = NULL, *mem = NULL, *pds = NULL, *mrs = NULL,
+	       *xrcds = NULL, *qps = NULL, *srqs = NULL, *dms = NULL,
+	       *dm_mrs = NULL, *imrs = NULL;
 	int opened[PROTO_MAX_FDS]; /* fds we opened for this message */
 	size_t n_opened = 0;
-	bool shared;
+	struct attach_cache *cached;
+	char key[256], head[64];
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	uint64_t sig;
+	bool shared, render;
 	int r;
 
 	if (!name)
@@ -854,39 +947,47 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 				  "in local or auto mode",
 				  p->ibdev, strerror(-p->import_err));
 
-	doc = json_pack("{s:s, s:i, s:s, s:s, s:i, s:i, s:b}", "profile", name,
-			"attachment", (int)++c->next_attachment, "mode",
-			shared ? "shared" : "local", "ibdev", p->ibdev, "port",
-			p->dev->port, "gid_index", p->gid_index,
-			"import_capable", p->import_err == 0);
-	mem = json_array();
-	pds = json_array();
-	mrs = json_array();
-	xrcds = json_array();
-	qps = json_array();
-	srqs = json_array();
-	dms = json_array();
-	dm_mrs = json_array();
-	imrs = json_array();
-	if (!doc || !mem || !pds || !mrs || !xrcds || !qps || !srqs || !dms ||
-	    !dm_mrs || !imrs) {
-		r = -ENOMEM;
-		goto fail;
+	snprintf(key, sizeof(key), "%s/%s", name, shared ? "shared" : "local");
+	HASH_FIND_STR(c->attach_cache, key, cached);
+	sig = attach_signature(p, shared);
+	render = !cached || cached->sig != sig;
+	if (render) {
+		doc = json_pack("{s:s, s:s, s:s, s:i, s:i, s:b}", "profile",
+				name, "mode", shared ? "shared" : "local",
+				"ibdev", p->ibdev, "port", p->dev->port,
+				"gid_index", p->gid_index, "import_capable",
+				p->import_err == 0);
+		mem = json_array();
+		pds = json_array();
+		mrs = json_array();
+		xrcds = json_array();
+		qps = json_array();
+		srqs = json_array();
+		dms = json_array();
+		dm_mrs = json_array();
+		imrs = json_array();
+		if (!doc || !mem || !pds || !mrs || !xrcds || !qps || !srqs ||
+		    !dms || !dm_mrs || !imrs) {
+			r = -ENOMEM;
+			goto fail;
+		}
+		if (p->import_err)
+			json_object_set_new(
+				doc, "import_error",
+				json_string(errno_desc(-p->import_err)));
+		if (shared)
+			json_object_set_new(doc, "cmd_fd", json_integer(0));
 	}
-	if (p->import_err)
-		json_object_set_new(doc, "import_error",
-				    json_string(errno_desc(-p->import_err)));
-	a.id = c->next_attachment;
+	a.id = ++c->next_attachment;
 	a.shared = shared;
 	a.profile = strdup(name);
 	if (!a.profile) {
 		r = -ENOMEM;
 		goto fail;
 	}
-	if (shared) {
-		json_object_set_new(doc, "cmd_fd", json_integer((json_int_t)n_fds));
+	if (shared)
 		fds[n_fds++] = p->ctx->cmd_fd;
-	}
+	/* The same walk renders or not: the fds' order is the document's. */
 	for (size_t i = 0; i < p->n_objects; i++) {
 		struct object *o = &p->objects[i];
 		json_t *j;
@@ -898,11 +999,13 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 				r = -E2BIG;
 				goto fail;
 			}
-			j = object_json(o);
-			json_object_set_new(j, "fd",
-					    json_integer((json_int_t)n_fds));
+			if (render) {
+				j = object_json(o);
+				json_object_set_new(
+					j, "fd", json_integer((json_int_t)n_fds));
+				json_array_append_new(mem, j);
+			}
 			fds[n_fds++] = o->u.mem.fd;
-			json_array_append_new(mem, j);
 		} else if (o->kind == OBJ_XRCD &&
 			   ((const struct conf_xrcd *)o->conf)->file) {
 			/* Shared by inode: the client opens the same file. */
@@ -919,52 +1022,66 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 				goto fail;
 			}
 			opened[n_opened++] = xfd;
-			json_array_append_new(
-				xrcds, json_pack("{s:s, s:s, s:i}", "name",
-						 object_name(o), "file", file, "fd",
-						 (int)n_fds));
+			if (render)
+				json_array_append_new(
+					xrcds,
+					json_pack("{s:s, s:s, s:i}", "name",
+						  object_name(o), "file", file,
+						  "fd", (int)n_fds));
 			fds[n_fds++] = xfd;
 		} else if (o->kind == OBJ_PD) {
-			json_array_append_new(
-				pds, json_pack("{s:s, s:i}", "name", object_name(o),
-					       "handle", (int)o->u.pd->handle));
+			if (render)
+				json_array_append_new(
+					pds, json_pack("{s:s, s:i}", "name",
+						       object_name(o), "handle",
+						       (int)o->u.pd->handle));
 		} else if (o->kind == OBJ_QP || o->kind == OBJ_SRQ) {
 			/* Their numbers; only what a client reaches by
 			 * number (an XRC target QP, an XRC SRQ) is leased. */
-			if (!attach_number(o, o->kind == OBJ_QP ? qps : srqs))
+			if (render)
+				attach_number(o, o->kind == OBJ_QP ? qps : srqs);
+			if (!number_leased(o))
 				continue;
 		} else if (o->kind == OBJ_DM) {
 			/* Device memory is the context's: imported in shared
 			 * mode (ibv_import_dm), out of reach in local. */
 			if (!shared)
 				continue;
-			j = object_json(o);
-			json_object_del(j, "leases");
-			json_object_del(j, "state");
-			json_array_append_new(dms, j);
+			if (render) {
+				j = object_json(o);
+				json_object_del(j, "leases");
+				json_object_del(j, "state");
+				json_array_append_new(dms, j);
+			}
 		} else if (o->kind == OBJ_MR &&
 			   ((const struct conf_mr *)o->conf)->dm) {
 			if (!shared)
 				continue;
-			j = object_json(o);
-			json_object_del(j, "leases");
-			json_object_del(j, "state");
-			json_array_append_new(dm_mrs, j);
+			if (render) {
+				j = object_json(o);
+				json_object_del(j, "leases");
+				json_object_del(j, "state");
+				json_array_append_new(dm_mrs, j);
+			}
 		} else if (o->kind == OBJ_MR &&
 			   !((const struct conf_mr *)o->conf)->memory) {
 			/* Implicit: the daemon's covers the daemon's memory.
 			 * The client registers its own, over its own address
 			 * space, on the profile's PD: nothing to lease. */
-			json_t *doc_mr = object_json(o);
+			if (render) {
+				json_t *doc_mr = object_json(o);
 
-			json_array_append_new(
-				imrs,
-				json_pack("{s:s, s:s, s:O}", "name",
-					  object_name(o), "pd",
-					  ((const struct conf_mr *)o->conf)->pd,
-					  "access",
-					  json_object_get(doc_mr, "access")));
-			json_decref(doc_mr);
+				json_array_append_new(
+					imrs,
+					json_pack("{s:s, s:s, s:O}", "name",
+						  object_name(o), "pd",
+						  ((const struct conf_mr *)o->conf)
+							  ->pd,
+						  "access",
+						  json_object_get(doc_mr,
+								  "access")));
+				json_decref(doc_mr);
+			}
 			continue;
 		} else if (o->kind == OBJ_MR) {
 			const struct conf_mr *cm = o->conf;
@@ -973,10 +1090,12 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 
 			if (!m || m->u.mem.fd < 0)
 				continue; /* anonymous memory: not shareable */
-			j = object_json(o);
-			json_object_del(j, "leases");
-			json_object_del(j, "state");
-			json_array_append_new(mrs, j);
+			if (render) {
+				j = object_json(o);
+				json_object_del(j, "leases");
+				json_object_del(j, "state");
+				json_array_append_new(mrs, j);
+			}
 		} else {
 			continue;
 		}
@@ -985,16 +1104,41 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 			goto fail;
 	}
 	profile_touch(p);
-	json_object_set_new(doc, "memory", mem);
-	json_object_set_new(doc, "pd", pds);
-	json_object_set_new(doc, "mr", mrs);
-	json_object_set_new(doc, "xrcd", xrcds);
-	json_object_set_new(doc, "qp", qps);
-	json_object_set_new(doc, "srq", srqs);
-	json_object_set_new(doc, "dm", dms);
-	json_object_set_new(doc, "dm_mr", dm_mrs);
-	json_object_set_new(doc, "implicit_mr", imrs);
-	mem = pds = mrs = xrcds = qps = srqs = dms = dm_mrs = imrs = NULL;
+	if (render) {
+		json_object_set_new(doc, "memory", mem);
+		json_object_set_new(doc, "pd", pds);
+		json_object_set_new(doc, "mr", mrs);
+		json_object_set_new(doc, "xrcd", xrcds);
+		json_object_set_new(doc, "qp", qps);
+		json_object_set_new(doc, "srq", srqs);
+		json_object_set_new(doc, "dm", dms);
+		json_object_set_new(doc, "dm_mr", dm_mrs);
+		json_object_set_new(doc, "implicit_mr", imrs);
+		mem = pds = mrs = xrcds = qps = srqs = dms = dm_mrs = imrs = NULL;
+		text = json_dumps(doc, JSON_COMPACT);
+		json_decref(doc);
+		doc = NULL;
+		if (!text) {
+			r = -ENOMEM;
+			goto fail;
+		}
+		if (!cached) {
+			/* Profiles gone by reloads leave theirs: a bound. */
+			if (HASH_COUNT(c->attach_cache) >= CONTROL_MAX_CACHED)
+				attach_cache_free(c);
+			cached = calloc(1, sizeof(*cached) + strlen(key) + 1);
+			if (cached) {
+				strcpy(cached->key, key);
+				HASH_ADD_STR(c->attach_cache, key, cached);
+			}
+		}
+		if (cached) {
+			free(cached->text);
+			cached->text = TAKE_PTR(text);
+			cached->len = strlen(cached->text);
+			cached->sig = sig;
+		}
+	}
 
 	att = realloc(s->att, (s->n_att + 1) * sizeof(*att));
 	if (!att) {
@@ -1002,9 +1146,32 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 		goto fail;
 	}
 	s->att = att;
-	r = send_json(s, PROTO_ATTACHED, id, doc, fds, n_fds);
+	{
+		const char *body = cached ? cached->text : text;
+		size_t body_len = strlen(body), n;
+		_cleanup_free_ char *msg = NULL;
+
+		/* "{" + "attachment":N + the rest of the object. */
+		n = (size_t)snprintf(head, sizeof(head), "{\"attachment\":%u%s",
+				     a.id, body_len > 2 ? "," : "");
+		len = n + body_len - 1;
+		msg = malloc(len);
+		if (!msg) {
+			r = -ENOMEM;
+		} else {
+			memcpy(msg, head, n);
+			memcpy(msg + n, body + 1, body_len - 1);
+			r = len > PROTO_MAX_PAYLOAD
+				    ? -E2BIG
+				    : send_text_fds(s, PROTO_ATTACHED, id, msg,
+						    len, fds, n_fds);
+		}
+	}
 	for (size_t i = 0; i < n_opened; i++)
 		close(opened[i]);
+	n_opened = 0;
+	if (r == -ENOMEM || r == -E2BIG)
+		goto fail;
 	if (r < 0) {
 		release(c, &a);
 		return r;
@@ -1909,6 +2076,7 @@ void control_stop(struct manager *m)
 	}
 	while (c->cache)
 		cached_free(c, c->cache);
+	attach_cache_free(c);
 	free(c->frame);
 	free(c->path);
 	free(c);

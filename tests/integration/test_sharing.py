@@ -259,6 +259,62 @@ def test_reload_drains_a_leased_mr(shared):
     c.close()
 
 
+def attach_doc(c):
+    """ATTACH ingest; the ATTACHED document (its fds closed)."""
+    t, doc, fds = c.call(ATTACH, {"profile": "ingest", "mode": "local"})
+    assert t == ATTACHED, doc
+    assert len(fds) == len(doc["memory"])
+    for fd in fds:
+        os.close(fd)
+    return doc
+
+
+def rest_mr(d, name):
+    status, mr = d.get(f"/v1/profiles/ingest/mr/{name}")
+    assert status == 200, mr
+    return {k: mr[k] for k in ("handle", "lkey", "rkey", "length", "iova")}
+
+
+def test_attached_follows_the_objects(shared):
+    """ATTACHED is rendered once and sent again while the objects stay
+    as they are: two attaches differ only in their attachment, and after
+    a reload that re-creates an MR the next one tells the new MR."""
+    d = shared
+    c = Client(d.sock)
+    first, second = attach_doc(c), attach_doc(c)
+    assert second["attachment"] > first["attachment"]
+    assert {k: v for k, v in first.items() if k != "attachment"} == \
+        {k: v for k, v in second.items() if k != "attachment"}
+    for name in ("ring", "side"):
+        mr = [m for m in first["mr"] if m["name"] == name][0]
+        assert {k: mr[k] for k in rest_mr(d, name)} == rest_mr(d, name)
+    for doc in (first, second):
+        t, _, _ = c.call(DETACH, {"attachment": doc["attachment"]})
+        assert t == DETACHED
+    before = rest_mr(d, "side")
+    text = d.conf.read_text().replace(
+        """memory = "side";
+             access = [ "local_write" ]; }""",
+        """memory = "side";
+             access = [ "local_write", "remote_read" ]; }""")
+    assert text != d.conf.read_text()
+    d.conf.write_text(text)
+    status, body = d.request("POST", "/v1/reload")
+    assert status == 200, body
+    assert {"profile": "ingest", "kind": "mr", "name": "side",
+            "action": "recreate"} in body["changes"], body
+    d.settle()
+    after = rest_mr(d, "side")
+    assert after != before
+    third = attach_doc(c)
+    side = [m for m in third["mr"] if m["name"] == "side"][0]
+    assert {k: side[k] for k in after} == after
+    assert side["access"] == ["local_write", "remote_read"]
+    ring = [m for m in third["mr"] if m["name"] == "ring"][0]
+    assert {k: ring[k] for k in rest_mr(d, "ring")} == rest_mr(d, "ring")
+    c.close()
+
+
 BAD_FRAMES = {
     "garbage": b"\x00" * 7,
     "bad_magic": frame(HELLO, {"versions": [1, 1]}, magic=0x12345678),
