@@ -1148,7 +1148,7 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 	s->att = att;
 	{
 		const char *body = cached ? cached->text : text;
-		size_t body_len = strlen(body), n;
+		size_t body_len = cached ? cached->len : strlen(text), n;
 		_cleanup_free_ char *msg = NULL;
 
 		/* "{" + "attachment":N + the rest of the object. */
