@@ -18,6 +18,7 @@
 #include "memory.h"
 #include "objects.h"
 #include "profile.h"
+#include "proto.h"
 #include "restore.h"
 #include "sysd.h"
 #include <uthash.h>
@@ -295,30 +296,11 @@ static void notify_open(void)
 /* One message with fd on the kept socket; 1, or -errno. */
 static int notify_send_fd(const char *msg, int fd)
 {
-	union {
-		struct cmsghdr align;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} control = { 0 };
 	struct iovec iov = { .iov_base = (void *)msg, .iov_len = strlen(msg) };
-	struct msghdr mh = {
-		.msg_name = &notify_sa,
-		.msg_namelen = notify_sa_len,
-		.msg_iov = &iov,
-		.msg_iovlen = 1,
-		.msg_control = control.buf,
-		.msg_controllen = sizeof(control.buf),
-	};
-	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-	ssize_t n;
+	int r = proto_sendmsg(notify_fd, (struct sockaddr *)&notify_sa,
+			      notify_sa_len, &iov, 1, &fd, 1);
 
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	do
-		n = sendmsg(notify_fd, &mh, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	return n < 0 ? -errno : 1;
+	return r < 0 ? r : 1;
 }
 
 /* sd_pid_notify_with_fds(0, 0, msg, &fd, 1), on the kept socket. */

@@ -305,6 +305,85 @@ union cmsg_buf {
 	char buf[CMSG_ROOM];
 };
 
+int proto_sendmsg(int sock, const struct sockaddr *addr, socklen_t addr_len,
+		  const struct iovec *iov, size_t n_iov, const int *fds,
+		  size_t n_fds)
+{
+	union cmsg_buf control;
+	struct msghdr mh = {
+		.msg_name = (void *)addr,
+		.msg_namelen = addr ? addr_len : 0,
+		.msg_iov = (struct iovec *)iov,
+		.msg_iovlen = n_iov,
+	};
+	size_t len = 0;
+	ssize_t n;
+
+	if (n_fds > PROTO_MAX_FDS)
+		return -EINVAL;
+	for (size_t i = 0; i < n_iov; i++)
+		len += iov[i].iov_len;
+	if (n_fds) {
+		struct cmsghdr *c;
+
+		for (size_t i = 0; i < n_fds; i++)
+			if (fds[i] < 0)
+				return -EBADF;
+		memset(&control, 0, sizeof(control));
+		mh.msg_control = control.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
+	}
+	do
+		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	/* A datagram goes whole or not at all. */
+	return (size_t)n == len ? 0 : -EIO;
+}
+
+int proto_send_textv(int sock, uint16_t type, uint32_t id,
+		     const struct iovec *parts, size_t n_parts, const int *fds,
+		     size_t n_fds)
+{
+	uint8_t hdr[PROTO_HDR_SIZE];
+	struct iovec iov[1 + PROTO_MAX_TEXT_PARTS];
+	struct proto_hdr h = {
+		.magic = PROTO_MAGIC,
+		.version = PROTO_VERSION,
+		.type = type,
+		.n_fds = (uint16_t)n_fds,
+		.id = id,
+	};
+	size_t len = 0;
+
+	if (n_parts > PROTO_MAX_TEXT_PARTS || n_fds > PROTO_MAX_FDS)
+		return -EINVAL;
+	for (size_t i = 0; i < n_parts; i++) {
+		len += parts[i].iov_len;
+		iov[1 + i] = parts[i];
+	}
+	if (len > PROTO_MAX_PAYLOAD)
+		return -EMSGSIZE;
+	h.length = (uint32_t)len;
+	proto_hdr_pack(&h, hdr);
+	iov[0] = (struct iovec){ .iov_base = hdr, .iov_len = sizeof(hdr) };
+	return proto_sendmsg(sock, NULL, 0, iov, 1 + n_parts, fds, n_fds);
+}
+
+int proto_send_text(int sock, uint16_t type, uint32_t id, const void *payload,
+		    size_t len, const int *fds, size_t n_fds)
+{
+	struct iovec part = { .iov_base = (void *)payload, .iov_len = len };
+
+	return proto_send_textv(sock, type, id, &part, 1, fds, n_fds);
+}
+
 /* Most messages fit here; a bigger one is encoded again into a frame
  * of PROTO_MAX_FRAME bytes from the heap. */
 #define SEND_STACK_BYTES 4096
@@ -313,11 +392,8 @@ int proto_send(int sock, const struct proto_msg *m)
 {
 	_cleanup_free_ uint8_t *big = NULL;
 	uint8_t small[SEND_STACK_BYTES], *buf = small;
-	union cmsg_buf control;
-	struct msghdr mh = { 0 };
 	struct iovec iov;
-	size_t len, i;
-	ssize_t n;
+	size_t len;
 	int r;
 
 	r = proto_encode(m, small, sizeof(small), &len);
@@ -330,35 +406,8 @@ int proto_send(int sock, const struct proto_msg *m)
 	}
 	if (r < 0)
 		return r;
-
 	iov = (struct iovec){ .iov_base = buf, .iov_len = len };
-	mh.msg_iov = &iov;
-	mh.msg_iovlen = 1;
-	if (m->n_fds) {
-		struct cmsghdr *c;
-
-		for (i = 0; i < m->n_fds; i++)
-			if (m->fds[i] < 0)
-				return -EBADF;
-		memset(&control, 0, sizeof(control));
-		mh.msg_control = control.buf;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * m->n_fds);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * m->n_fds);
-		memcpy(CMSG_DATA(c), m->fds, sizeof(int) * m->n_fds);
-	}
-
-	do
-		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return -errno;
-	/* A SOCK_SEQPACKET datagram goes whole or not at all. */
-	if ((size_t)n != len)
-		return -EIO;
-	return 0;
+	return proto_sendmsg(sock, NULL, 0, &iov, 1, m->fds, m->n_fds);
 }
 
 static void close_all(int *fds, size_t n)

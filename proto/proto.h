@@ -39,6 +39,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <jansson.h>
 
@@ -184,6 +186,32 @@ int proto_decode(const uint8_t *buf, size_t len, size_t n_fds_received,
  * -EPIPE (the peer has gone), ...
  */
 int proto_send(int sock, const struct proto_msg *m);
+
+/*
+ * A payload already encoded (JSON text as proto_encode() writes it: a
+ * cached document, a fixed answer), framed under a header of type and
+ * id and sent with fds as proto_send() sends. The payload is not
+ * checked. Returns what proto_send() returns; -EMSGSIZE for a payload
+ * over PROTO_MAX_PAYLOAD, -EINVAL for more than PROTO_MAX_FDS fds.
+ */
+int proto_send_text(int sock, uint16_t type, uint32_t id, const void *payload,
+		    size_t len, const int *fds, size_t n_fds);
+/* The same, the payload in parts (at most PROTO_MAX_TEXT_PARTS), sent
+ * as one: a kept document with a field of this message before it. */
+#define PROTO_MAX_TEXT_PARTS 4
+int proto_send_textv(int sock, uint16_t type, uint32_t id,
+		     const struct iovec *parts, size_t n_parts, const int *fds,
+		     size_t n_fds);
+
+/*
+ * sendmsg() of iov as one datagram, to addr unless it is NULL, with
+ * fds[0..n_fds) as SCM_RIGHTS (at most PROTO_MAX_FDS). MSG_NOSIGNAL,
+ * retried on EINTR. Returns 0, -EINVAL (too many fds), -EBADF (a
+ * negative fd), -EIO (sent short), or the socket's error.
+ */
+int proto_sendmsg(int sock, const struct sockaddr *addr, socklen_t addr_len,
+		  const struct iovec *iov, size_t n_iov, const int *fds,
+		  size_t n_fds);
 
 /*
  * Receive one message into m (overwritten, as proto_decode). Received

@@ -1005,6 +1005,72 @@ static void test_sock_max_fds(void **state)
 	assert_int_equal(count_fds(), before);
 }
 
+/* Text already encoded, in parts, goes out as proto_send() would send
+ * it: the receiver decodes one message, fds and all. */
+static void test_sock_send_text(void **state)
+{
+	static const char tail[] = "\"profile\":\"p\",\"n\":[1,2]}";
+	struct iovec parts[2] = {
+		{ .iov_base = (void *)"{\"attachment\":7,", .iov_len = 16 },
+		{ .iov_base = (void *)tail, .iov_len = sizeof(tail) - 1 },
+	};
+	struct iovec many[PROTO_MAX_TEXT_PARTS + 1];
+	int before = count_fds(), sv[2], fds[2];
+	struct proto_msg in;
+	json_t *want;
+
+	(void)state;
+	make_pair(sv, SOCK_NONBLOCK);
+	fds[0] = make_memfd("zero");
+	fds[1] = make_memfd("one");
+	assert_int_equal(proto_send_textv(sv[0], PROTO_ATTACHED, 41, parts, 2,
+					  fds, 2),
+			 0);
+	assert_int_equal(proto_recv(sv[1], &in), 0);
+	assert_int_equal(in.type, PROTO_ATTACHED);
+	assert_int_equal(in.id, 41);
+	want = json_pack("{s:i, s:s, s:[i,i]}", "attachment", 7, "profile",
+			 "p", "n", 1, 2);
+	assert_true(json_equal(in.payload, want));
+	json_decref(want);
+	assert_int_equal(in.n_fds, 2);
+	check_memfd(in.fds[0], "zero");
+	check_memfd(in.fds[1], "one");
+	proto_msg_clear(&in);
+
+	assert_int_equal(proto_send_text(sv[0], PROTO_REPLY, 42, "{}", 2,
+					 NULL, 0),
+			 0);
+	assert_int_equal(proto_recv(sv[1], &in), 0);
+	assert_int_equal(in.type, PROTO_REPLY);
+	assert_int_equal(in.id, 42);
+	assert_int_equal(json_object_size(in.payload), 0);
+	proto_msg_clear(&in);
+
+	/* Refused before anything is sent: too many parts or fds, a
+	 * payload over the protocol's bound, a bad fd. */
+	for (size_t i = 0; i < ARRAY_SIZE(many); i++)
+		many[i] = (struct iovec){ .iov_base = (void *)"{}",
+					  .iov_len = 0 };
+	assert_int_equal(proto_send_textv(sv[0], PROTO_REPLY, 1, many,
+					  ARRAY_SIZE(many), NULL, 0),
+			 -EINVAL);
+	assert_int_equal(proto_send_text(sv[0], PROTO_ATTACHED, 1, "{}", 2,
+					 fds, PROTO_MAX_FDS + 1),
+			 -EINVAL);
+	assert_int_equal(proto_send_text(sv[0], PROTO_REPLY, 1, tail,
+					 PROTO_MAX_PAYLOAD + 1, NULL, 0),
+			 -EMSGSIZE);
+	closep(&fds[1]);
+	assert_int_equal(proto_send_text(sv[0], PROTO_ATTACHED, 1, "{}", 2,
+					 fds, 2),
+			 -EBADF);
+	assert_int_equal(proto_recv(sv[1], &in), -EAGAIN);
+	close(fds[0]);
+	close_pair(sv);
+	assert_int_equal(count_fds(), before);
+}
+
 /* The largest frame passes the socket; one byte more does not. */
 static void test_sock_frame_limit(void **state)
 {
@@ -1544,6 +1610,7 @@ int main(void)
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_errors);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_sock_three_fds);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_sock_max_fds);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_sock_send_text);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_sock_frame_limit);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_sock_recv_buf);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_sock_recv_frame);

@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control socket's parts, for its files only: control.c (the socket,
+ * sessions, sending), control_attach.c (ATTACH, DETACH, REPORT and what
+ * attachments hear), control_request.c (REQUEST, and the REPLYs it
+ * caches) and control_stream.c (the event stream of a session).
+ */
+#ifndef RDMAD_CONTROL_INTERNAL_H
+#define RDMAD_CONTROL_INTERNAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <systemd/sd-event.h>
+#include <uthash.h>
+
+#include "api.h"
+#include "budget.h"
+#include "events.h"
+#include "manager.h"
+
+/* One object a session holds: by incarnation, since a reload may put
+ * another object under the same name. */
+struct lease {
+	enum obj_kind kind;
+	char *name;
+	uint64_t serial;
+};
+
+struct attachment {
+	uint32_t id;
+	char *profile;
+	bool shared;
+	struct lease *leases;
+	size_t n_leases;
+	json_t *report; /* local mode: the client's keys */
+};
+
+/* An ATTACH that waits for its profile to be ready ("wait_ms"). */
+struct waiter {
+	struct waiter *next;
+	struct session *s;
+	uint32_t id;
+	json_t *req;
+	sd_event_source *timer; /* NULL: waits as long as it takes */
+};
+
+#define CONTROL_MAX_WAITS_PER_SESSION 16
+
+/*
+ * A REPLY rendered once, for a document that changes only when the
+ * engine says so (api_cacheable): later REQUESTs for it get the same
+ * bytes, the header's id changed (what http.c's cache does for REST).
+ */
+struct cached_reply {
+	char *path;
+	uint64_t generation;
+	uint8_t *frame;
+	size_t len;
+	UT_hash_handle hh;
+	/* The payload of the last REQUEST answered with it: the same bytes
+	 * again are the same request, answered without decoding them. */
+	uint8_t *request;
+	size_t request_len;
+	UT_hash_handle hh_request;
+};
+
+/* Profiles come and go: a bound, not an eviction policy. */
+#define CONTROL_MAX_CACHED 64
+
+/* A REQUEST whose answer comes later (api.h: POST /v1/reload). */
+struct later {
+	struct api_later later;
+	struct later *next;
+	struct session *s;
+	uint32_t id;
+};
+
+struct session {
+	struct control *c;
+	struct session *next;
+	unsigned int id;
+	unsigned int waits;
+	int fd;
+	/* A new session's own source, while its first messages go first
+	 * (boost); then NULL, and fd is in the control's epoll set. */
+	sd_event_source *io;
+	sd_event_source *hello_timer; /* until HELLO is answered */
+	uint64_t last_active;	      /* CLOCK_MONOTONIC usec */
+	unsigned int boost;	      /* first messages, served first */
+	struct ucred cred;
+	gid_t *groups; /* supplementary, at connect time */
+	size_t n_groups;
+	bool admin;
+	bool welcomed;
+	struct attachment *att;
+	size_t n_att;
+	struct subscription *sub; /* REQUEST GET /v1/events */
+	struct later *laters;	  /* REQUESTs answered later */
+};
+
+/*
+ * A session's subscription to the event stream: each event goes out as
+ * an EVENT carrying the subscribing REQUEST's id. What the socket does
+ * not take at once waits in a bounded queue, sent as the socket drains
+ * (out, on a dup of the session's fd: the fd itself is in an epoll set
+ * already); a session that lets the queue fill is dropped from the
+ * stream with a last "overflow" event.
+ */
+struct subscription {
+	struct session *s;
+	uint32_t id;
+	int out_fd;
+	sd_event_source *out;
+	struct events_queue q;
+};
+
+
+struct control {
+	struct manager *m;
+	struct waiter *waiters;
+	unsigned long long attaches, attach_failures;
+	unsigned long long attach_buckets[SESSION_ATTACH_BUCKETS];
+	double attach_seconds;
+	int fd;
+	bool passed; /* by systemd (rdmad.socket) */
+	char *path;
+	sd_event_source *io;
+	struct accept_pause pause;
+	struct front_caps caps;
+	unsigned int n_sessions;
+	struct uid_count *uids; /* sessions per uid */
+	unsigned long long refused, evicted, timed_out;
+	/* The sessions at work, in an epoll set of their own: one wake-up
+	 * of the loop serves every one that has something to read
+	 * (on_sessions). */
+	int ep;
+	sd_event_source *sessions_io;
+	struct epoll_event *ready; /* while on_sessions serves them */
+	int n_ready;
+	uint8_t *frame; /* PROTO_RECV_BYTES: every message is read here */
+	struct cached_reply *cache;
+	struct cached_reply *cache_by_request; /* by their request's bytes */
+	struct attach_cache *attach_cache;	/* by "profile/mode" */
+	struct session *sessions;
+	unsigned int next_session, next_attachment;
+};
+
+extern const double control_attach_bucket_le[SESSION_ATTACH_BUCKETS];
+
+/* control.c */
+bool session_allowed(const struct conf_profile *p, const struct session *s);
+int session_send_json(struct session *s, uint16_t type, uint32_t id,
+		      json_t *payload, const int *fds, size_t n_fds);
+int session_send_text(struct session *s, uint16_t type, uint32_t id,
+		      const void *payload, size_t len);
+int session_send_error(struct session *s, uint32_t id, const char *code,
+		       const char *fmt, ...) _printf_(4, 5);
+/* End s: its attachments are released, its waits forgotten. */
+void session_free(struct session *s);
+
+/* control_attach.c: each answers one message; a negative errno ends the
+ * session. */
+int control_attach(struct session *s, uint32_t id, json_t *req);
+int control_detach(struct session *s, uint32_t id, json_t *req);
+int control_report(struct session *s, uint32_t id, json_t *req);
+void attachment_release(struct control *c, struct attachment *a);
+void session_publish(struct session *s, const struct attachment *a,
+		     const char *what, const char *reason);
+/* Forget the ATTACHes of s that wait. */
+void control_waiters_drop(struct control *c, struct session *s);
+/* Hear the engine (profiles ready, devices lost, reloads' changes). */
+int control_attach_start(struct control *c);
+void control_attach_stop(struct control *c);
+
+/* control_request.c */
+int control_request(struct session *s, uint32_t id, json_t *req,
+		    const uint8_t *raw, size_t raw_len);
+int control_answer_again(struct session *s, const uint8_t *frame, size_t len,
+			 size_t n_fds);
+void control_laters_drop(struct session *s);
+void control_cache_clear(struct control *c);
+
+/* control_stream.c */
+int control_subscribe(struct session *s, uint32_t id);
+void subscription_free(struct subscription *sub);
+#endif

@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: MIT
+#include <fcntl.h>
+
+#include "control_internal.h"
+#include "log.h"
+#include "proto.h"
+
+static int sub_send(struct subscription *sub, const json_t *ev)
+{
+	return session_send_json(sub->s, PROTO_EVENT, sub->id, json_incref((json_t *)ev),
+			 NULL, 0);
+}
+
+/* Send what waits, as far as the socket takes it; once an overflowed
+ * queue is empty, say so and end the subscription. */
+static void sub_flush(struct subscription *sub)
+{
+	json_t *ev;
+	int r = 0;
+
+	while ((ev = events_queue_pop(&sub->q))) {
+		r = sub_send(sub, ev);
+		if (r == -EAGAIN) {
+			/* Back at the head: nothing is lost or reordered. */
+			sub->q.head = (sub->q.head + sub->q.cap - 1) % sub->q.cap;
+			sub->q.ev[sub->q.head] = ev;
+			sub->q.n++;
+			break;
+		}
+		json_decref(ev);
+		if (r < 0)
+			break;
+	}
+	if (r != -EAGAIN && sub->q.overflowed && !sub->q.n) {
+		json_t *last = events_queue_overflow(&sub->q);
+
+		log_notice("session %u (pid %d): too slow for the event "
+			   "stream, unsubscribed",
+			   sub->s->id, (int)sub->s->cred.pid);
+		if (last)
+			session_send_json(sub->s, PROTO_EVENT, sub->id, last, NULL, 0);
+		subscription_free(sub);
+		return;
+	}
+	sd_event_source_set_enabled(sub->out, sub->q.n || sub->q.overflowed
+						      ? SD_EVENT_ON
+						      : SD_EVENT_OFF);
+}
+
+static int on_sub_writable(sd_event_source *es, int fd, uint32_t revents,
+			   void *ud)
+{
+	(void)es;
+	(void)fd;
+	(void)revents;
+	sub_flush(ud);
+	return 0;
+}
+
+static void on_stream_event(void *ud, const json_t *ev)
+{
+	struct subscription *sub = ud;
+	int r;
+
+	if (!sub->q.n && !sub->q.overflowed) {
+		r = sub_send(sub, ev);
+		if (r != -EAGAIN)
+			return; /* sent, or the session is ending */
+	}
+	if (!events_queue_push(&sub->q, ev))
+		log_debug("session %u: event stream queue full",
+			  sub->s->id);
+	sd_event_source_set_enabled(sub->out, SD_EVENT_ON);
+}
+
+void subscription_free(struct subscription *sub)
+{
+	if (!sub)
+		return;
+	events_unsubscribe(sub->s->c->m->events, on_stream_event, sub);
+	sd_event_source_disable_unref(sub->out);
+	closep(&sub->out_fd);
+	events_queue_clear(&sub->q);
+	sub->s->sub = NULL;
+	free(sub);
+}
+
+int control_subscribe(struct session *s, uint32_t id)
+{
+	struct control *c = s->c;
+	struct subscription *sub;
+	int r;
+
+	if (s->sub)
+		return session_send_json(s, PROTO_REPLY, id,
+				 json_pack("{s:i, s:{s:{s:s, s:s}}}", "status",
+					   409, "body", "error", "code",
+					   "conflict", "message",
+					   "this session is subscribed "
+					   "already"),
+				 NULL, 0);
+	sub = calloc(1, sizeof(*sub));
+	if (!sub)
+		return -ENOMEM;
+	sub->s = s;
+	sub->id = id;
+	sub->out_fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 3);
+	r = sub->out_fd < 0 ? -errno : 0;
+	if (r == 0)
+		r = events_queue_init(&sub->q, EVENTS_QUEUE_DEFAULT);
+	if (r == 0)
+		r = sd_event_add_io(c->m->event, &sub->out, sub->out_fd,
+				    EPOLLOUT, on_sub_writable, sub);
+	if (r == 0)
+		r = sd_event_source_set_enabled(sub->out, SD_EVENT_OFF);
+	if (r == 0)
+		r = events_subscribe(c->m->events, on_stream_event, sub);
+	if (r < 0) {
+		sd_event_source_disable_unref(sub->out);
+		closep(&sub->out_fd);
+		events_queue_clear(&sub->q);
+		free(sub);
+		return session_send_json(s, PROTO_REPLY, id,
+				 json_pack("{s:i, s:{s:{s:s, s:s}}}", "status",
+					   500, "body", "error", "code",
+					   "internal", "message",
+					   strerror(-r)),
+				 NULL, 0);
+	}
+	s->sub = sub;
+	log_info("session %u (pid %d uid %u): subscribed to the event stream",
+		 s->id, (int)s->cred.pid, (unsigned int)s->cred.uid);
+	/* The answer first: the events follow it, with its id. */
+	return session_send_json(s, PROTO_REPLY, id,
+			 json_pack("{s:i, s:{s:I}}", "status", 200, "body",
+				   "last_seq",
+				   (json_int_t)events_last_seq(c->m->events)),
+			 NULL, 0);
+}
+
