@@ -1,0 +1,968 @@
+// SPDX-License-Identifier: MIT
+/*
+ * librdmad: connect to rdmad, attach to profiles, use their objects.
+ * The payloads are those of proto/PROTOCOL.md; the framing is proto.h's.
+ *
+ * All I/O is blocking with a timeout. Requests may be pipelined: the
+ * daemon handles a session's messages in order and answers them in
+ * order, so a request whose answer nobody waits for yet (the HELLO of
+ * rdmad_connect, the REPORT of a local attach) is sent and its answer
+ * read, and checked against its id, just before the answer of the next
+ * request that is waited for. The only answer the daemon may hold back
+ * is that of an ATTACH that waits for its profile, and nothing is sent
+ * behind one. When an answer is lost (timeout) or garbled, the
+ * connection is marked broken and no further request is sent on it:
+ * what the daemon did with the last one is unknown. Attachments made on
+ * it keep working until detached; their leases end when the connection
+ * closes.
+ *
+ * The daemon may also send EVENTs, unasked (its device went, ...): they
+ * are set aside wherever they are read, in order, for rdmad_next_event().
+ * A connection the daemon closed (it stopped or restarted) is "gone":
+ * its attachments ended with it on the daemon's side, so detaching them
+ * only releases them here; rdmad_reconnect() opens a new session.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "librdmad_internal.h"
+#include "util.h"
+
+__thread char client_last_error[CLIENT_ERROR_MAX];
+
+/* ---- errors ---- */
+
+const char *rdmad_version(void)
+{
+	return RDMAD_VERSION;
+}
+
+const char *rdmad_strerror(int err)
+{
+	static __thread char buf[128];
+
+	if (err < 0)
+		err = -err;
+	/* GNU strerror_r returns the message, not always in buf. */
+	return strerror_r(err, buf, sizeof(buf));
+}
+
+const char *rdmad_last_error(void)
+{
+	return client_last_error;
+}
+
+int client_set_error(int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(client_last_error, sizeof(client_last_error), fmt, ap);
+	va_end(ap);
+	return err < 0 ? err : -err;
+}
+
+static const struct {
+	const char *code;
+	int err;
+} error_codes[] = {
+	{ "not_found", ENOENT },
+	{ "forbidden", EACCES },
+	{ "unauthorized", EACCES },
+	{ "bad_request", EINVAL },
+	{ "bad_json", EINVAL },
+	{ "invalid_message", EINVAL },
+	{ "not_ready", EAGAIN },
+	{ "timeout", ETIMEDOUT },
+	{ "too_many_requests", EBUSY },
+	{ "not_supported", EOPNOTSUPP },
+	{ "too_many_sessions", ECONNREFUSED },
+	{ "unsupported_version", EPROTONOSUPPORT },
+	{ "bad_message", EBADMSG },
+	{ "message_too_large", EMSGSIZE },
+	{ "device_error", EIO },
+	{ "internal", EIO },
+};
+
+int client_code_errno(const char *code)
+{
+	size_t i;
+
+	for (i = 0; code && i < ARRAY_SIZE(error_codes); i++)
+		if (streq(code, error_codes[i].code))
+			return error_codes[i].err;
+	return EPROTO;
+}
+
+void client_size_str(uint64_t bytes, char *buf, size_t size)
+{
+	static const char *const units[] = {"KiB", "MiB", "GiB",
+					    "TiB", "PiB", "EiB"};
+	uint64_t unit = 1024, whole, tenths;
+	size_t u = 0;
+
+	if (bytes < 1024) {
+		snprintf(buf, size, "%llu bytes", (unsigned long long)bytes);
+		return;
+	}
+	while (u + 1 < ARRAY_SIZE(units) && bytes / unit >= 1024) {
+		unit *= 1024;
+		u++;
+	}
+	whole = bytes / unit;
+	tenths = ((bytes % unit) / (unit / 1024) * 10 + 1023) / 1024;
+	if ((bytes % unit) && !tenths)
+		tenths = 1;
+	if (tenths >= 10) {
+		whole++;
+		tenths = 0;
+	}
+	if (tenths)
+		snprintf(buf, size, "%llu.%llu %s", (unsigned long long)whole,
+			 (unsigned long long)tenths, units[u]);
+	else
+		snprintf(buf, size, "%llu %s", (unsigned long long)whole,
+			 units[u]);
+}
+
+/* ---- messages ---- */
+
+static void conn_break(struct rdmad *c)
+{
+	c->broken = true;
+}
+
+static void event_push(struct rdmad *c, enum rdmad_event_type type,
+		       struct rdmad_profile *p, json_t *doc)
+{
+	struct client_event *e;
+
+	if (c->n_events == CLIENT_MAX_EVENTS ||
+	    !(e = calloc(1, sizeof(*e)))) {
+		json_decref(doc);
+		return;
+	}
+	*e = (struct client_event){ NULL, type, p, doc };
+	*c->events_tail = e;
+	c->events_tail = &e->next;
+	c->n_events++;
+}
+
+/* The daemon closed the connection: said once, after what it sent. */
+static void conn_gone(struct rdmad *c)
+{
+	conn_break(c);
+	if (c->gone)
+		return;
+	c->gone = true;
+	event_push(c, RDMAD_EVENT_DAEMON_GONE, NULL, NULL);
+}
+
+/* An EVENT: set aside, with the profile it is about. */
+static void event_take(struct rdmad *c, struct proto_msg *m)
+{
+	const char *what = json_string_value(json_object_get(m->payload,
+							     "event"));
+	const json_t *a = json_object_get(m->payload, "attachment");
+	enum rdmad_event_type type;
+	struct rdmad_profile *p;
+
+	if (!what)
+		return;
+	/* The stream's events carry the subscribing request's id; those
+	 * about an attachment, 0. */
+	if (m->id) {
+		event_push(c, RDMAD_EVENT_STREAM, NULL,
+			   json_incref(m->payload));
+		return;
+	}
+	if (streq(what, "device_removed"))
+		type = RDMAD_EVENT_DEVICE_REMOVED;
+	else if (streq(what, "profile_removed"))
+		type = RDMAD_EVENT_PROFILE_REMOVED;
+	else if (streq(what, "port_error"))
+		type = RDMAD_EVENT_PORT_DOWN;
+	else if (streq(what, "port_active"))
+		type = RDMAD_EVENT_PORT_ACTIVE;
+	else if (streq(what, "object_draining"))
+		type = RDMAD_EVENT_OBJECT_DRAINING;
+	else
+		return; /* a newer daemon's: nothing to do with it here */
+	for (p = c->profiles; p; p = p->next)
+		if (p->granted && json_is_integer(a) &&
+		    json_integer_value(a) == (json_int_t)p->attachment)
+			break;
+	event_push(c, type, p, json_incref(m->payload));
+}
+
+/*
+ * Read the next message that is not an EVENT into m, setting EVENTs
+ * aside on the way. block: wait for it (within SO_RCVTIMEO); else
+ * return 0 as soon as nothing more is there to read. 1 with a message;
+ * on failure the connection is broken (gone if the daemon closed it:
+ * -ECONNRESET) and m holds nothing.
+ */
+/*
+ * One datagram into m. An answer of type skip (not 0) is not decoded
+ * when its header is sound and it carries no fds: m has its type and id,
+ * no payload (the REPLY to REPORT, DETACHED: nothing in them is read,
+ * and parsing them was a good part of an attach's JSON).
+ */
+static int conn_recv_msg(struct rdmad *c, struct proto_msg *m, uint16_t skip)
+{
+	int fds[PROTO_MAX_FDS];
+	size_t len, n_fds, plen;
+	int r;
+
+	proto_msg_init(m);
+	if (!c->rbuf && !(c->rbuf = malloc(PROTO_RECV_BYTES)))
+		return -ENOMEM;
+	r = proto_recv_frame(c->fd, c->rbuf, PROTO_RECV_BYTES, &len, fds,
+			     &n_fds);
+	if (r == -EMSGSIZE || r == -EBADMSG)
+		proto_frame_ids(c->rbuf, len, m);
+	if (r < 0)
+		return r;
+	if (skip && proto_frame_payload(c->rbuf, len, n_fds, skip, &plen)) {
+		proto_frame_ids(c->rbuf, len, m);
+		return 0;
+	}
+	return proto_decode_frame(c->rbuf, len, fds, n_fds, m);
+}
+
+static int conn_read(struct rdmad *c, struct proto_msg *m, bool block,
+		     uint16_t skip)
+{
+	bool reset = false;
+	int r;
+
+	for (;;) {
+		struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+
+		if (!block && poll(&pfd, 1, 0) != 1)
+			return 0;
+		r = conn_recv_msg(c, m, skip);
+		if (r == -ECONNRESET && !reset) {
+			/* The daemon closed with messages of ours unread.
+			 * The kernel says so first, but what it sent
+			 * before closing (why it did) is still queued. */
+			reset = true;
+			conn_break(c);
+			continue;
+		}
+		if (r == -EPIPE || r == -ECONNRESET) {
+			conn_gone(c);
+			return -ECONNRESET;
+		}
+		if (r == -EAGAIN && !block)
+			return 0; /* gone since poll(): another reader */
+		if (r == -EAGAIN)
+			r = -ETIMEDOUT;
+		if (r < 0) {
+			conn_break(c);
+			return r;
+		}
+		if (m->type != PROTO_EVENT)
+			break;
+		event_take(c, m);
+		proto_msg_clear(m);
+	}
+	if (!proto_type_allowed(m->type, PROTO_PEER_DAEMON)) {
+		uint16_t type = m->type;
+
+		proto_msg_clear(m);
+		conn_break(c);
+		return client_set_error(EPROTO, "rdmad sent %s, a client's "
+					"message", proto_type_name(type));
+	}
+	return 1;
+}
+
+/* "30 s", "1500 ms". */
+static void duration_str(int ms, char *buf, size_t size)
+{
+	if (ms % 1000 == 0)
+		snprintf(buf, size, "%d s", ms / 1000);
+	else
+		snprintf(buf, size, "%d ms", ms);
+}
+
+/*
+ * A failure of the socket or of the framing, during what; timeout_ms is
+ * the limit that ran out, for -ETIMEDOUT. Whether the daemon closed the
+ * connection with our requests read (EPIPE) or unread (ECONNRESET) is
+ * the same to the caller: ECONNRESET.
+ */
+static int transport_error(int r, const char *what, int timeout_ms)
+{
+	char limit[32];
+
+	switch (r) {
+	case -EPIPE:
+	case -ECONNRESET:
+		return client_set_error(ECONNRESET,
+					"rdmad went away (stopped or "
+					"restarted) before it answered %s; "
+					"connect again",
+					what);
+	case -ETIMEDOUT:
+		duration_str(timeout_ms, limit, sizeof(limit));
+		return client_set_error(r, "rdmad did not answer %s within %s",
+					what, limit);
+	case -EPROTONOSUPPORT:
+		return client_set_error(r,
+					"rdmad answered %s in a protocol "
+					"version this library does not speak "
+					"(it speaks %d to %d)",
+					what, PROTO_VERSION_MIN,
+					PROTO_VERSION_MAX);
+	case -EBADMSG:
+	case -EMSGSIZE:
+		return client_set_error(r, "bad answer from rdmad to %s: %s",
+					what, proto_strerror(r));
+	default:
+		return client_set_error(r, "%s: %s", what, rdmad_strerror(r));
+	}
+}
+
+/* An ERROR answer: the errno of its code, its message as the last error. */
+static int daemon_error(const struct proto_msg *ans, const char *what)
+{
+	const json_t *e = json_object_get(ans->payload, "error");
+	const char *code = json_string_value(json_object_get(e, "code"));
+	const char *msg = json_string_value(json_object_get(e, "message"));
+	int err = client_code_errno(code);
+
+	if (msg && *msg)
+		return client_set_error(err, "%s", msg);
+	return client_set_error(err, "rdmad refused %s (%s)", what,
+				code ? code : "no reason given");
+}
+
+/* The answer a request of this type gets when all goes well. */
+static uint16_t answer_type(uint16_t request)
+{
+	switch (request) {
+	case PROTO_HELLO:
+		return PROTO_WELCOME;
+	case PROTO_ATTACH:
+		return PROTO_ATTACHED;
+	case PROTO_DETACH:
+		return PROTO_DETACHED;
+	default: /* REQUEST, REPORT */
+		return PROTO_REPLY;
+	}
+}
+
+int client_conn_set_timeout(struct rdmad *c, int ms)
+{
+	struct timeval tv = {.tv_sec = ms / 1000,
+			     .tv_usec = (ms % 1000) * 1000};
+	int err;
+
+	if (c->rcv_timeout_ms == ms)
+		return 0;
+	if (setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0) {
+		err = errno;
+		return client_set_error(err,
+					"cannot set the socket's receive "
+					"timeout: %s",
+					strerror(err));
+	}
+	c->rcv_timeout_ms = ms;
+	return 0;
+}
+
+/*
+ * Read the next message: the answer to the oldest pending request,
+ * which is taken off the list into *req. The answer's own type is not
+ * checked here (answer_check()). what: the request the caller waits
+ * for, to name in errors (NULL: that oldest one). On failure the
+ * connection is broken and m holds nothing.
+ */
+static int conn_recv(struct rdmad *c, struct proto_msg *m,
+		     struct pending *req, const char *what)
+{
+	uint16_t skip;
+	int r;
+
+	if (!c->n_pending) {
+		conn_break(c);
+		return client_set_error(EPROTO, "no request to read an "
+						"answer for");
+	}
+	if (!what)
+		what = proto_type_name(c->pending[0].type);
+	/* What answers these is only checked, never read. */
+	skip = c->pending[0].type == PROTO_REPORT   ? PROTO_REPLY
+	       : c->pending[0].type == PROTO_DETACH ? PROTO_DETACHED
+						    : 0;
+	r = conn_read(c, m, true, skip);
+	if (r == -EPROTO)
+		return r;
+	if (r < 0)
+		return transport_error(r, what, c->rcv_timeout_ms);
+	r = 0;
+	if (m->type == PROTO_ERROR && m->id == 0) {
+		/* Not about a request: the daemon is ending the session. */
+		conn_break(c);
+		r = daemon_error(m, what);
+	} else if (m->id != c->pending[0].id) {
+		conn_break(c);
+		r = client_set_error(EPROTO,
+				     "rdmad answered request %u while %u was "
+				     "expected",
+				     m->id, c->pending[0].id);
+	}
+	if (r < 0) {
+		proto_msg_clear(m);
+		return r;
+	}
+	*req = c->pending[0];
+	c->n_pending--;
+	memmove(c->pending, c->pending + 1,
+		c->n_pending * sizeof(*c->pending));
+	return 0;
+}
+
+/* 0 if m is the answer req hoped for; an ERROR becomes its errno. */
+static int answer_check(struct rdmad *c, const struct pending *req,
+			const struct proto_msg *m)
+{
+	const char *what = proto_type_name(req->type);
+	uint16_t want = answer_type(req->type);
+
+	if (m->type == PROTO_ERROR)
+		return daemon_error(m, what);
+	if (m->type != want) {
+		conn_break(c);
+		return client_set_error(EPROTO,
+					"rdmad answered %s with %s, not %s",
+					what, proto_type_name(m->type),
+					proto_type_name(want));
+	}
+	return 0;
+}
+
+/* The WELCOME: the version the daemon chose. */
+static int conn_welcome(struct rdmad *c, const struct proto_msg *m)
+{
+	uint16_t version;
+	int r = proto_welcome_version(m->payload, &version);
+
+	if (r == 0) {
+		c->version = version;
+		return 0;
+	}
+	conn_break(c);
+	if (r == -EPROTONOSUPPORT)
+		return client_set_error(r,
+					"rdmad chose a protocol version "
+					"outside what this library speaks "
+					"(%d to %d)",
+					PROTO_VERSION_MIN, PROTO_VERSION_MAX);
+	return client_set_error(r, "rdmad's WELCOME names no protocol "
+				   "version");
+}
+
+/*
+ * The answer m to req, a request sent ahead that nobody waits for.
+ * HELLO: the session stands or falls with it (a daemon that refuses it
+ * closes the session). REPORT: whatever the daemon thought of the keys
+ * changes nothing in this process (it only shows them in
+ * GET /v1/sessions), so a refusal is not an error of anything; only an
+ * answer that breaks the protocol is.
+ */
+static int conn_settle_one(struct rdmad *c, const struct pending *req,
+			   const struct proto_msg *m)
+{
+	int r;
+
+	if (req->type == PROTO_HELLO) {
+		r = answer_check(c, req, m);
+		if (r < 0) {
+			conn_break(c);
+			return r;
+		}
+		return conn_welcome(c, m);
+	}
+	if (m->type == PROTO_ERROR)
+		return 0;
+	return answer_check(c, req, m);
+}
+
+/* Read and settle the answers of every request sent ahead. */
+static int conn_settle(struct rdmad *c)
+{
+	struct proto_msg m;
+	struct pending req;
+	int r;
+
+	while (c->n_pending) {
+		r = conn_recv(c, &m, &req, NULL);
+		if (r < 0)
+			return r;
+		r = conn_settle_one(c, &req, &m);
+		proto_msg_clear(&m);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int client_conn_send(struct rdmad *c, struct proto_msg *req)
+{
+	const char *what = proto_type_name(req->type);
+	int r;
+
+	if (c->gone)
+		return client_set_error(ECONNRESET,
+					"rdmad went away (stopped or "
+					"restarted): connect again "
+					"(rdmad_reconnect)");
+	if (c->broken)
+		return client_set_error(ENOTCONN,
+					"the connection to rdmad failed "
+					"earlier: connect again");
+	if (c->n_pending == CLIENT_MAX_PENDING) {
+		r = conn_settle(c);
+		if (r < 0)
+			return r;
+	}
+	if (++c->last_id == 0)
+		c->last_id = 1;
+	req->id = c->last_id;
+	r = proto_send(c->fd, req);
+	if (r == -EAGAIN)
+		r = -ETIMEDOUT;
+	/* Not sent, for want of memory or room: the connection is as it
+	 * was. */
+	if (r == -EINVAL || r == -EMSGSIZE || r == -ENOBUFS || r == -ENOMEM)
+		return transport_error(r, what, CLIENT_TIMEOUT_MS);
+	if (r < 0) {
+		conn_break(c);
+		/* A daemon that closes says why first, in answer to a
+		 * request sent ahead (a refused HELLO): that is the error. */
+		if ((r == -EPIPE || r == -ECONNRESET) && c->n_pending) {
+			int why = conn_settle(c);
+
+			if (why < 0 && why != -ECONNRESET)
+				return why;
+		}
+		if (r == -EPIPE || r == -ECONNRESET)
+			conn_gone(c);
+		return transport_error(r, what, CLIENT_TIMEOUT_MS);
+	}
+	c->pending[c->n_pending++] = (struct pending){req->id, req->type};
+	return 0;
+}
+
+int client_conn_await(struct rdmad *c, uint32_t id, const char *what,
+		      struct proto_msg *ans)
+{
+	struct pending req;
+	int r;
+
+	proto_msg_init(ans);
+	for (;;) {
+		r = conn_recv(c, ans, &req, what);
+		if (r < 0)
+			return r;
+		if (req.id == id)
+			break;
+		r = conn_settle_one(c, &req, ans);
+		proto_msg_clear(ans);
+		if (r < 0)
+			return r;
+	}
+	r = answer_check(c, &req, ans);
+	if (r < 0)
+		proto_msg_clear(ans);
+	return r;
+}
+
+/*
+ * Send req and wait for its answer in ans, for at most timeout_ms (0:
+ * no limit), as client_conn_send() and client_conn_await().
+ */
+static int exchange(struct rdmad *c, struct proto_msg *req, int timeout_ms,
+		    struct proto_msg *ans)
+{
+	int r;
+
+	proto_msg_init(ans);
+	r = client_conn_send(c, req);
+	if (r == 0)
+		r = client_conn_set_timeout(c, timeout_ms);
+	if (r == 0)
+		r = client_conn_await(c, req->id, proto_type_name(req->type), ans);
+	return r;
+}
+
+int client_request_msg(struct proto_msg *m, uint16_t type, json_t *payload)
+{
+	proto_msg_init(m);
+	if (!payload)
+		return client_set_error(ENOMEM, "out of memory");
+	m->type = type;
+	m->payload = payload;
+	return 0;
+}
+
+/* ---- connecting ---- */
+
+static void events_free(struct rdmad *c)
+{
+	while (c->events) {
+		struct client_event *e = c->events;
+
+		c->events = e->next;
+		json_decref(e->doc);
+		free(e);
+	}
+	c->events_tail = &c->events;
+	c->n_events = 0;
+	json_decref(c->delivered);
+	c->delivered = NULL;
+	free(c->delivered_text);
+	c->delivered_text = NULL;
+}
+
+void client_conn_free(struct rdmad *c)
+{
+	if (!c)
+		return;
+	closep(&c->fd);
+	events_free(c);
+	free(c->rbuf);
+	free(c->path);
+	free(c);
+}
+
+static void conn_freep(struct rdmad **c)
+{
+	client_conn_free(*c);
+}
+
+/*
+ * Send HELLO. Its answer is read with the first request's: the daemon
+ * answers HELLO first, and a request sent before the WELCOME is framed
+ * in the one version this library speaks. A library that speaks
+ * several must know the daemon's choice before it frames the next
+ * request, so it waits here.
+ */
+static int conn_hello(struct rdmad *c)
+{
+	struct proto_msg req, ans;
+	int r;
+
+	r = proto_hello(&req, 0);
+	if (r < 0)
+		return client_set_error(r, "out of memory");
+	r = client_conn_send(c, &req);
+	proto_msg_clear(&req);
+	if (r < 0 || PROTO_VERSION_MIN == PROTO_VERSION_MAX)
+		return r;
+	r = client_conn_await(c, c->last_id, "HELLO", &ans);
+	if (r == 0)
+		r = conn_welcome(c, &ans);
+	proto_msg_clear(&ans);
+	return r;
+}
+
+/* A new connection to socket_path (NULL: the default), said HELLO to. */
+static struct rdmad *conn_open(const char *socket_path)
+{
+	_cleanup_(conn_freep) struct rdmad *c = NULL;
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	struct timeval tv = {.tv_sec = CLIENT_TIMEOUT_MS / 1000};
+	const char *hint = "";
+	int r, err;
+
+	if (!socket_path) {
+		socket_path = secure_getenv("RDMAD_SOCKET");
+		if (!socket_path || !*socket_path)
+			socket_path = RDMAD_DEFAULT_SOCKET;
+	}
+	if (!*socket_path) {
+		errno = -client_set_error(EINVAL, "empty socket path");
+		return NULL;
+	}
+	if (strlen(socket_path) >= sizeof(sun.sun_path)) {
+		errno =
+		    -client_set_error(ENAMETOOLONG,
+				      "socket path '%s' is longer than "
+				      "%zu bytes",
+				      socket_path, sizeof(sun.sun_path) - 1);
+		return NULL;
+	}
+	strcpy(sun.sun_path, socket_path);
+
+	c = calloc(1, sizeof(*c));
+	if (c) {
+		c->fd = -1;
+		c->events_tail = &c->events;
+		c->path = strdup(socket_path);
+	}
+	if (!c || !c->path) {
+		errno = -client_set_error(ENOMEM, "out of memory");
+		return NULL;
+	}
+	c->attach_wait_ms = CLIENT_ATTACH_WAIT_MS;
+	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (c->fd < 0) {
+		err = errno;
+		errno = -client_set_error(err, "cannot create a socket: %s",
+					  strerror(err));
+		return NULL;
+	}
+	/* The send timeout also bounds connect() on a full backlog. */
+	if (setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+	    setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0) {
+		err = errno;
+		errno = -client_set_error(err, "cannot set socket timeouts: %s",
+					  strerror(err));
+		return NULL;
+	}
+	c->rcv_timeout_ms = CLIENT_TIMEOUT_MS;
+	if (connect(c->fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		err = errno;
+		if (err == ENOENT || err == ECONNREFUSED)
+			hint = " (is rdmad running?)";
+		else if (err == EACCES)
+			hint = " (is this user in rdmad's control group?)";
+		else if (err == EAGAIN)
+			err = ETIMEDOUT;
+		errno = -client_set_error(err,
+					  "cannot connect to rdmad at %s: "
+					  "%s%s",
+					  socket_path, strerror(err), hint);
+		return NULL;
+	}
+	r = conn_hello(c);
+	if (r < 0) {
+		errno = -r;
+		return NULL;
+	}
+	return TAKE_PTR(c);
+}
+
+struct rdmad *rdmad_connect(const char *socket_path)
+{
+	return conn_open(socket_path);
+}
+
+int rdmad_reconnect(struct rdmad *c)
+{
+	struct rdmad *n;
+	struct rdmad_profile *p;
+	int r;
+
+	if (!c)
+		return client_set_error(EINVAL, "rdmad_reconnect: no "
+						"connection");
+	n = conn_open(c->path);
+	if (!n)
+		return -errno;
+	/* HELLO answered: a daemon that lives. A dying one's socket may
+	 * still take the connection for an instant (it closes its sessions
+	 * before its listener); a reconnect is in no hurry to be sure. */
+	r = conn_settle(n);
+	if (r < 0) {
+		client_conn_free(n);
+		return r;
+	}
+	/* A new session: the old one's attachments are not the daemon's
+	 * any more (they ended with it), only this process's. */
+	for (p = c->profiles; p; p = p->next)
+		p->granted = false;
+	closep(&c->fd);
+	c->fd = TAKE_FD(n->fd);
+	c->last_id = n->last_id;
+	c->broken = c->gone = false;
+	c->version = n->version;
+	c->rcv_timeout_ms = n->rcv_timeout_ms;
+	c->local_seen = false;
+	memcpy(c->pending, n->pending, sizeof(c->pending));
+	c->n_pending = n->n_pending;
+	client_conn_free(n);
+	return 0;
+}
+
+int rdmad_fd(struct rdmad *c)
+{
+	if (!c)
+		return client_set_error(EINVAL, "rdmad_fd: no connection");
+	return c->fd;
+}
+
+int rdmad_next_event(struct rdmad *c, struct rdmad_event *ev)
+{
+	struct client_event *e;
+	struct proto_msg m;
+	int r;
+
+	if (!c || !ev)
+		return client_set_error(EINVAL, "rdmad_next_event: no "
+						"connection or no event");
+	/* What is there to read now: EVENTs, the end of the connection,
+	 * answers to requests sent ahead (a REPORT's), settled here. */
+	while (!c->events && !c->gone) {
+		struct pending req;
+
+		proto_msg_init(&m);
+		r = conn_read(c, &m, false, 0);
+		if (r == -ECONNRESET)
+			break; /* DAEMON_GONE is queued */
+		if (r == -EPROTO)
+			return r;
+		if (r < 0)
+			return client_set_error(r, "bad message from rdmad: %s",
+						proto_strerror(r));
+		if (r == 0)
+			break; /* nothing more now; EVENTs may be queued */
+		if (c->broken) { /* a late answer nobody waits for */
+			proto_msg_clear(&m);
+			continue;
+		}
+		if (!c->n_pending || m.id != c->pending[0].id) {
+			conn_break(c);
+			r = client_set_error(EPROTO,
+					     "rdmad sent %s (id %u) unasked",
+					     proto_type_name(m.type), m.id);
+			proto_msg_clear(&m);
+			return r;
+		}
+		req = c->pending[0];
+		c->n_pending--;
+		memmove(c->pending, c->pending + 1,
+			c->n_pending * sizeof(*c->pending));
+		r = conn_settle_one(c, &req, &m);
+		proto_msg_clear(&m);
+		if (r < 0)
+			return r;
+	}
+	e = c->events;
+	if (!e)
+		return 0;
+	c->events = e->next;
+	if (!c->events)
+		c->events_tail = &c->events;
+	c->n_events--;
+	json_decref(c->delivered);
+	c->delivered = e->doc;
+	free(c->delivered_text);
+	c->delivered_text = e->doc ? json_dumps(e->doc, JSON_COMPACT) : NULL;
+	*ev = (struct rdmad_event){
+		.type = e->type,
+		.profile = e->profile,
+		.profile_name = json_string_value(
+		    json_object_get(e->doc, "profile")),
+		.device = json_string_value(json_object_get(e->doc, "device")),
+		.reason = json_string_value(json_object_get(e->doc, "reason")),
+	};
+	if (!ev->reason)
+		ev->reason = e->type == RDMAD_EVENT_DAEMON_GONE
+				     ? "rdmad closed the connection (it "
+				       "stopped or restarted)"
+				     : "";
+	free(e);
+	return 1;
+}
+
+/* ---- control requests ---- */
+
+int rdmad_request(struct rdmad *c, const char *method, const char *path,
+		  const char *body_json, int *status, char **reply_json)
+{
+	struct proto_msg req, ans;
+	json_t *doc, *body = NULL;
+	json_error_t jerr;
+	char *text = NULL;
+	json_int_t st;
+	int r;
+
+	if (!c || !method || !*method || !path || *path != '/')
+		return client_set_error(EINVAL, "rdmad_request: no connection, "
+						"method or path (/v1/...)");
+	if (body_json) {
+		body = json_loads(body_json, JSON_REJECT_DUPLICATES, &jerr);
+		if (!json_is_object(body)) {
+			json_decref(body);
+			return client_set_error(EINVAL,
+						"rdmad_request: the body is "
+						"not a JSON object%s%s",
+						body ? "" : ": ",
+						body ? "" : jerr.text);
+		}
+	}
+	doc = json_pack("{s:s, s:s}", "method", method, "path", path);
+	if (doc && body && json_object_set_new(doc, "body", body) < 0) {
+		json_decref(doc);
+		doc = NULL;
+	} else if (!doc) {
+		json_decref(body);
+	}
+	r = client_request_msg(&req, PROTO_REQUEST, doc);
+	if (r < 0)
+		return r;
+	r = exchange(c, &req, CLIENT_TIMEOUT_MS, &ans);
+	proto_msg_clear(&req);
+	if (r < 0)
+		return r;
+	st = json_integer_value(json_object_get(ans.payload, "status"));
+	if (st < 100 || st > 599) {
+		proto_msg_clear(&ans);
+		return client_set_error(EPROTO,
+					"rdmad's REPLY to %s %s has no status",
+					method, path);
+	}
+	if (reply_json) {
+		json_t *b = json_object_get(ans.payload, "body");
+
+		text = b ? json_dumps(b, JSON_ENCODE_ANY | JSON_COMPACT)
+			 : strdup("null");
+		if (!text) {
+			proto_msg_clear(&ans);
+			return client_set_error(ENOMEM, "out of memory");
+		}
+		*reply_json = text;
+	}
+	if (status)
+		*status = (int)st;
+	proto_msg_clear(&ans);
+	return 0;
+}
+
+int rdmad_subscribe(struct rdmad *c)
+{
+	_cleanup_free_ char *body = NULL;
+	int status, r;
+
+	if (!c)
+		return client_set_error(EINVAL, "rdmad_subscribe: no connection");
+	r = rdmad_request(c, "GET", "/v1/events", NULL, &status, &body);
+	if (r < 0)
+		return r;
+	if (status == 409)
+		return client_set_error(EEXIST, "subscribed already");
+	if (status != 200)
+		return client_set_error(EPROTO, "rdmad refused the "
+					"subscription (status %d): %s",
+					status, body);
+	return 0;
+}
+
+const char *rdmad_event_json(struct rdmad *c)
+{
+	return c ? c->delivered_text : NULL;
+}
+
