@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The REST front end's parts, for its files only: http.c (requests and
+ * answers, the document cache, start and stop), http_conn.c (listening,
+ * accepting, the caps and deadlines of connections, libmicrohttpd on
+ * the loop) and http_stream.c (GET /v1/events).
+ */
+#ifndef RDMAD_HTTP_INTERNAL_H
+#define RDMAD_HTTP_INTERNAL_H
+
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+#include <uthash.h>
+
+#include "budget.h"
+#include "events.h"
+#include "manager.h"
+
+#define HTTP_MAX_BODY (64 * 1024)
+/* What libmicrohttpd may hold for one connection: the request line,
+ * headers and the reply's head (bodies are ours, HTTP_MAX_BODY). */
+#define HTTP_CONNECTION_MEMORY (32 * 1024)
+
+/*
+ * We accept connections ourselves and hand them to libmicrohttpd
+ * (MHD_add_connection): so that a full descriptor table pauses the
+ * listener instead of stopping libmicrohttpd's accepting for good, that
+ * a client beyond the caps is told so at once, and that clients off the
+ * machine are counted per address.
+ */
+struct listener {
+	struct http *h;
+	struct manager *m;
+	struct MHD_Daemon *mhd;
+	int fd;
+	bool local; /* unix or loopback: not limited per address */
+	bool tls;
+	char *addr; /* the config's goes at a reload: our own copy */
+	sd_event_source *accept_io;
+	struct accept_pause pause;
+	sd_event_source *io;
+	sd_event_source *timer;
+	unsigned int n_fresh; /* connections before their first reply */
+	char *unix_path;      /* to unlink at stop */
+};
+
+/* Connections per client address (non-loopback TCP). */
+struct peer {
+	unsigned char key[17]; /* family, then the address */
+	unsigned int n;
+	UT_hash_handle hh;
+};
+
+/* One connection: until its request's headers are in, it is on the
+ * header list, oldest first, and is closed when header_timeout passes. */
+struct conn {
+	struct conn *prev, *next;
+	struct listener *l;
+	struct MHD_Connection *c;
+	struct peer *peer;
+	uint64_t since;
+	bool waiting;
+	bool fresh; /* no reply yet */
+};
+
+/*
+ * A new connection's first request is served before the control
+ * socket's busy sessions (as a new session's first messages are): while
+ * a listener has fresh connections, libmicrohttpd runs at that
+ * priority; otherwise it takes its turn with the sessions.
+ */
+#define PRIO_FRESH (SD_EVENT_PRIORITY_NORMAL - 10)
+
+
+/*
+ * GET /v1/events: a Server-Sent Events stream. Each event of the bus is
+ * queued (bounded: a reader too slow is dropped with a last "overflow"
+ * event) and written as "id: SEQ\nevent: NAME\ndata: JSON\n\n" by
+ * libmicrohttpd's content reader. With nothing to send, the connection
+ * is suspended (libmicrohttpd neither polls nor times it out) until an
+ * event comes or a keep-alive comment is due; the keep-alives show
+ * that the stream is not idle, and find peers that have gone.
+ */
+struct stream {
+	struct stream *prev, *next;
+	struct http *h;
+	struct listener *l;
+	struct MHD_Connection *c;
+	struct events_queue q;
+	char *chunk; /* being written */
+	size_t len, off;
+	bool suspended;
+	bool ping;   /* a keep-alive is due */
+	bool ending; /* the last words are out: end of stream next */
+};
+
+/* Events streams at most: a share of the connections, so that
+ * subscribers never hold every one. */
+#define HTTP_STREAMS_SHARE 2
+#define HTTP_STREAM_KEEPALIVE_USEC (15 * 1000000ULL)
+
+struct http {
+	struct listener *l;
+	size_t n;
+	struct stream *streams;
+	unsigned int n_streams;
+	uint64_t last_ping;
+	struct cached *cache;
+	unsigned int n_conns, max_conns, per_address;
+	unsigned long long refused, timed_out;
+	uint64_t header_timeout; /* usec */
+	struct conn *wait_head, *wait_tail;
+	sd_event_source *sweep;
+	struct peer *peers;
+	struct peer *adding; /* the peer of the connection being added */
+	char *cert, *key;    /* PEM, for TLS */
+};
+
+
+/* http.c */
+enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c,
+				const char *url, const char *method,
+				const char *version, const char *upload,
+				size_t *upload_size, void **state);
+void http_on_completed(void *cls, struct MHD_Connection *c, void **state,
+		       enum MHD_RequestTerminationCode code);
+/* doc (taken) as the body of an answer of status st; *status is what
+ * is sent. */
+struct MHD_Response *json_answer(int st, json_t *doc, unsigned int *status);
+
+/* http_conn.c */
+/* Its request's headers are in: no deadline until the next request. */
+void conn_headers_done(struct conn *cn);
+/* Its first reply is out: it no longer goes first. */
+void conn_unfresh(struct conn *cn);
+/* From now on, the headers of a request must be in within
+ * header_timeout: appended, so that the list stays oldest first. */
+void conn_wait_headers(struct conn *cn);
+/* A PEM file, read whole (the key stays in memory only as long as
+ * libmicrohttpd needs it: for the daemon's life). */
+int read_pem(const char *path, char **out);
+int listener_start(struct manager *m, struct http *h,
+		   struct listener *l, const char *addr);
+void listener_stop(struct listener *l);
+
+/* The sweep of connections past their header deadline. */
+int http_sweep_start(struct manager *m, struct http *h);
+
+/* http_stream.c */
+enum MHD_Result stream_start(struct listener *l,
+			     struct MHD_Connection *c);
+/* Every stream gets a keep-alive when one is due; every stream ends
+ * (stop): libmicrohttpd stops no daemon with suspended connections. */
+void streams_ping(struct http *h, uint64_t now, bool end);
+
+#endif

@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: MIT
+
+#include <stdio.h>
+#include <string.h>
+
+#include "api.h"
+#include "http_internal.h"
+#include "log.h"
+
+/* ---- GET /v1/events ---- */
+
+static void stream_wake(struct stream *st)
+{
+	if (!st->suspended)
+		return;
+	st->suspended = false;
+	MHD_resume_connection(st->c);
+	/* Served at the next turn of the loop. */
+	sd_event_source_set_time(st->l->timer, 1);
+	sd_event_source_set_enabled(st->l->timer, SD_EVENT_ONESHOT);
+}
+
+static void on_stream_event(void *ud, const json_t *ev)
+{
+	struct stream *st = ud;
+	bool was = st->q.overflowed;
+
+	if (!events_queue_push(&st->q, ev) && !was)
+		log_notice("%s: an events stream reads too slowly, dropping "
+			   "it after %zu events queued",
+			   st->l->addr, st->q.n);
+	stream_wake(st);
+}
+
+/* The SSE text of ev: its seq is the id (a reconnecting client can
+ * tell what it missed), its name the event type. */
+static int stream_format(struct stream *st, json_t *ev)
+{
+	const char *name = json_string_value(json_object_get(ev, "event"));
+	json_t *seq = json_object_get(ev, "seq");
+	char *data = json_dumps(ev, JSON_COMPACT);
+	int n;
+
+	if (!data)
+		return -ENOMEM;
+	free(st->chunk);
+	st->chunk = NULL;
+	if (seq)
+		n = asprintf(&st->chunk, "id: %" JSON_INTEGER_FORMAT
+					 "\nevent: %s\ndata: %s\n\n",
+			     json_integer_value(seq), name ? name : "message",
+			     data);
+	else
+		n = asprintf(&st->chunk, "event: %s\ndata: %s\n\n",
+			     name ? name : "message", data);
+	free(data);
+	if (n < 0) {
+		st->chunk = NULL;
+		return -ENOMEM;
+	}
+	st->len = (size_t)n;
+	st->off = 0;
+	return 0;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct stream *st = cls;
+	json_t *ev;
+	size_t n;
+
+	(void)pos;
+	if (st->off == st->len) {
+		if ((ev = events_queue_pop(&st->q))) {
+			int r = stream_format(st, ev);
+
+			json_decref(ev);
+			if (r < 0)
+				return MHD_CONTENT_READER_END_WITH_ERROR;
+		} else if (st->q.overflowed && !st->ending) {
+			ev = events_queue_overflow(&st->q);
+			if (!ev || stream_format(st, ev) < 0) {
+				json_decref(ev);
+				return MHD_CONTENT_READER_END_WITH_ERROR;
+			}
+			json_decref(ev);
+			st->ending = true;
+		} else if (st->ending) {
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		} else if (st->ping) {
+			free(st->chunk);
+			st->chunk = strdup(": keep-alive\n\n");
+			if (!st->chunk)
+				return MHD_CONTENT_READER_END_WITH_ERROR;
+			st->len = strlen(st->chunk);
+			st->off = 0;
+			st->ping = false;
+		} else {
+			/* Nothing to say: asleep until there is. */
+			st->suspended = true;
+			MHD_suspend_connection(st->c);
+			return 0;
+		}
+	}
+	n = st->len - st->off < max ? st->len - st->off : max;
+	memcpy(buf, st->chunk + st->off, n);
+	st->off += n;
+	return (ssize_t)n;
+}
+
+/* The response is done with (the connection closed or ended). */
+static void stream_free(void *cls)
+{
+	struct stream *st = cls;
+	struct http *h = st->h;
+
+	events_unsubscribe(st->l->m->events, on_stream_event, st);
+	if (st->prev)
+		st->prev->next = st->next;
+	else
+		h->streams = st->next;
+	if (st->next)
+		st->next->prev = st->prev;
+	h->n_streams--;
+	events_queue_clear(&st->q);
+	free(st->chunk);
+	free(st);
+}
+
+enum MHD_Result stream_start(struct listener *l,
+			     struct MHD_Connection *c)
+{
+	struct http *h = l->h;
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct MHD_Response *resp;
+	struct stream *st;
+	enum MHD_Result ret;
+	unsigned int status;
+	json_t *hello;
+
+	if (h->n_streams >= h->max_conns / HTTP_STREAMS_SHARE + 1) {
+		resp = json_answer(503,
+				   api_error("too_many_streams",
+					     "the daemon has %u event streams "
+					     "open, its limit (half of "
+					     "daemon.http.max_connections)",
+					     h->n_streams),
+				   &status);
+		if (!resp)
+			return MHD_NO;
+		ret = MHD_queue_response(c, status, resp);
+		MHD_destroy_response(resp);
+		return ret;
+	}
+	st = calloc(1, sizeof(*st));
+	if (!st || events_queue_init(&st->q, EVENTS_QUEUE_DEFAULT) < 0) {
+		free(st);
+		return MHD_NO;
+	}
+	st->h = h;
+	st->l = l;
+	st->c = c;
+	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096,
+						 stream_read, st, stream_free);
+	if (!resp) {
+		events_queue_clear(&st->q);
+		free(st);
+		return MHD_NO;
+	}
+	st->next = h->streams;
+	if (h->streams)
+		h->streams->prev = st;
+	h->streams = st;
+	h->n_streams++;
+	if (events_subscribe(l->m->events, on_stream_event, st) < 0) {
+		MHD_destroy_response(resp); /* stream_free */
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+				"text/event-stream");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
+				"no-cache");
+	/* Answered: not a fresh connection any more, whose priority would
+	 * stay raised for as long as the stream lasts. */
+	if (ci && ci->socket_context)
+		conn_unfresh(ci->socket_context);
+	/* The first bytes at once: a client sees the stream is open (and
+	 * where in the sequence it starts). */
+	hello = json_pack("{s:s, s:I}", "event", "subscribed", "last_seq",
+			  (json_int_t)events_last_seq(l->m->events));
+	if (hello)
+		stream_format(st, hello);
+	json_decref(hello);
+	ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
+	MHD_destroy_response(resp);
+	log_debug("%s: GET /v1/events: streaming", l->addr);
+	return ret;
+}
+
+void streams_ping(struct http *h, uint64_t now, bool end)
+{
+	if (!end && now < h->last_ping + HTTP_STREAM_KEEPALIVE_USEC)
+		return;
+	h->last_ping = now;
+	for (struct stream *st = h->streams; st; st = st->next) {
+		st->ping = !end;
+		if (end) {
+			st->ending = true;
+			st->off = st->len;
+		}
+		stream_wake(st);
+	}
+}
+
