@@ -32,6 +32,7 @@
 #define CLIENT_ERROR_MAX 512
 extern __thread char client_last_error[CLIENT_ERROR_MAX];
 
+/* A request sent whose answer has not been read yet. */
 struct pending {
 	uint32_t id;
 	uint16_t type; /* the request's */
