@@ -45,6 +45,13 @@ static inline void closep(int *fd)
 	}
 }
 
+/* Close fds[0..n), those not -1. */
+static inline void close_all(int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		closep(&fds[i]);
+}
+
 #define _cleanup_free_ _cleanup_(freep)
 #define _cleanup_close_ _cleanup_(closep)
 

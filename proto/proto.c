@@ -184,11 +184,28 @@ static bool depth_ok(const uint8_t *p, size_t len)
 
 /* ---- codec ---- */
 
+/* The header of a frame of this build's version. */
+static void pack_header(uint8_t out[PROTO_HDR_SIZE], uint16_t type,
+			uint16_t flags, uint16_t n_fds, uint32_t id,
+			uint32_t length)
+{
+	struct proto_hdr h = {
+		.magic = PROTO_MAGIC,
+		.version = PROTO_VERSION,
+		.type = type,
+		.flags = flags,
+		.n_fds = n_fds,
+		.id = id,
+		.length = length,
+	};
+
+	proto_hdr_pack(&h, out);
+}
+
 int proto_encode(const struct proto_msg *m, uint8_t *buf, size_t cap,
 		 size_t *len)
 {
 	const struct proto_type_info *t = type_info(m->type);
-	struct proto_hdr h;
 	size_t room, n;
 
 	if (!t || (m->flags & ~PROTO_FLAGS_KNOWN))
@@ -221,16 +238,8 @@ int proto_encode(const struct proto_msg *m, uint8_t *buf, size_t cap,
 	if (!depth_ok(buf + PROTO_HDR_SIZE, n))
 		return -EINVAL;
 
-	h = (struct proto_hdr){
-		.magic = PROTO_MAGIC,
-		.version = PROTO_VERSION,
-		.type = m->type,
-		.flags = m->flags,
-		.n_fds = m->n_fds,
-		.id = m->id,
-		.length = n,
-	};
-	proto_hdr_pack(&h, buf);
+	pack_header(buf, m->type, m->flags, (uint16_t)m->n_fds, m->id,
+		    (uint32_t)n);
 	*len = PROTO_HDR_SIZE + n;
 	return 0;
 }
@@ -353,13 +362,6 @@ int proto_send_textv(int sock, uint16_t type, uint32_t id,
 {
 	uint8_t hdr[PROTO_HDR_SIZE];
 	struct iovec iov[1 + PROTO_MAX_TEXT_PARTS];
-	struct proto_hdr h = {
-		.magic = PROTO_MAGIC,
-		.version = PROTO_VERSION,
-		.type = type,
-		.n_fds = (uint16_t)n_fds,
-		.id = id,
-	};
 	size_t len = 0;
 
 	if (n_parts > PROTO_MAX_TEXT_PARTS || n_fds > PROTO_MAX_FDS)
@@ -370,8 +372,7 @@ int proto_send_textv(int sock, uint16_t type, uint32_t id,
 	}
 	if (len > PROTO_MAX_PAYLOAD)
 		return -EMSGSIZE;
-	h.length = (uint32_t)len;
-	proto_hdr_pack(&h, hdr);
+	pack_header(hdr, type, 0, (uint16_t)n_fds, id, (uint32_t)len);
 	iov[0] = (struct iovec){ .iov_base = hdr, .iov_len = sizeof(hdr) };
 	return proto_sendmsg(sock, NULL, 0, iov, 1 + n_parts, fds, n_fds);
 }
@@ -408,14 +409,6 @@ int proto_send(int sock, const struct proto_msg *m)
 		return r;
 	iov = (struct iovec){ .iov_base = buf, .iov_len = len };
 	return proto_sendmsg(sock, NULL, 0, &iov, 1, m->fds, m->n_fds);
-}
-
-static void close_all(int *fds, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		closep(&fds[i]);
 }
 
 /*

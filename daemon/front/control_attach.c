@@ -661,12 +661,6 @@ struct attach_take {
 	size_t n_opened;
 };
 
-static void close_fds(const int *fds, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		close(fds[i]);
-}
-
 static int attach_take(struct profile *p, bool shared, struct attachment *a,
 		       struct attach_take *t)
 {
@@ -713,7 +707,7 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 	struct attachment *att, a = { 0 };
 	struct iovec iov[2];
 	char head[64];
-	bool shared;
+	bool shared, socket_err = false;
 	int r, n;
 
 	if (!name)
@@ -774,18 +768,16 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 		iov[1] = (struct iovec){ doc->text + 1, doc->len - 1 };
 		r = proto_send_textv(s->fd, PROTO_ATTACHED, id, iov, 2, t.fds,
 				     t.n_fds);
-		if (r < 0 && r != -EMSGSIZE) {
-			/* The session's socket: it ends. */
-			close_fds(t.opened, t.n_opened);
-			attachment_release(c, &a);
-			return r;
-		}
+		/* Any error but the size is the socket's: the session ends. */
+		socket_err = r < 0 && r != -EMSGSIZE;
 	}
-	close_fds(t.opened, t.n_opened);
+	close_all(t.opened, t.n_opened);
 	if (r < 0) {
 		attachment_release(c, &a);
-		return session_send_error(s, id, "internal",
-					  "cannot attach: %s", strerror(-r));
+		return socket_err ? r
+				  : session_send_error(s, id, "internal",
+						       "cannot attach: %s",
+						       strerror(-r));
 	}
 	profile_touch(p);
 	s->att[s->n_att++] = a;
