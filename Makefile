@@ -51,7 +51,14 @@ DAEMON_INC := $(DAEMON_DIRS:%=-I%)
 CFLAGS += -std=gnu11 $(WARN) -fPIC -D_GNU_SOURCE -DRDMAD_VERSION='"$(VERSION)"' \
 	-DRDMAD_SYSCONFDIR='"$(SYSCONFDIR)"' $(DAEMON_INC) -Iproto -Iclient
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# libmicrohttpd is opened when REST listens (daemon/front/mhd.c), not
+# linked: its header is used, its library is not on the link line.
+PKG_LIBS = $(shell pkg-config --libs $(filter-out libmicrohttpd,$(PKGS)) 2>/dev/null)
+# The name dlopen() asks for: the soname of the library we build against.
+MHD_SONAME := $(or $(shell objdump -p $$(pkg-config --variable=libdir \
+	libmicrohttpd 2>/dev/null)/libmicrohttpd.so 2>/dev/null | \
+	sed -n 's/^ *SONAME *//p'),libmicrohttpd.so.12)
+CFLAGS += -DMHD_SONAME='"$(MHD_SONAME)"'
 
 DAEMON_SRC := $(filter-out daemon/main.c,$(wildcard $(DAEMON_DIRS:%=%/*.c)))
 DAEMON_OBJ := $(DAEMON_SRC:%.c=$(B)/%.o)
@@ -237,7 +244,7 @@ helpers: $(HELPERS)
 FUZZ_CC := clang
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all \
 	-fno-omit-frame-pointer
-FUZZ_CFLAGS := -g -O1 -std=gnu11 -D_GNU_SOURCE -DRDMAD_VERSION='"$(VERSION)"' $(DAEMON_INC) -Iproto \
+FUZZ_CFLAGS := -g -O1 -std=gnu11 -D_GNU_SOURCE -DMHD_SONAME='"$(MHD_SONAME)"' -DRDMAD_VERSION='"$(VERSION)"' $(DAEMON_INC) -Iproto \
 	-Itests/fuzz
 FUZZ_ALL := fuzz_config fuzz_api fuzz_http fuzz_proto fuzz_rdmanl fuzz_target
 FUZZ_TARGETS ?= $(FUZZ_ALL)

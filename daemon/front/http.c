@@ -25,7 +25,7 @@ struct cached {
 static void cached_free(struct http *h, struct cached *c)
 {
 	HASH_DEL(h->cache, c);
-	MHD_destroy_response(c->resp);
+	sym_MHD_destroy_response(c->resp);
 	free(c->path);
 	free(c);
 }
@@ -38,13 +38,13 @@ static struct MHD_Response *json_response(json_t *doc)
 	json_decref(doc);
 	if (!text)
 		return NULL;
-	resp = MHD_create_response_from_buffer(strlen(text), text,
+	resp = sym_MHD_create_response_from_buffer(strlen(text), text,
 					       MHD_RESPMEM_MUST_FREE);
 	if (!resp) {
 		free(text);
 		return NULL;
 	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+	sym_MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
 				"application/json");
 	return resp;
 }
@@ -131,13 +131,13 @@ static struct MHD_Response *metrics_response(struct manager *m)
 
 	if (!text)
 		return NULL;
-	resp = MHD_create_response_from_buffer(strlen(text), text,
+	resp = sym_MHD_create_response_from_buffer(strlen(text), text,
 					       MHD_RESPMEM_MUST_FREE);
 	if (!resp) {
 		free(text);
 		return NULL;
 	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+	sym_MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
 				"text/plain; version=0.0.4");
 	return resp;
 }
@@ -163,9 +163,9 @@ static struct MHD_Response *with_status_headers(struct MHD_Response *resp,
 			strcpy(allow, "GET, HEAD");
 		else
 			api_allow(url, allow, sizeof(allow));
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+		sym_MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
 	} else if (status == MHD_HTTP_UNAUTHORIZED) {
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+		sym_MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
 					"Bearer realm=\"rdmad\"");
 	}
 	return resp;
@@ -209,13 +209,13 @@ struct MHD_Response *http_answer(struct manager *m, const char *method,
 	/* GET /v1/events streams (stream_start()); HEAD gives the
 	 * stream's headers, without waiting for events. */
 	if (streq(url, "/v1/events") && head) {
-		resp = MHD_create_response_from_buffer(0, NULL,
+		resp = sym_MHD_create_response_from_buffer(0, NULL,
 						       MHD_RESPMEM_PERSISTENT);
 		if (!resp)
 			return NULL;
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+		sym_MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
 					"text/event-stream");
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
+		sym_MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
 					"no-cache");
 		*status = 200;
 		return resp;
@@ -278,7 +278,7 @@ static void on_later(struct api_later *later, int status, json_t *reply)
 	req->resp = with_status_headers(req->resp, req->status, "/v1/reload");
 	req->waiting = false;
 	req->answered = true;
-	MHD_resume_connection(req->c);
+	sym_MHD_resume_connection(req->c);
 	/* Served at the next turn of the loop. */
 	sd_event_source_set_time(l->timer, 1);
 	sd_event_source_set_enabled(l->timer, SD_EVENT_ONESHOT);
@@ -298,7 +298,7 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c,
 
 	(void)version;
 	if (!req) {
-		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+		const union MHD_ConnectionInfo *ci = sym_MHD_get_connection_info(
 			c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 
 		/* The headers are in: the header deadline is over. */
@@ -321,8 +321,8 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c,
 		req->answered = false;
 		if (!req->resp)
 			return MHD_NO;
-		ret = MHD_queue_response(c, req->status, req->resp);
-		MHD_destroy_response(req->resp);
+		ret = sym_MHD_queue_response(c, req->status, req->resp);
+		sym_MHD_destroy_response(req->resp);
 		req->resp = NULL;
 		return ret;
 	}
@@ -347,7 +347,7 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c,
 	    l->m->events)
 		return stream_start(l, c);
 	resp = http_answer(l->m, method, url,
-			   MHD_lookup_connection_value(
+			   sym_MHD_lookup_connection_value(
 				   c, MHD_HEADER_KIND,
 				   MHD_HTTP_HEADER_AUTHORIZATION),
 			   req->body, req->len, req->too_big, &req->later,
@@ -355,14 +355,14 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c,
 	if (!resp && !status) {
 		/* The answer comes later (on_later). */
 		req->waiting = true;
-		MHD_suspend_connection(c);
+		sym_MHD_suspend_connection(c);
 		return MHD_YES;
 	}
 	if (!resp)
 		return MHD_NO;
-	ret = MHD_queue_response(c, status, resp);
+	ret = sym_MHD_queue_response(c, status, resp);
 	if (!shared)
-		MHD_destroy_response(resp);
+		sym_MHD_destroy_response(resp);
 	return ret;
 }
 
@@ -371,7 +371,7 @@ void http_on_completed(void *cls, struct MHD_Connection *c, void **state,
 {
 	struct request *req = *state;
 	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+		sym_MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 
 	(void)cls;
 	/* Kept alive: the next request's headers have a deadline too. */
@@ -384,7 +384,7 @@ void http_on_completed(void *cls, struct MHD_Connection *c, void **state,
 		if (req->waiting)
 			api_forget(req->l->m, &req->later);
 		if (req->resp)
-			MHD_destroy_response(req->resp);
+			sym_MHD_destroy_response(req->resp);
 		free(req->body);
 		free(req);
 	}
@@ -423,8 +423,14 @@ int http_start(struct manager *m, const char **failed)
 	h->max_conns = caps.http;
 	h->per_address = (unsigned int)d->http_max_per_address;
 	h->header_timeout = (uint64_t)d->http_header_timeout * 1000000;
+	if (d->n_listen && mhd_open() < 0) {
+		*failed = d->listen[0];
+		http_stop(m);
+		return -ENOPKG;
+	}
 	if (d->tls_cert) {
-		if (!MHD_is_feature_supported(MHD_FEATURE_TLS)) {
+		if (d->n_listen &&
+		    !sym_MHD_is_feature_supported(MHD_FEATURE_TLS)) {
 			*failed = "https (libmicrohttpd is built without TLS)";
 			http_stop(m);
 			return -EOPNOTSUPP;
@@ -473,7 +479,7 @@ void http_stop(struct manager *m)
 	streams_ping(h, 0, true);
 	for (size_t i = 0; i < h->n; i++)
 		if (h->l[i].mhd)
-			MHD_run(h->l[i].mhd);
+			sym_MHD_run(h->l[i].mhd);
 	for (size_t i = 0; i < h->n; i++)
 		listener_stop(&h->l[i]);
 	h->sweep = sd_event_source_disable_unref(h->sweep);

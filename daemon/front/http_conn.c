@@ -78,7 +78,7 @@ static void listener_rearm(struct listener *l)
 	MHD_UNSIGNED_LONG_LONG ms;
 	uint64_t now;
 
-	if (MHD_get_timeout(l->mhd, &ms) == MHD_YES) {
+	if (sym_MHD_get_timeout(l->mhd, &ms) == MHD_YES) {
 		sd_event_now(l->m->event, CLOCK_MONOTONIC, &now);
 		sd_event_source_set_time(l->timer, now + ms * 1000);
 		sd_event_source_set_enabled(l->timer, SD_EVENT_ONESHOT);
@@ -94,7 +94,7 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *ud)
 	(void)s;
 	(void)fd;
 	(void)revents;
-	MHD_run(l->mhd);
+	sym_MHD_run(l->mhd);
 	listener_rearm(l);
 	return 0;
 }
@@ -181,7 +181,7 @@ static int on_sweep(sd_event_source *s, uint64_t usec, void *ud)
 	sd_event_now(sd_event_source_get_event(s), CLOCK_MONOTONIC, &now);
 	while (h->wait_head && h->wait_head->since + h->header_timeout <= now) {
 		struct conn *cn = h->wait_head;
-		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+		const union MHD_ConnectionInfo *ci = sym_MHD_get_connection_info(
 			cn->c, MHD_CONNECTION_INFO_CONNECTION_FD);
 
 		conn_unlist(cn);
@@ -280,7 +280,7 @@ static void accept_one(struct listener *l, int fd, struct sockaddr *sa,
 		 * notice: let it, before saying no. */
 		for (size_t i = 0; i < h->n; i++)
 			if (h->l[i].mhd)
-				MHD_run(h->l[i].mhd);
+				sym_MHD_run(h->l[i].mhd);
 	}
 	if (h->n_conns >= h->max_conns) {
 		snprintf(why, sizeof(why),
@@ -312,7 +312,7 @@ static void accept_one(struct listener *l, int fd, struct sockaddr *sa,
 	}
 	h->adding = p;
 	/* MHD closes fd when it cannot take it. */
-	if (MHD_add_connection(l->mhd, fd, sa, len) != MHD_YES) {
+	if (sym_MHD_add_connection(l->mhd, fd, sa, len) != MHD_YES) {
 		log_debug("%s: libmicrohttpd did not take a connection",
 			  l->addr);
 	}
@@ -481,7 +481,7 @@ int listener_start(struct manager *m, struct http *h,
 	}
 	/* The connection cap is ours (accept_one): libmicrohttpd's own
 	 * is only a backstop. */
-	l->mhd = MHD_start_daemon(
+	l->mhd = sym_MHD_start_daemon(
 		flags, 0, NULL, NULL, http_on_request, l,
 		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
 		MHD_OPTION_CONNECTION_LIMIT, h->max_conns + 1,
@@ -493,7 +493,7 @@ int listener_start(struct manager *m, struct http *h,
 		on_connection, l, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
 	if (!l->mhd)
 		return -EIO;
-	info = MHD_get_daemon_info(l->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+	info = sym_MHD_get_daemon_info(l->mhd, MHD_DAEMON_INFO_EPOLL_FD);
 	if (!info)
 		return -EIO;
 	r = sd_event_add_io(m->event, &l->io, info->epoll_fd, EPOLLIN, on_io,
@@ -525,7 +525,7 @@ void listener_stop(struct listener *l)
 	l->io = sd_event_source_disable_unref(l->io);
 	l->timer = sd_event_source_disable_unref(l->timer);
 	if (l->mhd)
-		MHD_stop_daemon(l->mhd); /* closes its connections */
+		sym_MHD_stop_daemon(l->mhd); /* closes its connections */
 	l->mhd = NULL;
 	if (l->fd >= 0)
 		close(l->fd);

@@ -8,7 +8,7 @@
 #ifndef RDMAD_HTTP_INTERNAL_H
 #define RDMAD_HTTP_INTERNAL_H
 
-#include <microhttpd.h>
+#include "mhd.h"
 #include <stdbool.h>
 #include <stdint.h>
 #include <systemd/sd-event.h>

@@ -14,7 +14,7 @@ static void stream_wake(struct stream *st)
 	if (!st->suspended)
 		return;
 	st->suspended = false;
-	MHD_resume_connection(st->c);
+	sym_MHD_resume_connection(st->c);
 	/* Served at the next turn of the loop. */
 	sd_event_source_set_time(st->l->timer, 1);
 	sd_event_source_set_enabled(st->l->timer, SD_EVENT_ONESHOT);
@@ -98,7 +98,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		} else {
 			/* Nothing to say: asleep until there is. */
 			st->suspended = true;
-			MHD_suspend_connection(st->c);
+			sym_MHD_suspend_connection(st->c);
 			return 0;
 		}
 	}
@@ -132,7 +132,7 @@ enum MHD_Result stream_start(struct listener *l,
 {
 	struct http *h = l->h;
 	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+		sym_MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 	struct MHD_Response *resp;
 	struct stream *st;
 	enum MHD_Result ret;
@@ -149,8 +149,8 @@ enum MHD_Result stream_start(struct listener *l,
 				   &status);
 		if (!resp)
 			return MHD_NO;
-		ret = MHD_queue_response(c, status, resp);
-		MHD_destroy_response(resp);
+		ret = sym_MHD_queue_response(c, status, resp);
+		sym_MHD_destroy_response(resp);
 		return ret;
 	}
 	st = calloc(1, sizeof(*st));
@@ -161,7 +161,7 @@ enum MHD_Result stream_start(struct listener *l,
 	st->h = h;
 	st->l = l;
 	st->c = c;
-	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096,
+	resp = sym_MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096,
 						 stream_read, st, stream_free);
 	if (!resp) {
 		events_queue_clear(&st->q);
@@ -174,12 +174,12 @@ enum MHD_Result stream_start(struct listener *l,
 	h->streams = st;
 	h->n_streams++;
 	if (events_subscribe(l->m->events, on_stream_event, st) < 0) {
-		MHD_destroy_response(resp); /* stream_free */
+		sym_MHD_destroy_response(resp); /* stream_free */
 		return MHD_NO;
 	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+	sym_MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
 				"text/event-stream");
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
+	sym_MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
 				"no-cache");
 	/* Answered: not a fresh connection any more, whose priority would
 	 * stay raised for as long as the stream lasts. */
@@ -192,8 +192,8 @@ enum MHD_Result stream_start(struct listener *l,
 	if (hello)
 		stream_format(st, hello);
 	json_decref(hello);
-	ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
-	MHD_destroy_response(resp);
+	ret = sym_MHD_queue_response(c, MHD_HTTP_OK, resp);
+	sym_MHD_destroy_response(resp);
 	log_debug("%s: GET /v1/events: streaming", l->addr);
 	return ret;
 }

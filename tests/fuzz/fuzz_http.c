@@ -9,13 +9,13 @@
  * no Authorization header), then "METHOD\nURL\nAUTHORIZATION\nBODY".
  * The token is "secret".
  */
-#include <microhttpd.h>
 #include <string.h>
 
 #include "api.h"
 #include "fuzz_util.h"
 #include "fuzz_manager.h"
 #include "http.h"
+#include "mhd.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -27,6 +27,7 @@ static struct manager *setup(void)
 
 	if (m->http)
 		return m;
+	check(mhd_open() == 0, "mhd_open");
 	/* The front end without listening anywhere: its cache. */
 	n = m->config->daemon.n_listen;
 	m->config->daemon.n_listen = 0;
@@ -55,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check(resp != NULL, "no response");
 	check(status >= 100 && status <= 599, "status out of range");
 	if (!shared)
-		MHD_destroy_response(resp);
+		sym_MHD_destroy_response(resp);
 	free(method);
 	free(url);
 	free(auth);

@@ -151,6 +151,57 @@ def test_address_in_use_exits_69(write_conf):
     assert f"cannot listen on 127.0.0.1:{port}" in r.stderr
 
 
+def mapped(pid, name):
+    with open(f"/proc/{pid}/maps") as f:
+        return any(name in line for line in f)
+
+
+def test_libmicrohttpd_is_opened_only_to_listen(write_conf, tmp_path):
+    """REST opens libmicrohttpd, and the TLS stack it brings, when it has
+    an address to listen on (daemon/front/mhd.c): --check and a daemon
+    with listen = [ ] never load them; one that listens does, and
+    serves."""
+    rt = tmp_path / "rt"
+    quiet = write_conf(f'daemon = {{ runtime_dir = "{rt}"; '
+                       f'http = {{ listen = [ ]; }}; }};\n' + PROFILE)
+    r = subprocess.run([str(RDMAD), "--check", "-c", str(quiet)],
+                       capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, LD_DEBUG="files"))
+    assert r.returncode == 0, r.stderr
+    assert "file=libjansson" in r.stderr  # LD_DEBUG names what it loads
+    assert "libmicrohttpd" not in r.stderr
+    assert "libgnutls" not in r.stderr
+    port = free_port()
+    loud = write_conf(f'daemon = {{ runtime_dir = "{rt}"; http = {{ '
+                      f'listen = [ "127.0.0.1:{port}" ]; }}; }};\n'
+                      + PROFILE)
+    for conf, listens in ((quiet, False), (loud, True)):
+        p = subprocess.Popen([str(RDMAD), "-c", str(conf)],
+                             stdin=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            assert settle(lambda: rdmactl_health(rt / "rdmad.sock"), 60)
+            assert mapped(p.pid, "libmicrohttpd") == listens
+            assert mapped(p.pid, "libgnutls") == listens
+            if listens:
+                c = http.client.HTTPConnection("127.0.0.1", port,
+                                               timeout=30)
+                c.request("GET", "/v1/health")
+                assert c.getresponse().status == 200
+                c.close()
+        finally:
+            p.send_signal(signal.SIGTERM)
+            _, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        assert "Sanitizer" not in err and "runtime error:" not in err, err
+
+
+def rdmactl_health(sock):
+    r = subprocess.run([str(RDMACTL), "--socket", str(sock), "health"],
+                       capture_output=True, text=True, timeout=30)
+    return r.returncode == 0
+
+
 def test_cli_usage():
     r = subprocess.run([str(RDMAD), "--help"], capture_output=True,
                        text=True)
