@@ -3,7 +3,9 @@
  * What the pieces of the configuration model share, and nothing outside
  * daemon/model/config*.c may use:
  *   config_fields.c  the key tables, enum names, defaults
- *   config_parse.c   files and includes, libconfig -> structs, errors
+ *   config_parse.c   files and includes, libconfig -> structs
+ *   config_notes.c   errors and warnings at their file:line
+ *   config_literals.c  the integer literals as written in a file's text
  *   config_verify.c  names, references, shapes
  *   config_index.c   name indexes and the lookups by name
  *   config_dump.c    config_json(), config_print()
@@ -12,9 +14,11 @@
 #ifndef RDMAD_CONFIG_INTERNAL_H
 #define RDMAD_CONFIG_INTERNAL_H
 
+#include <libconfig.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "config.h"
 #include "util.h"
@@ -110,6 +114,54 @@ char *conf_strdup(struct config *c, const char *str);
 void conf_strings_seal(struct config *c);
 void conf_strings_free(struct config *c);
 
+/*
+ * Room for element n of an array of n elements of size bytes, which grows
+ * only through here: its capacity is implicit, the next power of two, so
+ * that it doubles when n reaches one and n appends cost O(n) copies.
+ * Returns the array, moved or not, or NULL when out of memory (the array
+ * unchanged).
+ */
+static inline void *array_room(void *a, size_t n, size_t size)
+{
+	if (n & (n - 1))
+		return a; /* not a power of two: below the capacity */
+	return reallocarray(a, n ? 2 * n : 1, size);
+}
+
+/* config_literals.c */
+/*
+ * The integer literals of the text being parsed, in the order libconfig
+ * reads them. libconfig 1.5 silently keeps only the low 32 bits of an
+ * integer literal without an L suffix (5368709120 becomes 1073741824,
+ * 0xFFFFFFFF becomes -1), and saturates one with the suffix beyond 64
+ * bits: each integer setting is paired with the literal it was read from
+ * (through the setting's hook), so that a value that did not survive is
+ * refused, in arrays as in scalars.
+ */
+struct literal {
+	const char *text; /* as written */
+	int len;
+	int line;
+	long long value;
+	bool erange; /* beyond 64 bits */
+	bool wide;   /* an L suffix: libconfig made it a 64-bit setting */
+};
+
+struct source {
+	struct literal *lit;
+	size_t n_lit;
+	size_t next; /* pairing: the next literal to hand out */
+	int include_line; /* a line that starts with @include, or 0 */
+};
+
+/* Every integer literal of text, and the first line that libconfig
+ * would take for an @include. 0 or -ENOMEM. */
+int source_scan(struct source *src, const char *text);
+void source_free(struct source *src);
+/* Pair every integer setting under s, in order, with its literal (the
+ * setting's hook). Returns false when the two do not match up. */
+bool source_pair(struct source *src, config_setting_t *s);
+
 /* The state of one load: the config being built, and the file being
  * parsed. */
 struct parser {
@@ -121,12 +173,34 @@ struct parser {
 	char label[96];	  /* "mr 'ring'": the object being parsed */
 };
 
-/* config_parse.c */
+static inline struct conf_loc conf_loc_at(const char *file, int line)
+{
+	return (struct conf_loc){ .file = file, .line = line };
+}
+
+/* config_notes.c: what a load reports. */
 void parser_error(struct parser *p, struct conf_loc loc, const char *fmt, ...)
 	_printf_(3, 4);
 /* What this host makes doubtful: printed by --check, never refused. */
 void parser_warning(struct parser *p, struct conf_loc loc, const char *fmt,
 		    ...) _printf_(3, 4);
+/* An error about a setting, at its line. */
+void parser_setting_error(struct parser *p, const config_setting_t *s,
+			  const char *fmt, ...) _printf_(3, 4);
+/* An error about a value: prefixed with the object it belongs to
+ * (p->label). */
+void parser_field_error(struct parser *p, const config_setting_t *s,
+			const char *fmt, ...) _printf_(3, 4);
+/* A warning about a value, prefixed like parser_field_error()'s. */
+void parser_field_warning(struct parser *p, const config_setting_t *s,
+			  const char *fmt, ...) _printf_(3, 4);
+/* Where s is: the file being parsed, and s's line. */
+struct conf_loc parser_loc(struct parser *p, const config_setting_t *s);
+/* The name of a file as messages show it (UTF-8, whatever bytes the name
+ * on disk holds), kept in the config: NULL is the main file. */
+const char *parser_intern_file(struct parser *p, const char *file);
+
+/* config_parse.c */
 /* Parse one file's text; name is what locations say. */
 void parser_text(struct parser *p, const char *name, const char *text,
 		 bool main_file);

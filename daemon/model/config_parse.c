@@ -19,203 +19,6 @@
 #include "config_internal.h"
 #include "utf8.h"
 
-/* ---- errors and locations ---- */
-
-/*
- * Room for element n of an array of n elements of size bytes, which grows
- * only through here: its capacity is implicit, the next power of two, so
- * that it doubles when n reaches one and n appends cost O(n) copies.
- * Returns the array, moved or not, or NULL when out of memory (the array
- * unchanged).
- */
-static void *array_room(void *a, size_t n, size_t size)
-{
-	if (n & (n - 1))
-		return a; /* not a power of two: below the capacity */
-	return reallocarray(a, n ? 2 * n : 1, size);
-}
-
-/* The name of a file as messages show it: UTF-8, whatever bytes the
- * name on disk holds. */
-static const char *intern_file(struct parser *p, const char *file)
-{
-	struct config *c = p->c;
-	_cleanup_free_ char *shown = NULL;
-	char **n;
-
-	if (!file)
-		file = c->path;
-	shown = utf8_sanitize(file);
-	if (!shown)
-		goto oom;
-	for (size_t i = 0; i < c->n_files; i++)
-		if (streq(c->files[i], shown))
-			return c->files[i];
-	n = array_room(c->files, c->n_files, sizeof(*n));
-	if (!n)
-		goto oom;
-	c->files = n;
-	n[c->n_files] = TAKE_PTR(shown);
-	if (!n[c->n_files])
-		goto oom;
-	return n[c->n_files++];
-oom:
-	p->oom = 1;
-	return "?";
-}
-
-static struct conf_loc loc_at(const char *file, int line)
-{
-	return (struct conf_loc){ .file = file, .line = line };
-}
-
-static struct conf_loc loc_of(struct parser *p, const config_setting_t *s)
-{
-	return (struct conf_loc){
-		.file = p->file,
-		.line = config_setting_source_line(s),
-	};
-}
-
-/* Record an error (or a warning) at loc: "prefix: message", or just the
- * message. */
-static void add_notev(struct parser *p, bool warning, struct conf_loc loc,
-		      const char *prefix, const char *fmt, va_list ap)
-{
-	struct config *c = p->c;
-	struct conf_error **list = warning ? &c->warnings : &c->errors;
-	size_t *count = warning ? &c->n_warnings : &c->n_errors;
-	struct conf_error *n;
-	char *body, *msg = NULL;
-
-	if (vasprintf(&body, fmt, ap) < 0) {
-		p->oom = 1;
-		return;
-	}
-	if (prefix && asprintf(&msg, "%s: %s", prefix, body) < 0)
-		msg = NULL;
-	if (!prefix)
-		msg = TAKE_PTR(body);
-	free(body);
-	/* Values are quoted as written, whatever bytes they hold: the
-	 * message is shown as text and sent as JSON. */
-	if (msg && !utf8_valid(msg)) {
-		char *clean = utf8_sanitize(msg);
-
-		free(msg);
-		msg = clean;
-	}
-	n = msg ? array_room(*list, *count, sizeof(*n)) : NULL;
-	if (!n) {
-		free(msg);
-		p->oom = 1;
-		return;
-	}
-	*list = n;
-	n[*count] = (struct conf_error){ .loc = loc, .msg = msg,
-					 .seq = *count };
-	(*count)++;
-}
-
-static void add_errorv(struct parser *p, struct conf_loc loc,
-		       const char *prefix, const char *fmt, va_list ap)
-{
-	add_notev(p, false, loc, prefix, fmt, ap);
-}
-
-void parser_error(struct parser *p, struct conf_loc loc, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	add_errorv(p, loc, NULL, fmt, ap);
-	va_end(ap);
-}
-
-void parser_warning(struct parser *p, struct conf_loc loc, const char *fmt,
-		    ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	add_notev(p, true, loc, NULL, fmt, ap);
-	va_end(ap);
-}
-
-/* An error about a setting, at its line. */
-static void _printf_(3, 4)
-	setting_error(struct parser *p, const config_setting_t *s,
-		      const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	add_errorv(p, loc_of(p, s), NULL, fmt, ap);
-	va_end(ap);
-}
-
-/* An error about a value: prefixed with the object it belongs to. */
-static void _printf_(3, 4)
-	field_error(struct parser *p, const config_setting_t *s,
-		    const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	add_errorv(p, loc_of(p, s), p->label[0] ? p->label : NULL, fmt, ap);
-	va_end(ap);
-}
-
-/* A warning about a value, prefixed like field_error()'s. */
-static void _printf_(3, 4)
-	field_warning(struct parser *p, const config_setting_t *s,
-		      const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	add_notev(p, true, loc_of(p, s), p->label[0] ? p->label : NULL, fmt,
-		  ap);
-	va_end(ap);
-}
-
-void config_add_error(struct config *c, struct conf_loc loc, const char *fmt,
-		      ...)
-{
-	struct parser p = { .c = c };
-	va_list ap;
-
-	va_start(ap, fmt);
-	add_errorv(&p, loc, NULL, fmt, ap);
-	va_end(ap);
-}
-
-void config_print_warnings(const struct config *c, FILE *f)
-{
-	for (size_t i = 0; i < c->n_warnings; i++) {
-		const struct conf_error *w = &c->warnings[i];
-
-		if (w->loc.line > 0)
-			fprintf(f, "%s:%d: warning: %s\n", w->loc.file,
-				w->loc.line, w->msg);
-		else
-			fprintf(f, "%s: warning: %s\n", w->loc.file, w->msg);
-	}
-}
-
-void config_print_errors(const struct config *c, FILE *f)
-{
-	for (size_t i = 0; i < c->n_errors; i++) {
-		const struct conf_error *e = &c->errors[i];
-
-		if (e->loc.line > 0)
-			fprintf(f, "%s:%d: %s\n", e->loc.file, e->loc.line,
-				e->msg);
-		else /* about the whole file */
-			fprintf(f, "%s: %s\n", e->loc.file, e->msg);
-	}
-}
-
 /* ---- values ---- */
 
 int config_parse_size(const char *s, uint64_t *out)
@@ -291,9 +94,9 @@ static bool expect(struct parser *p, const config_setting_t *s,
 		   const char *what, bool ok)
 {
 	if (!ok)
-		field_error(p, s, "'%s' must be %s, not %s",
-			      config_setting_name(s), what,
-			      type_name(config_setting_type(s)));
+		parser_field_error(p, s, "'%s' must be %s, not %s",
+				   config_setting_name(s), what,
+				   type_name(config_setting_type(s)));
 	return ok;
 }
 
@@ -315,18 +118,18 @@ static int parse_string_list(struct parser *p, const config_setting_t *s,
 		const char *str = config_setting_get_string(e);
 
 		if (!str) {
-			field_error(p, e, "'%s' must hold strings only",
-				    config_setting_name(s));
+			parser_field_error(p, e, "'%s' must hold strings only",
+					   config_setting_name(s));
 			continue;
 		}
 		if (f->check && f->check(str)) {
-			field_error(p, e, "'%s': '%s' %s", f->key, str,
-				    f->check(str));
+			parser_field_error(p, e, "'%s': '%s' %s", f->key, str,
+					   f->check(str));
 			continue;
 		}
 		if (f->warn && f->warn(str))
-			field_warning(p, e, "'%s': '%s' %s", f->key, str,
-				      f->warn(str));
+			parser_field_warning(p, e, "'%s': '%s' %s", f->key, str,
+					     f->warn(str));
 		v[(*n_out)++] = conf_strdup(p->c, str);
 		if (!v[*n_out - 1])
 			p->oom = 1;
@@ -353,193 +156,6 @@ static void name_choices(const struct enum_name *t, char *buf, size_t len)
 				off ? ", " : "", t->name);
 }
 
-/*
- * The integer literals of the text being parsed, in the order libconfig
- * reads them. libconfig 1.5 silently keeps only the low 32 bits of an
- * integer literal without an L suffix (5368709120 becomes 1073741824,
- * 0xFFFFFFFF becomes -1), and saturates one with the suffix beyond 64
- * bits: each integer setting is paired with the literal it was read from
- * (through the setting's hook), so that a value that did not survive is
- * refused, in arrays as in scalars.
- */
-struct literal {
-	const char *text; /* as written */
-	int len;
-	int line;
-	long long value;
-	bool erange; /* beyond 64 bits */
-	bool wide;   /* an L suffix: libconfig made it a 64-bit setting */
-};
-
-struct source {
-	struct literal *lit;
-	size_t n_lit;
-	size_t next; /* pairing: the next literal to hand out */
-	int include_line; /* a line that starts with @include, or 0 */
-};
-
-static bool name_char(char c)
-{
-	return isalnum((unsigned char)c) || c == '-' || c == '_' || c == '*';
-}
-
-/* Length of libconfig's number token at t (the longest of its integer,
- * hex and float rules), and whether it is an integer. */
-static size_t number_token(const char *t, bool *integer, bool *wide)
-{
-	size_t i = 0, digits;
-
-	*integer = false;
-	*wide = false;
-	if (t[0] == '0' && (t[1] == 'x' || t[1] == 'X') &&
-	    isxdigit((unsigned char)t[2])) {
-		for (i = 2; isxdigit((unsigned char)t[i]); i++)
-			;
-		*integer = true;
-	} else {
-		if (t[i] == '-' || t[i] == '+')
-			i++;
-		for (digits = 0; isdigit((unsigned char)t[i]); i++)
-			digits++;
-		if (t[i] == '.') {
-			for (i++; isdigit((unsigned char)t[i]); i++)
-				;
-		} else if (!digits) {
-			return i; /* a lone sign: not a number */
-		} else {
-			*integer = true;
-		}
-		/* An exponent makes it a float, when it is complete. */
-		if (t[i] == 'e' || t[i] == 'E') {
-			size_t e = i + 1;
-
-			if (t[e] == '-' || t[e] == '+')
-				e++;
-			if (isdigit((unsigned char)t[e])) {
-				while (isdigit((unsigned char)t[e]))
-					e++;
-				*integer = false;
-				return e;
-			}
-		}
-		if (!*integer)
-			return i;
-	}
-	if (t[i] == 'L') {
-		*wide = true;
-		i += 1 + (t[i + 1] == 'L');
-	}
-	return i;
-}
-
-static int add_literal(struct source *src, const char *t, size_t len,
-		       int line, bool wide)
-{
-	struct literal *l = array_room(src->lit, src->n_lit, sizeof(*l));
-	bool hex = t[0] == '0' && (t[1] == 'x' || t[1] == 'X');
-	char *end;
-
-	if (!l)
-		return -ENOMEM;
-	src->lit = l;
-	l += src->n_lit++;
-	errno = 0;
-	/* libconfig reads decimal literals as decimal: 010 is ten. */
-	l->value = strtoll(t, &end, hex ? 16 : 10);
-	l->erange = errno == ERANGE;
-	l->text = t;
-	l->len = (int)len;
-	l->line = line;
-	l->wide = wide;
-	return 0;
-}
-
-/*
- * One pass over the text with libconfig's lexical rules (comments,
- * strings with their escapes, names, numbers): every integer literal,
- * and the first line that libconfig would take for an @include.
- */
-static int source_scan(struct source *src, const char *text)
-{
-	const char *t = text;
-	bool line_start = true;
-	int line = 1;
-
-	while (*t) {
-		if (line_start) {
-			const char *s = t + strspn(t, " \t");
-
-			line_start = false;
-			if (!strncmp(s, "@include", 8) && !src->include_line)
-				src->include_line = line;
-		}
-		if (*t == '\n') {
-			line++;
-			line_start = true;
-			t++;
-		} else if (t[0] == '/' && t[1] == '*') {
-			for (t += 2; *t && !(t[0] == '*' && t[1] == '/'); t++)
-				line += *t == '\n';
-			t += *t ? 2 : 0;
-		} else if (*t == '#' || (t[0] == '/' && t[1] == '/')) {
-			t = strchrnul(t, '\n');
-		} else if (*t == '"') {
-			for (t++; *t && *t != '"'; t++) {
-				if (*t == '\\' && (t[1] == '"' || t[1] == '\\'))
-					t++;
-				line += *t == '\n';
-			}
-			t += *t ? 1 : 0;
-		} else if (isalpha((unsigned char)*t) || *t == '*') {
-			while (name_char(*t))
-				t++;
-		} else if (isdigit((unsigned char)*t) || *t == '-' ||
-			   *t == '+' || *t == '.') {
-			bool integer, wide;
-			size_t len = number_token(t, &integer, &wide);
-
-			if (!len)
-				len = 1;
-			if (integer && add_literal(src, t, len, line, wide) < 0)
-				return -ENOMEM;
-			t += len;
-		} else {
-			t++;
-		}
-	}
-	return 0;
-}
-
-static void source_free(struct source *src)
-{
-	free(src->lit);
-}
-
-/* Pair every integer setting under s, in order, with its literal.
- * Returns false when the two do not match up. */
-static bool source_pair(struct source *src, config_setting_t *s)
-{
-	int t = config_setting_type(s);
-
-	if (t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64) {
-		struct literal *l;
-
-		if (src->next >= src->n_lit)
-			return false;
-		l = &src->lit[src->next++];
-		if (l->wide != (t == CONFIG_TYPE_INT64))
-			return false;
-		config_setting_set_hook(s, l);
-		return true;
-	}
-	if (!config_setting_is_aggregate(s))
-		return true;
-	for (int i = 0, n = config_setting_length(s); i < n; i++)
-		if (!source_pair(src, config_setting_get_elem(s, i)))
-			return false;
-	return true;
-}
-
 /* The key a value belongs to: its own, or its array's. */
 static const char *key_of(const config_setting_t *s)
 {
@@ -559,22 +175,24 @@ static bool int_literal_ok(struct parser *p, const config_setting_t *s)
 	if (!l || (!l->erange && l->value == config_setting_get_int64(s)))
 		return true;
 	if (l->wide || l->erange)
-		field_error(p, s,
-			    "'%s' = %.*s does not fit in 64 bits", key,
-			    l->len, l->text);
+		parser_field_error(p, s,
+				   "'%s' = %.*s does not fit in 64 bits", key,
+				   l->len, l->text);
 	else if (!config_setting_name(s))
 		/* An array holds integers of one width. */
-		field_error(p, s,
-			    "'%s' = %.*s does not fit in 32 bits, which "
-			    "libconfig keeps without a suffix: write %.*sL, "
-			    "and every integer of the array with an L",
-			    key, l->len, l->text, l->len, l->text);
+		parser_field_error(p, s,
+				   "'%s' = %.*s does not fit in 32 bits, "
+				   "which libconfig keeps without a suffix: "
+				   "write %.*sL, and every integer of the "
+				   "array with an L",
+				   key, l->len, l->text, l->len, l->text);
 	else
-		field_error(p, s,
-			    "'%s' = %.*s does not fit in 32 bits, which "
-			    "libconfig keeps without a suffix: write %.*sL "
-			    "(or a size string such as \"5G\")",
-			    key, l->len, l->text, l->len, l->text);
+		parser_field_error(p, s,
+				   "'%s' = %.*s does not fit in 32 bits, "
+				   "which libconfig keeps without a suffix: "
+				   "write %.*sL (or a size string such as "
+				   "\"5G\")",
+				   key, l->len, l->text, l->len, l->text);
 	return false;
 }
 
@@ -597,25 +215,26 @@ static void parse_group(struct parser *p, const struct field *table,
 			if (streq(f->key, config_setting_name(s)))
 				break;
 		if (!f->key) {
-			setting_error(p, s, "unknown key '%s' in %s",
-				      config_setting_name(s), what);
+			parser_setting_error(p, s, "unknown key '%s' in %s",
+					     config_setting_name(s), what);
 			continue;
 		}
 		parse_field(p, f, s, obj);
 	}
 	for (const struct field *f = table; f->key; f++)
 		if (f->required && !config_setting_get_member(g, f->key))
-			setting_error(p, g, "%s: missing required key '%s'",
-				      what, f->key);
+			parser_setting_error(p, g,
+					     "%s: missing required key '%s'",
+					     what, f->key);
 }
 
 static bool in_range(struct parser *p, const struct field *f,
 		     const config_setting_t *s, long long v)
 {
 	if (v < f->min || v > f->max) {
-		field_error(p, s, "'%s' = %lld is out of range [%" PRId64
-				    ", %" PRId64 "]",
-			      f->key, v, f->min, f->max);
+		parser_field_error(p, s, "'%s' = %lld is out of range [%" PRId64
+				   ", %" PRId64 "]",
+				   f->key, v, f->min, f->max);
 		return false;
 	}
 	return true;
@@ -637,8 +256,8 @@ static void parse_field(struct parser *p, const struct field *f,
 		if (!expect(p, s, "a string", str))
 			return;
 		if (f->check && f->check(str)) {
-			field_error(p, s, "'%s' = '%s' %s", f->key, str,
-				    f->check(str));
+			parser_field_error(p, s, "'%s' = '%s' %s", f->key, str,
+					   f->check(str));
 			return;
 		}
 		*(char **)dst = conf_strdup(p->c, str);
@@ -670,20 +289,21 @@ static void parse_field(struct parser *p, const struct field *f,
 				return;
 			v = config_setting_get_int64(s);
 			if (v < 0) {
-				field_error(p, s,
-					    "'%s' = %lld: a size cannot be "
-					      "negative",
-					      f->key, v);
+				parser_field_error(p, s,
+						   "'%s' = %lld: a size "
+						   "cannot be negative",
+						   f->key, v);
 				return;
 			}
 			size = (uint64_t)v;
 		} else if ((str = config_setting_get_string(s))) {
 			if (config_parse_size(str, &size) < 0) {
-				field_error(p, s,
-					    "'%s' = \"%s\" is not a size "
-					      "(an integer with an optional K, "
-					      "M, G or T suffix)",
-					      f->key, str);
+				parser_field_error(p, s,
+						   "'%s' = \"%s\" is not a "
+						   "size (an integer with an "
+						   "optional K, M, G or T "
+						   "suffix)",
+						   f->key, str);
 				return;
 			}
 		} else {
@@ -691,14 +311,16 @@ static void parse_field(struct parser *p, const struct field *f,
 			return;
 		}
 		if (size < (uint64_t)f->min) {
-			field_error(p, s, "'%s' must be at least %" PRId64,
-				      f->key, f->min);
+			parser_field_error(p, s,
+					   "'%s' must be at least %" PRId64,
+					   f->key, f->min);
 			return;
 		}
 		if (size > (uint64_t)(f->max ? f->max : CONF_SIZE_LIMIT)) {
-			field_error(p, s, "%s %" PRIu64 " is larger than %s",
-				    f->key, size,
-				    f->max ? "allowed" : "1024T");
+			parser_field_error(p, s,
+					   "%s %" PRIu64 " is larger than %s",
+					   f->key, size,
+					   f->max ? "allowed" : "1024T");
 			return;
 		}
 		*(uint64_t *)dst = size;
@@ -716,9 +338,9 @@ static void parse_field(struct parser *p, const struct field *f,
 		e = lookup_name(f->names, str);
 		if (e < 0) {
 			name_choices(f->names, choices, sizeof(choices));
-			field_error(p, s,
-				    "'%s' = \"%s\" is not one of: %s",
-				      f->key, str, choices);
+			parser_field_error(p, s,
+					   "'%s' = \"%s\" is not one of: %s",
+					   f->key, str, choices);
 			return;
 		}
 		*(int *)dst = e;
@@ -741,10 +363,11 @@ static void parse_field(struct parser *p, const struct field *f,
 			if (e < 0) {
 				name_choices(f->names, choices,
 					     sizeof(choices));
-				field_error(p, el,
-					    "'%s': \"%s\" is not one of: %s",
-					      f->key, str ? str : "?",
-					      choices);
+				parser_field_error(p, el,
+						   "'%s': \"%s\" is not one "
+						   "of: %s",
+						   f->key, str ? str : "?",
+						   choices);
 				continue;
 			}
 			flags |= (unsigned int)e;
@@ -814,8 +437,9 @@ static void parse_field(struct parser *p, const struct field *f,
 			return;
 		n = config_setting_length(s);
 		if (f->max_count && (size_t)n > f->max_count) {
-			field_error(p, s, "'%s' has %d entries, at most %zu",
-				    f->key, n, f->max_count);
+			parser_field_error(p, s,
+					   "'%s' has %d entries, at most %zu",
+					   f->key, n, f->max_count);
 			return;
 		}
 		if (*arr || !n)
@@ -829,7 +453,7 @@ static void parse_field(struct parser *p, const struct field *f,
 			const config_setting_t *g = config_setting_get_elem(s, i);
 			char *elem = *arr + (size_t)i * f->size;
 
-			*(struct conf_loc *)elem = loc_of(p, g);
+			*(struct conf_loc *)elem = parser_loc(p, g);
 			if (f->defaults)
 				f->defaults(elem);
 			(*count)++;
@@ -904,7 +528,7 @@ static void parse_objects(struct parser *p, const config_setting_t *pg,
 			void *elem = (char *)prof->objs[k] +
 				     prof->n_objs[k]++ * kt->size;
 
-			*(struct conf_loc *)elem = loc_of(p, g);
+			*(struct conf_loc *)elem = parser_loc(p, g);
 			if (kt->defaults)
 				kt->defaults(elem);
 			set_label(p, conf_kind_names[k], g);
@@ -931,7 +555,7 @@ static void parse_profiles(struct parser *p, const config_setting_t *list)
 
 		if (!prof)
 			return;
-		prof->loc = loc_of(p, g);
+		prof->loc = parser_loc(p, g);
 		set_label(p, "profile", g);
 		parse_group(p, conf_profile_fields, g, "profile", prof);
 		p->label[0] = '\0';
@@ -956,7 +580,7 @@ static void parse_devices(struct parser *p, const config_setting_t *list)
 
 		if (!d)
 			return;
-		d->loc = loc_of(p, g);
+		d->loc = parser_loc(p, g);
 		d->port = 1;
 		d->gid_index = -1;
 		d->gid_type = GIDK_ANY;
@@ -975,7 +599,7 @@ static void remember_loc(struct parser *p, const config_setting_t *g,
 					    : NULL;
 
 	if (s)
-		*out = loc_of(p, s);
+		*out = parser_loc(p, s);
 }
 
 static void parse_root(struct parser *p, const config_setting_t *root,
@@ -1003,9 +627,9 @@ static void parse_root(struct parser *p, const config_setting_t *root,
 				    ? config_setting_get_member(h, "listen")
 				    : NULL;
 			if (h)
-				p->c->daemon.http_loc = loc_of(p, h);
+				p->c->daemon.http_loc = parser_loc(p, h);
 			if (l)
-				p->c->daemon.listen_loc = loc_of(p, l);
+				p->c->daemon.listen_loc = parser_loc(p, l);
 			p->label[0] = '\0';
 		}
 		else if (streq(key, "devices"))
@@ -1013,10 +637,11 @@ static void parse_root(struct parser *p, const config_setting_t *root,
 		else if (streq(key, "profiles"))
 			parse_profiles(p, s);
 		else
-			setting_error(p, s,
-				      "unknown top-level key '%s' (expected "
-				      "%sdevices or profiles)",
-				      key, main_file ? "daemon, " : "");
+			parser_setting_error(p, s,
+					     "unknown top-level key '%s' "
+					     "(expected %sdevices or "
+					     "profiles)",
+					     key, main_file ? "daemon, " : "");
 	}
 }
 
@@ -1030,7 +655,8 @@ static void check_strings(struct parser *p, const config_setting_t *s)
 	const char *str = config_setting_get_string(s);
 
 	if (str && !utf8_valid(str))
-		setting_error(p, s, "'%s' is not valid UTF-8", key_of(s));
+		parser_setting_error(p, s, "'%s' is not valid UTF-8",
+				     key_of(s));
 	if (!config_setting_is_aggregate(s))
 		return;
 	for (int i = 0, n = config_setting_length(s); i < n; i++)
@@ -1044,7 +670,7 @@ void parser_text(struct parser *p, const char *name, const char *text,
 	struct source src = { 0 };
 	config_t cfg;
 
-	p->file = intern_file(p, name);
+	p->file = parser_intern_file(p, name);
 	if (source_scan(&src, text) < 0) {
 		source_free(&src);
 		p->oom = 1;
@@ -1054,7 +680,7 @@ void parser_text(struct parser *p, const char *name, const char *text,
 	 * size limit and the checks, with no file:line of its own, and it
 	 * exits the process when the name is a directory. */
 	if (src.include_line) {
-		parser_error(p, loc_at(p->file, src.include_line),
+		parser_error(p, conf_loc_at(p->file, src.include_line),
 			     "@include is not supported: put profiles in "
 			     "*.conf files of the directory daemon.include "
 			     "names");
@@ -1069,7 +695,7 @@ void parser_text(struct parser *p, const char *name, const char *text,
 		 * once. */
 		if (!why)
 			why = "syntax error";
-		parser_error(p, loc_at(p->file, config_error_line(&cfg)),
+		parser_error(p, conf_loc_at(p->file, config_error_line(&cfg)),
 			     strncmp(why, "syntax error", 12) ? "syntax error: %s"
 							     : "%s",
 			     why);
@@ -1077,7 +703,7 @@ void parser_text(struct parser *p, const char *name, const char *text,
 		   src.next != src.n_lit) {
 		/* Never seen: the scanner and libconfig disagree. Refuse
 		 * rather than take values that may have been cut. */
-		parser_error(p, loc_at(p->file, 0),
+		parser_error(p, conf_loc_at(p->file, 0),
 			     "cannot match the integer values with their "
 			     "literals (an rdmad bug: please report it)");
 	} else {
@@ -1165,12 +791,8 @@ void parser_file(struct parser *p, const char *path, bool main_file)
 	int r = config_read_text(path, &text, &len, &why);
 
 	if (r < 0) {
-		if (why)
-			parser_error(p, loc_at(intern_file(p, path), 0),
-				     "cannot read: %s", why);
-		else
-			parser_error(p, loc_at(intern_file(p, path), 0),
-				     "cannot read: %s", strerror(-r));
+		parser_error(p, conf_loc_at(parser_intern_file(p, path), 0),
+			     "cannot read: %s", why ? why : strerror(-r));
 		return;
 	}
 	/* libconfig would stop at a NUL and ignore the rest. */
@@ -1180,7 +802,8 @@ void parser_file(struct parser *p, const char *path, bool main_file)
 
 		for (const char *t = text; t < nul; t++)
 			line += *t == '\n';
-		parser_error(p, loc_at(intern_file(p, path), line),
+		parser_error(p,
+			     conf_loc_at(parser_intern_file(p, path), line),
 			     "a NUL byte: this is not a text file");
 		return;
 	}
