@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A reload of one profile: which objects of the new declaration take
+ * over their namesakes (kept, or a QP changed in place), and what is
+ * created again, retried, set apart to drain or buried.
+ */
+#include "objects.h"
+#include "profile.h"
+#include "profile_internal.h"
+
+/* A ready QP in RTS whose declaration changes only in what may change
+ * there: kept, changed in place (*mask, for object_qp_change()). */
+static bool qp_in_place(const struct object *o, const struct object *was,
+			int *mask)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr attr;
+
+	return o->kind == OBJ_QP && was->u.qp.qp &&
+	       object_qp_in_place(o->conf, was->conf, mask) &&
+	       !ibv_query_qp(was->u.qp.qp, &attr, IBV_QP_STATE, &init) &&
+	       attr.qp_state == IBV_QPS_RTS;
+}
+
+/* Which objects of next can take over their namesake in old: the same
+ * declaration (or a QP's that changes in place: mask[i] >= 0), ready,
+ * and every object they refer to taken over too (a QP's peer as well).
+ * Linear: what is not kept spreads to whoever refers to it, once. */
+static int mark_kept(struct profile *next, struct profile *old, bool *keep,
+		     int *mask)
+{
+	_cleanup_free_ uint32_t *queue = NULL;
+	size_t head = 0, tail = 0;
+
+	queue = calloc(next->n_objects + 1, sizeof(*queue));
+	if (!queue)
+		return -ENOMEM;
+	for (size_t i = 0; i < next->n_objects; i++) {
+		struct object *o = &next->objects[i];
+		struct object *was = profile_find(old, o->kind, object_name(o));
+
+		mask[i] = -1;
+		keep[i] = was && was->state == OBJ_READY &&
+			  (conf_obj_equal(o->kind, o->conf, was->conf) ||
+			   qp_in_place(o, was, &mask[i]));
+		if (!keep[i])
+			queue[tail++] = (uint32_t)i;
+	}
+	while (head < tail) {
+		uint32_t i = queue[head++];
+
+		for (uint32_t e = next->dep_start[i]; e < next->dep_start[i + 1];
+		     e++) {
+			uint32_t d = next->dependents[e];
+
+			if (keep[d]) {
+				keep[d] = false;
+				queue[tail++] = d;
+			}
+		}
+	}
+	return 0;
+}
+
+/* Memory does not depend on the device: what next declares the same way
+ * is taken over from old, contents and leases, whatever the device. */
+static void take_memory(struct profile *next, struct profile *old)
+{
+	for (size_t i = 0; i < next->n_objects; i++) {
+		struct object *o = &next->objects[i];
+		struct object *was;
+
+		if (o->kind != OBJ_MEMORY)
+			continue;
+		was = profile_find(old, OBJ_MEMORY, object_name(o));
+		if (!was || was->state != OBJ_READY ||
+		    !conf_obj_equal(OBJ_MEMORY, o->conf, was->conf))
+			continue;
+		o->u = was->u;
+		o->leases = was->leases;
+		o->serial = was->serial;
+		o->state = OBJ_READY;
+		object_forget(was);
+	}
+}
+
+int profile_reload(struct profile *next, struct profile *old,
+		   void (*report)(void *ud, const struct object *o,
+				  enum obj_action a),
+		   void *ud)
+{
+	_cleanup_free_ bool *keep = NULL, *retry = NULL;
+	_cleanup_free_ int *mask = NULL;
+	struct burial *b = NULL;
+	int r;
+
+	/* What old is still creating stops here; what ran is kept or
+	 * destroyed like the rest. What an earlier reload buried goes
+	 * first: a parent may be buried now. */
+	profile_cancel_creation(old);
+	profile_bury_wait(old);
+	/* Another device, or none yet: start over. */
+	if (!old->ctx || !conf_device_equal(next->dev, old->dev)) {
+		bool had = old->ctx != NULL;
+
+		for (size_t i = 0; had && i < old->n_objects; i++)
+			if (!profile_find(next, old->objects[i].kind,
+					  object_name(&old->objects[i])))
+				report(ud, &old->objects[i], ACT_REMOVE);
+		take_memory(next, old);
+		profile_stop(old, "reloaded");
+		/* Only what is really being created is reported. */
+		if (profile_start(next) < 0)
+			return 0;
+		for (size_t i = 0; i < next->n_objects; i++) {
+			struct object *o = &next->objects[i];
+
+			report(ud, o,
+			       !o->todo ? ACT_KEEP
+			       : had && profile_find(old, o->kind, object_name(o))
+				       ? ACT_RECREATE
+				       : ACT_CREATE);
+		}
+		return 0;
+	}
+
+	keep = calloc(next->n_objects + 1, sizeof(*keep));
+	retry = calloc(next->n_objects + 1, sizeof(*retry));
+	mask = calloc(next->n_objects + 1, sizeof(*mask));
+	if (!keep || !retry || !mask)
+		return -ENOMEM;
+	r = mark_kept(next, old, keep, mask);
+	if (r < 0)
+		return r;
+
+	/* The context and what was found with it stay. */
+	next->ctx = TAKE_PTR(old->ctx);
+	memcpy(next->ibdev, old->ibdev, sizeof(next->ibdev));
+	next->gid_index = old->gid_index;
+	next->gid = old->gid;
+	next->import_err = old->import_err;
+	next->dev_index = old->dev_index;
+	next->ctxn = old->ctxn;
+	next->view = old->view;
+	old->view = (struct ctx_view){ 0 };
+	next->draining = TAKE_PTR(old->draining);
+	next->n_draining = old->n_draining;
+	old->n_draining = 0;
+
+	for (size_t i = 0; i < next->n_objects; i++) {
+		struct object *o = &next->objects[i];
+		struct object *was = profile_find(old, o->kind, object_name(o));
+
+		if (keep[i]) {
+			o->u = was->u;
+			object_adopt(next, o);
+			o->leases = was->leases;
+			o->serial = was->serial;
+			o->state = OBJ_READY;
+			object_forget(was);
+			if (mask[i] < 0)
+				report(ud, o, ACT_KEEP);
+		} else {
+			o->todo = true;
+			retry[i] = was && was->state == OBJ_FAILED &&
+				   conf_obj_equal(o->kind, o->conf, was->conf);
+		}
+	}
+	/* QPs changed in place, once every kept object is in next (a
+	 * peer's QP number comes from there). If the device refuses, the
+	 * QP stays as it was, failed: a reload retries. */
+	for (size_t i = 0; i < next->n_objects; i++) {
+		struct object *o = &next->objects[i];
+
+		if (!keep[i] || mask[i] < 0)
+			continue;
+		if (object_qp_change(next, o, mask[i]) < 0)
+			o->state = OBJ_FAILED;
+		report(ud, o, ACT_UPDATE);
+		if (o->state == OBJ_FAILED)
+			profile_object_announce(next, o);
+	}
+	/* What old still holds goes, children first; leased objects are
+	 * set apart to drain. */
+	for (size_t i = old->n_objects; i-- > 0;) {
+		struct object *was = &old->objects[i];
+
+		if (!profile_find(next, was->kind, object_name(was)))
+			report(ud, was, ACT_REMOVE);
+		if (was->leases && was->state == OBJ_READY &&
+		    profile_add_draining(next, was) == 0)
+			continue;
+		profile_bury(&b, was);
+	}
+	profile_bury_submit(next, b);
+	for (size_t i = 0; i < next->n_objects; i++) {
+		struct object *o = &next->objects[i];
+
+		if (o->todo)
+			report(ud, o,
+			       !profile_find(old, o->kind, object_name(o)) ? ACT_CREATE
+			       : retry[i]			     ? ACT_RETRY
+								     : ACT_RECREATE);
+	}
+	profile_stop(old, "replaced by a reload");
+	/* Last: with nothing to create, it settles at once. */
+	profile_create_objects(next);
+	return 0;
+}
