@@ -2,8 +2,8 @@
 /*
  * librdmad's profiles: attach (the ATTACH, then the context imported in
  * shared mode, or the device opened and the memory registered here in
- * local mode), the objects a program asks for, and detach. The
- * connection they go over is librdmad_conn.c's.
+ * local mode) and detach. The connection they go over is
+ * librdmad_conn.c's; the objects a program asks for, librdmad_objects.c's.
  */
 #include <errno.h>
 #include <limits.h>
@@ -60,11 +60,6 @@ static int map_memory(struct rdmad_profile *p)
 		mem->fd = -1;
 	}
 	return 0;
-}
-
-static void *mr_addr(const struct rdmad_profile *p, const struct client_mr *mr)
-{
-	return (char *)p->mem[mr->memory].addr + mr->offset;
 }
 
 static int import_context(struct rdmad_profile *p)
@@ -143,7 +138,7 @@ static int setup_shared(struct rdmad_profile *p)
 			    mr->rkey, (unsigned long long)mr->length);
 		/* Imported MRs carry no address: give ours, as ibv_reg_mr
 		 * would. */
-		mr->mr->addr = mr_addr(p, mr);
+		mr->mr->addr = client_mr_addr(p, mr);
 	}
 	return 0;
 }
@@ -395,7 +390,7 @@ static int setup_local(struct rdmad_profile *p)
 		/* The daemon's IOVA (0 when zero-based): one address
 		 * serves both registrations. */
 		errno = 0;
-		mr->mr = ibv_reg_mr_iova(p->pd[mr->pd].pd, mr_addr(p, mr),
+		mr->mr = ibv_reg_mr_iova(p->pd[mr->pd].pd, client_mr_addr(p, mr),
 					 mr->length, mr->iova,
 					 mr->access | (mr->odp ? IBV_ACCESS_ON_DEMAND
 							       : 0));
@@ -779,305 +774,3 @@ void rdmad_close(struct rdmad *c)
 	client_conn_free(c);
 	errno = saved;
 }
-
-/* ---- accessors ---- */
-
-static struct client_pd *find_pd(struct rdmad_profile *p, const char *name)
-{
-	size_t i;
-
-	if (!p || !name) {
-		errno = -client_set_error(EINVAL, "no profile or no name");
-		return NULL;
-	}
-	for (i = 0; i < p->n_pd; i++)
-		if (streq(p->pd[i].name, name))
-			return &p->pd[i];
-	errno = -client_set_error(ENOENT, "profile '%s' has no pd '%s'",
-				  p->name, name);
-	return NULL;
-}
-
-static struct client_mr *find_mr(struct rdmad_profile *p, const char *name)
-{
-	size_t i;
-
-	if (!p || !name) {
-		errno = -client_set_error(EINVAL, "no profile or no name");
-		return NULL;
-	}
-	for (i = 0; i < p->n_mr; i++)
-		if (streq(p->mr[i].name, name))
-			return &p->mr[i];
-	errno = -client_set_error(ENOENT,
-				  "profile '%s' has no mr '%s' that can be "
-				  "shared (MRs on anonymous memory cannot)",
-				  p->name, name);
-	return NULL;
-}
-
-enum rdmad_mode rdmad_mode(struct rdmad_profile *p)
-{
-	if (!p) {
-		errno = -client_set_error(EINVAL, "rdmad_mode: no profile");
-		return 0;
-	}
-	return p->mode;
-}
-
-struct ibv_context *rdmad_context(struct rdmad_profile *p)
-{
-	if (!p) {
-		errno = -client_set_error(EINVAL, "rdmad_context: no profile");
-		return NULL;
-	}
-	return p->ctx;
-}
-
-int rdmad_port(struct rdmad_profile *p)
-{
-	return p ? p->port : client_set_error(EINVAL, "rdmad_port: no profile");
-}
-
-int rdmad_gid_index(struct rdmad_profile *p)
-{
-	return p ? p->gid_index
-		 : client_set_error(EINVAL, "rdmad_gid_index: no profile");
-}
-
-struct ibv_pd *rdmad_pd(struct rdmad_profile *p, const char *name)
-{
-	struct client_pd *pd = find_pd(p, name);
-
-	return pd ? pd->pd : NULL;
-}
-
-static struct ibv_mr *dm_mr_import(struct rdmad_profile *p,
-				   struct client_dm_mr *mr)
-{
-	if (mr->mr)
-		return mr->mr;
-	errno = 0;
-	mr->mr = ibv_import_mr(p->pd[mr->pd].pd, mr->handle);
-	if (!mr->mr) {
-		errno = -client_set_error(errno ? errno : EIO,
-					  "cannot import mr '%s' (handle %u) "
-					  "over device memory: %s",
-					  mr->name, mr->handle,
-					  strerror(errno ? errno : EIO));
-		return NULL;
-	}
-	if (mr->mr->rkey != mr->rkey || mr->mr->length != mr->length) {
-		ibv_unimport_mr(mr->mr);
-		mr->mr = NULL;
-		errno = -client_set_error(EPROTO,
-					  "mr '%s' (handle %u) imports with "
-					  "another rkey or length than "
-					  "announced",
-					  mr->name, mr->handle);
-		return NULL;
-	}
-	return mr->mr;
-}
-
-static struct ibv_mr *imr_register(struct rdmad_profile *p,
-				   struct client_imr *mr)
-{
-	if (mr->mr)
-		return mr->mr;
-	errno = 0;
-	mr->mr = ibv_reg_mr(p->pd[mr->pd].pd, NULL, SIZE_MAX,
-			    mr->access | IBV_ACCESS_ON_DEMAND);
-	if (!mr->mr)
-		errno = -client_set_error(errno ? errno : EIO,
-					  "cannot register implicit mr '%s' "
-					  "(on-demand paging over the whole "
-					  "address space): %s",
-					  mr->name,
-					  strerror(errno ? errno : EIO));
-	return mr->mr;
-}
-
-struct ibv_mr *rdmad_mr(struct rdmad_profile *p, const char *name)
-{
-	struct client_mr *mr;
-
-	/* Over device memory: imported when first asked for. */
-	for (size_t i = 0; p && name && i < p->n_dm_mr; i++)
-		if (streq(p->dm_mr[i].name, name))
-			return dm_mr_import(p, &p->dm_mr[i]);
-	/* Implicit: registered here, over this process's address space. */
-	for (size_t i = 0; p && name && i < p->n_imr; i++)
-		if (streq(p->imr[i].name, name))
-			return imr_register(p, &p->imr[i]);
-	mr = find_mr(p, name);
-	return mr ? mr->mr : NULL;
-}
-
-struct ibv_dm *rdmad_dm(struct rdmad_profile *p, const char *name)
-{
-	struct client_dm *d = NULL;
-
-	for (size_t i = 0; p && name && i < p->n_dm; i++)
-		if (streq(p->dm[i].name, name))
-			d = &p->dm[i];
-	if (!d) {
-		errno = -client_set_error(
-			ENOENT,
-			"profile '%s' has no ready dm '%s'%s", p ? p->name : "NULL",
-			name ? name : "NULL",
-			p && p->mode == RDMAD_MODE_LOCAL
-				? " in local mode (device memory is the "
-				  "daemon's context's: attach in shared mode)"
-				: "");
-		return NULL;
-	}
-	if (d->dm)
-		return d->dm;
-	errno = 0;
-	d->dm = ibv_import_dm(p->ctx, d->handle);
-	if (!d->dm)
-		errno = -client_set_error(errno ? errno : EIO,
-					  "cannot import dm '%s' (handle %u): "
-					  "%s",
-					  name, d->handle,
-					  strerror(errno ? errno : EIO));
-	return d->dm;
-}
-
-const char *rdmad_pd_name(struct rdmad_profile *p, size_t i)
-{
-	return p && i < p->n_pd ? p->pd[i].name : NULL;
-}
-
-const char *rdmad_mr_name(struct rdmad_profile *p, size_t i)
-{
-	return p && i < p->n_mr ? p->mr[i].name : NULL;
-}
-
-void *rdmad_mr_map(struct rdmad_profile *p, const char *name, size_t *len)
-{
-	struct client_mr *mr = find_mr(p, name);
-
-	if (!mr)
-		return NULL;
-	if (len)
-		*len = mr->length;
-	return mr_addr(p, mr);
-}
-
-uint64_t rdmad_mr_iova(struct rdmad_profile *p, const char *name)
-{
-	struct client_mr *mr = find_mr(p, name);
-
-	return mr ? mr->iova : 0;
-}
-
-uint32_t rdmad_mr_rkey(struct rdmad_profile *p, const char *name)
-{
-	struct client_mr *mr = find_mr(p, name);
-
-	return mr ? mr->rkey : 0;
-}
-
-static struct client_num *find_num(struct rdmad_profile *p, const char *kind,
-				   const char *name)
-{
-	struct client_num *list = NULL;
-	size_t n = 0;
-
-	if (!p || !name) {
-		errno = -client_set_error(EINVAL, "no profile or no name");
-		return NULL;
-	}
-	list = streq(kind, "qp") ? p->qp : p->srq;
-	n = streq(kind, "qp") ? p->n_qp : p->n_srq;
-	for (size_t i = 0; i < n; i++)
-		if (streq(list[i].name, name))
-			return &list[i];
-	errno = -client_set_error(ENOENT, "profile '%s' has no ready %s '%s'",
-				  p->name, kind, name);
-	return NULL;
-}
-
-uint32_t rdmad_qp_num(struct rdmad_profile *p, const char *name)
-{
-	struct client_num *q = find_num(p, "qp", name);
-
-	return q ? q->num : 0;
-}
-
-uint32_t rdmad_srq_num(struct rdmad_profile *p, const char *name)
-{
-	struct client_num *q = find_num(p, "srq", name);
-
-	if (q && !q->has_num) {
-		errno = -client_set_error(EINVAL,
-					  "srq '%s' is not an XRC SRQ: it has "
-					  "no srq_num",
-					  name);
-		return 0;
-	}
-	return q ? q->num : 0;
-}
-
-struct ibv_qp *rdmad_open_qp(struct rdmad_profile *p, const char *name)
-{
-	struct client_num *q = find_num(p, "qp", name);
-	struct ibv_qp_open_attr attr = { .qp_type = IBV_QPT_XRC_RECV };
-	struct ibv_xrcd *xrcd;
-	struct ibv_qp *qp;
-
-	if (!q)
-		return NULL;
-	if (!q->xrc || !q->xrcd) {
-		errno = -client_set_error(EINVAL,
-					  "qp '%s' is not an XRC target QP "
-					  "(xrc_recv): only those can be "
-					  "opened",
-					  name);
-		return NULL;
-	}
-	xrcd = rdmad_xrcd(p, q->xrcd);
-	if (!xrcd)
-		return NULL;
-	attr.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD |
-			 IBV_QP_OPEN_ATTR_TYPE;
-	attr.qp_num = q->num;
-	attr.xrcd = xrcd;
-	qp = ibv_open_qp(p->ctx, &attr);
-	if (!qp)
-		errno = -client_set_error(errno, "ibv_open_qp '%s' (qpn %u): %s",
-					  name, q->num, strerror(errno));
-	return qp;
-}
-
-struct ibv_xrcd *rdmad_xrcd(struct rdmad_profile *p, const char *name)
-{
-	struct ibv_xrcd_init_attr attr = {
-		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
-		.oflags = 0, /* the daemon's domain: open, never create */
-	};
-	struct client_xrcd *x = NULL;
-
-	for (size_t i = 0; p && name && i < p->n_xrcd; i++)
-		if (streq(p->xrcd[i].name, name))
-			x = &p->xrcd[i];
-	if (!x) {
-		errno = -client_set_error(ENOENT,
-					  "profile '%s' shares no xrcd '%s'",
-					  p ? p->name : "NULL",
-					  name ? name : "NULL");
-		return NULL;
-	}
-	if (x->xrcd)
-		return x->xrcd;
-	/* The same inode: the same XRC domain as the daemon's. */
-	attr.fd = x->fd;
-	x->xrcd = ibv_open_xrcd(p->ctx, &attr);
-	if (!x->xrcd)
-		errno = -client_set_error(errno, "ibv_open_xrcd '%s': %s", name,
-					  strerror(errno));
-	return x->xrcd;
-}
-

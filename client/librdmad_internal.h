@@ -2,8 +2,9 @@
 /*
  * librdmad's parts, for its own files: librdmad_conn.c (the connection:
  * messages, pipelining, events, REQUESTs), librdmad_attached.c (an
- * ATTACHED answer read into a profile) and librdmad.c (attaching,
- * setting a profile up and tearing it down, its objects).
+ * ATTACHED answer read into a profile), librdmad.c (attaching,
+ * setting a profile up and tearing it down) and librdmad_objects.c (the
+ * objects a program asks for).
  */
 #ifndef LIBRDMAD_INTERNAL_H
 #define LIBRDMAD_INTERNAL_H
@@ -188,6 +189,13 @@ int client_conn_set_timeout(struct rdmad *c, int ms);
 int client_conn_await(struct rdmad *c, uint32_t id, const char *what,
 		      struct proto_msg *ans);
 void client_conn_free(struct rdmad *c);
+
+/* Where MR mr begins in this process's mapping of its memory. */
+static inline void *client_mr_addr(const struct rdmad_profile *p,
+				   const struct client_mr *mr)
+{
+	return (char *)p->mem[mr->memory].addr + mr->offset;
+}
 
 /* librdmad_attached.c */
 /* Close, unmap and free everything p holds, and p. */
