@@ -41,7 +41,7 @@ PYTHONDIR ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREF
 INSTALL ?= install
 
 CC ?= cc
-PKGS := libibverbs librdmacm libconfig libmicrohttpd jansson libsystemd libmnl
+PKGS := libibverbs librdmacm libconfig libmicrohttpd jansson libsystemd libmnl libxxhash
 WARN := -Wall -Wextra -Werror -Wshadow -Wpointer-arith -Wstrict-prototypes \
 	-Wmissing-prototypes -Wformat=2 -Wno-format-nonliteral
 CFLAGS ?= -O2 -g

@@ -293,16 +293,29 @@ static json_t *file_error(const char *path, const char *message)
 }
 
 /* Read and check the configuration at path: first in a child (see
- * validate.h), then here. Returns 0 with *out, or -EINVAL with the
- * errors in *result. */
-static int load_checked(const char *path, struct validate_child *vc,
-			struct config **out, json_t **result)
+ * validate.h), then here; only here when its files are those running
+ * read, unchanged (config_load_known). Returns 0 with *out, or -EINVAL
+ * with the errors in *result. */
+static int load_checked(const char *path, const struct config *running,
+			struct validate_child *vc, struct config **out,
+			json_t **result)
 {
 	_cleanup_(config_freep) struct config *next = NULL;
 	_cleanup_free_ char *why = NULL;
 	json_t *errors = NULL;
 	int r;
 
+	if (streq(path, running->path) && config_sources_unchanged(running)) {
+		r = config_load_known(path, running, &next);
+		if (r == 0) {
+			log_debug("%s: the files read at the last load, "
+				  "unchanged: not read in a child first",
+				  path);
+			goto loaded;
+		}
+		if (r != -ESTALE)
+			return r;
+	}
 	r = config_validate_isolated(path, vc, &errors, &why);
 	if (r == -EINVAL) {
 		*result = json_pack("{s:s, s:o}", "status", "error", "errors",
@@ -319,6 +332,7 @@ static int load_checked(const char *path, struct validate_child *vc,
 	r = config_load(path, &next);
 	if (r < 0)
 		return r;
+loaded:
 	if (!next->n_errors)
 		capcheck_config(next, NULL);
 	if (next->n_errors) {
@@ -419,7 +433,8 @@ static void reload_run(struct work *w)
 {
 	struct reload_req *q = container_of(w, struct reload_req, work);
 
-	q->r = load_checked(q->path, &q->child, &q->next, &q->result);
+	q->r = load_checked(q->path, q->m->config, &q->child, &q->next,
+			    &q->result);
 }
 
 /* The reload's answer to whoever asked, and to the event stream. */

@@ -116,6 +116,30 @@ int config_load(const char *path, struct config **out)
 	return 0;
 }
 
+int config_load_known(const char *path, const struct config *known,
+		      struct config **out)
+{
+	struct parser p = { .known = known };
+	int r;
+
+	r = config_new(path, &p.c);
+	if (r < 0)
+		return r;
+	parser_file(&p, path, true);
+	if (!p.c->n_errors && !p.stale)
+		parser_include(&p);
+	r = finish(&p);
+	if (r < 0)
+		return r;
+	/* Every file known read, and nothing else. */
+	if (p.stale || p.c->n_sources != known->n_sources) {
+		config_free(p.c);
+		return -ESTALE;
+	}
+	*out = p.c;
+	return 0;
+}
+
 int config_load_string(const char *name, const char *text,
 		       struct config **out)
 {
@@ -344,6 +368,7 @@ struct config *config_free(struct config *c)
 		free(c->warnings[i].msg);
 	free(c->warnings);
 	free_strv(c->files, c->n_files);
+	config_sources_free(c);
 	conf_strings_free(c);
 	free(c->path);
 	free(c);

@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
+#include <time.h>
 #include <jansson.h>
 
 /* The build passes SYSCONFDIR (make install's, /etc by default). */
@@ -340,6 +342,19 @@ struct conf_daemon {
 	struct conf_loc http_loc;   /* of the http group, when given */
 };
 
+/* A file a configuration was read from, as it was when read
+ * (config_sources.c): its inode's look, and the XXH3 128-bit hash of
+ * the bytes read (of a directory: of the names read in it). */
+struct conf_source {
+	char *path;
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	mode_t mode;
+	struct timespec mtime, ctime;
+	uint64_t digest[2];
+};
+
 struct config {
 	char *path;
 	struct conf_daemon daemon;
@@ -355,6 +370,10 @@ struct config {
 	struct conf_strings *strings;
 	char **files; /* interned file names for conf_loc */
 	size_t n_files;
+	/* Every file read (main, include directory, includes, peers'
+	 * endpoint files), in the order read. */
+	struct conf_source *sources;
+	size_t n_sources;
 	struct conf_error *errors;
 	size_t n_errors;
 	/* What this host makes doubtful but does not make wrong (a user
@@ -369,6 +388,18 @@ struct config {
  * applied. Returns -ENOMEM on allocation failure.
  */
 int config_load(const char *path, struct config **out);
+/*
+ * config_load() of files that known, a configuration this process has
+ * loaded, read too: each file must be what it was then, checked as it
+ * is read, before it is parsed. -ESTALE (nothing in *out) when one is
+ * not: the caller reads it the careful way (validate.h).
+ */
+int config_load_known(const char *path, const struct config *known,
+		      struct config **out);
+/* Whether every file c was read from is still as it was then: same
+ * inode, size, mode, modification and change times. false for a config
+ * with errors or read from a string. */
+bool config_sources_unchanged(const struct config *c);
 /* Same, from a string; name is used in messages. */
 int config_load_string(const char *name, const char *text,
 		       struct config **out);

@@ -14,11 +14,13 @@
 #ifndef RDMAD_CONFIG_INTERNAL_H
 #define RDMAD_CONFIG_INTERNAL_H
 
+#include <dirent.h>
 #include <libconfig.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "config.h"
 #include "util.h"
@@ -171,6 +173,10 @@ struct parser {
 	/* Where daemon.include and daemon.runtime_dir were set. */
 	struct conf_loc include_loc, runtime_dir_loc;
 	char label[96];	  /* "mr 'ring'": the object being parsed */
+	/* config_load_known(): what each file read must still be, and
+	 * whether one was not. */
+	const struct config *known;
+	bool stale;
 };
 
 static inline struct conf_loc conf_loc_at(const char *file, int line)
@@ -212,9 +218,20 @@ void parser_file(struct parser *p, const char *path, bool main_file);
  * alone would not say it.
  */
 int config_read_text(const char *path, char **out, size_t *len,
-		     const char **why);
+		     const char **why, struct stat *st);
 /* Every *.conf of daemon.include, in name order. */
 void parser_include(struct parser *p);
+
+/* config_sources.c */
+/* config_read_text(), path recorded in p->c->sources; -ESTALE (and
+ * p->stale) when it is not what p->known read there. */
+int parser_read(struct parser *p, const char *path, char **text,
+		size_t *len, const char **why);
+/* The include directory d (at path) and the names of its n files, in
+ * the order they are read, recorded like parser_read(). */
+int parser_dir_seen(struct parser *p, const char *path, DIR *d,
+		    char *const *names, size_t n);
+void config_sources_free(struct config *c);
 
 /* config_verify.c: what a single key cannot check. */
 void parser_verify(struct parser *p);

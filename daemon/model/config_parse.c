@@ -720,7 +720,7 @@ void parser_text(struct parser *p, const char *name, const char *text,
  * waited on. Returns 0, -errno, or an error message in *why.
  */
 int config_read_text(const char *path, char **out, size_t *len,
-		     const char **why)
+		     const char **why, struct stat *st_out)
 {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC |
 						    O_NONBLOCK | O_NOCTTY);
@@ -778,6 +778,8 @@ int config_read_text(const char *path, char **out, size_t *len,
 		n += (size_t)r;
 	}
 	buf[n] = '\0';
+	if (st_out)
+		*st_out = st;
 	*len = n;
 	*out = TAKE_PTR(buf);
 	return 0;
@@ -788,8 +790,10 @@ void parser_file(struct parser *p, const char *path, bool main_file)
 	_cleanup_free_ char *text = NULL;
 	const char *why = NULL, *nul;
 	size_t len = 0;
-	int r = config_read_text(path, &text, &len, &why);
+	int r = parser_read(p, path, &text, &len, &why);
 
+	if (r == -ESTALE)
+		return; /* config_load_known() says so */
 	if (r < 0) {
 		parser_error(p, conf_loc_at(parser_intern_file(p, path), 0),
 			     "cannot read: %s", why ? why : strerror(-r));
@@ -865,11 +869,13 @@ void parser_include(struct parser *p)
 		names = nn;
 		n++;
 	}
-	closedir(d);
 	if (n)
 		qsort(names, n, sizeof(*names), cmp_str);
+	if (!p->oom)
+		(void)parser_dir_seen(p, dir, d, names, n); /* sets p->stale */
+	closedir(d);
 	for (size_t i = 0; i < n; i++) {
-		if (!p->oom)
+		if (!p->oom && !p->stale)
 			parser_file(p, names[i], false);
 		free(names[i]);
 	}

@@ -560,7 +560,9 @@ static void load_peer_endpoint(struct parser *p, struct conf_qp *q)
 				     unnamed(q->name), q->peer);
 			return;
 		}
-		r = config_read_text(q->peer + 1, &text, &len, &why);
+		r = parser_read(p, q->peer + 1, &text, &len, &why);
+		if (r == -ESTALE)
+			return; /* config_load_known() says so */
 		if (r < 0) {
 			parser_error(p, q->loc,
 				     "qp '%s': peer: cannot read %s: %s",

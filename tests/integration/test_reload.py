@@ -234,6 +234,30 @@ def test_reading_that_crashes_or_hangs_changes_nothing(rdmad, monkeypatch,
     assert settle(lambda: not children(d.pid), 5), children(d.pid)
 
 
+def test_unchanged_files_are_not_read_in_a_child_again(rdmad, monkeypatch):
+    """Files the daemon has read and that have not changed since are
+    read again without the child (config_sources.c): with a child that
+    would crash, a reload of the same files goes through all the same,
+    and one of a file touched since (same bytes, another look) takes the
+    child's way and fails, changing nothing."""
+    monkeypatch.setenv("RDMAD_TEST_VALIDATE", "crash")
+    d = rdmad(BASE)
+    before, kernel_before = handles(d), snapshot(d)
+    for _ in range(2):
+        status, body = d.request("POST", "/v1/reload")
+        assert status == 200, body
+        assert body["changes"] == [] and body["kept"] == len(before), body
+        assert handles(d) == before
+    assert "crashed" not in d.log()
+    st = os.stat(d.conf)
+    os.utime(d.conf, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    status, body = d.request("POST", "/v1/reload")
+    assert status == 422, body
+    assert "crashed" in body["error"]["errors"][0]["message"], body
+    assert handles(d) == before
+    assert snapshot(d) == kernel_before
+
+
 def test_reload_is_read_on_a_worker(rdmad, monkeypatch):
     """The new configuration is read and checked off the event loop: while
     that hangs, REST and the control socket answer at once, the reload's

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -431,6 +433,90 @@ static void test_include(void **state)
 	unlink(a);
 	unlink(b);
 	unlink(skip);
+	rmdir(inc);
+	unlink(main_path);
+	rmdir(dir);
+}
+
+/* The files a load read, as they were: unchanged, a reload may read them
+ * again here (config_load_known); any change to a file or to the include
+ * directory says otherwise, and a file that changed after the first
+ * look stops that load before it is parsed. */
+static void test_sources(void **state)
+{
+	char dir[] = "/tmp/rdmad-test-XXXXXX";
+	char main_path[128], inc[128], a[160], b[160], c[160];
+	struct timespec later[2] = { { 0, UTIME_OMIT }, { 1, 0 } };
+	struct config *cfg = NULL, *again = NULL;
+	char text[512];
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(main_path, sizeof(main_path), "%s/rdmad.conf", dir);
+	snprintf(inc, sizeof(inc), "%s/profiles.d", dir);
+	snprintf(a, sizeof(a), "%s/10-a.conf", inc);
+	snprintf(b, sizeof(b), "%s/20-b.conf", inc);
+	snprintf(c, sizeof(c), "%s/30-c.conf", inc);
+	assert_int_equal(mkdir(inc, 0700), 0);
+	snprintf(text, sizeof(text),
+		 "daemon = { include = \"%s\"; };\n" HEAD, inc);
+	write_file(main_path, text);
+	write_file(a, "profiles = ( { name = \"pa\"; device = \"d\"; } );\n");
+	write_file(b, "profiles = ( { name = \"pb\"; device = \"d\"; } );\n");
+
+	assert_int_equal(config_load(main_path, &cfg), 0);
+	assert_int_equal(cfg->n_errors, 0);
+	/* main, the directory, its two files, in the order read */
+	assert_int_equal(cfg->n_sources, 4);
+	assert_string_equal(cfg->sources[0].path, main_path);
+	assert_string_equal(cfg->sources[1].path, inc);
+	assert_string_equal(cfg->sources[2].path, a);
+	assert_string_equal(cfg->sources[3].path, b);
+	assert_true(config_sources_unchanged(cfg));
+	assert_int_equal(config_load_known(main_path, cfg, &again), 0);
+	assert_int_equal(again->n_profiles, 2);
+	assert_string_equal(again->profiles[1].name, "pb");
+	assert_true(config_sources_unchanged(again));
+	config_free(again);
+	again = NULL;
+
+	/* An include touched: it does not look the same, but its bytes
+	 * are, and they are what counts when they are read. */
+	assert_int_equal(utimensat(AT_FDCWD, b, later, 0), 0);
+	assert_false(config_sources_unchanged(cfg));
+	assert_int_equal(config_load_known(main_path, cfg, &again), 0);
+	config_free(again);
+	again = NULL;
+	/* Other bytes (of the same length) stop the load before they are
+	 * parsed, whatever the file's look says. */
+	write_file(b, "profiles = ( { name = \"pB\"; device = \"d\"; } );\n");
+	assert_int_equal(config_load_known(main_path, cfg, &again), -ESTALE);
+	assert_null(again);
+	config_free(cfg);
+
+	/* A file added to the directory. */
+	assert_int_equal(config_load(main_path, &cfg), 0);
+	assert_true(config_sources_unchanged(cfg));
+	write_file(c, "profiles = ( { name = \"pc\"; device = \"d\"; } );\n");
+	assert_false(config_sources_unchanged(cfg));
+	assert_int_equal(config_load_known(main_path, cfg, &again), -ESTALE);
+	config_free(cfg);
+
+	/* A file gone from the directory. */
+	assert_int_equal(config_load(main_path, &cfg), 0);
+	assert_int_equal(cfg->n_profiles, 3);
+	unlink(c);
+	assert_false(config_sources_unchanged(cfg));
+	assert_int_equal(config_load_known(main_path, cfg, &again), -ESTALE);
+	config_free(cfg);
+
+	/* A config read from a string has no files to trust. */
+	assert_int_equal(config_load_string("x", HEAD, &cfg), 0);
+	assert_false(config_sources_unchanged(cfg));
+	config_free(cfg);
+
+	unlink(a);
+	unlink(b);
 	rmdir(inc);
 	unlink(main_path);
 	rmdir(dir);
@@ -993,6 +1079,7 @@ int main(void)
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_missing_file);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_file_too_large);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_include);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_sources);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_many_objects);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_many_dangling);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_many_duplicates);
