@@ -305,7 +305,7 @@ static int load_checked(const char *path, const struct config *running,
 	json_t *errors = NULL;
 	int r;
 
-	if (streq(path, running->path) && config_sources_unchanged(running)) {
+	if (config_sources_unchanged(running)) {
 		r = config_load_known(path, running, &next);
 		if (r == 0) {
 			log_debug("%s: the files read at the last load, "

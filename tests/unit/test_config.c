@@ -382,26 +382,40 @@ static void write_file(const char *path, const char *text)
 	fclose(f);
 }
 
+/* A main file in a fresh directory (dir: mkdtemp's template, then its
+ * name) whose daemon.include is inc, created empty; text is the main
+ * file's. */
+struct inc_tree {
+	char dir[32], main_path[128], inc[128], text[512];
+};
+
+static void inc_tree_make(struct inc_tree *t)
+{
+	snprintf(t->dir, sizeof(t->dir), "/tmp/rdmad-test-XXXXXX");
+	assert_non_null(mkdtemp(t->dir));
+	snprintf(t->main_path, sizeof(t->main_path), "%s/rdmad.conf",
+		 t->dir);
+	snprintf(t->inc, sizeof(t->inc), "%s/profiles.d", t->dir);
+	assert_int_equal(mkdir(t->inc, 0700), 0);
+	snprintf(t->text, sizeof(t->text),
+		 "daemon = { include = \"%s\"; };\n" HEAD, t->inc);
+	write_file(t->main_path, t->text);
+}
+
 /* daemon.include merges every *.conf of a directory, in name order; a
  * problem in an included file names that file. */
 static void test_include(void **state)
 {
-	char dir[] = "/tmp/rdmad-test-XXXXXX";
-	char main_path[128], inc[128], a[160], b[160], skip[160];
-	char text[512];
+	struct inc_tree t;
+	char *main_path = t.main_path, *inc = t.inc, *dir = t.dir;
+	char a[160], b[160], skip[160];
 	struct config *cfg = NULL;
 
 	(void)state;
-	assert_non_null(mkdtemp(dir));
-	snprintf(main_path, sizeof(main_path), "%s/rdmad.conf", dir);
-	snprintf(inc, sizeof(inc), "%s/profiles.d", dir);
+	inc_tree_make(&t);
 	snprintf(a, sizeof(a), "%s/10-a.conf", inc);
 	snprintf(b, sizeof(b), "%s/20-b.conf", inc);
 	snprintf(skip, sizeof(skip), "%s/notes.txt", inc);
-	assert_int_equal(mkdir(inc, 0700), 0);
-	snprintf(text, sizeof(text),
-		 "daemon = { include = \"%s\"; };\n" HEAD, inc);
-	write_file(main_path, text);
 	write_file(a, "profiles = ( { name = \"pa\"; device = \"d\"; } );\n");
 	write_file(b, "\nprofiles = ( { name = \"pb\"; device = \"d\"; } );\n");
 	write_file(skip, "this is not a config");
@@ -444,23 +458,17 @@ static void test_include(void **state)
  * look stops that load before it is parsed. */
 static void test_sources(void **state)
 {
-	char dir[] = "/tmp/rdmad-test-XXXXXX";
-	char main_path[128], inc[128], a[160], b[160], c[160];
+	struct inc_tree t;
+	char *main_path = t.main_path, *inc = t.inc, *dir = t.dir;
+	char a[160], b[160], c[160];
 	struct timespec later[2] = { { 0, UTIME_OMIT }, { 1, 0 } };
 	struct config *cfg = NULL, *again = NULL;
-	char text[512];
 
 	(void)state;
-	assert_non_null(mkdtemp(dir));
-	snprintf(main_path, sizeof(main_path), "%s/rdmad.conf", dir);
-	snprintf(inc, sizeof(inc), "%s/profiles.d", dir);
+	inc_tree_make(&t);
 	snprintf(a, sizeof(a), "%s/10-a.conf", inc);
 	snprintf(b, sizeof(b), "%s/20-b.conf", inc);
 	snprintf(c, sizeof(c), "%s/30-c.conf", inc);
-	assert_int_equal(mkdir(inc, 0700), 0);
-	snprintf(text, sizeof(text),
-		 "daemon = { include = \"%s\"; };\n" HEAD, inc);
-	write_file(main_path, text);
 	write_file(a, "profiles = ( { name = \"pa\"; device = \"d\"; } );\n");
 	write_file(b, "profiles = ( { name = \"pb\"; device = \"d\"; } );\n");
 
