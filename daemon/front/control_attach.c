@@ -519,6 +519,18 @@ static bool attach_leased(const struct object *o, enum attach_part part)
 	return part != PART_NONE && part != PART_IMPLICIT_MR;
 }
 
+/* An object as REST shows it, less what only REST needs: its kind (the
+ * list says it), state (only ready objects are listed) and leases. */
+static json_t *attach_object_json(const struct object *o)
+{
+	json_t *j = object_json(o);
+
+	json_object_del(j, "kind");
+	json_object_del(j, "state");
+	json_object_del(j, "leases");
+	return j;
+}
+
 /* An object of the profile as its part of ATTACHED. */
 static json_t *attach_part_json(const struct object *o, enum attach_part part,
 				int fd_index)
@@ -527,7 +539,7 @@ static json_t *attach_part_json(const struct object *o, enum attach_part part,
 
 	switch (part) {
 	case PART_MEMORY:
-		j = object_json(o);
+		j = attach_object_json(o);
 		json_object_set_new(j, "fd", json_integer(fd_index));
 		return j;
 	case PART_XRCD:
@@ -548,10 +560,7 @@ static json_t *attach_part_json(const struct object *o, enum attach_part part,
 		json_decref(doc);
 		return j;
 	default: /* DM, DM_MR, MR: as in REST, but what is the daemon's */
-		j = object_json(o);
-		json_object_del(j, "leases");
-		json_object_del(j, "state");
-		return j;
+		return attach_object_json(o);
 	}
 }
 
@@ -570,12 +579,21 @@ static const char *attach_list(const struct object *o, enum attach_part part)
 	return lists[part];
 }
 
+/* The list of doc called key, made on first use: a kind with nothing
+ * ready is left out (clients read an absent list as an empty one, and
+ * every key less is less for each attach to parse). */
+static json_t *attach_list_of(json_t *doc, const char *key)
+{
+	json_t *a = json_object_get(doc, key);
+
+	if (a || json_object_set_new(doc, key, json_array()) < 0)
+		return a;
+	return json_object_get(doc, key);
+}
+
 /* ATTACHED of p in this mode, but for "attachment": its text. */
 static char *attach_render(struct profile *p, bool shared)
 {
-	static const char *const keys[] = { "memory", "pd", "mr",
-					    "xrcd", "qp", "srq",
-					    "dm", "dm_mr", "implicit_mr" };
 	json_t *doc = json_pack("{s:s, s:s, s:s, s:i, s:i, s:b}", "profile",
 				p->conf->name, "mode",
 				shared ? "shared" : "local", "ibdev", p->ibdev,
@@ -586,9 +604,6 @@ static char *attach_render(struct profile *p, bool shared)
 
 	if (!doc)
 		return NULL;
-	for (size_t k = 0; k < ARRAY_SIZE(keys); k++)
-		if (json_object_set_new(doc, keys[k], json_array()) < 0)
-			goto out;
 	if (p->import_err)
 		json_object_set_new(doc, "import_error",
 				    json_string(errno_desc(-p->import_err)));
@@ -602,9 +617,8 @@ static char *attach_render(struct profile *p, bool shared)
 		if (part == PART_NONE)
 			continue;
 		j = attach_part_json(o, part, n_fds);
-		if (!j ||
-		    json_array_append_new(
-			    json_object_get(doc, attach_list(o, part)), j) < 0)
+		if (!j || json_array_append_new(
+			      attach_list_of(doc, attach_list(o, part)), j) < 0)
 			goto out;
 		if (part == PART_MEMORY || part == PART_XRCD)
 			n_fds++;

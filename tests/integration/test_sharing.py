@@ -275,6 +275,29 @@ def rest_mr(d, name):
     return {k: mr[k] for k in ("handle", "lkey", "rkey", "length", "iova")}
 
 
+def test_attached_says_what_clients_read_and_no_more(shared):
+    """ATTACHED lists only the kinds the profile has ready (an absent
+    list is an empty one, proto/PROTOCOL.md), and its objects carry no
+    REST-only field (kind, state, leases): every attach parses it."""
+    c = Client(shared.sock)
+    doc = attach_doc(c)
+    # memory, pd, mr and one ready RC QP; no XRC, SRQ, DM, implicit MR.
+    assert set(doc) - {"import_error"} == {
+        "attachment", "profile", "mode", "ibdev", "port", "gid_index",
+        "import_capable", "memory", "pd", "mr", "qp"}, doc
+    assert {m["name"] for m in doc["memory"]} == {"ring", "side"}
+    assert {m["name"] for m in doc["mr"]} == {"ring", "side"}
+    assert [q["name"] for q in doc["qp"]] == ["q0"]
+    for o in doc["memory"] + doc["mr"]:
+        assert not {"kind", "state", "leases"} & set(o), o
+    assert {"size", "backing", "fd"} <= set(doc["memory"][0])
+    assert {"pd", "memory", "handle", "lkey", "rkey", "length", "offset",
+            "iova", "zero_based", "access"} <= set(doc["mr"][0])
+    t, _, _ = c.call(DETACH, {"attachment": doc["attachment"]})
+    assert t == DETACHED
+    c.close()
+
+
 def test_attached_follows_the_objects(shared):
     """ATTACHED is rendered once and sent again while the objects stay
     as they are: two attaches differ only in their attachment, and after
