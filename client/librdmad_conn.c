@@ -235,7 +235,7 @@ static int conn_recv_msg(struct rdmad *c, struct proto_msg *m, uint16_t skip)
 		proto_frame_ids(c->rbuf, len, m);
 		return 0;
 	}
-	return proto_decode_frame(c->rbuf, len, fds, n_fds, m);
+	return client_reuse_decode(&c->reuse, c->rbuf, len, fds, n_fds, m);
 }
 
 static int conn_read(struct rdmad *c, struct proto_msg *m, bool block,
@@ -643,6 +643,7 @@ void client_conn_free(struct rdmad *c)
 	closep(&c->fd);
 	events_free(c);
 	free(c->rbuf);
+	client_reuse_clear(&c->reuse);
 	free(c->path);
 	free(c);
 }

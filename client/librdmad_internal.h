@@ -3,8 +3,9 @@
  * librdmad's parts, for its own files: librdmad_conn.c (the connection:
  * messages, pipelining, events, REQUESTs), librdmad_attached.c (an
  * ATTACHED answer read into a profile), librdmad.c (attaching,
- * setting a profile up and tearing it down) and librdmad_objects.c (the
- * objects a program asks for).
+ * setting a profile up and tearing it down), librdmad_objects.c (the
+ * objects a program asks for) and librdmad_reuse.c (the last ATTACHED
+ * document, kept for the next with the same bytes).
  */
 #ifndef LIBRDMAD_INTERNAL_H
 #define LIBRDMAD_INTERNAL_H
@@ -47,6 +48,14 @@ struct client_event {
 	json_t *doc;		       /* the payload; NULL for DAEMON_GONE */
 };
 
+/* The last ATTACHED document read, and its bytes past the attachment id
+ * (librdmad_reuse.c). */
+struct client_reuse {
+	char *rest;
+	size_t len;
+	json_t *doc;
+};
+
 struct rdmad {
 	int fd;
 	char *path; /* for rdmad_reconnect() */
@@ -64,6 +73,7 @@ struct rdmad {
 	int attach_wait_ms; /* for RDMAD_ATTACH_WAIT; -1: no limit */
 	bool local_seen; /* the last attach was in local mode */
 	uint8_t *rbuf;	 /* PROTO_RECV_BYTES, for each datagram */
+	struct client_reuse reuse;
 	/* Oldest first: the order the daemon answers in. */
 	struct pending pending[CLIENT_MAX_PENDING];
 	size_t n_pending;
@@ -196,6 +206,15 @@ static inline void *client_mr_addr(const struct rdmad_profile *p,
 {
 	return (char *)p->mem[mr->memory].addr + mr->offset;
 }
+
+/* librdmad_reuse.c */
+/* proto_decode_frame(), but an ATTACHED with the bytes of the last one
+ * past its attachment id takes that one's document (shared: read it
+ * only, and keep nothing of it past the message). */
+int client_reuse_decode(struct client_reuse *u, const uint8_t *buf,
+			size_t len, int *fds, size_t n_fds,
+			struct proto_msg *m);
+void client_reuse_clear(struct client_reuse *u);
 
 /* librdmad_attached.c */
 /* Close, unmap and free everything p holds, and p. */

@@ -528,14 +528,17 @@ const uint8_t *proto_frame_payload(const uint8_t *buf, size_t len,
 				   size_t n_fds, uint16_t type,
 				   size_t *payload_len)
 {
+	const struct proto_type_info *t;
 	struct proto_msg m;
 	struct proto_hdr h;
 
-	if (n_fds || len > PROTO_MAX_FRAME || peek_header(buf, len, &h, &m) < 0)
+	if (len > PROTO_MAX_FRAME || peek_header(buf, len, &h, &m) < 0)
 		return NULL;
-	if (h.type != type || h.n_fds || (h.flags & ~PROTO_FLAGS_KNOWN) ||
-	    h.version < PROTO_VERSION_MIN || h.version > PROTO_VERSION_MAX ||
-	    h.length != len - PROTO_HDR_SIZE || !type_info(h.type))
+	t = type_info(h.type);
+	if (h.type != type || !t || h.n_fds != n_fds ||
+	    n_fds > PROTO_MAX_FDS || (n_fds && !t->fds) ||
+	    (h.flags & ~PROTO_FLAGS_KNOWN) || h.version < PROTO_VERSION_MIN ||
+	    h.version > PROTO_VERSION_MAX || h.length != len - PROTO_HDR_SIZE)
 		return NULL;
 	*payload_len = h.length;
 	return buf + PROTO_HDR_SIZE;

@@ -268,8 +268,9 @@ void proto_frame_ids(const uint8_t *buf, size_t len, struct proto_msg *m);
 
 /*
  * A frame whose header is well formed (magic, a version in range, known
- * type and flags, no fds, length matching) and whose type is type: its
- * payload and length, else NULL. Says nothing of the payload itself.
+ * type and flags, length matching, n_fds fds as the header says and only
+ * for a type that carries fds) and whose type is type: its payload and
+ * length, else NULL. Says nothing of the payload itself.
  */
 const uint8_t *proto_frame_payload(const uint8_t *buf, size_t len,
 				   size_t n_fds, uint16_t type,

@@ -1189,7 +1189,8 @@ static void unknown_type(struct proto_hdr *h)
 }
 
 /* proto_frame_payload: the payload only of a whole good header of the
- * type asked, with no fds; never a judgement of the payload. */
+ * type asked, with the fds it announces (only for a type that carries
+ * them); never a judgement of the payload. */
 static void test_frame_payload(void **state)
 {
 	static void (*const bad[])(struct proto_hdr *) = {
@@ -1221,6 +1222,16 @@ static void test_frame_payload(void **state)
 	/* Any payload, even one that is no JSON: that is decode's job. */
 	len = frame_with(buf, sizeof(buf), "not json", NULL);
 	assert_non_null(proto_frame_payload(buf, len, 0, PROTO_REQUEST, &plen));
+
+	/* A type that carries fds, with as many as its header says. */
+	len = make_frame(buf, sizeof(buf), PROTO_ATTACHED, 2, 5, payload);
+	assert_non_null(proto_frame_payload(buf, len, 2, PROTO_ATTACHED, &plen));
+	assert_null(proto_frame_payload(buf, len, 1, PROTO_ATTACHED, &plen));
+	assert_null(proto_frame_payload(buf, len, 0, PROTO_ATTACHED, &plen));
+	assert_null(proto_frame_payload(buf, len, 2, PROTO_REQUEST, &plen));
+	/* Fds announced and sent with a type that carries none. */
+	len = frame_with(buf, sizeof(buf), payload, claims_fds);
+	assert_null(proto_frame_payload(buf, len, 1, PROTO_REQUEST, &plen));
 }
 
 /* proto_recv_frame then proto_decode_frame: the fds go to the message
