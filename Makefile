@@ -249,8 +249,9 @@ FUZZ_CFLAGS := -g -O1 -std=gnu11 -D_GNU_SOURCE -DMHD_SONAME='"$(MHD_SONAME)"' -D
 FUZZ_ALL := fuzz_config fuzz_api fuzz_http fuzz_proto fuzz_rdmanl fuzz_target
 FUZZ_TARGETS ?= $(FUZZ_ALL)
 FUZZ_SECONDS ?= 60
+# fuzz_proto checks librdmad's decoder of ATTACHED against proto_decode.
 FUZZ_OBJ := $(DAEMON_SRC:%.c=$(B)/fuzz/obj/%.o) \
-	$(PROTO_OBJ:$(B)/%=$(B)/fuzz/obj/%)
+	$(PROTO_OBJ:$(B)/%=$(B)/fuzz/obj/%) $(B)/fuzz/obj/client/librdmad_reuse.o
 
 $(B)/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -4,17 +4,21 @@
  * of fds "received" with the frame (mod PROTO_MAX_FDS + 2, so that the
  * cap is crossed too), the rest is the datagram. Whatever decodes must
  * hold the codec's promises: an object no deeper than the limit, fds
- * accounted, and encode(decode(x)) decoding to the same document.
+ * accounted, and encode(decode(x)) decoding to the same document. The
+ * client's decoder of ATTACHED, which takes the last document again for
+ * the same bytes past the attachment id (client/librdmad_reuse.c, kept
+ * across inputs here), must agree with proto_decode on every input.
  *
  *   clang -g -O1 -std=gnu11 -D_GNU_SOURCE \
  *     -fsanitize=fuzzer,address,undefined -Idaemon -Iproto \
- *     proto/proto.c tests/fuzz/fuzz_proto.c -ljansson -o build/fuzz_proto
+ *     proto/proto.c client/librdmad_reuse.c tests/fuzz/fuzz_proto.c -ljansson -o build/fuzz_proto
  *   build/fuzz_proto -max_len=70000 -max_total_time=60 CORPUS_DIR
  */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "proto.h"
+#include "../../client/librdmad_internal.h" /* client_reuse_decode */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -48,6 +52,28 @@ static void check(bool ok)
 		abort();
 }
 
+/* client_reuse_decode on the same frame: what proto_decode said, the
+ * same document. The fds are none (-1): closing them closes nothing. */
+static void check_reuse(const uint8_t *frame, size_t len, size_t n_fds,
+			int r, const struct proto_msg *m)
+{
+	static struct client_reuse reuse;
+	int fds[PROTO_MAX_FDS + 2];
+	struct proto_msg u;
+
+	for (size_t i = 0; i < n_fds; i++)
+		fds[i] = -1;
+	check(client_reuse_decode(&reuse, frame, len, fds, n_fds, &u) == r);
+	if (r == 0) {
+		check(u.type == m->type && u.id == m->id &&
+		      u.flags == m->flags && u.n_fds == m->n_fds);
+		check(json_equal(u.payload, m->payload));
+	} else {
+		check(!u.payload);
+	}
+	proto_msg_clear(&u);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static uint8_t buf[PROTO_MAX_FRAME];
@@ -68,9 +94,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * and every frame of that type that decodes. */
 	payload = proto_frame_payload(data + 1, size - 1, n_fds, m.type,
 				      &plen);
-	if (r == 0 && !n_fds)
+	if (r == 0)
 		check(payload == data + 1 + PROTO_HDR_SIZE &&
 		      plen == size - 1 - PROTO_HDR_SIZE);
+	if (r != -ENOMEM)
+		check_reuse(data + 1, size - 1, n_fds, r, &m);
 	if (payload)
 		check(r == 0 || r == -EBADMSG || r == -ENOMEM);
 	check(m.n_fds == (r == 0 ? n_fds : 0));
