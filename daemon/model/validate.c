@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,11 +29,30 @@ static void test_fault(void)
 			pause();
 }
 
-/* The child: parse, verify, say what was found, exit. */
+/* What the child read, file by file in the order read: the XXH3 hash of
+ * the bytes, as 32 hex digits (low half first). */
+static json_t *read_json(const struct config *c)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < c->n_sources; i++) {
+		char hex[33];
+
+		snprintf(hex, sizeof(hex), "%016" PRIx64 "%016" PRIx64,
+			 c->sources[i].digest[0], c->sources[i].digest[1]);
+		if (json_array_append_new(a, json_string(hex)) < 0) {
+			json_decref(a);
+			a = NULL;
+		}
+	}
+	return a;
+}
+
+/* The child: parse, verify, say what was found and what was read, exit. */
 static _Noreturn void child(const char *path, int fd)
 {
 	struct config *c = NULL;
-	json_t *errors;
+	json_t *reply;
 	sigset_t none;
 
 	/* The daemon's signals are blocked for sd-event; die of ours. */
@@ -44,8 +64,11 @@ static _Noreturn void child(const char *path, int fd)
 	test_fault();
 	if (config_load(path, &c) < 0)
 		_exit(3);
-	errors = config_errors_json(c);
-	if (!errors || json_dumpfd(errors, fd, JSON_COMPACT) < 0)
+	reply = json_pack("{s:o?, s:o?}", "errors", config_errors_json(c),
+			  "read", read_json(c));
+	if (!json_is_array(json_object_get(reply, "errors")) ||
+	    !json_is_array(json_object_get(reply, "read")) ||
+	    json_dumpfd(reply, fd, JSON_COMPACT) < 0)
 		_exit(3);
 	/* No cleanup: the process ends here, its memory with it. */
 	_exit(0);
@@ -61,6 +84,53 @@ static int timeout_ms(void)
 		return VALIDATE_TIMEOUT_MS;
 	v = strtol(e, &end, 10);
 	return *end || v <= 0 || v > 3600000 ? VALIDATE_TIMEOUT_MS : (int)v;
+}
+
+/* The files the child read, as config_load_known() holds a load to:
+ * a configuration with nothing but its sources' hashes. NULL if read is
+ * not such a list. */
+static struct config *read_parse(const json_t *read)
+{
+	struct config *c;
+	const json_t *v;
+	size_t i;
+
+	if (!json_is_array(read))
+		return NULL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->sources = calloc(json_array_size(read) + 1, sizeof(*c->sources));
+	if (!c->sources) {
+		free(c);
+		return NULL;
+	}
+	json_array_foreach (read, i, v) {
+		const char *hex = json_string_value(v);
+		struct conf_source *s = &c->sources[c->n_sources++];
+		int end = 0;
+
+		if (!hex || strlen(hex) != 32 ||
+		    sscanf(hex, "%16" SCNx64 "%16" SCNx64 "%n", &s->digest[0],
+			   &s->digest[1], &end) != 2 ||
+		    end != 32) {
+			config_free(c);
+			return NULL;
+		}
+	}
+	return c;
+}
+
+/* Testing aid: RDMAD_TEST_VALIDATE_PAUSE_MS holds the daemon that long
+ * between the child's answer and its own read, so that the suite can
+ * change the files in between. */
+static void test_pause(void)
+{
+	const char *e = getenv("RDMAD_TEST_VALIDATE_PAUSE_MS");
+	long ms = e ? strtol(e, NULL, 10) : 0;
+
+	if (ms > 0 && ms < 60000)
+		usleep((useconds_t)ms * 1000);
 }
 
 static char *describe(int status)
@@ -104,15 +174,16 @@ static bool child_is(struct validate_child *vc, pid_t pid)
 }
 
 int config_validate_isolated(const char *path, struct validate_child *vc,
-			     json_t **errors, char **why)
+			     json_t **errors, struct config **read, char **why)
 {
 	_cleanup_free_ char *out = NULL;
 	int fds[2], status, r, ms = timeout_ms();
+	json_t *j, *e;
 	size_t len = 0;
-	json_t *j;
 	pid_t pid;
 
 	*errors = NULL;
+	*read = NULL;
 	*why = NULL;
 	if (!child_is(vc, 0))
 		return -ECANCELED;
@@ -159,14 +230,20 @@ int config_validate_isolated(const char *path, struct validate_child *vc,
 		return -EPIPE;
 	}
 	j = json_loadb(out, len, 0, NULL);
-	if (!json_is_array(j)) {
+	e = json_object_get(j, "errors");
+	if (!json_is_array(e)) {
 		json_decref(j);
 		return -EPROTO;
 	}
-	if (!json_array_size(j)) {
+	if (json_array_size(e)) {
+		*errors = json_incref(e);
 		json_decref(j);
-		return 0;
+		return -EINVAL;
 	}
-	*errors = j;
-	return -EINVAL;
+	*read = read_parse(json_object_get(j, "read"));
+	json_decref(j);
+	if (!*read)
+		return -EPROTO;
+	test_pause();
+	return 0;
 }

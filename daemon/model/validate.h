@@ -4,7 +4,9 @@
  * files hold, a crash or a hang while parsing and verifying them is a
  * failed reload with a clear message, never the end of the daemon and the
  * objects it holds. Only a configuration the child found valid is then
- * loaded by the daemon itself.
+ * loaded by the daemon itself, and only the bytes the child read: the
+ * child says what it read (a hash per file), and the daemon's own read
+ * stops at a file that is not the same any more (config_load_known).
  */
 #ifndef RDMAD_VALIDATE_H
 #define RDMAD_VALIDATE_H
@@ -13,6 +15,8 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <sys/types.h>
+
+#include "config.h"
 
 /* How long the child may take, in milliseconds, unless the environment
  * says otherwise (RDMAD_VALIDATE_TIMEOUT_MS, for tests). */
@@ -33,7 +37,9 @@ void validate_cancel(struct validate_child *vc);
 /*
  * Parse and verify the configuration at path in a child process (vc:
  * where another thread may cancel it, or NULL).
- *   0        valid;
+ *   0        valid: *read is what the child read (a configuration with
+ *            nothing but its sources' hashes: config_load_known's known;
+ *            config_free it);
  *   -EINVAL  invalid: *errors is the array of {file, line, message} the
  *            daemon would report (config_errors_json's shape);
  *   -EPIPE   the child crashed or was killed, -ETIMEDOUT it hung: *why
@@ -42,6 +48,6 @@ void validate_cancel(struct validate_child *vc);
  *   other    -errno of fork/pipe.
  */
 int config_validate_isolated(const char *path, struct validate_child *vc,
-			     json_t **errors, char **why);
+			     json_t **errors, struct config **read, char **why);
 
 #endif

@@ -258,6 +258,61 @@ def test_unchanged_files_are_not_read_in_a_child_again(rdmad, monkeypatch):
     assert snapshot(d) == kernel_before
 
 
+def validate_children(pid):
+    """The reading children (rdmad-validate) of the daemon pid."""
+    found = []
+    for st in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = st.read_text()
+        except OSError:
+            continue
+        comm = text[text.index("(") + 1:text.rindex(")")]
+        ppid = int(text[text.rindex(")") + 2:].split()[1])
+        if ppid == pid and comm == "rdmad-validate":
+            found.append(st.parent.name)
+    return found
+
+
+def test_files_changed_after_the_child_read_them_are_not_loaded(
+        rdmad, monkeypatch):
+    """The daemon loads only the bytes its reading child checked
+    (validate.h): files rewritten between the child's read and the
+    daemon's own refuse the reload, and nothing changes; the next reload
+    reads them anew, in a child first, and applies them."""
+    monkeypatch.setenv("RDMAD_TEST_VALIDATE_PAUSE_MS", "4000")
+    d = rdmad(BASE)
+    before, kernel_before = handles(d), snapshot(d)
+    rewrite(d, CHANGED)
+    out = {}
+
+    def reload():
+        out["first"] = d.request("POST", "/v1/reload", settle=False)
+
+    t = threading.Thread(target=reload)
+    t.start()
+    # The child comes and goes; the daemon then waits 4 s to read.
+    time.sleep(0.5)
+    end = time.monotonic() + 3
+    while validate_children(d.pid) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not validate_children(d.pid)
+    rewrite(d, BASE.replace('name = "gone"', 'name = "new"'))
+    t.join(30)
+    status, body = out["first"]
+    assert status == 422, body
+    assert "changed while it was read" in \
+        body["error"]["errors"][0]["message"], body
+    assert handles(d) == before
+    assert snapshot(d) == kernel_before
+    assert "not applied" in d.log()
+
+    status, body = d.request("POST", "/v1/reload")
+    assert status == 200, body
+    assert changes(body) == [("cq", "gone", "remove"), ("cq", "new", "create")]
+    after = handles(d)
+    assert ("cq", "new") in after and ("cq", "gone") not in after
+
+
 def test_reload_is_read_on_a_worker(rdmad, monkeypatch):
     """The new configuration is read and checked off the event loop: while
     that hangs, REST and the control socket answer at once, the reload's

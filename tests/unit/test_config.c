@@ -15,6 +15,7 @@
 #include <infiniband/verbs.h>
 
 #include "config.h"
+#include "validate.h"
 
 #define HEAD                                                                   \
 	"devices = ( { name = \"d\"; match = { ibdev = \"rxe0\"; }; } );\n"
@@ -525,6 +526,65 @@ static void test_sources(void **state)
 
 	unlink(a);
 	unlink(b);
+	rmdir(inc);
+	unlink(main_path);
+	rmdir(dir);
+}
+
+/* A reload's read in a child (validate.h) says what it read: the hashes
+ * of the files, in order, with no path; the daemon's own read must be of
+ * those bytes (config_load_known), and a file changed in between stops
+ * it before it is parsed. A config with errors says them instead. */
+static void test_validated_read(void **state)
+{
+	struct inc_tree t;
+	char *main_path = t.main_path, *inc = t.inc, *dir = t.dir;
+	struct config *cfg = NULL, *read = NULL, *again = NULL;
+	json_t *errors = NULL;
+	char a[160], *why = NULL;
+
+	(void)state;
+	inc_tree_make(&t);
+	snprintf(a, sizeof(a), "%s/10-a.conf", inc);
+	write_file(a, "profiles = ( { name = \"pa\"; device = \"d\"; } );\n");
+
+	assert_int_equal(config_load(main_path, &cfg), 0);
+	assert_int_equal(config_validate_isolated(main_path, NULL, &errors,
+						  &read, &why),
+			 0);
+	assert_null(errors);
+	assert_null(why);
+	assert_non_null(read);
+	assert_int_equal(read->n_sources, cfg->n_sources);
+	for (size_t i = 0; i < read->n_sources; i++) {
+		assert_null(read->sources[i].path);
+		assert_memory_equal(read->sources[i].digest,
+				    cfg->sources[i].digest,
+				    sizeof(cfg->sources[i].digest));
+	}
+	assert_int_equal(config_load_known(main_path, read, &again), 0);
+	assert_int_equal(again->n_profiles, 1);
+	config_free(again);
+	again = NULL;
+
+	/* Changed after the child read it: not read here. */
+	write_file(a, "profiles = ( { name = \"pA\"; device = \"d\"; } );\n");
+	assert_int_equal(config_load_known(main_path, read, &again), -ESTALE);
+	assert_null(again);
+	config_free(read);
+	read = NULL;
+
+	/* Errors are said, nothing read is. */
+	write_file(a, "profiles = ( { name = \"pa\"; device = \"nod\"; } );\n");
+	assert_int_equal(config_validate_isolated(main_path, NULL, &errors,
+						  &read, &why),
+			 -EINVAL);
+	assert_true(json_array_size(errors) > 0);
+	assert_null(read);
+	json_decref(errors);
+
+	config_free(cfg);
+	unlink(a);
 	rmdir(inc);
 	unlink(main_path);
 	rmdir(dir);
@@ -1071,7 +1131,7 @@ static void test_syntax_error_said_once(void **state)
 
 int main(void)
 {
-	struct CMUnitTest tests[sizeof(bad_cases) / sizeof(bad_cases[0]) + 21];
+	struct CMUnitTest tests[sizeof(bad_cases) / sizeof(bad_cases[0]) + 22];
 	size_t n = 0;
 
 	for (size_t i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++)
@@ -1088,6 +1148,7 @@ int main(void)
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_file_too_large);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_include);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_sources);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_validated_read);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_many_objects);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_many_dangling);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_many_duplicates);
