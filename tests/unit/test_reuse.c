@@ -20,6 +20,8 @@
 #include "librdmad_internal.h"
 
 #define REST "\"mode\":\"local\",\"memory\":[{\"name\":\"m\",\"fd\":0}]}"
+/* Other bytes of the same length. */
+#define REST_N "\"mode\":\"local\",\"memory\":[{\"name\":\"n\",\"fd\":0}]}"
 
 static size_t frame(uint8_t *buf, uint16_t type, size_t n_fds,
 		    const char *payload)
@@ -60,6 +62,22 @@ static bool fd_open(int fd)
 static json_int_t attachment(const struct proto_msg *m)
 {
 	return json_integer_value(json_object_get(m->payload, "attachment"));
+}
+
+/* Decode the first ATTACHED (id 7), which is kept: its document. */
+static json_t *keep_first(struct client_reuse *u)
+{
+	struct proto_msg m;
+	json_t *doc;
+	int fd;
+
+	assert_int_equal(decode(u, PROTO_ATTACHED, "{\"attachment\":7," REST,
+				&m, &fd),
+			 0);
+	doc = m.payload;
+	assert_ptr_equal(u->doc, doc);
+	proto_msg_clear(&m);
+	return doc;
 }
 
 static void test_same_bytes_reuse(void **state)
@@ -119,16 +137,12 @@ static void test_other_bytes_are_parsed(void **state)
 	int fd;
 
 	(void)state;
-	assert_int_equal(decode(&u, PROTO_ATTACHED,
-				"{\"attachment\":7," REST, &m, &fd), 0);
-	kept = json_incref(m.payload);
-	proto_msg_clear(&m);
+	kept = json_incref(keep_first(&u));
 
 	/* Other bytes, of the same length: parsed, and kept instead. */
 	assert_int_equal(
 	    decode(&u, PROTO_ATTACHED,
-		   "{\"attachment\":8,\"mode\":\"local\",\"memory\":[{\"name\":"
-		   "\"n\",\"fd\":0}]}",
+		   "{\"attachment\":8," REST_N,
 		   &m, &fd),
 	    0);
 	assert_ptr_not_equal(m.payload, kept);
@@ -146,8 +160,7 @@ static void test_other_bytes_are_parsed(void **state)
 	 * the same bytes are parsed again. */
 	assert_int_equal(
 	    decode(&u, PROTO_ATTACHED,
-		   "{\"attachment\":9,\"mode\":\"local\",\"memory\":[{\"name\":"
-		   "\"n\",\"fd\":0}]}",
+		   "{\"attachment\":9," REST_N,
 		   &m, &fd),
 	    0);
 	assert_ptr_equal(m.payload, u.doc); /* reused: nothing held it */
@@ -155,8 +168,7 @@ static void test_other_bytes_are_parsed(void **state)
 	proto_msg_clear(&m);
 	assert_int_equal(
 	    decode(&u, PROTO_ATTACHED,
-		   "{\"attachment\":10,\"mode\":\"local\",\"memory\":[{\"name\":"
-		   "\"n\",\"fd\":0}]}",
+		   "{\"attachment\":10," REST_N,
 		   &m, &fd),
 	    0);
 	assert_ptr_not_equal(m.payload, kept);
@@ -178,10 +190,7 @@ static void test_ids_checked(void **state)
 	int fd;
 
 	(void)state;
-	assert_int_equal(decode(&u, PROTO_ATTACHED,
-				"{\"attachment\":7," REST, &m, &fd), 0);
-	kept = m.payload;
-	proto_msg_clear(&m);
+	kept = keep_first(&u);
 
 	static const char *const invalid[] = {
 		"{\"attachment\":07," REST,
@@ -231,10 +240,7 @@ static void test_frames_checked(void **state)
 	int fd, fds[1];
 
 	(void)state;
-	assert_int_equal(decode(&u, PROTO_ATTACHED,
-				"{\"attachment\":7," REST, &m, &fd), 0);
-	kept = m.payload;
-	proto_msg_clear(&m);
+	kept = keep_first(&u);
 
 	/* DETACHED may not carry fds. */
 	assert_int_equal(decode(&u, PROTO_DETACHED,
