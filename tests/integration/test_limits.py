@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import free_port, raw_http, settle
-from rdmadproto import ATTACH, ERROR, HDR, REQUEST, Client
+from rdmadproto import ATTACH, ERROR, HDR, REPLY, REQUEST, Client
 
 # Thousands of sockets on our side, and the daemon (our child) inherits
 # a hard limit it can raise its soft limit to.
@@ -262,6 +262,68 @@ def test_new_client_served_while_500_clients_loop(limited):
         for pid in pids:
             os.waitpid(pid, 0)
         os.close(stop_r)
+
+
+def test_sessions_served_as_they_come_and_go(limited):
+    """A new session has a source of its own for its first messages,
+    then joins the others in the sessions' epoll set (control.c,
+    session_settle); a session can end while another's message waits in
+    the same wake-up of that set (on_sessions). Through all of it, each
+    request is answered once, pipelined ones too, and in order."""
+    d = limited()
+
+    def ask(c, n=6):
+        for _ in range(n):
+            assert c.request("GET", "/v1/health")[0] == 200
+
+    def send_some(c, n):
+        return [c.send(REQUEST, {"method": "GET", "path": "/v1/health"})
+                for _ in range(n)]
+
+    def answers(c, ids):
+        for want in ids:
+            msg = c.sock.recv(70000)
+            _m, _v, mtype, _f, _n, mid, _l = HDR.unpack_from(msg)
+            doc = json.loads(msg[HDR.size:])
+            assert (mtype, mid) == (REPLY, want), doc
+            assert doc["status"] == 200, doc
+
+    def pipelined(c, n):
+        answers(c, send_some(c, n))
+
+    a = Client(d.sock)
+    ask(a)                  # past its first messages: in the set
+    pipelined(a, 20)
+    b = Client(d.sock)      # b new, on its own source
+    ask(b, 2)
+    ask(a)
+    ask(b)                  # b in the set too
+    pipelined(a, 10)
+    pipelined(b, 10)
+    ids_a, ids_b = send_some(a, 10), send_some(b, 10)
+    answers(b, ids_b)
+    answers(a, ids_a)
+    b.close()
+    ask(a)
+    pipelined(a, 20)
+    for _ in range(3):
+        c = Client(d.sock)
+        ask(c)
+        # c ends (a bad frame) while a's requests wait: often in one
+        # wake-up of the set.
+        ids = send_some(a, 5)
+        c.send(REQUEST, None, raw=b"\xff" * 40)
+        ids += send_some(a, 5)
+        answers(a, ids)
+        assert recv_error(c.sock, 5)[0] == ERROR
+        c.close()
+    ask(a)
+    assert settle(lambda: len(d.get("/v1/sessions")[1]) == 1)
+    a.close()
+    e = Client(d.sock)      # a new one alone, then past its boost
+    ask(e, 10)
+    assert settle(lambda: len(d.get("/v1/sessions")[1]) == 1)
+    e.close()
 
 
 def test_hello_timeout(limited):
