@@ -499,6 +499,8 @@ static void reload_done(struct work *w, bool cancelled)
 	reload_answer(m, q);
 	reload_req_free(q);
 	reload_next(m);
+	if (!m->reload_queue)
+		orphans_resume(m->orphans);
 	if (!manager_busy(m))
 		manager_announce(m, MANAGER_SETTLED, NULL);
 }
@@ -513,6 +515,7 @@ static void reload_next(struct manager *m)
 	q->work = (struct work){ .run = reload_run,
 				 .done = reload_done,
 				 .owner = &m->reload_queue };
+	orphans_pause(m->orphans);
 	workers_submit(m->workers, &q->work);
 }
 

@@ -44,6 +44,9 @@ struct orphans {
 	struct rdmanl_res *recs;
 	size_t n_recs, cap_recs;
 	bool running, again;
+	/* A reload under way (orphans_pause): scans wait for its end, and
+	 * one was asked for meanwhile (deferred). */
+	bool paused, deferred;
 };
 
 static void scan_start(struct orphans *o);
@@ -532,11 +535,39 @@ static int on_soon(sd_event_source *es, uint64_t usec, void *ud)
 	(void)es;
 	(void)usec;
 	o->soon = sd_event_source_disable_unref(o->soon);
-	if (o->running)
+	if (o->paused)
+		o->deferred = true;
+	else if (o->running)
 		o->again = true;
 	else
 		scan_start(o);
 	return 0;
+}
+
+void orphans_pause(struct orphans *o)
+{
+	if (!o || o->paused)
+		return;
+	o->paused = true;
+	if (!o->running)
+		return;
+	/* What the dump still holds stays unread: a fresh socket for the
+	 * next scan, as after a failed dump. */
+	scan_clear(o);
+	o->nl = rdmanl_free(o->nl);
+	o->again = false;
+	o->deferred = true;
+}
+
+void orphans_resume(struct orphans *o)
+{
+	if (!o || !o->paused)
+		return;
+	o->paused = false;
+	if (o->deferred) {
+		o->deferred = false;
+		orphans_request(o);
+	}
 }
 
 void orphans_request(struct orphans *o)

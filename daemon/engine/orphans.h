@@ -9,7 +9,7 @@
  * made it: the daemon (a thread of ours, or a QP/MR the daemon holds by
  * number), a session attached to the profile, or nobody alive: an
  * orphan. Scans run every ORPHANS_SCAN_SECONDS and soon after a lease
- * ends.
+ * ends, but not during a reload (orphans_pause).
  *
  * Policy: a profile whose context holds orphans is retired once no
  * session holds any of its objects: the context is closed (the kernel
@@ -32,6 +32,15 @@ int orphans_new(struct manager *m, struct orphans **out);
 struct orphans *orphans_free(struct orphans *o);
 /* Scan soon (after a lease ends: a client may have died). */
 void orphans_request(struct orphans *o);
+/*
+ * A reload begins: a scan under way stops, and none starts until
+ * orphans_resume; one asked for meanwhile runs then. A scan would read
+ * contexts the reload is changing, and its dumps (a record per object:
+ * tens of thousands at 10k objects) take the CPU the reload's reading
+ * and checking need.
+ */
+void orphans_pause(struct orphans *o);
+void orphans_resume(struct orphans *o);
 /* Someone looks at p's view: scan again if it is older than this. */
 #define ORPHANS_FRESH_USEC 1000000
 void orphans_refresh(struct orphans *o, const struct profile *p);

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -235,3 +236,46 @@ def test_local_mode_counts_nothing_even_when_the_client_dies(rdmad,
 def _port():
     from conftest import free_port
     return free_port()
+
+
+
+def scans_ended(d):
+    return sum(v for k, v in d.metrics().items()
+               if k.startswith("rdmad_orphan_scans_total"))
+
+
+def test_no_scan_while_a_reload_reads(rdmad, monkeypatch):
+    """A reload under way holds scans back (orphans_pause): one asked for
+    meanwhile (here by looking at the orphans document) waits, and runs
+    once the reload is over, whatever its end."""
+    monkeypatch.setenv("RDMAD_TEST_VALIDATE", "hang")
+    monkeypatch.setenv("RDMAD_VALIDATE_TIMEOUT_MS", "4000")
+    d = rdmad(CONF)
+    fresh_view(d, 0)
+    # A changed file: the reload reads it in a child first, which hangs
+    # for 4 s; then the reload fails.
+    d.conf.write_text(d.conf.read_text().replace('size = "1M"',
+                                                 'size = "2M"'))
+    out = {}
+
+    def reload():
+        out["r"] = d.request("POST", "/v1/reload", settle=False)
+
+    t = threading.Thread(target=reload)
+    t0 = time.time()
+    t.start()
+    time.sleep(0.3)
+    before = scans_ended(d)
+    end = time.monotonic() + 3
+    while time.monotonic() < end:
+        # Each look asks for a scan once the view is 1 s old.
+        status, doc = d.get("/v1/profiles/p/orphans")
+        assert status == 200, doc
+        assert doc["scanned_at"] < t0, doc
+        time.sleep(0.2)
+    assert scans_ended(d) == before
+    t.join(30)
+    assert out["r"][0] == 422, out["r"]
+    # The scan asked for during the reload comes now.
+    fresh_view(d, t0)
+    assert scans_ended(d) > before
