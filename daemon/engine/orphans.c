@@ -43,10 +43,9 @@ struct orphans {
 	size_t n_ctxs;
 	struct rdmanl_res *recs;
 	size_t n_recs, cap_recs;
-	bool running, again;
-	/* A reload under way (orphans_pause): scans wait for its end, and
-	 * one was asked for meanwhile (deferred). */
-	bool paused, deferred;
+	/* again: a scan was asked for while none could start (one ran, or
+	 * a reload was under way: paused, see orphans_pause). */
+	bool running, again, paused;
 };
 
 static void scan_start(struct orphans *o);
@@ -535,9 +534,7 @@ static int on_soon(sd_event_source *es, uint64_t usec, void *ud)
 	(void)es;
 	(void)usec;
 	o->soon = sd_event_source_disable_unref(o->soon);
-	if (o->paused)
-		o->deferred = true;
-	else if (o->running)
+	if (o->running || o->paused)
 		o->again = true;
 	else
 		scan_start(o);
@@ -555,8 +552,7 @@ void orphans_pause(struct orphans *o)
 	 * next scan, as after a failed dump. */
 	scan_clear(o);
 	o->nl = rdmanl_free(o->nl);
-	o->again = false;
-	o->deferred = true;
+	o->again = true;
 }
 
 void orphans_resume(struct orphans *o)
@@ -564,8 +560,8 @@ void orphans_resume(struct orphans *o)
 	if (!o || !o->paused)
 		return;
 	o->paused = false;
-	if (o->deferred) {
-		o->deferred = false;
+	if (o->again) {
+		o->again = false;
 		orphans_request(o);
 	}
 }

@@ -238,7 +238,6 @@ def _port():
     return free_port()
 
 
-
 def scans_ended(d):
     return sum(v for k, v in d.metrics().items()
                if k.startswith("rdmad_orphan_scans_total"))
