@@ -107,6 +107,25 @@ static inline int read_all(int fd, size_t max, int timeout_ms, char **out,
 	return 0;
 }
 
+/* Write all n bytes of p to fd, through short writes and EINTR: 0 or
+ * -errno. */
+static inline int write_all(int fd, const void *p, size_t n)
+{
+	const char *at = p;
+
+	while (n) {
+		ssize_t w = write(fd, at, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+		at += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
 /* strerror(e) without its locale lookup (rdmad speaks English): for
  * paths that run per request. */
 static inline const char *errno_desc(int e)

@@ -292,15 +292,15 @@ static json_t *file_error(const char *path, const char *message)
 			 message);
 }
 
-/* Read and check the configuration at path: first in a child (see
- * validate.h), then here, the bytes the child read; only here when its
- * files are those running read, unchanged (config_load_known). Returns
- * 0 with *out, or -EINVAL with the errors in *result. */
+/* Read and check the configuration at path: in a child (see validate.h),
+ * or here when its files are those running read, unchanged
+ * (config_load_known). Returns 0 with *out, or -EINVAL with the errors
+ * in *result. */
 static int load_checked(const char *path, const struct config *running,
 			struct validate_child *vc, struct config **out,
 			json_t **result)
 {
-	_cleanup_(config_freep) struct config *next = NULL, *read = NULL;
+	_cleanup_(config_freep) struct config *next = NULL;
 	_cleanup_free_ char *why = NULL;
 	json_t *errors = NULL;
 	int r;
@@ -316,7 +316,7 @@ static int load_checked(const char *path, const struct config *running,
 		if (r != -ESTALE)
 			return r;
 	}
-	r = config_validate_isolated(path, vc, &errors, &read, &why);
+	r = config_validate_isolated(path, vc, &errors, &next, &why);
 	if (r == -EINVAL) {
 		*result = json_pack("{s:s, s:o}", "status", "error", "errors",
 				    errors);
@@ -327,18 +327,12 @@ static int load_checked(const char *path, const struct config *running,
 		*result = file_error(path, why);
 		return -EINVAL;
 	}
-	if (r < 0)
-		return r;
-	/* The bytes the child read, or nothing: files changed since may
-	 * hold anything. */
-	r = config_load_known(path, read, &next);
-	if (r == -ESTALE) {
-		log_warn(0, "%s: the configuration changed while it was "
-			    "read: not applied", path);
-		*result = file_error(path, "the configuration changed while "
-					   "it was read (after its check in "
-					   "a child, before its load here): "
-					   "nothing applied; reload again");
+	if (r == -EPROTO) {
+		log_error(0, "%s: the reading child's answer is not a "
+			     "configuration", path);
+		*result = file_error(path, "reading the configuration failed "
+					   "(the reading child's answer is "
+					   "not a configuration)");
 		return -EINVAL;
 	}
 	if (r < 0)

@@ -400,7 +400,19 @@ int config_load_known(const char *path, const struct config *known,
  * inode, size, mode, modification and change times. false for a config
  * with errors or read from a string. */
 bool config_sources_unchanged(const struct config *c);
-/* Same, from a string; name is used in messages. */
+/*
+ * A configuration without errors as bytes (to free) that
+ * config_from_image() makes the same configuration of, in another rdmad
+ * process of this binary: how a child that read the files hands what it
+ * read to the daemon (validate.h). -EINVAL for a config with errors,
+ * -ENOMEM.
+ */
+int config_image(const struct config *c, char **out, size_t *len);
+/* The configuration of an image, indexes built; -EPROTO when the bytes
+ * are not an image (whatever they are, nothing is read past len),
+ * -ENOMEM. */
+int config_from_image(const void *image, size_t len, struct config **out);
+/* config_load() of a string; name is used in messages. */
 int config_load_string(const char *name, const char *text,
 		       struct config **out);
 void config_print_errors(const struct config *c, FILE *f);

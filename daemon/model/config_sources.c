@@ -50,9 +50,8 @@ static bool source_seen(struct parser *p, const char *path,
 						      ? &p->known->sources[c->n_sources]
 						      : NULL;
 
-		/* A known read in a child says no path: the hashes of the
-		 * same files in the same order are what count. */
-		if (!k || (k->path && !streq(k->path, path)) ||
+		/* The same files in the same order, with the same bytes. */
+		if (!k || !k->path || !streq(k->path, path) ||
 		    k->digest[0] != h.low64 ||
 		    k->digest[1] != h.high64) {
 			p->stale = true;

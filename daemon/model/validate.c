@@ -11,8 +11,10 @@
 #include "util.h"
 #include "validate.h"
 
-/* The most the child may say: the errors of a 16 MiB file and then some. */
-#define VALIDATE_MAX_REPLY (64u << 20)
+/* The most the child may say: the errors, or the image, of the largest
+ * files (16 MiB each; an image takes about what its text does) and then
+ * some. */
+#define VALIDATE_MAX_REPLY (256u << 20)
 
 /* Testing aid: RDMAD_TEST_VALIDATE=crash|hang makes the child do that, so
  * that the suite can show the daemon survives both. */
@@ -29,30 +31,17 @@ static void test_fault(void)
 			pause();
 }
 
-/* What the child read, file by file in the order read: the XXH3 hash of
- * the bytes, as 32 hex digits (low half first). */
-static json_t *read_json(const struct config *c)
-{
-	json_t *a = json_array();
-
-	for (size_t i = 0; a && i < c->n_sources; i++) {
-		char hex[33];
-
-		snprintf(hex, sizeof(hex), "%016" PRIx64 "%016" PRIx64,
-			 c->sources[i].digest[0], c->sources[i].digest[1]);
-		if (json_array_append_new(a, json_string(hex)) < 0) {
-			json_decref(a);
-			a = NULL;
-		}
-	}
-	return a;
-}
-
-/* The child: parse, verify, say what was found and what was read, exit. */
+/*
+ * The child: parse and verify, answer, exit. The answer is one byte and
+ * what it says: 'E' and the errors as a JSON array
+ * (config_errors_json's), or 'I' and the configuration's image
+ * (config_image), which the daemon loads as it is.
+ */
 static _Noreturn void child(const char *path, int fd)
 {
 	struct config *c = NULL;
-	json_t *reply;
+	char *out = NULL;
+	size_t len = 0;
 	sigset_t none;
 
 	/* The daemon's signals are blocked for sd-event; die of ours. */
@@ -64,12 +53,16 @@ static _Noreturn void child(const char *path, int fd)
 	test_fault();
 	if (config_load(path, &c) < 0)
 		_exit(3);
-	reply = json_pack("{s:o?, s:o?}", "errors", config_errors_json(c),
-			  "read", read_json(c));
-	if (!json_is_array(json_object_get(reply, "errors")) ||
-	    !json_is_array(json_object_get(reply, "read")) ||
-	    json_dumpfd(reply, fd, JSON_COMPACT) < 0)
+	if (c->n_errors) {
+		json_t *e = config_errors_json(c);
+
+		if (!e || write_all(fd, "E", 1) < 0 ||
+		    json_dumpfd(e, fd, JSON_COMPACT) < 0)
+			_exit(3);
+	} else if (config_image(c, &out, &len) < 0 ||
+		   write_all(fd, "I", 1) < 0 || write_all(fd, out, len) < 0) {
 		_exit(3);
+	}
 	/* No cleanup: the process ends here, its memory with it. */
 	_exit(0);
 }
@@ -84,41 +77,6 @@ static int timeout_ms(void)
 		return VALIDATE_TIMEOUT_MS;
 	v = strtol(e, &end, 10);
 	return *end || v <= 0 || v > 3600000 ? VALIDATE_TIMEOUT_MS : (int)v;
-}
-
-/* The files the child read, as config_load_known() holds a load to:
- * a configuration with nothing but its sources' hashes. NULL if read is
- * not such a list. */
-static struct config *read_parse(const json_t *read)
-{
-	struct config *c;
-	const json_t *v;
-	size_t i;
-
-	if (!json_is_array(read))
-		return NULL;
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return NULL;
-	c->sources = calloc(json_array_size(read) + 1, sizeof(*c->sources));
-	if (!c->sources) {
-		free(c);
-		return NULL;
-	}
-	json_array_foreach (read, i, v) {
-		const char *hex = json_string_value(v);
-		struct conf_source *s = &c->sources[c->n_sources++];
-		int end = 0;
-
-		if (!hex || strlen(hex) != 32 ||
-		    sscanf(hex, "%16" SCNx64 "%16" SCNx64 "%n", &s->digest[0],
-			   &s->digest[1], &end) != 2 ||
-		    end != 32) {
-			config_free(c);
-			return NULL;
-		}
-	}
-	return c;
 }
 
 /* Testing aid: RDMAD_TEST_VALIDATE_PAUSE_MS holds the daemon that long
@@ -174,16 +132,17 @@ static bool child_is(struct validate_child *vc, pid_t pid)
 }
 
 int config_validate_isolated(const char *path, struct validate_child *vc,
-			     json_t **errors, struct config **read, char **why)
+			     json_t **errors, struct config **loaded,
+			     char **why)
 {
 	_cleanup_free_ char *out = NULL;
 	int fds[2], status, r, ms = timeout_ms();
-	json_t *j, *e;
+	struct config *c;
 	size_t len = 0;
 	pid_t pid;
 
 	*errors = NULL;
-	*read = NULL;
+	*loaded = NULL;
 	*why = NULL;
 	if (!child_is(vc, 0))
 		return -ECANCELED;
@@ -229,21 +188,22 @@ int config_validate_isolated(const char *path, struct validate_child *vc,
 		*why = describe(status);
 		return -EPIPE;
 	}
-	j = json_loadb(out, len, 0, NULL);
-	e = json_object_get(j, "errors");
-	if (!json_is_array(e)) {
-		json_decref(j);
-		return -EPROTO;
-	}
-	if (json_array_size(e)) {
-		*errors = json_incref(e);
-		json_decref(j);
+	if (len && out[0] == 'E') {
+		json_t *e = json_loadb(out + 1, len - 1, 0, NULL);
+
+		if (!json_is_array(e) || !json_array_size(e)) {
+			json_decref(e);
+			return -EPROTO;
+		}
+		*errors = e;
 		return -EINVAL;
 	}
-	*read = read_parse(json_object_get(j, "read"));
-	json_decref(j);
-	if (!*read)
+	if (!len || out[0] != 'I')
 		return -EPROTO;
+	r = config_from_image(out + 1, len - 1, &c);
+	if (r < 0)
+		return r;
 	test_pause();
+	*loaded = c;
 	return 0;
 }

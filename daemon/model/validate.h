@@ -3,10 +3,10 @@
  * A configuration read first in a short-lived child process: whatever the
  * files hold, a crash or a hang while parsing and verifying them is a
  * failed reload with a clear message, never the end of the daemon and the
- * objects it holds. Only a configuration the child found valid is then
- * loaded by the daemon itself, and only the bytes the child read: the
- * child says what it read (a hash per file), and the daemon's own read
- * stops at a file that is not the same any more (config_load_known).
+ * objects it holds. A configuration the child found valid comes back
+ * whole, as an image (config_image): the daemon loads what the child
+ * read, as it read it, without parsing the files again; files rewritten
+ * since are for the next reload.
  */
 #ifndef RDMAD_VALIDATE_H
 #define RDMAD_VALIDATE_H
@@ -37,17 +37,18 @@ void validate_cancel(struct validate_child *vc);
 /*
  * Parse and verify the configuration at path in a child process (vc:
  * where another thread may cancel it, or NULL).
- *   0        valid: *read is what the child read (a configuration with
- *            nothing but its sources' hashes: config_load_known's known;
- *            config_free it);
+ *   0        valid: *loaded is the configuration the child read
+ *            (config_free it);
  *   -EINVAL  invalid: *errors is the array of {file, line, message} the
  *            daemon would report (config_errors_json's shape);
  *   -EPIPE   the child crashed or was killed, -ETIMEDOUT it hung: *why
  *            says what happened (to free);
  *   -ECANCELED validate_cancel;
- *   other    -errno of fork/pipe.
+ *   -EPROTO  the child's answer is not one (not an image);
+ *   other    -errno of fork/pipe, -ENOMEM.
  */
 int config_validate_isolated(const char *path, struct validate_child *vc,
-			     json_t **errors, struct config **read, char **why);
+			     json_t **errors, struct config **loaded,
+			     char **why);
 
 #endif

@@ -13,7 +13,8 @@
  *
  * What must hold: every error names a file and reads as UTF-8, and a
  * configuration without errors dumps (rdmad --dump) to text that reads
- * back to the same configuration.
+ * back to the same configuration, and makes an image (config_image, what
+ * a reload's reading child hands the daemon) that loads back to it.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -26,6 +27,7 @@
 #include "config.h"
 #include "fuzz_util.h"
 #include "utf8.h"
+#include "util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 const char *__lsan_default_suppressions(void);
@@ -164,6 +166,101 @@ static void check_dump(const struct config *c)
 	free(text);
 }
 
+static bool same_loc(const struct conf_loc *a, const struct conf_loc *b)
+{
+	return a->line == b->line && (a->file == b->file ||
+				      (a->file && b->file &&
+				       streq(a->file, b->file)));
+}
+
+/* The image a reading child hands the daemon (validate.c) loads back to
+ * the same configuration, locations, files read and warnings included;
+ * cut anywhere, it loads to nothing. */
+static void check_image(const struct config *c)
+{
+	struct config *again = NULL, *cut = NULL;
+	char *img = NULL;
+	size_t len = 0;
+	json_t *a, *b;
+
+	check(config_image(c, &img, &len) == 0, "config_image");
+	check(config_from_image(img, len, &again) == 0,
+	      "an image does not load");
+	a = config_json(c);
+	b = config_json(again);
+	check(a && b && json_equal(a, b),
+	      "an image loads to another configuration");
+	json_decref(a);
+	json_decref(b);
+	check(streq(c->path, again->path), "the image's path");
+	check(c->n_sources == again->n_sources, "the image's sources");
+	for (size_t i = 0; i < c->n_sources; i++) {
+		const struct conf_source *x = &c->sources[i];
+		const struct conf_source *y = &again->sources[i];
+
+		check(streq(x->path, y->path) && x->dev == y->dev &&
+			      x->ino == y->ino && x->size == y->size &&
+			      x->mode == y->mode &&
+			      !memcmp(&x->mtime, &y->mtime, sizeof(x->mtime)) &&
+			      !memcmp(&x->ctime, &y->ctime, sizeof(x->ctime)) &&
+			      !memcmp(x->digest, y->digest, sizeof(x->digest)),
+		      "a source differs in the image");
+	}
+	check(config_sources_unchanged(c) == config_sources_unchanged(again),
+	      "the image's sources look otherwise");
+	check(c->n_warnings == again->n_warnings, "the image's warnings");
+	for (size_t i = 0; i < c->n_warnings; i++)
+		check(streq(c->warnings[i].msg, again->warnings[i].msg) &&
+			      same_loc(&c->warnings[i].loc,
+				       &again->warnings[i].loc),
+		      "a warning differs in the image");
+	check(same_loc(&c->daemon.listen_loc, &again->daemon.listen_loc) &&
+		      same_loc(&c->daemon.http_loc, &again->daemon.http_loc),
+	      "the daemon's locations differ in the image");
+	check(c->n_devices == again->n_devices &&
+		      c->n_profiles == again->n_profiles,
+	      "the image has other devices or profiles");
+	for (size_t i = 0; i < c->n_devices; i++)
+		check(conf_device_equal(&c->devices[i], &again->devices[i]) &&
+			      same_loc(&c->devices[i].loc,
+				       &again->devices[i].loc) &&
+			      config_device(again, c->devices[i].name) ==
+				      &again->devices[i],
+		      "a device differs in the image");
+	for (size_t i = 0; i < c->n_profiles; i++) {
+		const struct conf_profile *pa = &c->profiles[i];
+		const struct conf_profile *pb = &again->profiles[i];
+
+		check(config_profile(again, pa->name) == pb &&
+			      same_loc(&pa->loc, &pb->loc),
+		      "a profile differs in the image");
+		for (int k = 0; k < OBJ_KIND_MAX; k++) {
+			check(pa->n_objs[k] == pb->n_objs[k],
+			      "objects are lost in the image");
+			for (size_t n = 0; n < pa->n_objs[k]; n++) {
+				const void *oa = conf_obj(pa, k, n);
+				const void *ob = conf_obj(pb, k, n);
+
+				check(conf_obj_equal(k, oa, ob) &&
+					      same_loc(oa, ob) &&
+					      conf_obj_find(pb, k,
+							    conf_obj_name(oa)) ==
+						      ob,
+				      "an object differs in the image");
+			}
+		}
+	}
+	config_free(again);
+	/* Cut short: the last 16 bytes one by one, and 32 cuts before. */
+	for (size_t i = 1; i <= len && i <= 48; i++) {
+		size_t at = i <= 16 ? len - i : (len / 33) * (i - 16);
+
+		check(config_from_image(img, at, &cut) == -EPROTO,
+		      "a cut image loads");
+	}
+	free(img);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const uint8_t *part = data, *end = data + size;
@@ -209,8 +306,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check(config_load(path, &c) == 0, "config_load");
 	check_errors(c);
 	config_print_errors(c, devnull);
-	if (!c->n_errors)
+	if (!c->n_errors) {
 		check_dump(c);
+		check_image(c);
+	}
 	config_free(c);
 	clean();
 	return 0;

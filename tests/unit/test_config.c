@@ -531,51 +531,68 @@ static void test_sources(void **state)
 	rmdir(dir);
 }
 
-/* A reload's read in a child (validate.h) says what it read: the hashes
- * of the files, in order, with no path; the daemon's own read must be of
- * those bytes (config_load_known), and a file changed in between stops
- * it before it is parsed. A config with errors says them instead. */
+/* A reload's read in a child (validate.h) hands the daemon what it read,
+ * whole (an image): the same configuration as a load here, files read
+ * included, and still that one when a file changes after the child read
+ * it (the next reload's). A config with errors says them instead. */
 static void test_validated_read(void **state)
 {
 	struct inc_tree t;
 	char *main_path = t.main_path, *inc = t.inc, *dir = t.dir;
-	struct config *cfg = NULL, *read = NULL, *again = NULL;
-	json_t *errors = NULL;
-	char a[160], *why = NULL;
+	struct config *cfg = NULL, *read = NULL;
+	json_t *errors = NULL, *a, *b;
+	char a_path[160], *why = NULL;
 
 	(void)state;
 	inc_tree_make(&t);
-	snprintf(a, sizeof(a), "%s/10-a.conf", inc);
-	write_file(a, "profiles = ( { name = \"pa\"; device = \"d\"; } );\n");
+	snprintf(a_path, sizeof(a_path), "%s/10-a.conf", inc);
+	write_file(a_path,
+		   "profiles = ( { name = \"pa\"; device = \"d\";\n"
+		   "  pd = ( { name = \"p0\"; } ); } );\n");
 
 	assert_int_equal(config_load(main_path, &cfg), 0);
+	assert_int_equal(cfg->n_errors, 0);
 	assert_int_equal(config_validate_isolated(main_path, NULL, &errors,
 						  &read, &why),
 			 0);
 	assert_null(errors);
 	assert_null(why);
 	assert_non_null(read);
+	a = config_json(cfg);
+	b = config_json(read);
+	assert_true(json_equal(a, b));
+	json_decref(a);
+	json_decref(b);
 	assert_int_equal(read->n_sources, cfg->n_sources);
 	for (size_t i = 0; i < read->n_sources; i++) {
-		assert_null(read->sources[i].path);
+		assert_string_equal(read->sources[i].path,
+				    cfg->sources[i].path);
 		assert_memory_equal(read->sources[i].digest,
 				    cfg->sources[i].digest,
 				    sizeof(cfg->sources[i].digest));
 	}
-	assert_int_equal(config_load_known(main_path, read, &again), 0);
-	assert_int_equal(again->n_profiles, 1);
-	config_free(again);
-	again = NULL;
+	assert_true(config_sources_unchanged(read));
+	/* Where each object was declared, and its lookup by name. */
+	assert_non_null(config_profile(read, "pa"));
+	assert_string_equal(config_profile(read, "pa")->loc.file, a_path);
+	assert_int_equal(config_profile(read, "pa")->loc.line, 1);
+	assert_int_equal(((const struct conf_pd *)conf_obj_find(
+				  config_profile(read, "pa"), OBJ_PD, "p0"))
+				 ->loc.line,
+			 2);
 
-	/* Changed after the child read it: not read here. */
-	write_file(a, "profiles = ( { name = \"pA\"; device = \"d\"; } );\n");
-	assert_int_equal(config_load_known(main_path, read, &again), -ESTALE);
-	assert_null(again);
+	/* Changed after the child read it: what it read stands, and no
+	 * longer looks like the files (the next reload reads them). */
+	write_file(a_path,
+		   "profiles = ( { name = \"pA\"; device = \"d\"; } );\n");
+	assert_non_null(config_profile(read, "pa"));
+	assert_false(config_sources_unchanged(read));
 	config_free(read);
 	read = NULL;
 
 	/* Errors are said, nothing read is. */
-	write_file(a, "profiles = ( { name = \"pa\"; device = \"nod\"; } );\n");
+	write_file(a_path,
+		   "profiles = ( { name = \"pa\"; device = \"nod\"; } );\n");
 	assert_int_equal(config_validate_isolated(main_path, NULL, &errors,
 						  &read, &why),
 			 -EINVAL);
@@ -584,7 +601,7 @@ static void test_validated_read(void **state)
 	json_decref(errors);
 
 	config_free(cfg);
-	unlink(a);
+	unlink(a_path);
 	rmdir(inc);
 	unlink(main_path);
 	rmdir(dir);
