@@ -156,7 +156,10 @@ int manager_new(struct config *config, struct manager **out)
 		manager_free(m);
 		return r;
 	}
-	r = sd_event_default(&m->event);
+	/* Not sd_event_default(): that one asks the kernel its thread id
+	 * at every turn of the loop (to check it runs where it was made),
+	 * a system call per control-socket request. */
+	r = sd_event_new(&m->event);
 	if (r < 0) {
 		manager_free(m);
 		return r;
