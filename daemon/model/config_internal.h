@@ -9,6 +9,7 @@
  *   config_verify.c  names, references, shapes
  *   config_index.c   name indexes and the lookups by name
  *   config_dump.c    config_json(), config_print()
+ *   config_image.c   a loaded config as bytes and back (validate.c)
  *   config.c         entry points, free, equality
  */
 #ifndef RDMAD_CONFIG_INTERNAL_H
