@@ -303,6 +303,7 @@ def test_files_changed_after_the_child_read_them_are_for_the_next_reload(
     t.join(30)
     status, body = out["first"]
     assert status == 200, body
+    d.settle()  # what the reload creates, made on the workers
     assert changes(body) == [
         ("cq", "gone", "remove"),
         ("memory", "m", "recreate"),
