@@ -29,7 +29,49 @@ def has_rdma_device():
     return p.is_dir() and any(p.iterdir())
 
 
+# The device the shared-mode tests use: it imports (mlx5, or rxe with the
+# test-only provider tests/vm/run --import loads), or they do not run.
+SHARED_DEV = os.environ.get("RDMAD_SHARED_DEV", "rxe0")
+
+_PROBE = """
+import os, sys
+from pyverbs.device import Context
+ctx = Context(name=sys.argv[1])
+Context(cmd_fd=os.dup(ctx.cmd_fd)).close()
+"""
+
+
+def import_capable(dev=SHARED_DEV):
+    """Can a process import a context of dev (ibv_import_device)? Asked
+    in a child, as a client would."""
+    if not Path(f"/sys/class/infiniband/{dev}").exists():
+        return False
+    r = subprocess.run(["/usr/bin/python3", "-c", _PROBE, dev],
+                       capture_output=True, timeout=60)
+    return r.returncode == 0
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "needs_import: needs a device that imports (shared mode); "
+        "deselected, with a line saying so, where there is none")
+
+
 def pytest_collection_modifyitems(config, items):
+    shared = [i for i in items if i.get_closest_marker("needs_import")]
+    capable = shared and has_rdma_device() and import_capable()
+    if shared and os.environ.get("RDMAD_VM_IMPORT") == "1" and not capable:
+        raise pytest.UsageError(
+            f"tests/vm/run --import, yet {SHARED_DEV} cannot import: the "
+            "test provider (tests/rxe-import) did not load")
+    if shared and has_rdma_device() and not capable:
+        # Not skipped: stock rxe cannot import, and make check runs these
+        # on the import-capable provider (tests/vm/run --import).
+        items[:] = [i for i in items if i not in shared]
+        config.hook.pytest_deselected(items=shared)
+        print(f"\n{len(shared)} shared-mode tests deselected: {SHARED_DEV} "
+              "cannot import (stock rxe); make check runs them with "
+              "tests/vm/run --import")
     if has_rdma_device():
         return
     if os.environ.get("CI") == "true":

@@ -1,18 +1,16 @@
 # SPDX-License-Identifier: MIT
-"""Orphans on an import-capable device (mlx5): a client imports the
-profile's context, makes a CQ, a QP and an MR of its own in it, and is
-SIGKILLed. Its objects stay in the daemon's context (the kernel ties
-them to the context, which the daemon holds): they must show up as
-orphans in /metrics and REST. Once no session holds a lease any more,
-the policy retires the context: a fresh one is opened, the profile's
-objects are created again, and the orphans are gone from the kernel
-(`rdma resource show`). rxe cannot import: this runs only on mlx5
-(tests/hw/run says when it is skipped)."""
+"""Orphans in shared mode: a client imports the profile's context, makes
+a CQ, a QP and an MR of its own in it, and is SIGKILLed. Its objects stay
+in the daemon's context (the kernel ties them to the context, which the
+daemon holds): they must show up as orphans in /metrics and REST. Once no
+session holds a lease any more, the policy retires the context: a fresh
+one is opened, the profile's objects are created again, and the orphans
+are gone from the kernel (`rdma resource show`). Needs a device that
+imports (mlx5, or rxe with tests/vm/run --import)."""
 
 import json
 import os
 import re
-import secrets
 import signal
 import subprocess
 import sys
@@ -23,22 +21,21 @@ from pathlib import Path
 
 import pytest
 
+from conftest import SHARED_DEV as DEV, free_port
+from rdmadproto import ATTACH, ATTACHED, DETACH, DETACHED, Client
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
+PORT = None
 
-from hwdev import DEV, needs_mlx5  # noqa: E402
-from rdmadproto import ATTACH, ATTACHED, DETACH, DETACHED, Client  # noqa
-
-PORT = 8478
-
-pytestmark = needs_mlx5
+pytestmark = pytest.mark.needs_import
 
 
 @pytest.fixture
-def daemon(tmp_path):
-    run = Path("/run") / f"rdmad-hw-{secrets.token_hex(4)}"
-    conf = tmp_path / "rdmad.conf"
-    conf.write_text(f"""
+def daemon(rdmad, tmp_path):
+    global PORT
+    PORT = free_port()
+    run = tmp_path / "run"
+    d = rdmad(f"""
 daemon = {{ runtime_dir = "{run}";
            http = {{ listen = [ "127.0.0.1:{PORT}" ]; }}; }};
 devices = ( {{ name = "d"; match = {{ ibdev = "{DEV}"; }}; }} );
@@ -50,18 +47,8 @@ profiles = ( {{ name = "p"; device = "d";
   cq = ( {{ name = "c"; }} );
 }} );
 """)
-    p = subprocess.Popen([str(ROOT / "build" / "rdmad"), "-c", str(conf),
-                          "--log-level", "debug"])
-    for _ in range(100):
-        try:
-            if get("/v1/profiles/p")["state"] == "ready":
-                break
-        except OSError:
-            pass
-        time.sleep(0.1)
     yield str(run / "rdmad.sock")
-    p.terminate()
-    assert p.wait(30) == 0
+    assert d.stop() == 0
 
 
 def get(path):

@@ -1,45 +1,36 @@
 # SPDX-License-Identifier: MIT
-"""The Python client in shared mode, on an import-capable device (mlx5):
-prof.context, prof.pd() and prof.mr() are the daemon's objects imported
-by pyverbs (Context(cmd_fd=), PD(handle=), MR(handle=)); data moved by
-RDMA into the imported MR shows in mr_map(); detach leaves no fd. Runs
-only where such a device exists (tests/hw/run); on rxe the import is
-refused, which tests/integration/test_python_client.py covers."""
+"""The Python client in shared mode, on a device that imports (mlx5, or
+rxe with tests/vm/run --import): prof.context, prof.pd() and prof.mr() are
+the daemon's objects imported by pyverbs (Context(cmd_fd=), PD(handle=),
+MR(handle=)); data moved by RDMA into the imported MR shows in mr_map();
+detach leaves no fd. On stock rxe the import is refused, which
+test_python_client.py covers."""
 
 import os
 import secrets
-import socket
-import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from conftest import SHARED_DEV as DEV, free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "client" / "python"))
 
 import rdmad  # noqa: E402
-from hwdev import DEV, needs_mlx5  # noqa: E402
 
 MIB = 1 << 20
 
-pytestmark = needs_mlx5
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+pytestmark = pytest.mark.needs_import
 
 
 @pytest.fixture
-def daemon(tmp_path):
-    run = Path("/run") / f"rdmad-hw-{secrets.token_hex(4)}"
+def daemon(rdmad, tmp_path):  # noqa: F811 (the conftest fixture)
     port = free_port()
-    conf = tmp_path / "rdmad.conf"
-    conf.write_text(f"""
+    run = tmp_path / "run"
+    d = rdmad(f"""
 daemon = {{ runtime_dir = "{run}";
            http = {{ listen = [ "127.0.0.1:{port}" ]; }}; }};
 devices = ( {{ name = "d"; match = {{ ibdev = "{DEV}"; }}; }} );
@@ -50,17 +41,8 @@ profiles = ( {{ name = "p"; device = "d";
            access = [ "local_write", "remote_write", "remote_read" ]; }} );
 }} );
 """)
-    p = subprocess.Popen([str(ROOT / "build" / "rdmad"), "-c", str(conf)])
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(url + "/v1/health")
-            break
-        except OSError:
-            time.sleep(0.1)
-    yield str(run / "rdmad.sock"), url
-    p.terminate()
-    assert p.wait(30) == 0
+    yield str(run / "rdmad.sock"), d.url
+    assert d.stop() == 0
 
 
 def get(url, path):
