@@ -120,11 +120,12 @@ def test_auto_mode_picks_by_device(shared):
         assert doc["mode"] == want
         assert ("cmd_fd" in doc) is (want == "shared")
         status, sessions = d.get("/v1/sessions")
-        assert sessions[0]["attachments"][0]["mode"] == want
+        mine = [s for s in sessions if s["pid"] == os.getpid()]
+        assert mine[0]["attachments"][0]["mode"] == want
         out = rdmactl(d, "--json", "sessions")
         assert out.returncode == 0, out.stderr
-        j = json.loads(out.stdout)
-        assert j[0]["attachments"][0]["mode"] == want
+        mine = [s for s in json.loads(out.stdout) if s["pid"] == os.getpid()]
+        assert mine[0]["attachments"][0]["mode"] == want
         out = rdmactl(d, "sessions")
         assert want in out.stdout, out.stdout
     finally:

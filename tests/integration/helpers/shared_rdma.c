@@ -14,8 +14,10 @@
  *                              at OFFSET, then RDMA READ them back
  *   read MR OFFSET SEED LEN    RDMA READ LEN bytes at OFFSET, check they
  *                              are pattern SEED
- *   stream MR                  RDMA WRITE 64 KiB at a time into MR until
- *                              killed ("streaming" after the first)
+ *   stream MR                  RDMA WRITE 64 KiB at a time into MR and
+ *                              READ it back, checked, until killed
+ *                              ("streaming" after the first, "n=K" every
+ *                              64th)
  *   loop N                     attach, import, detach, N times
  *
  * With PEER_QPN=N in the environment, the first QP is connected to QP N
@@ -212,15 +214,30 @@ static int do_io(struct rdmad_profile *prof, const char *op, char **args)
 			return 1;
 		}
 		for (unsigned long k = 0;; k++) {
-			if (post_wait(&p, IBV_WR_RDMA_WRITE, CHUNK,
-				      iova + (k % 16) * CHUNK, rkey)) {
+			uint64_t at = iova + (k % 16) * CHUNK;
+
+			for (i = 0; i < CHUNK; i++)
+				p.buf[i] = pattern(k, i);
+			if (post_wait(&p, IBV_WR_RDMA_WRITE, CHUNK, at, rkey)) {
 				pair_free(&p);
 				return 1;
 			}
-			if (k == 0) {
-				printf("streaming\n");
-				fflush(stdout);
+			memset(p.buf, 0, CHUNK);
+			if (post_wait(&p, IBV_WR_RDMA_READ, CHUNK, at, rkey)) {
+				pair_free(&p);
+				return 1;
 			}
+			for (i = 0; i < CHUNK; i++)
+				if (p.buf[i] != pattern(k, i)) {
+					printf("error data: chunk %lu byte %zu\n",
+					       k, i);
+					pair_free(&p);
+					return 1;
+				}
+			if (k == 0)
+				printf("streaming\n");
+			else if (k % 64 == 0)
+				printf("n=%lu\n", k);
 		}
 	}
 	off = strtoull(args[1], NULL, 0);
