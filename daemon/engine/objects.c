@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "hugepages.h"
+#include "log.h"
 #include "objects.h"
 #include "qpstate.h"
 #include "restore.h"
@@ -124,6 +125,21 @@ static void xrcd_destroy(struct object *o)
 
 /* ---- pd ---- */
 
+/*
+ * Is pd a PD of the context? Importing a PD is no proof on every device
+ * (rxe's import asks the kernel nothing), so a kernel call that needs the
+ * handle is made: a type 1 window, allocated and freed. A device without
+ * windows cannot tell: taken as usable (its first use would fail).
+ */
+static bool pd_usable(struct ibv_pd *pd)
+{
+	struct ibv_mw *mw = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+
+	if (mw)
+		return ibv_dealloc_mw(mw) == 0;
+	return errno == EOPNOTSUPP || errno == ENOSYS;
+}
+
 static int pd_create(struct profile *p, struct object *o)
 {
 	uint32_t handle;
@@ -131,10 +147,16 @@ static int pd_create(struct profile *p, struct object *o)
 	/* The previous run's, by handle (restore.h): its MRs' keys too. */
 	if (restore_pd(p->restored, object_name(o), &handle)) {
 		o->u.pd = ibv_import_pd(p->ctx, handle);
-		if (o->u.pd) {
+		if (o->u.pd && pd_usable(o->u.pd)) {
 			restore_claim(p->restored, "pd", object_name(o));
 			return 0;
 		}
+		log_warn(-errno, "profile %s: pd %s of the previous run "
+				 "(handle %u) cannot be taken back; making "
+				 "it again",
+			 p->conf->name, object_name(o), handle);
+		if (o->u.pd)
+			ibv_unimport_pd(o->u.pd);
 	}
 	o->u.pd = ibv_alloc_pd(p->ctx);
 	if (!o->u.pd)
@@ -216,6 +238,14 @@ static int implicit_mr_create(struct object *o, struct object *pd)
 	return 0;
 }
 
+/* The MR an import gave is the one the previous run had: its length,
+ * and its keys where the state recorded them. */
+static bool mr_is(const struct ibv_mr *mr, const struct restore_mr_was *was)
+{
+	return mr->length == was->length &&
+	       (!was->lkey || (mr->lkey == was->lkey && mr->rkey == was->rkey));
+}
+
 static int mr_create(struct profile *p, struct object *o)
 {
 	const struct conf_mr *c = o->conf;
@@ -227,7 +257,7 @@ static int mr_create(struct profile *p, struct object *o)
 	if (pd && !c->memory)
 		return implicit_mr_create(o, pd);
 	mem = pd ? dep(p, o, OBJ_MEMORY, c->memory) : NULL;
-	uint32_t handle;
+	struct restore_mr_was was;
 	uint64_t len;
 	char *addr;
 
@@ -244,13 +274,22 @@ static int mr_create(struct profile *p, struct object *o)
 					     .length = len,
 					     .access = c->access,
 					     .zero_based = c->zero_based },
-		       &handle, &o->u.mr.iova)) {
-		o->u.mr.mr = ibv_import_mr(pd->u.pd, handle);
-		if (o->u.mr.mr) {
+		       &was)) {
+		o->u.mr.mr = ibv_import_mr(pd->u.pd, was.handle);
+		if (o->u.mr.mr && mr_is(o->u.mr.mr, &was)) {
 			restore_claim(p->restored, "mr", c->name);
+			o->u.mr.iova = was.iova;
 			o->u.mr.restored = true;
 			return 0;
 		}
+		log_warn(o->u.mr.mr ? 0 : -errno,
+			 "profile %s: mr %s of the previous run (handle %u) "
+			 "cannot be taken back%s; registering it again",
+			 p->conf->name, c->name, was.handle,
+			 o->u.mr.mr ? ": the handle names another MR" : "");
+		if (o->u.mr.mr)
+			ibv_unimport_mr(o->u.mr.mr);
+		o->u.mr.mr = NULL;
 	}
 	o->u.mr.iova = c->zero_based ? 0 : (uintptr_t)addr;
 	o->u.mr.mr = ibv_reg_mr_iova(pd->u.pd, addr, len, o->u.mr.iova,

@@ -25,6 +25,7 @@ struct entry {
 	/* MRs: what the declaration must still say. */
 	char *pd, *memory;
 	uint64_t offset, length, iova;
+	uint32_t lkey, rkey; /* 0: not in the state (not checked) */
 	unsigned int access;
 	bool zero_based;
 	bool claimed; /* written by the one thread that creates it */
@@ -181,6 +182,10 @@ static int add_entry(struct restored *r, const json_t *o)
 		    json_object_get(o, "iova"));
 		e->access = (unsigned int)json_integer_value(
 		    json_object_get(o, "access"));
+		e->lkey = (uint32_t)json_integer_value(
+		    json_object_get(o, "lkey"));
+		e->rkey = (uint32_t)json_integer_value(
+		    json_object_get(o, "rkey"));
 		e->zero_based =
 		    json_is_true(json_object_get(o, "zero_based"));
 		if (!e->pd || !e->memory) {
@@ -264,7 +269,20 @@ struct restored *restore_take(const struct profile *p,
 	if (r) {
 		/* The context owns the fd from here, and closes it. */
 		*ctx = ibv_import_device(k->ctx_fd);
-		if (*ctx) {
+		if (*ctx && !streq(ibv_get_device_name((*ctx)->device),
+				   p->ibdev)) {
+			/* The document says ours; the context is not. */
+			log_warn(0, "profile %s: the kept device context is "
+				    "of %s, not %s",
+				 p->conf->name,
+				 ibv_get_device_name((*ctx)->device), p->ibdev);
+			ibv_close_device(*ctx); /* closes k->ctx_fd */
+			*ctx = NULL;
+			k->ctx_fd = -1;
+			why = "it is another device's";
+			restored_free(r);
+			r = NULL;
+		} else if (*ctx) {
 			k->ctx_fd = -1;
 		} else {
 			err = errno ? -errno : -EOPNOTSUPP;
@@ -325,8 +343,7 @@ bool restore_pd(struct restored *r, const char *name, uint32_t *handle)
 }
 
 bool restore_mr(struct restored *r, const char *name,
-		const struct restore_mr *want, uint32_t *handle,
-		uint64_t *iova)
+		const struct restore_mr *want, struct restore_mr_was *was)
 {
 	struct entry *e = find(r, "mr", name);
 
@@ -334,8 +351,11 @@ bool restore_mr(struct restored *r, const char *name,
 	    e->offset != want->offset || e->length != want->length ||
 	    e->access != want->access || e->zero_based != want->zero_based)
 		return false;
-	*handle = e->handle;
-	*iova = e->iova;
+	*was = (struct restore_mr_was){ .handle = e->handle,
+					.lkey = e->lkey,
+					.rkey = e->rkey,
+					.iova = e->iova,
+					.length = e->length };
 	return true;
 }
 
@@ -455,10 +475,12 @@ json_t *restore_state(const struct profile *p)
 			 * its context, and what is over it. */
 			const struct conf_mr *c = o->conf;
 
-			j = json_pack("{s:s, s:s, s:I, s:s, s:s, s:I, s:I, "
-				      "s:I, s:I, s:b}",
+			j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:s, s:s, "
+				      "s:I, s:I, s:I, s:I, s:b}",
 				      "kind", "mr", "name", c->name, "handle",
-				      (json_int_t)o->u.mr.mr->handle, "pd",
+				      (json_int_t)o->u.mr.mr->handle, "lkey",
+				      (json_int_t)o->u.mr.mr->lkey, "rkey",
+				      (json_int_t)o->u.mr.mr->rkey, "pd",
 				      c->pd, "memory", c->memory, "offset",
 				      (json_int_t)c->offset, "length",
 				      (json_int_t)o->u.mr.mr->length, "iova",

@@ -54,9 +54,15 @@ struct restore_mr {
 	unsigned int access;
 	bool zero_based;
 };
+/* What the previous run's MR was: its handle and IOVA, and the keys and
+ * length an import of the handle must show (0 keys: a state without
+ * them, not checked). */
+struct restore_mr_was {
+	uint32_t handle, lkey, rkey;
+	uint64_t iova, length;
+};
 bool restore_mr(struct restored *r, const char *name,
-		const struct restore_mr *want, uint32_t *handle,
-		uint64_t *iova);
+		const struct restore_mr *want, struct restore_mr_was *was);
 /* It was imported: restore_finish() leaves it alone. kind "pd"/"mr". */
 void restore_claim(struct restored *r, const char *kind, const char *name);
 /* Was it? (A PD's MRs ask, once the PD's creation is over.) */

@@ -1,0 +1,116 @@
+# SPDX-License-Identifier: MIT
+"""systemd's fd store, as the daemon sees it, without systemd: a
+NOTIFY_SOCKET that keeps the fds sent with FDSTORE=1 under their FDNAME
+(and drops them on FDSTOREREMOVE=1), and a start that hands them back in
+LISTEN_FDS/LISTEN_FDNAMES, as systemd does after a restart. With it, the
+restart paths (restore.c) run in the plain VM and under the sanitized
+daemon; tests/systemd/test_restart_shared.py runs them under the real
+systemd."""
+
+import array
+import fcntl
+import json
+import os
+import socket
+import subprocess
+
+from conftest import RDMAD
+
+
+class FdStore:
+    def __init__(self, tmp):
+        self.path = str(tmp / "notify.sock")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+        self.sock.setblocking(False)
+        self.fds = {}
+        self.ready = False
+
+    def drain(self):
+        """Take every message sent so far."""
+        fdsize = array.array("i").itemsize
+        while True:
+            try:
+                msg, anc, _, _ = self.sock.recvmsg(
+                    65536, socket.CMSG_SPACE(253 * fdsize))
+            except BlockingIOError:
+                return self
+            fds = array.array("i")
+            for level, kind, data in anc:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    fds.frombytes(data[:len(data) - len(data) % fdsize])
+            tags = dict(line.split("=", 1) for line in
+                        msg.decode().splitlines() if "=" in line)
+            # systemd reads the first FDNAME= of a message.
+            name = next((line[7:] for line in msg.decode().splitlines()
+                         if line.startswith("FDNAME=")), "stored")
+            if tags.get("READY") == "1":
+                self.ready = True
+            if tags.get("FDSTOREREMOVE") == "1":
+                self.drop(name)
+            if tags.get("FDSTORE") == "1":
+                for fd in fds:
+                    self.drop(name)
+                    self.fds[name] = fd
+            else:
+                for fd in fds:
+                    os.close(fd)
+
+    def drop(self, name):
+        fd = self.fds.pop(name, None)
+        if fd is not None:
+            os.close(fd)
+
+    def state(self, profile):
+        """The state document the daemon stored for profile."""
+        fd = self.fds[f"state/{profile}"]
+        return json.loads(os.pread(fd, os.fstat(fd).st_size, 0))
+
+    def put_state(self, profile, doc):
+        """Replace profile's state document (a test's forgery)."""
+        fd = os.memfd_create("forged-state")
+        os.write(fd, json.dumps(doc).encode())
+        self.drop(f"state/{profile}")
+        self.fds[f"state/{profile}"] = fd
+
+    def put(self, name, fd):
+        self.drop(name)
+        self.fds[name] = fd
+
+    def env(self):
+        return {"NOTIFY_SOCKET": self.path}
+
+    def start(self, conf, log):
+        """rdmad -c conf with what the store holds passed as systemd
+        passes it (fds from 3, LISTEN_PID its own pid)."""
+        names = list(self.fds)
+        fds = [self.fds[n] for n in names]
+        n = len(fds)
+
+        def place():
+            # Above every target first, then to 3, 4, ...: no clobbering.
+            high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 1000)
+                    for fd in fds]
+            for i, fd in enumerate(high):
+                os.dup2(fd, 3 + i)
+                os.close(fd)
+
+        env = dict(os.environ, **self.env())
+        if n:
+            env.update(LISTEN_FDS=str(n), LISTEN_FDNAMES=":".join(names))
+        # LISTEN_PID must be the daemon's: the shell's own, exec'd.
+        cmd = ["/bin/sh", "-c",
+               'LISTEN_PID=$$; export LISTEN_PID; exec "$0" "$@"'
+               if n else 'exec "$0" "$@"',
+               str(RDMAD), "-c", str(conf), "--log-level", "debug"]
+        # close_fds=False: subprocess closes what is not in pass_fds
+        # after preexec_fn, which would take the placed fds; Python's own
+        # fds are close-on-exec anyway, the placed ones are not.
+        return subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT,
+                                preexec_fn=place, close_fds=False)
+
+    def close(self):
+        for name in list(self.fds):
+            self.drop(name)
+        self.sock.close()

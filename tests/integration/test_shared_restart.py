@@ -1,0 +1,238 @@
+# SPDX-License-Identifier: MIT
+"""A restart that keeps registrations, on a device that imports: the
+daemon stores its device context's cmd_fd, a state document and its
+memory in the fd store (fdstore.py stands in for systemd's), and the next
+run takes every PD and MR back by handle: same handles and keys, the MR
+once in the kernel, the memory's bytes intact. And what a previous run's
+state may get wrong: a forged or stale handle, a context of another
+device. Each is refused with a log line, nothing is imported wrongly,
+and the object is made again. Under the real systemd:
+tests/systemd/test_restart_shared.py."""
+
+import ctypes
+import os
+
+import pytest
+
+from conftest import (SHARED_DEV, Daemon, daemon_section, free_port,
+                      rdma_res, settle)
+from fdstore import FdStore
+
+pytestmark = pytest.mark.needs_import
+
+CONFIG = f"""
+devices = ( {{ name = "d"; match = {{ ibdev = "{SHARED_DEV}"; }}; }} );
+profiles = ( {{ name = "p"; device = "d";
+  memory = ( {{ name = "m"; size = "8M"; }}, {{ name = "n"; size = "1M"; }} );
+  pd = ( {{ name = "a"; }}, {{ name = "b"; }} );
+  cq = ( {{ name = "c"; }} );
+  mr = ( {{ name = "r"; pd = "a"; memory = "m";
+           access = [ "local_write", "remote_write", "remote_read" ]; }},
+         {{ name = "s"; pd = "b"; memory = "n"; }} );
+}} );
+"""
+
+
+class Run:
+    """One run of the daemon on the store."""
+
+    def __init__(self, store, tmp, port, n):
+        conf = tmp / "rdmad.conf"
+        if not conf.exists():
+            conf.write_text(daemon_section(port, tmp) + CONFIG)
+        self.log_path = tmp / f"run{n}.log"
+        self.log_file = open(self.log_path, "w")
+        self.proc = store.start(conf, self.log_file)
+        self.store = store
+        self.d = Daemon.__new__(Daemon)
+        self.d.url = f"http://127.0.0.1:{port}"
+        self.d.token = "rdmad-test-token-0123456789"
+        self.d.proc = self.proc
+        self.d.pid = self.proc.pid
+        self.d.stderr_path = self.log_path
+        self.d._err = self.log_file
+        self.d.wait_ready()
+        assert settle(lambda: store.drain().ready, 10), self.log()
+
+    def objects(self):
+        status, prof = self.d.get("/v1/profiles/p")
+        assert status == 200 and prof["state"] == "ready", prof
+        return {(o["kind"], o["name"]): o for o in prof["objects"]}
+
+    def log(self):
+        self.log_file.flush()
+        return self.log_path.read_text()
+
+    def stop(self):
+        self.proc.terminate()
+        rc = self.proc.wait(60)
+        self.log_file.close()
+        self.store.drain()
+        log = self.log_path.read_text()
+        assert "Sanitizer" not in log and "runtime error:" not in log, log
+        assert rc == 0, log
+        return log
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = FdStore(tmp_path)
+    runs = []
+
+    def run():
+        r = Run(s, tmp_path, port, len(runs))
+        runs.append(r)
+        return r
+    port = free_port()
+    s.run = run
+    yield s
+    for r in runs:
+        if r.proc.poll() is None:
+            r.stop()
+    s.close()
+
+
+def kernel_mr(lkey):
+    return [m for m in rdma_res("mr") if m.get("lkey") == lkey]
+
+
+def write_pattern(pid, name, data, at):
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        path = f"/proc/{pid}/fd/{fd}"
+        try:
+            if os.readlink(path).startswith(f"/memfd:{name} "):
+                with open(path, "r+b") as f:
+                    f.seek(at)
+                    f.write(data)
+                return path
+        except OSError:
+            continue
+    raise AssertionError(f"no memfd {name} in {pid}")
+
+
+def read_memory(pid, name, at, n):
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        path = f"/proc/{pid}/fd/{fd}"
+        try:
+            if os.readlink(path).startswith(f"/memfd:{name} "):
+                with open(path, "rb") as f:
+                    f.seek(at)
+                    return f.read(n)
+        except OSError:
+            continue
+    raise AssertionError(f"no memfd {name} in {pid}")
+
+
+def test_restart_takes_back_every_pd_and_mr(store):
+    a = store.run()
+    before = a.objects()
+    pattern = os.urandom(1 << 16)
+    write_pattern(a.proc.pid, "m", pattern, 12345)
+    assert {"ctx/p", "state/p"} <= set(store.fds), store.fds
+    a.stop()
+
+    b = store.run()
+    after = b.objects()
+    assert "took back the device context" in b.log()
+    for key in (("pd", "a"), ("pd", "b"), ("mr", "r"), ("mr", "s")):
+        assert after[key]["handle"] == before[key]["handle"], key
+    for key in (("mr", "r"), ("mr", "s")):
+        assert after[key].get("restored") is True, after[key]
+        for f in ("lkey", "rkey", "iova", "length"):
+            assert after[key][f] == before[key][f], (key, f)
+        assert len(kernel_mr(after[key]["lkey"])) == 1
+    assert "restored" not in after[("cq", "c")]
+    assert read_memory(b.proc.pid, "m", 12345, len(pattern)) == pattern
+    b.stop()
+
+
+def forge(store, change):
+    doc = store.state("p")
+    for o in doc["objects"]:
+        change(o)
+    store.put_state("p", doc)
+
+
+@pytest.mark.parametrize("what", ["mr", "pd"])
+def test_forged_handle_is_refused_and_the_object_made_again(store, what):
+    a = store.run()
+    before = a.objects()
+    a.stop()
+    live = {m["lkey"] for m in rdma_res("mr")}
+    assert before[("mr", "r")]["lkey"] in live
+
+    # A handle that names nothing in the context.
+    def change(o):
+        if o["kind"] == what and o["name"] == ("r" if what == "mr" else "a"):
+            o["handle"] = 4000 + o["handle"]
+    forge(store, change)
+    b = store.run()
+    after = b.objects()
+    log = b.log()
+    name = "r" if what == "mr" else "a"
+    assert f"{what} {name}" in log and "previous run" in log, log
+    r = after[("mr", "r")]
+    # Made again: not the old registration, and the old one is gone.
+    assert "restored" not in r, r
+    assert r["lkey"] != before[("mr", "r")]["lkey"]
+    assert kernel_mr(r["lkey"]) and not kernel_mr(before[("mr", "r")]["lkey"])
+    # The other, unforged MR was taken back.
+    assert after[("mr", "s")].get("restored") is True
+    b.stop()
+
+
+def test_stale_handle_destroyed_meanwhile(store):
+    """Between two runs something holding the context (here: this test,
+    as an importer would) deregisters an MR the state names."""
+    a = store.run()
+    before = a.objects()
+    a.stop()
+    ibv = ctypes.CDLL("libibverbs.so.1", use_errno=True)
+    for f in ("ibv_import_device", "ibv_import_pd", "ibv_import_mr"):
+        getattr(ibv, f).restype = ctypes.c_void_p
+    ibv.ibv_import_pd.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
+    ibv.ibv_import_mr.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
+    for f in ("ibv_dereg_mr", "ibv_unimport_pd", "ibv_close_device"):
+        getattr(ibv, f).argtypes = [ctypes.c_void_p]
+    ctx = ibv.ibv_import_device(os.dup(store.fds["ctx/p"]))
+    assert ctx, os.strerror(ctypes.get_errno())
+    pd = ibv.ibv_import_pd(ctx, before[("pd", "a")]["handle"])
+    mr = ibv.ibv_import_mr(pd, before[("mr", "r")]["handle"])
+    assert mr, os.strerror(ctypes.get_errno())
+    assert ibv.ibv_dereg_mr(mr) == 0
+    ibv.ibv_unimport_pd(pd)
+    ibv.ibv_close_device(ctx)
+    assert not kernel_mr(before[("mr", "r")]["lkey"])
+
+    b = store.run()
+    after = b.objects()
+    assert "mr r" in b.log() and "previous run" in b.log(), b.log()
+    assert "restored" not in after[("mr", "r")]
+    assert after[("mr", "s")].get("restored") is True
+    assert after[("pd", "a")]["handle"] == before[("pd", "a")]["handle"]
+    b.stop()
+
+
+def test_context_of_another_device_is_refused(store):
+    """The kept cmd_fd is another device's (the state says ours)."""
+    other = "rxe1" if SHARED_DEV != "rxe1" else "rxe0"
+    a = store.run()
+    before = a.objects()
+    a.stop()
+    from pyverbs.device import Context
+    ctx = Context(name=other)
+    store.put("ctx/p", os.dup(ctx.cmd_fd))
+    b = store.run()
+    ctx.close()
+    after = b.objects()
+    log = b.log()
+    assert "not taking back the device context" in log, log
+    assert other in log or "another device" in log, log
+    for key in (("mr", "r"), ("mr", "s")):
+        assert "restored" not in after[key]
+    # The previous run's context was not taken: what it held is gone
+    # with it once nothing keeps it.
+    store.close()
+    assert settle(lambda: not kernel_mr(before[("mr", "r")]["lkey"]), 10)
+    b.stop()
+
