@@ -1,117 +1,36 @@
 """rdmad as a systemd service: run only under tests/vm/run --systemd
 (make systemd-check), where the host's systemd is PID 1 in a throwaway
-overlay root. The unit files are the shipped ones (systemd/), with a
-drop-in that points ExecStart at the build tree's daemon and shortens the
-watchdog; the config is written to the overlay's /etc/rdmad.
+overlay root. The unit files are the shipped ones (systemd/), the daemon
+the build tree's installed into the overlay's /usr/local, with a drop-in
+that points ExecStart at it and shortens the watchdog (conftest.py); the
+config is written to the overlay's /etc/rdmad.
 
 The tests run in file order and share the one guest: start, reload,
 journal, watchdog, socket activation, the fd store, a device going away.
 """
-import json
 import os
 import pwd
 import re
-import shutil
 import socket
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-RDMAD = Path(os.environ.get("RDMAD_BIN", ROOT / "build" / "rdmad")).resolve()
-UNIT_DIR = Path("/etc/systemd/system")
-CONF = Path("/etc/rdmad/rdmad.conf")
-SOCK = "/run/rdmad/rdmad.sock"
-WATCHDOG_SEC = 4
+from conftest import (RDMAD, SOCK, WATCHDOG_SEC, journal, sh, show, wait_for,
+                      write_config)
 
 # daemon/log.h
 MSGID_READY = "82b92ff884d84fcda4f8b05275c2c21e"
 MSGID_RELOADED = "4cc6e80021b04fd6a56b78ac6e3ec7fd"
 MSGID_DEVICE_GONE = "8e30371028524b2c84dc06fc179954fa"
 
-pytestmark = pytest.mark.skipif(
-    not (os.environ.get("RDMAD_VM_SYSTEMD") == "1"
-         and os.path.isdir("/run/systemd/system")),
-    reason="needs systemd as PID 1: tests/vm/run --systemd (make systemd-check)")
-
-CONFIG = """
-daemon = {{
-  runtime_dir = "/run/rdmad";
-  control_socket = "{sock}";
-  http = {{ listen = [ "127.0.0.1:8470" ]; }};
-  log_level = "info";
-}};
-devices = ( {{ name = "fabric0"; match = {{ ibdev = "rxe0"; }}; port = 1; }} );
-profiles = (
-  {{ name = "app";
-    device = "fabric0";
-    memory = ( {{ name = "buf"; size = "1M"; backing = "memfd"; }} );
-    pd = ( {{ name = "main"; }}{extra_pd} );
-    mr = ( {{ name = "buf"; pd = "main"; memory = "buf";
-             access = [ "local_write" ]; }} );
-  }}
-);
-"""
+pytestmark = pytest.mark.usefixtures("units")
 
 
-def sh(*args, check=True):
-    r = subprocess.run(args, capture_output=True, text=True, timeout=120)
-    if check and r.returncode:
-        raise AssertionError(f"{args}: {r.returncode}\n{r.stdout}{r.stderr}")
-    return r
-
-
-def show(*props):
-    out = sh("systemctl", "show", "rdmad.service",
-             *[f"--property={p}" for p in props]).stdout
-    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-
-
-def wait_for(pred, timeout=60, what="condition"):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}: "
-                         + sh("systemctl", "status", "--no-pager", "-l",
-                              "rdmad.service", check=False).stdout)
-
-
-def journal(*args):
-    out = sh("journalctl", "--no-pager", "-o", "json", *args).stdout
-    return [json.loads(line) for line in out.splitlines() if line.strip()]
-
-
-def write_config(extra_pd=""):
-    CONF.parent.mkdir(parents=True, exist_ok=True)
-    CONF.write_text(CONFIG.format(sock=SOCK, extra_pd=extra_pd))
-
-
-@pytest.fixture(scope="module", autouse=True)
-def units():
-    # The unit runs as the rdmad user, which the package's sysusers.d
-    # entry makes (in the overlay's /etc/passwd: nothing of the host's).
-    sh("systemd-sysusers", str(ROOT / "systemd" / "sysusers.conf"))
-    for name in ("rdmad.service", "rdmad.socket"):
-        shutil.copy(ROOT / "systemd" / name, UNIT_DIR / name)
-    dropin = UNIT_DIR / "rdmad.service.d"
-    dropin.mkdir(exist_ok=True)
-    (dropin / "test.conf").write_text(
-        "[Service]\n"
-        "ExecStart=\n"
-        f"ExecStart={RDMAD} -c {CONF}\n"
-        f"WatchdogSec={WATCHDOG_SEC}s\n"
-        "Environment=RDMAD_TEST_STALL_ON_SIGNAL=1\n"
-        # The watchdog test's stall must not be taken for a crash loop.
-        "RestartSec=100ms\n")
-    write_config()
-    sh("systemctl", "daemon-reload")
-    yield
-    sh("systemctl", "stop", "rdmad.socket", "rdmad.service", check=False)
+@pytest.fixture(scope="module")
+def unit_env(unit_env):
+    # SIGUSR2 stalls the loop (the watchdog test).
+    return {**unit_env, "RDMAD_TEST_STALL_ON_SIGNAL": "1"}
 
 
 def test_start_reaches_ready():
@@ -121,6 +40,8 @@ def test_start_reaches_ready():
     assert p["SubState"] == "running", p
     assert p["StatusText"] == "running", p
     assert int(p["MainPID"]) > 0
+    # The installed copy (conftest.py), which the unit's sandbox sees.
+    assert os.readlink(f"/proc/{p['MainPID']}/exe") == str(RDMAD)
     # As its own user, with nothing of root's but locking memory.
     status = Path(f"/proc/{p['MainPID']}/status").read_text()
     uid = pwd.getpwnam("rdmad").pw_uid
@@ -175,6 +96,8 @@ def test_reload_shows_reloading_and_applies():
 
 def test_watchdog_restarts_stalled_daemon():
     pid = int(show("MainPID")["MainPID"])
+    # (kill(0, ...) would signal this test's own process group.)
+    assert pid > 0, "rdmad.service has no main process"
     cursor = journal("-n", "1")[-1]["__CURSOR"]
     os.kill(pid, 10 + 2)  # SIGUSR2: RDMAD_TEST_STALL_ON_SIGNAL=1
     wait_for(lambda: int(show("MainPID")["MainPID"]) not in (0, pid)
