@@ -8,6 +8,7 @@ attaches to its profile."""
 
 import json
 import os
+import shlex
 import shutil
 import stat
 import subprocess
@@ -262,7 +263,7 @@ def test_container_attaches_through_cdi(rdmad):
                   "--storage-driver", "vfs", "--cgroup-manager", "cgroupfs",
                   "--events-backend", "none"]
         script = ("ls /dev/infiniband; env | grep ^RDMAD_ | sort; "
-                  f"exec {ATTACH}")
+                  f"exec {shlex.quote(str(ATTACH))}")
         # The machine's root as the container's, bound beside it in a
         # mount namespace of our own (crun cannot pivot_root to / itself);
         # there too the cgroup2 file system crun looks for, which the
