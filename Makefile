@@ -298,7 +298,11 @@ clean:
 
 MANPAGES := $(wildcard man/*.[1-8]) client/librdmad.3
 PYFILES := $(wildcard client/python/rdmad/*.py)
-D := $(DESTDIR)
+MANSECTIONS := $(sort $(subst .,,$(suffix $(MANPAGES))))
+# DESTDIR, quoted for the shell: dh_auto_install passes an absolute one,
+# which has spaces when the checkout's path has ('x y'/usr/sbin is one
+# word). Only recipes use it, never a make function that splits words.
+D := $(if $(DESTDIR),'$(subst ','\'',$(DESTDIR))')
 
 install: $(B)/rdmad $(B)/dist/rdmactl $(B)/$(LIB_REAL) $(B)/rdmad.pc \
 		$(B)/dist/units
@@ -306,7 +310,7 @@ install: $(B)/rdmad $(B)/dist/rdmactl $(B)/$(LIB_REAL) $(B)/rdmad.pc \
 		$(D)$(PKGCONFIGDIR) $(D)$(INCLUDEDIR) $(D)$(SYSTEMDUNITDIR) \
 		$(D)$(SYSUSERSDIR) $(D)$(TMPFILESDIR) $(D)$(BASHCOMPDIR) \
 		$(D)$(SYSCONFDIR)/rdmad $(D)$(PYTHONDIR)/rdmad \
-		$(sort $(foreach m,$(MANPAGES),$(D)$(MANDIR)/man$(subst .,,$(suffix $(m)))))
+		$(foreach s,$(MANSECTIONS),$(D)$(MANDIR)/man$(s))
 	$(INSTALL) -m 0755 $(B)/rdmad $(D)$(SBINDIR)/rdmad
 	$(INSTALL) -m 0755 $(B)/dist/rdmactl $(D)$(BINDIR)/rdmactl
 	$(INSTALL) -m 0644 $(B)/$(LIB_REAL) $(D)$(LIBDIR)/$(LIB_REAL)
