@@ -209,9 +209,12 @@ def installed():
     unit's sandbox and every user see them: RDMAD_BIN as sbin/rdmad,
     build/dist/rdmactl as bin/rdmactl, librdmad.so.0 in lib (ldconfig
     run), build/examples/* and the client helpers of build/tests/ in
-    libexec/rdmad-tests, client/python/rdmad in PYTHONDIR. A sanitized
-    daemon needs nothing more: its runtime (libasan, libubsan, libtsan)
-    is the system's, found by the loader. Returns their paths."""
+    libexec/rdmad-tests (their $ORIGIN/.. RUNPATH finds nothing there:
+    the loader's cache finds librdmad.so.0 in lib), client/python/rdmad
+    in PYTHONDIR. A sanitized daemon needs nothing more: its runtime
+    (libasan, libubsan, libtsan) is the system's, found by the loader.
+    Returns their paths: rdmad, rdmactl, libdir, pythondir, programs (a
+    dict: name -> path)."""
     assert root_is_throwaway(), (
         "/ is not the systemd VM's overlay: refusing to install into "
         f"{PREFIX} (run through tests/systemd/run)")
@@ -230,9 +233,11 @@ def installed():
     ctl = BUILD / "dist" / "rdmactl"
     _copy(ctl if ctl.is_file() else BUILD / "rdmactl", RDMACTL, 0o755)
     progs = {}
+    # The client helpers of the integration suite (build/tests/, but its
+    # unit tests test_*).
     for src in [*sorted((BUILD / "examples").glob("*")),
-                *[BUILD / "tests" / n for n in
-                  ("event_client", "pattern_writer", "nums_client")]]:
+                *sorted(p for p in (BUILD / "tests").glob("*")
+                        if not p.name.startswith("test_"))]:
         if src.is_file() and os.access(src, os.X_OK):
             _copy(src, LIBEXEC / src.name, 0o755)
             progs[src.name] = LIBEXEC / src.name

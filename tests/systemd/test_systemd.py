@@ -50,6 +50,23 @@ def test_start_reaches_ready():
     assert eff == 1 << 14, hex(eff)  # CAP_IPC_LOCK
 
 
+def test_installed_clients(units):
+    """Clients run the installed copies too, which every user reaches (a
+    checkout under a 0700 home is out of other users' reach): rdmactl
+    with librdmad.so.0 from the loader's cache, the Python package where
+    Debian's python3 looks under /usr/local."""
+    assert "app" in sh(units.rdmactl, "profiles").stdout
+    libs = sh("ldd", units.rdmactl).stdout
+    assert f"librdmad.so.0 => {units.libdir}/librdmad.so.0" in libs, libs
+    nobody = ("setpriv", "--reuid", "nobody", "--regid", "nogroup",
+              "--clear-groups")
+    sh(*nobody, units.rdmactl, "--version", cwd="/")
+    r = sh(*nobody, "/usr/bin/python3", "-c",
+           "import rdmad; print(rdmad.__file__)", cwd="/")
+    assert r.stdout.strip() == str(units.pythondir / "rdmad" /
+                                   "__init__.py"), r.stdout
+
+
 def test_security_exposure():
     # systemd's own rating of the shipped unit (and the test drop-in,
     # which changes nothing it rates).
