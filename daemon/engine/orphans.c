@@ -184,11 +184,19 @@ static enum owner owner_of(struct orphans *o, const struct profile *p,
 
 	if (holds_number(h, r))
 		return OWNER_DAEMON;
-	/* A context taken back from the previous run: its PDs (taken back,
-	 * or about to be destroyed) are ours. Its other objects were
-	 * destroyed at its exit, unless it crashed: orphans then. */
-	if (r->kind == RDMANL_PD && (r->has & RDMANL_HAS_PID) &&
-	    made_by_previous_run(p, r->pid))
+	/*
+	 * A context taken back from the previous run: its PDs (taken back,
+	 * or about to be destroyed) are ours. The kernel names no maker once
+	 * it has exited (Linux 6.1: no pid for a dead task), which it has
+	 * after a restart: a PD whose maker is gone is then taken for the
+	 * previous run's (a client of that run that died leaving a PD is
+	 * not told apart; its MRs, QPs and CQs are). Its other objects
+	 * were destroyed at its exit, unless it crashed: orphans then (an
+	 * MR taken back is ours by its keys).
+	 */
+	if (r->kind == RDMANL_PD && p->ctx_kept &&
+	    ((r->has & RDMANL_HAS_PID) ? made_by_previous_run(p, r->pid)
+				       : true))
 		return OWNER_DAEMON;
 	/* Gone (no pid): its maker died, whoever it was. */
 	tgid = (r->has & RDMANL_HAS_PID) ? tgid_of(pc, r->pid) : 0;

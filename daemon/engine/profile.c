@@ -352,6 +352,7 @@ static int profile_open(struct profile *p)
 	} else {
 		p->ctx = open_numbered(p);
 	}
+	p->ctx_kept = p->restored != NULL;
 	if (!p->ctx) {
 		r = -errno;
 		profile_set_state(p, PROFILE_FAILED, "ibv_open_device %s: %s",

@@ -186,6 +186,8 @@ struct profile {
 	struct restored *restored;
 	pid_t *prev_tids;
 	size_t n_prev_tids;
+	/* The open context is the previous run's, taken back. */
+	bool ctx_kept;
 	/* At exit, PDs and MRs stay in the context for the next run. */
 	bool hand_over;
 };

@@ -24,6 +24,15 @@ RDMAD = Path(os.environ.get("RDMAD_BIN", BUILD / "rdmad")).resolve()
 RDMACTL = BUILD / "rdmactl"
 
 
+# Where the daemon hears of devices coming and going (daemon/verbs/
+# devwatch.h): udev where systemd-udevd runs, else the kernel's own
+# uevents (tests/vm/run --no-udev, a container). GET /v1/health says it.
+UDEV_CONTROL = Path(os.environ.get("RDMAD_UDEV_CONTROL")
+                    or "/run/udev/control")
+DEVICE_EVENTS = "udev" if UDEV_CONTROL.exists() else "kernel"
+HEALTH = {"status": "ok", "device_events": DEVICE_EVENTS}
+
+
 def has_rdma_device():
     p = Path("/sys/class/infiniband")
     return p.is_dir() and any(p.iterdir())
@@ -52,6 +61,10 @@ def import_capable(dev=SHARED_DEV):
 
 
 def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "container: runs podman containers whose root is this "
+        "machine's own (tests/integration/podman.py); fails rather than "
+        "skips under CI=true")
     config.addinivalue_line(
         "markers", "needs_import: needs a device that imports (shared mode); "
         "deselected, with a line saying so, where there is none")
@@ -127,6 +140,17 @@ def memfd(pid, name):
         except OSError:
             pass
     raise AssertionError(f"no memfd {name} in {pid}")
+
+
+def kernel_mrs(lkey):
+    """The kernel's MRs with this lkey, on any process's account; their
+    keys as numbers (iproute2 prints them in hex)."""
+    rows = rdma_res("mr")
+    for r in rows:
+        for k in ("lkey", "rkey"):
+            if isinstance(r.get(k), str):
+                r[k] = int(r[k], 16)
+    return [r for r in rows if r.get("lkey") == lkey]
 
 
 def rdma_res(kind, pid=None):

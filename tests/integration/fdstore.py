@@ -11,8 +11,10 @@ import array
 import fcntl
 import json
 import os
+import select
 import socket
 import subprocess
+import threading
 
 from conftest import RDMAD
 
@@ -25,16 +27,34 @@ class FdStore:
         self.sock.setblocking(False)
         self.fds = {}
         self.ready = False
+        # Read all the time, as systemd does: a sender blocks once the
+        # socket's queue is full (net.unix.max_dgram_qlen messages).
+        self.lock = threading.Lock()
+        self.stopping = False
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        while not self.stopping:
+            select.select([self.sock], [], [], 0.05)
+            with self.lock:
+                if not self.stopping:
+                    self._take()
 
     def drain(self):
         """Take every message sent so far."""
+        with self.lock:
+            self._take()
+        return self
+
+    def _take(self):
         fdsize = array.array("i").itemsize
         while True:
             try:
                 msg, anc, _, _ = self.sock.recvmsg(
                     65536, socket.CMSG_SPACE(253 * fdsize))
             except BlockingIOError:
-                return self
+                return
             fds = array.array("i")
             for level, kind, data in anc:
                 if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
@@ -111,6 +131,9 @@ class FdStore:
                                 preexec_fn=place, close_fds=False)
 
     def close(self):
-        for name in list(self.fds):
-            self.drop(name)
+        with self.lock:
+            self.stopping = True
+            for name in list(self.fds):
+                self.drop(name)
+        self.reader.join()
         self.sock.close()
