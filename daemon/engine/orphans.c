@@ -204,6 +204,10 @@ static enum owner owner_of(struct orphans *o, const struct profile *p,
 		return OWNER_DAEMON;
 	if (tgid && s->attached && s->attached(s->ud, p->conf->name, tgid))
 		return OWNER_CLIENT;
+	/* A live process with objects in a context taken back imported it
+	 * from the previous run and holds it still: a client, not gone. */
+	if (tgid && p->ctx_kept)
+		return OWNER_CLIENT;
 	return OWNER_ORPHAN;
 }
 
@@ -311,12 +315,15 @@ static int device_err(const struct orphans *o, uint32_t dev_index)
 	return -ENOENT;
 }
 
-/* The policy: orphans, and nobody holds anything of the profile. */
+/* The policy: orphans, and nobody holds anything of the profile. A
+ * context taken back keeps the registrations it brought: what its
+ * previous run left behind (kept_orphans) does not retire it alone. */
 static bool retire_due(const struct orphans *o, const struct profile *p)
 {
 	const struct manager_sessions *s = &o->m->sessions;
 
-	return p->view.n_orphan && p->ctx && !profile_busy(p) &&
+	return p->view.n_orphan > p->kept_orphans && p->ctx &&
+	       !profile_busy(p) &&
 	       (p->state == PROFILE_READY || p->state == PROFILE_DEGRADED) &&
 	       !profile_leased(p) &&
 	       !(s->attached && s->attached(s->ud, p->conf->name, 0));
@@ -347,6 +354,17 @@ static void sort_all(struct orphans *o)
 			profile_touch(p);
 		ctx_view_clear(&p->view);
 		p->view = v;
+		if (p->ctx_kept && !p->kept_scanned && !profile_busy(p)) {
+			p->kept_scanned = true;
+			p->kept_orphans = v.n_orphan;
+			if (v.n_orphan)
+				log_notice("profile %s: the previous run left "
+					   "%zu objects in the context it "
+					   "handed over (it did not exit "
+					   "cleanly); they stay until the "
+					   "context is next retired",
+					   p->conf->name, v.n_orphan);
+		}
 		if (v.n_orphan > before)
 			log_notice("profile %s: %zu objects in its context "
 				   "(ctxn %lld on %s) were left by clients "

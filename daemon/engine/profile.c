@@ -353,6 +353,8 @@ static int profile_open(struct profile *p)
 		p->ctx = open_numbered(p);
 	}
 	p->ctx_kept = p->restored != NULL;
+	p->kept_scanned = false;
+	p->kept_orphans = 0;
 	if (!p->ctx) {
 		r = -errno;
 		profile_set_state(p, PROFILE_FAILED, "ibv_open_device %s: %s",

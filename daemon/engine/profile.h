@@ -186,8 +186,12 @@ struct profile {
 	struct restored *restored;
 	pid_t *prev_tids;
 	size_t n_prev_tids;
-	/* The open context is the previous run's, taken back. */
-	bool ctx_kept;
+	/* The open context is the previous run's, taken back; and what its
+	 * first scan found orphaned in it once the creation had settled:
+	 * that run's own leftovers when it did not exit cleanly (a crash),
+	 * which alone do not retire the context (orphans.c). */
+	bool ctx_kept, kept_scanned;
+	size_t kept_orphans;
 	/* At exit, PDs and MRs stay in the context for the next run. */
 	bool hand_over;
 };

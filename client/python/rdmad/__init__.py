@@ -12,7 +12,8 @@ The package speaks the attach protocol of proto/PROTOCOL.md itself over
 the daemon's unix socket (no compiled code of its own); the verbs
 objects are Debian's python3-pyverbs. In shared mode the context, PDs
 and MRs are the daemon's, imported (ibv_import_device, _pd, _mr); in
-local mode (devices that cannot import, such as rxe) this process opens
+local mode (devices that cannot import, such as Debian's rxe; mlx5 and
+rxe with rdmad's test provider tests/rxe-import can) this process opens
 the device and registers its own MRs over the same memory.
 
 Every failure is an rdmad.Error carrying a code: the daemon's own
