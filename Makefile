@@ -218,7 +218,7 @@ $(B)/tests/loopback: tests/integration/helpers/loopback.c \
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(B)/tests/devwatch_probe: tests/integration/helpers/devwatch_probe.c \
-		$(B)/daemon/verbs/devwatch.o
+		$(B)/daemon/verbs/devwatch.o $(B)/daemon/verbs/uevent.o
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS)
 
@@ -247,7 +247,8 @@ FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all \
 	-fno-omit-frame-pointer
 FUZZ_CFLAGS := -g -O1 -std=gnu11 -D_GNU_SOURCE -DMHD_SONAME='"$(MHD_SONAME)"' -DRDMAD_VERSION='"$(VERSION)"' $(DAEMON_INC) -Iproto \
 	-Itests/fuzz
-FUZZ_ALL := fuzz_config fuzz_image fuzz_api fuzz_http fuzz_proto fuzz_rdmanl fuzz_target
+FUZZ_ALL := fuzz_config fuzz_image fuzz_api fuzz_http fuzz_proto fuzz_rdmanl fuzz_target \
+	fuzz_uevent
 FUZZ_TARGETS ?= $(FUZZ_ALL)
 FUZZ_SECONDS ?= 60
 # fuzz_proto checks librdmad's decoder of ATTACHED against proto_decode.

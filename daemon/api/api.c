@@ -70,7 +70,9 @@ static int errno_reply(struct request *r, int err, const char *what)
 
 static int get_health(struct request *r)
 {
-	return reply(r, 200, json_pack("{s:s}", "status", "ok"));
+	return reply(r, 200,
+		     json_pack("{s:s, s:s}", "status", "ok", "device_events",
+			       manager_device_events(r->m)));
 }
 
 static int get_version(struct request *r)
@@ -119,6 +121,8 @@ static int get_devices(struct request *r)
 			continue;
 		json_object_set_new(j, "used",
 				    json_boolean(manager_device_used(r->m, name)));
+		json_object_set_new(j, "up",
+				    json_boolean(manager_device_up(r->m, name)));
 		ctx = ibv_open_device(*d);
 		if (ctx) {
 			import_json(j, ctx);

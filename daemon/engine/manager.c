@@ -4,6 +4,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "capcheck.h"
+#include "devmatch.h"
 #include "devwatch.h"
 #include "events.h"
 #include "log.h"
@@ -204,6 +205,13 @@ int manager_start(struct manager *m)
 	r = devwatch_new(m->event, manager_on_device, m, &m->devwatch);
 	if (r < 0)
 		log_warn(r, "cannot watch RDMA devices coming and going");
+	else if (devwatch_get_source(m->devwatch) == DEVWATCH_SOURCE_UDEV)
+		log_info("device events: udev (systemd-udevd runs: %s exists)",
+			 devwatch_udev_control());
+	else
+		log_info("device events: kernel (no udevd: %s is missing); "
+			 "devices are seen as the kernel announces them",
+			 devwatch_udev_control());
 	r = orphans_new(m, &m->orphans);
 	if (r < 0)
 		log_warn(r, "cannot look for orphaned objects, ignoring");
@@ -728,6 +736,18 @@ int manager_device_used(struct manager *m, const char *ibdev)
 		if (m->profiles[i]->ctx && streq(m->profiles[i]->ibdev, ibdev))
 			return 1;
 	return 0;
+}
+
+bool manager_device_up(struct manager *m, const char *ibdev)
+{
+	if (m->devwatch)
+		return devwatch_is_up(m->devwatch, ibdev);
+	return devmatch_openable(ibdev);
+}
+
+const char *manager_device_events(struct manager *m)
+{
+	return devwatch_source_name(devwatch_get_source(m->devwatch));
 }
 
 double manager_uptime(struct manager *m)

@@ -189,6 +189,13 @@ int manager_load_token(struct manager *m);
 struct profile *manager_profile(struct manager *m, const char *name);
 /* Is ibdev used by a profile? */
 int manager_device_used(struct manager *m, const char *ibdev);
+/* Is ibdev up, as the profiles see it: devwatch's view (where device
+ * events come from, devwatch.h), or without a watcher whether a profile
+ * could match it now (devmatch). */
+bool manager_device_up(struct manager *m, const char *ibdev);
+/* Where device events come from: "udev", "kernel", or "none" when they
+ * cannot be watched. */
+const char *manager_device_events(struct manager *m);
 double manager_uptime(struct manager *m);
 
 #endif

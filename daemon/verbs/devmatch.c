@@ -4,6 +4,7 @@
 #include <systemd/sd-device.h>
 
 #include "devmatch.h"
+#include "devwatch.h"
 #include "util.h"
 
 /* Ports are numbered from 1 (0 on a switch); more than any device has. */
@@ -135,24 +136,28 @@ static int cmp_name(const void *a, const void *b)
 
 /*
  * The devices that can be opened: those with a uverbs device, by its
- * "ibdev" attribute (the kernel's current name, also after a rename).
+ * "ibdev" attribute (the kernel's current name, also after a rename),
+ * sorted. Where udevd runs, only those it has seen (as devwatch hears
+ * of them: after udevd); else every one in sysfs (devwatch.h). The
+ * names stay valid while *en holds its devices.
  */
-int devmatch_find(const struct conf_device *d, char *ibdev, size_t len)
+static int list_names(sd_device_enumerator **en, const char ***out,
+		      size_t *out_n)
 {
-	_cleanup_(sd_device_enumerator_unrefp) sd_device_enumerator *en = NULL;
 	_cleanup_free_ const char **names = NULL;
 	size_t n = 0, cap = 0;
 	int r;
 
-	r = sd_device_enumerator_new(&en);
+	r = sd_device_enumerator_new(en);
 	if (r >= 0)
 		r = sd_device_enumerator_add_match_subsystem(
-		    en, "infiniband_verbs", 1);
+		    *en, "infiniband_verbs", 1);
+	if (r >= 0 && devwatch_source() != DEVWATCH_SOURCE_UDEV)
+		r = sd_device_enumerator_allow_uninitialized(*en);
 	if (r < 0)
 		return r;
-	/* The names stay valid while en holds its devices. */
-	for (sd_device *dev = sd_device_enumerator_get_device_first(en); dev;
-	     dev = sd_device_enumerator_get_device_next(en)) {
+	for (sd_device *dev = sd_device_enumerator_get_device_first(*en); dev;
+	     dev = sd_device_enumerator_get_device_next(*en)) {
 		const char *name;
 
 		if (sd_device_get_sysattr_value(dev, "ibdev", &name) < 0)
@@ -170,12 +175,41 @@ int devmatch_find(const struct conf_device *d, char *ibdev, size_t len)
 	}
 	if (n)
 		qsort(names, n, sizeof(*names), cmp_name);
+	*out = TAKE_PTR(names);
+	*out_n = n;
+	return 0;
+}
+
+int devmatch_find(const struct conf_device *d, char *ibdev, size_t len)
+{
+	_cleanup_(sd_device_enumerator_unrefp) sd_device_enumerator *en = NULL;
+	_cleanup_free_ const char **names = NULL;
+	size_t n = 0;
+	int r;
+
+	r = list_names(&en, &names, &n);
+	if (r < 0)
+		return r;
 	for (size_t i = 0; i < n; i++)
 		if (devmatch_matches(d, names[i])) {
 			snprintf(ibdev, len, "%s", names[i]);
 			return 0;
 		}
 	return -ENODEV;
+}
+
+bool devmatch_openable(const char *ibdev)
+{
+	_cleanup_(sd_device_enumerator_unrefp) sd_device_enumerator *en = NULL;
+	_cleanup_free_ const char **names = NULL;
+	size_t n = 0;
+
+	if (list_names(&en, &names, &n) < 0)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (streq(names[i], ibdev))
+			return true;
+	return false;
 }
 
 static bool is_v4_mapped(const union ibv_gid *g)

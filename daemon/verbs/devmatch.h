@@ -16,10 +16,15 @@
  * of the nearest PCI device above it, e.g. "0000:3b:00.0") and driver (the
  * kernel driver of its parent device, e.g. "mlx5_core"; software devices
  * such as rxe have no parent device, so pci and driver never match them).
- * Everything is read through sd-device (sysfs). Writes its name to ibdev.
- * Returns 0, -ENODEV, or -errno when the devices cannot be listed.
+ * Everything is read through sd-device (sysfs); where udevd runs, only
+ * the devices it has seen count, as for devwatch (devwatch.h). Writes its
+ * name to ibdev. Returns 0, -ENODEV, or -errno when the devices cannot
+ * be listed.
  */
 int devmatch_find(const struct conf_device *d, char *ibdev, size_t len);
+
+/* Is ibdev among the devices devmatch_find() picks from? */
+bool devmatch_openable(const char *ibdev);
 
 /* "ibdev rxe0, netdev veth0": the matchers of d, for messages. */
 void devmatch_describe(const struct conf_device *d, char *buf, size_t len);

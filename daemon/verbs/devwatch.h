@@ -59,27 +59,58 @@ typedef void (*devwatch_cb)(void *ud, const char *ibdev,
 struct devwatch;
 
 /*
- * Watch RDMA devices coming and going: an sd_device_monitor for the
- * infiniband and infiniband_verbs subsystems on e, and sd-device
- * enumerations for the devices already there.
+ * Where devwatch_new() hears of devices coming and going:
  *
- * The monitor listens to udevd's netlink group, not the kernel's: events
- * arrive after udevd has run its rules (device nodes, symlinks), and only
- * while systemd-udevd runs. A host without udevd (a bare container, an
- * init that does not start it) gets the devices present at start and no
- * hot-plug; the VM harness starts udevd for this reason (tests/vm/README.md).
- * Events lost to an overflowing socket buffer are lost (sd-device does not
- * report the overflow); the buffer is made large for bursts. Returns 0 or
- * -errno.
+ * udev: from systemd-udevd (an sd_device_monitor on its netlink group),
+ * when udevd runs. Events arrive after udevd has run its rules (device
+ * nodes' owners and symlinks), and only devices udevd has seen count
+ * (sd-device's enumerator skips the others); udevd may pass the two
+ * devices of an RDMA device on in either order.
+ * kernel: from the kernel's own uevents (its netlink group, uevent.c)
+ * and sysfs, when udevd does not run: a container without /run/udev, an
+ * initrd, a minimal VM. Events arrive as the kernel sends them, in its
+ * order, before any udev rule (there is none to wait for); the device
+ * nodes are devtmpfs's. An overflowing socket buffer is seen (ENOBUFS),
+ * and the devices are then read again from sysfs.
+ *
+ * Which one is decided once per process, on the first call: udev when
+ * udevd's control socket exists (/run/udev/control, what libudev and
+ * sd-device look at to tell whether udevd runs; RDMAD_UDEV_CONTROL
+ * names another path, for tests), else kernel. devmatch.c lists devices
+ * the same way (devices udevd has not seen do not match while it runs).
+ */
+enum devwatch_source {
+	DEVWATCH_SOURCE_NONE, /* a detached watcher, or none at all */
+	DEVWATCH_SOURCE_UDEV,
+	DEVWATCH_SOURCE_KERNEL,
+};
+enum devwatch_source devwatch_source(void);
+/* The path looked at: /run/udev/control, or RDMAD_UDEV_CONTROL's. */
+const char *devwatch_udev_control(void);
+/* "none", "udev", "kernel": GET /v1/health's device_events. */
+const char *devwatch_source_name(enum devwatch_source s);
+
+/*
+ * Watch RDMA devices coming and going on e, from devwatch_source()
+ * (above), and list the devices already there (sd-device's enumerator,
+ * or sysfs). A host without udevd gets hot-plug from the kernel's
+ * events. With udevd, events lost to an overflowing socket buffer are
+ * lost (sd-device does not report the overflow); the buffer is made
+ * large for bursts. Returns 0 or -errno.
  */
 int devwatch_new(sd_event *e, devwatch_cb cb, void *ud, struct devwatch **out);
 /* Accepts NULL; returns NULL. */
 struct devwatch *devwatch_free(struct devwatch *w);
+/* Where w hears of devices (NONE for NULL). */
+enum devwatch_source devwatch_get_source(const struct devwatch *w);
+/* Is ibdev up: reported ADD (or found at start) and not REMOVEd since? */
+bool devwatch_is_up(const struct devwatch *w, const char *ibdev);
 
 /* IB_DEVICE_NAME_MAX: the longest kernel device name, with its NUL. */
 #define DEVWATCH_NAME_MAX 64
 
-/* One device event, as devwatch_new()'s monitor reads it from sd-device. */
+/* One device event, as devwatch_new()'s source reads it (sd-device's
+ * monitor or a kernel uevent). */
 struct devwatch_event {
 	bool uverbs; /* SUBSYSTEM=infiniband_verbs (uverbs0), else infiniband (rxe0) */
 	sd_device_action_t action; /* ADD, REMOVE, MOVE; others are ignored */
@@ -98,6 +129,16 @@ struct devwatch_event {
  */
 int devwatch_new_detached(devwatch_cb cb, void *ud, struct devwatch **out);
 void devwatch_feed(struct devwatch *w, const struct devwatch_event *ev);
+
+/*
+ * For tests of the kernel source without the kernel: a watcher that reads
+ * uevents from fd (a datagram socket, taken over even on failure) whatever
+ * their sender, and sysfs below the directory sysfs (class/infiniband/,
+ * class/infiniband_verbs/NAME/ibdev, and DEVPATH/ibdev for a uverbs add).
+ * Returns 0 or -errno.
+ */
+int devwatch_new_uevent_fd(sd_event *e, int fd, const char *sysfs,
+			   devwatch_cb cb, void *ud, struct devwatch **out);
 
 /*
  * ev is a copy, valid during the call only. The event was acknowledged

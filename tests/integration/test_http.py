@@ -11,7 +11,8 @@ import socket
 import subprocess
 import time
 
-from conftest import RDMAD, RDMACTL, free_port, raw_http, rdmactl, settle
+from conftest import (HEALTH, RDMAD, RDMACTL, free_port, raw_http, rdmactl,
+                      settle)
 from rdmadproto import ATTACH, ERROR, HDR, MAGIC, REPLY, REQUEST, Client
 
 PROFILE = """
@@ -364,8 +365,8 @@ def test_control_socket_serves_documents_rendered_once(rdmad):
             assert now == d.get("/v1/profiles/p")[1]
         finally:
             a.close()
-        assert c.request("GET", "/v1/health") == (200, {"status": "ok"})
-        assert c.request("GET", "/v1/health") == (200, {"status": "ok"})
+        assert c.request("GET", "/v1/health") == (200, HEALTH)
+        assert c.request("GET", "/v1/health") == (200, HEALTH)
     finally:
         c.close()
 
@@ -382,10 +383,10 @@ def test_a_request_seen_before_is_still_checked_whole(rdmad):
     c = Client(sock)
     try:
         for _ in range(3):
-            assert c.request("GET", "/v1/health") == (200, {"status": "ok"})
+            assert c.request("GET", "/v1/health") == (200, HEALTH)
         other = {"path": "/v1/health", "method": "GET"}
         t, doc, _ = c.call(REQUEST, other)
-        assert (t, doc) == (REPLY, {"status": 200, "body": {"status": "ok"}})
+        assert (t, doc) == (REPLY, {"status": 200, "body": HEALTH})
     finally:
         c.close()
 
@@ -438,6 +439,6 @@ def test_a_request_seen_before_is_still_checked_whole(rdmad):
         _, _, mtype, _, _, mid, _ = HDR.unpack_from(msg)
         assert (mtype, mid) == (REPLY, 4242)
         assert json.loads(msg[HDR.size:]) == {"status": 200,
-                                              "body": {"status": "ok"}}
+                                              "body": HEALTH}
     finally:
         c.close()

@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: MIT
 /*
  * daemon/verbs/devwatch.c: the device state machine fed events as its
- * sd_device_monitor hands them on (devwatch_new_detached), and the async
+ * sd_device_monitor hands them on (devwatch_new_detached), the kernel's
+ * uevents (uevent.c: the parser, the socket) and the kernel source fed
+ * through a socket pair and a made-up sysfs tree, and the async
  * event watcher on pipes standing in for a context's async fd (a real
  * device's events, through udevd, are tested in the VM:
  * tests/integration/test_devwatch.py).
  */
 #include <fcntl.h>
+#include <limits.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,9 +20,12 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <linux/netlink.h>
 #include <cmocka.h>
 
 #include "devwatch.h"
+#include "uevent.h"
 #include "util.h"
 
 /* ---- the device state machine ---- */
@@ -286,6 +293,526 @@ static void test_watch_einval(void **state)
 	sd_event_unref(e);
 }
 
+/* ---- kernel uevents (uevent.c) ---- */
+
+/* A message as the kernel writes one: "ACTION@DEVPATH", ACTION, DEVPATH,
+ * SUBSYSTEM, then the NULL-ended extra variables; returns its length. */
+static size_t kmsg(char *buf, size_t size, const char *action,
+		   const char *devpath, const char *subsystem, ...)
+{
+	size_t n = 0;
+	const char *extra;
+	va_list ap;
+
+#define PUT(...)                                                               \
+	do {                                                                   \
+		int k = snprintf(buf + n, size - n, __VA_ARGS__);              \
+		assert_true(k >= 0 && (size_t)k < size - n);                   \
+		n += (size_t)k + 1;                                            \
+	} while (0)
+	PUT("%s@%s", action, devpath);
+	PUT("ACTION=%s", action);
+	PUT("DEVPATH=%s", devpath);
+	PUT("SUBSYSTEM=%s", subsystem);
+	va_start(ap, subsystem);
+	while ((extra = va_arg(ap, const char *)))
+		PUT("%s", extra);
+	va_end(ap);
+	PUT("SEQNUM=%d", 4242);
+#undef PUT
+	return n;
+}
+
+#define IB0 "/devices/virtual/infiniband/rxe0"
+#define UV0 "/devices/virtual/infiniband_verbs/uverbs0"
+
+static void test_uevent_parse_good(void **state _unused_)
+{
+	char buf[1024];
+	struct uevent u;
+	size_t n;
+
+	n = kmsg(buf, sizeof(buf), "add", IB0, "infiniband", "NAME=rxe0", NULL);
+	assert_int_equal(uevent_parse(buf, n, &u), 0);
+	assert_int_equal(u.action, SD_DEVICE_ADD);
+	assert_string_equal(u.devpath, IB0);
+	assert_string_equal(u.subsystem, "infiniband");
+	assert_string_equal(u.sysname, "rxe0");
+	assert_null(u.devpath_old);
+	assert_null(u.old_sysname);
+	assert_false(u.synthetic);
+	assert_int_equal(u.seqnum, 4242);
+
+	/* A rename. */
+	n = kmsg(buf, sizeof(buf), "move", "/devices/virtual/infiniband/rxe9",
+		 "infiniband", "DEVPATH_OLD=" IB0, NULL);
+	assert_int_equal(uevent_parse(buf, n, &u), 0);
+	assert_int_equal(u.action, SD_DEVICE_MOVE);
+	assert_string_equal(u.sysname, "rxe9");
+	assert_string_equal(u.devpath_old, IB0);
+	assert_string_equal(u.old_sysname, "rxe0");
+
+	/* Written to a uevent file with a UUID; values may hold '=' and
+	 * '@'; unknown keys and actions are no reason to refuse. */
+	n = kmsg(buf, sizeof(buf), "remove", UV0, "infiniband_verbs",
+		 "SYNTH_UUID=8d1b1f8e-2a6c-4a4b-9c1e-000000000001", "X=a=b@c",
+		 "DEVNAME=infiniband/uverbs0", NULL);
+	assert_int_equal(uevent_parse(buf, n, &u), 0);
+	assert_int_equal(u.action, SD_DEVICE_REMOVE);
+	assert_true(u.synthetic);
+	assert_string_equal(u.sysname, "uverbs0");
+	n = kmsg(buf, sizeof(buf), "frobnicate", IB0, "infiniband", NULL);
+	assert_int_equal(uevent_parse(buf, n, &u), 0);
+	assert_int_equal(u.action, _SD_DEVICE_ACTION_INVALID);
+	for (int a = 0; a < _SD_DEVICE_ACTION_MAX; a++) {
+		static const char *const names[] = {"add",  "remove", "change",
+						    "move", "online", "offline",
+						    "bind", "unbind"};
+
+		n = kmsg(buf, sizeof(buf), names[a], IB0, "infiniband", NULL);
+		assert_int_equal(uevent_parse(buf, n, &u), 0);
+		assert_int_equal(u.action, a);
+	}
+}
+
+/* Each refused whole, ev untouched. */
+static void test_uevent_parse_bad(void **state _unused_)
+{
+#define M(s)                                                                   \
+	{                                                                      \
+		s, sizeof(s) - 1                                               \
+	}
+	static const struct {
+		const char *msg;
+		size_t len;
+	} bad[] = {
+	    M(""),
+	    /* No NUL at the end. */
+	    M("add@/d\0ACTION=add\0DEVPATH=/d\0SUBSYSTEM=x"),
+	    /* No header, udev's own format, an empty action. */
+	    M("ACTION=add\0DEVPATH=/d\0SUBSYSTEM=x\0"),
+	    M("libudev\0\xfe\xed\xca\xfe\0"),
+	    M("@/d\0ACTION=\0DEVPATH=/d\0SUBSYSTEM=x\0"),
+	    /* The header and the variables disagree. */
+	    M("add@/d\0ACTION=remove\0DEVPATH=/d\0SUBSYSTEM=x\0"),
+	    M("add@/d\0ACTION=add\0DEVPATH=/e\0SUBSYSTEM=x\0"),
+	    M("addx@/d\0ACTION=add\0DEVPATH=/d\0SUBSYSTEM=x\0"),
+	    /* Something missing. */
+	    M("add@/d\0DEVPATH=/d\0SUBSYSTEM=x\0"),
+	    M("add@/d\0ACTION=add\0SUBSYSTEM=x\0"),
+	    M("add@/d\0ACTION=add\0DEVPATH=/d\0"),
+	    M("add@/d\0ACTION=add\0DEVPATH=/d\0SUBSYSTEM=\0"),
+	    /* Twice. */
+	    M("add@/d\0ACTION=add\0DEVPATH=/d\0SUBSYSTEM=x\0SUBSYSTEM=y\0"),
+	    M("add@/d\0ACTION=add\0DEVPATH=/d\0DEVPATH=/d\0SUBSYSTEM=x\0"),
+	    M("move@/d\0ACTION=move\0DEVPATH=/d\0SUBSYSTEM=x\0"
+	      "DEVPATH_OLD=/a\0DEVPATH_OLD=/b\0"),
+	    /* Not KEY=VALUE; an empty string; no key. */
+	    M("add@/d\0ACTION=add\0DEVPATH=/d\0SUBSYSTEM=x\0JUNK\0"),
+	    M("add@/d\0ACTION=add\0\0DEVPATH=/d\0SUBSYSTEM=x\0"),
+	    M("add@/d\0ACTION=add\0DEVPATH=/d\0SUBSYSTEM=x\0=v\0"),
+	    /* Paths that are not below /sys as they are. */
+	    M("add@d\0ACTION=add\0DEVPATH=d\0SUBSYSTEM=x\0"),
+	    M("add@/\0ACTION=add\0DEVPATH=/\0SUBSYSTEM=x\0"),
+	    M("add@/d/\0ACTION=add\0DEVPATH=/d/\0SUBSYSTEM=x\0"),
+	    M("add@/a//b\0ACTION=add\0DEVPATH=/a//b\0SUBSYSTEM=x\0"),
+	    M("add@/a/../b\0ACTION=add\0DEVPATH=/a/../b\0SUBSYSTEM=x\0"),
+	    M("add@/a/./b\0ACTION=add\0DEVPATH=/a/./b\0SUBSYSTEM=x\0"),
+	    M("add@/..\0ACTION=add\0DEVPATH=/..\0SUBSYSTEM=x\0"),
+	    M("move@/d\0ACTION=move\0DEVPATH=/d\0SUBSYSTEM=x\0"
+	      "DEVPATH_OLD=/a/..\0"),
+	    /* A SEQNUM that is no number, or too large for 64 bits. */
+	    M("add@/d\0ACTION=add\0DEVPATH=/d\0SUBSYSTEM=x\0SEQNUM=1x\0"),
+	    M("add@/d\0ACTION=add\0DEVPATH=/d\0SUBSYSTEM=x\0SEQNUM=\0"),
+	    M("add@/d\0ACTION=add\0DEVPATH=/d\0SUBSYSTEM=x\0"
+	      "SEQNUM=18446744073709551616\0"),
+	};
+#undef M
+	struct uevent u = {.seqnum = 77};
+
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		if (uevent_parse(bad[i].msg, bad[i].len, &u) != -EBADMSG)
+			fail_msg("bad message %zu taken", i);
+		assert_int_equal(u.seqnum, 77);
+	}
+	/* The smallest good one, for contrast. */
+	assert_int_equal(
+	    uevent_parse(
+		"add@/d\0ACTION=add\0DEVPATH=/d\0SUBSYSTEM=x\0",
+		sizeof("add@/d\0ACTION=add\0DEVPATH=/d\0SUBSYSTEM=x\0") - 1,
+		&u),
+	    0);
+	assert_string_equal(u.sysname, "d");
+}
+
+/* A datagram socket pair stands in for the kernel's socket. */
+static void test_uevent_receive(void **state _unused_)
+{
+	char buf[UEVENT_MSG_MAX], big[UEVENT_MSG_MAX + 10];
+	int sv[2], p[2], fd = -1;
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {.iov_base = (void *)"x", .iov_len = 2};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = cbuf,
+			    .msg_controllen = sizeof(cbuf)};
+	struct cmsghdr *c;
+	size_t n;
+
+	assert_int_equal(socketpair(AF_UNIX,
+				    SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+				    0, sv),
+			 0);
+	assert_int_equal(uevent_receive(sv[0], buf, sizeof(buf), true),
+			 -EAGAIN);
+	n = kmsg(buf, sizeof(buf), "add", IB0, "infiniband", NULL);
+	assert_int_equal(send(sv[1], buf, n, 0), (ssize_t)n);
+	memset(buf, 0, sizeof(buf));
+	assert_int_equal(uevent_receive(sv[0], buf, sizeof(buf), true),
+			 (ssize_t)n);
+	assert_string_equal(buf, "add@" IB0);
+
+	/* Not from the kernel (no netlink address, no credentials):
+	 * read, and dropped. */
+	assert_int_equal(send(sv[1], buf, n, 0), (ssize_t)n);
+	assert_int_equal(uevent_receive(sv[0], buf, sizeof(buf), false),
+			 -EPERM);
+	assert_int_equal(uevent_receive(sv[0], buf, sizeof(buf), true),
+			 -EAGAIN);
+
+	/* Longer than the buffer: dropped, not cut. */
+	memset(big, 'a', sizeof(big));
+	assert_int_equal(send(sv[1], big, sizeof(big), 0),
+			 (ssize_t)sizeof(big));
+	assert_int_equal(uevent_receive(sv[0], buf, sizeof(buf), true),
+			 -EMSGSIZE);
+
+	/* An fd that came along is closed, not leaked. */
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &p[0], sizeof(int));
+	assert_int_equal(sendmsg(sv[1], &mh, 0), 2);
+	closep(&p[0]);
+	assert_int_equal(uevent_receive(sv[0], buf, sizeof(buf), true), 2);
+	/* The passed read end was the last one: the pipe has no reader. */
+	signal(SIGPIPE, SIG_IGN);
+	assert_int_equal(write(p[1], "x", 1), -1);
+	assert_int_equal(errno, EPIPE);
+	closep(&p[1]);
+	(void)fd;
+	closep(&sv[0]);
+	closep(&sv[1]);
+}
+
+/* The real socket: on the kernel's group, flags as promised, and what
+ * a process sends to it is not taken for the kernel's. */
+static void test_uevent_socket(void **state _unused_)
+{
+	struct sockaddr_nl me = {0}, to = {.nl_family = AF_NETLINK};
+	socklen_t len = sizeof(me);
+	char buf[UEVENT_MSG_MAX];
+	int fd, other, on = 0;
+	socklen_t olen = sizeof(on);
+	size_t n;
+	ssize_t r;
+
+	fd = uevent_open();
+	if (fd == -EAFNOSUPPORT || fd == -EPROTONOSUPPORT || fd == -EPERM ||
+	    fd == -EACCES)
+		skip();
+	assert_true(fd >= 0);
+	assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+	assert_true(fcntl(fd, F_GETFL) & O_NONBLOCK);
+	assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_PASSCRED, &on, &olen),
+			 0);
+	assert_true(on);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&me, &len), 0);
+	assert_int_equal(me.nl_groups, 1);
+	assert_true(me.nl_pid != 0);
+
+	other =
+	    socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_KOBJECT_UEVENT);
+	assert_true(other >= 0);
+	n = kmsg(buf, sizeof(buf), "add", IB0, "infiniband", NULL);
+	to.nl_pid = me.nl_pid;
+	assert_int_equal(
+	    sendto(other, buf, n, 0, (struct sockaddr *)&to, sizeof(to)),
+	    (ssize_t)n);
+	/* Real uevents of this machine may come first: skip them. */
+	do
+		r = uevent_receive(fd, buf, sizeof(buf), false);
+	while (r > 0);
+	assert_int_equal(r, -EPERM);
+	close(other);
+	close(fd);
+}
+
+/* ---- the kernel source: devwatch on a socket pair and a made-up sysfs
+ * ---- */
+
+struct ksrc {
+	struct fixture f;
+	sd_event *e;
+	int peer; /* the "kernel" end */
+	char sysfs[64];
+};
+
+static void mkfile(const char *dir, const char *rel, const char *text)
+{
+	char path[PATH_MAX], *slash;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	for (slash = strchr(path + strlen(dir) + 1, '/'); slash;
+	     slash = strchr(slash + 1, '/')) {
+		*slash = '\0';
+		(void)mkdir(path, 0755);
+		*slash = '/';
+	}
+	if (!text) {
+		assert_int_equal(mkdir(path, 0755), 0);
+		return;
+	}
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static int setup_ksrc(void **state)
+{
+	struct ksrc *k = calloc(1, sizeof(*k));
+	int sv[2];
+
+	assert_non_null(k);
+	strcpy(k->sysfs, "/tmp/test_devwatch.XXXXXX");
+	assert_non_null(mkdtemp(k->sysfs));
+	/* rxe1 there at start; class/infiniband_verbs also has a file. */
+	mkfile(k->sysfs, "class/infiniband/rxe1", NULL);
+	mkfile(k->sysfs, "class/infiniband_verbs/uverbs1/ibdev", "rxe1\n");
+	mkfile(k->sysfs, "class/infiniband_verbs/abi_version", "6\n");
+	/* What a uverbs add's DEVPATH names. */
+	mkfile(k->sysfs, "devices/virtual/infiniband_verbs/uverbs0/ibdev",
+	       "rxe0\n");
+	assert_int_equal(sd_event_new(&k->e), 0);
+	assert_int_equal(socketpair(AF_UNIX,
+				    SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+				    0, sv),
+			 0);
+	k->peer = sv[1];
+	assert_int_equal(devwatch_new_uevent_fd(k->e, sv[0], k->sysfs, on_dev,
+						&k->f, &k->f.w),
+			 0);
+	*state = k;
+	return 0;
+}
+
+static int teardown_ksrc(void **state)
+{
+	struct ksrc *k = *state;
+	char cmd[128];
+
+	k->f.w = devwatch_free(k->f.w);
+	closep(&k->peer);
+	sd_event_unref(k->e);
+	snprintf(cmd, sizeof(cmd), "rm -rf -- '%s'", k->sysfs);
+	assert_int_equal(system(cmd), 0);
+	free(k);
+	return 0;
+}
+
+static void ksend(struct ksrc *k, const char *action, const char *devpath,
+		  const char *subsystem, const char *extra)
+{
+	char buf[1024];
+	size_t n =
+	    kmsg(buf, sizeof(buf), action, devpath, subsystem, extra, NULL);
+
+	assert_int_equal(send(k->peer, buf, n, 0), (ssize_t)n);
+}
+
+static void kpump(struct ksrc *k)
+{
+	int n = 0;
+
+	while (sd_event_run(k->e, 0) > 0)
+		assert_true(++n < 1000);
+}
+
+static void test_kernel_source(void **state)
+{
+	struct ksrc *k = *state;
+
+	/* What sysfs had at start is up, and not reported. */
+	assert_int_equal(devwatch_get_source(k->f.w), DEVWATCH_SOURCE_KERNEL);
+	assert_true(devwatch_is_up(k->f.w, "rxe1"));
+	assert_false(devwatch_is_up(k->f.w, "rxe0"));
+	kpump(k);
+	assert_string_equal(k->f.log, "");
+
+	/* rdma link add rxe0, in the kernel's order; the uverbs device's
+	 * ibdev read from sysfs. Other subsystems and junk change
+	 * nothing. */
+	ksend(k, "add", "/devices/virtual/net/veth0", "net", NULL);
+	ksend(k, "add", UV0, "infiniband_verbs", "DEVNAME=infiniband/uverbs0");
+	assert_int_equal(send(k->peer, "junk", 4, 0), 4);
+	kpump(k);
+	assert_string_equal(k->f.log, "");
+	ksend(k, "add", IB0, "infiniband", "NAME=rxe0");
+	kpump(k);
+	assert_string_equal(k->f.log, "ADD rxe0;");
+	assert_true(devwatch_is_up(k->f.w, "rxe0"));
+
+	/* udevadm trigger --uuid: nothing happened. */
+	ksend(k, "remove", UV0, "infiniband_verbs", "SYNTH_UUID=1");
+	kpump(k);
+	assert_string_equal(k->f.log, "ADD rxe0;");
+
+	/* rdma link del rxe0: on the first event. */
+	ksend(k, "remove", UV0, "infiniband_verbs", NULL);
+	ksend(k, "remove", IB0, "infiniband", NULL);
+	kpump(k);
+	assert_string_equal(k->f.log, "ADD rxe0;REMOVE rxe0;");
+
+	/* rdma dev set rxe1 name rxe9. */
+	ksend(k, "move", "/devices/virtual/infiniband/rxe9", "infiniband",
+	      "DEVPATH_OLD=/devices/virtual/infiniband/rxe1");
+	kpump(k);
+	assert_string_equal(k->f.log,
+			    "ADD rxe0;REMOVE rxe0;REMOVE rxe1;ADD rxe9;");
+	assert_true(devwatch_is_up(k->f.w, "rxe9"));
+	assert_false(devwatch_is_up(k->f.w, "rxe1"));
+}
+
+/* A uverbs add whose device is gone before its ibdev could be read. */
+static void test_kernel_source_gone(void **state)
+{
+	struct ksrc *k = *state;
+
+	ksend(k, "add", "/devices/virtual/infiniband_verbs/uverbs7",
+	      "infiniband_verbs", NULL);
+	ksend(k, "add", "/devices/virtual/infiniband/rxe7", "infiniband", NULL);
+	kpump(k);
+	assert_string_equal(k->f.log, "");
+}
+
+/* The callback frees the watcher with more messages waiting. */
+static void test_kernel_source_free_in_callback(void **state)
+{
+	struct ksrc *k = *state;
+
+	k->f.free_on_remove = true;
+	ksend(k, "remove", "/devices/virtual/infiniband_verbs/uverbs1",
+	      "infiniband_verbs", NULL);
+	ksend(k, "remove", "/devices/virtual/infiniband/rxe1", "infiniband",
+	      NULL);
+	ksend(k, "add", UV0, "infiniband_verbs", NULL);
+	kpump(k);
+	assert_null(k->f.w);
+	assert_string_equal(k->f.log, "REMOVE rxe1;");
+}
+
+static void test_kernel_source_einval(void **state _unused_)
+{
+	struct fixture f = {0};
+	struct devwatch *w = NULL;
+	sd_event *e;
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	assert_int_equal(sd_event_new(&e), 0);
+	assert_true(fd >= 0);
+	/* Taken over even on failure: closed. */
+	assert_int_equal(devwatch_new_uevent_fd(e, fd, NULL, on_dev, &f, &w),
+			 -EINVAL);
+	assert_int_equal(fcntl(fd, F_GETFD), -1);
+	assert_int_equal(devwatch_new_uevent_fd(e, -1, "/sys", on_dev, &f, &w),
+			 -EINVAL);
+	assert_null(w);
+	assert_int_equal(devwatch_get_source(NULL), DEVWATCH_SOURCE_NONE);
+	assert_false(devwatch_is_up(NULL, "rxe0"));
+	sd_event_unref(e);
+}
+
+/* The decision is made once per process: these run in a fresh one,
+ * this program run again (main() below) with the environment given. */
+static int run_self(const char *what, const char *udev_control)
+{
+	int status;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		setenv("RDMAD_UDEV_CONTROL", udev_control, 1);
+		execl("/proc/self/exe", "test_devwatch", what, (char *)NULL);
+		_exit(127);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+/* --source: exit 0 when the source is udev, 1 when kernel. */
+static int child_source(void)
+{
+	enum devwatch_source s = devwatch_source();
+
+	/* Decided: a change of the environment changes nothing. */
+	unsetenv("RDMAD_UDEV_CONTROL");
+	if (devwatch_source() != s)
+		return 2;
+	if (s == DEVWATCH_SOURCE_UDEV)
+		return streq(devwatch_source_name(s), "udev") ? 0 : 2;
+	return streq(devwatch_source_name(s), "kernel") ? 1 : 2;
+}
+
+static void test_source_decision(void **state _unused_)
+{
+	char dir[] = "/tmp/test_devwatch.XXXXXX", path[64];
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/control", dir);
+	mkfile(dir, "control", "");
+	assert_int_equal(run_self("--source", path), 0);
+	assert_int_equal(run_self("--source", "/nonexistent/control"), 1);
+	assert_string_equal(devwatch_source_name(DEVWATCH_SOURCE_NONE), "none");
+	unlink(path);
+	rmdir(dir);
+}
+
+/* --watch-kernel: devwatch_new() where udevd does not run: the kernel's
+ * socket and this machine's sysfs. 77: not allowed here. */
+static int child_watch_kernel(void)
+{
+	struct fixture f = {0};
+	sd_event *e;
+	int r;
+
+	if (sd_event_new(&e) < 0)
+		return 1;
+	r = devwatch_new(e, on_dev, &f, &f.w);
+	if (r == -EAFNOSUPPORT || r == -EPROTONOSUPPORT || r == -EPERM ||
+	    r == -EACCES)
+		return 77;
+	if (r < 0 || devwatch_get_source(f.w) != DEVWATCH_SOURCE_KERNEL ||
+	    sd_event_run(e, 0) < 0)
+		return 2;
+	f.w = devwatch_free(f.w);
+	sd_event_unref(e);
+	return 0;
+}
+
+static void test_watch_kernel(void **state _unused_)
+{
+	int rc = run_self("--watch-kernel", "/nonexistent/control");
+
+	if (rc == 77)
+		skip();
+	assert_int_equal(rc, 0);
+}
+
 /* ---- async events ---- */
 
 /* Run the loop until it has nothing to do; fail if it never stops. */
@@ -297,7 +824,6 @@ static int pump(sd_event *e)
 		assert_true(++n < 1000);
 	return n;
 }
-
 
 struct async_fixture {
 	sd_event *e;
@@ -507,8 +1033,13 @@ static void test_async_einval(void **state)
 	assert_null(asyncwatch_free(NULL));
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	if (argc == 2 && streq(argv[1], "--source"))
+		return child_source();
+	if (argc == 2 && streq(argv[1], "--watch-kernel"))
+		return child_watch_kernel();
+
 	const struct CMUnitTest tests[] = {
 #define W(t) cmocka_unit_test_setup_teardown(t, setup_watch, teardown_watch)
 	    W(test_watch_add_remove),
@@ -522,6 +1053,18 @@ int main(void)
 	    W(test_watch_monitor),
 	    W(test_watch_einval),
 #undef W
+	    cmocka_unit_test(test_uevent_parse_good),
+	    cmocka_unit_test(test_uevent_parse_bad),
+	    cmocka_unit_test(test_uevent_receive),
+	    cmocka_unit_test(test_uevent_socket),
+#define K(t) cmocka_unit_test_setup_teardown(t, setup_ksrc, teardown_ksrc)
+	    K(test_kernel_source),
+	    K(test_kernel_source_gone),
+	    K(test_kernel_source_free_in_callback),
+#undef K
+	    cmocka_unit_test(test_kernel_source_einval),
+	    cmocka_unit_test(test_source_decision),
+	    cmocka_unit_test(test_watch_kernel),
 #define A(t) cmocka_unit_test_setup_teardown(t, setup_async, teardown_async)
 	    A(test_async_fd_flags),
 	    A(test_async_hup),
