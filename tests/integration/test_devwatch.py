@@ -10,6 +10,11 @@ What the kernel (6.1, rxe) does, and these tests hold it to:
   waits, uninterruptibly, until every context on rxe0 is closed; the open
   context gets nothing on its async fd.
 - `rdma link add` creates the uverbs device, then announces rxe0 (ADD).
+- `rdma dev set rxe0 name X` moves the device: REMOVE rxe0, ADD X.
+
+The probe hears of devices as the daemon does: from udevd where it runs,
+from the kernel's own uevents where it does not (tests/vm/run --no-udev
+runs these without udevd).
 - Port state changes of the netdev arrive as PORT_ERR / PORT_ACTIVE.
 
 Every test leaves rxe0 as it found it: on veth0, port active, even when it
@@ -33,6 +38,7 @@ PROBE = BUILD / "tests" / "devwatch_probe"
 IBDEV = "rxe0"
 NETDEV = "veth0"
 OTHER = "rxe1"
+RENAMED = "rxe0r"
 SYS_IB = Path("/sys/class/infiniband")
 SYS_UVERBS = Path("/sys/class/infiniband_verbs")
 
@@ -195,6 +201,9 @@ def rdma_state():
         for proc in st["procs"]:
             proc.wait(TIMEOUT)
         subprocess.run(["ip", "link", "set", NETDEV, "up"], timeout=TIMEOUT)
+        if (SYS_IB / RENAMED).exists():
+            subprocess.run(["rdma", "dev", "set", RENAMED, "name", IBDEV],
+                           timeout=TIMEOUT)
         if not (SYS_IB / IBDEV).exists():
             subprocess.run(["rdma", "link", "add", IBDEV, "type", "rxe",
                             "netdev", NETDEV], timeout=TIMEOUT)
@@ -297,5 +306,23 @@ def test_exit_while_removed(rdma_state, tmp_path):
     p.expect(f"DEVWATCH REMOVE {IBDEV}", f"CLOSED {IBDEV} 0")
     d.communicate(timeout=TIMEOUT)
     assert d.returncode == 0
+    rc = p.stop()
+    assert p.lines[-1] == "EXIT" and rc == 0, p.output()
+
+
+def test_rename(rdma_state, tmp_path):
+    """`rdma dev set rxe0 name X` (a move of the infiniband device, with
+    DEVPATH_OLD; its uverbs device stays): REMOVE rxe0, ADD X, and the
+    same back; with udevd, or from the kernel's own events without it
+    (tests/vm/run --no-udev)."""
+    p = start_probe(rdma_state, tmp_path)
+    run("rdma", "dev", "set", IBDEV, "name", RENAMED)
+    p.expect(f"DEVWATCH REMOVE {IBDEV}", f"CLOSED {IBDEV} 0",
+             f"DEVWATCH ADD {RENAMED}")
+    assert uverbs_of(RENAMED)
+    run("rdma", "dev", "set", RENAMED, "name", IBDEV)
+    p.expect(f"DEVWATCH REMOVE {RENAMED}", f"DEVWATCH ADD {IBDEV}",
+             f"OPENED {IBDEV}")
+    assert f"DEVWATCH REMOVE {OTHER}" not in p.lines
     rc = p.stop()
     assert p.lines[-1] == "EXIT" and rc == 0, p.output()
