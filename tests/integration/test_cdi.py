@@ -9,16 +9,15 @@ attaches to its profile."""
 import json
 import os
 import shlex
-import shutil
 import stat
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 import jsonschema
 import pytest
 
+import podman
 from conftest import BUILD, TOKEN, free_port
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "cdi-schema"
@@ -240,44 +239,25 @@ def test_default_path(rdmad, tmp_path):
     assert not default.exists()
 
 
-PODMAN = shutil.which("podman")
-
-
-@pytest.mark.skipif(not PODMAN, reason="podman is not installed "
-                    "(tests/deps installs it)")
+@pytest.mark.container
 def test_container_attaches_through_cdi(rdmad):
     """podman applies rdmad's CDI device to a container whose root is
     this machine's own (no image): the container sees the profile
     device's uverbs node and rdma_cm and no other RDMA device, has
     RDMAD_SOCKET and RDMAD_PROFILE, and the unmodified client attaches
     with no argument."""
-    # Under /tmp, not the suite's tmp_path: in the VM that is /dev/shm,
-    # which the container's own /dev hides from crun's bind mounts.
-    tmp = Path(tempfile.mkdtemp(prefix="rdmad-podman-", dir="/tmp"))
+    podman.need_podman()
+    tmp = podman.workdir()
     try:
         d = start(rdmad, tmp, PROFILES, None)  # the default: /run/cdi
         wait_spec("/run/cdi/rdmad.json", lambda s: names(s) == ["p0", "p1"])
         uverbs = uverbs_of("rxe0")
-        podman = [PODMAN, "--root", str(tmp / "storage"),
-                  "--runroot", str(tmp / "runroot"),
-                  "--storage-driver", "vfs", "--cgroup-manager", "cgroupfs",
-                  "--events-backend", "none"]
         script = ("ls /dev/infiniband; env | grep ^RDMAD_ | sort; "
                   f"exec {shlex.quote(str(ATTACH))}")
-        # The machine's root as the container's, bound beside it in a
-        # mount namespace of our own (crun cannot pivot_root to / itself);
-        # there too the cgroup2 file system crun looks for, which the
-        # VM's guest (no systemd) has not mounted.
-        rootfs = tmp / "rootfs"
-        rootfs.mkdir()
         r = subprocess.run(
-            ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-             '{ mountpoint -q /sys/fs/cgroup || '
-             'mount -t cgroup2 cgroup2 /sys/fs/cgroup; } && '
-             'mount --rbind / "$0" && exec "$@"', str(rootfs), *podman,
-             "run", "--rm", "--network", "none", "--cgroups", "disabled",
-             "--device", "rdmad.io/profile=p0", "--rootfs", str(rootfs),
-             "sh", "-c", script],
+            podman.run_argv(tmp, ["--network", "none",
+                                  "--device", "rdmad.io/profile=p0"],
+                            ["sh", "-c", script]),
             capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stdout + r.stderr
         lines = r.stdout.splitlines()
@@ -291,4 +271,4 @@ def test_container_attaches_through_cdi(rdmad):
         assert d.stop() == 0
         assert not Path("/run/cdi/rdmad.json").exists()
     finally:
-        subprocess.run(["rm", "-rf", "--one-file-system", str(tmp)])
+        podman.remove(tmp)
