@@ -139,6 +139,30 @@ def test_daemonset_grants_what_rdmad_needs(tmp_path):
     assert "rdmactl" in " ".join(c["readinessProbe"]["exec"]["command"])
 
 
+def test_daemonset_needs_no_udevd():
+    """rdmad in the pod hears of devices from the kernel (no udevd there,
+    no /run/udev: daemon/verbs/devwatch.h): the node's network, where
+    the kernel's uevents are sent, no user namespace (none are sent into
+    one), the node's /dev/infiniband, and not the node's /run/udev
+    (which would make rdmad wait for the node's udevd)."""
+    ds = docs()[("DaemonSet", "rdmad")]
+    spec = ds["spec"]["template"]["spec"]
+    (c,) = spec["containers"]
+    assert spec["hostNetwork"] is True
+    assert spec.get("hostUsers", True) is True
+    host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"]
+            if "hostPath" in v}
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    assert not [p for p in list(host.values()) + list(mounts.values())
+                if p.rstrip("/") in ("/run/udev", "/run")
+                or p.startswith("/run/udev/")], (host, mounts)
+    names = [n for n, p in host.items() if p == "/dev/infiniband"]
+    assert names and mounts[names[0]] == "/dev/infiniband"
+    readme = (DEPLOY / "README.md").read_text()
+    assert "Devices without udevd" in readme
+    assert '"device_events": "kernel"' in readme
+
+
 def test_client_requests_a_profile_through_cdi():
     d = docs()
     pod = d[("Pod", "ingest-worker")]
