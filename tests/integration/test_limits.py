@@ -8,6 +8,7 @@ import json
 import os
 import resource
 import secrets
+import shlex
 import socket
 import subprocess
 import time
@@ -513,7 +514,7 @@ def test_1100_sessions_at_an_fd_limit_of_1024(limited, monkeypatch,
     import conftest
     wrapper = tmp_path / "rdmad-1024"
     wrapper.write_text(f'#!/bin/sh\nexec prlimit --nofile=1024:1024 '
-                       f'{conftest.RDMAD} "$@"\n')
+                       f'{shlex.quote(str(conftest.RDMAD))} "$@"\n')
     wrapper.chmod(0o755)
     monkeypatch.setattr(conftest, "RDMAD", wrapper)
     d = limited(daemon="hello_timeout = 600;")
