@@ -582,10 +582,17 @@ static void mkfile(const char *dir, const char *rel, const char *text)
 	fclose(f);
 }
 
-static int setup_ksrc(void **state)
+/* A multicast group of NETLINK_USERSOCK that nothing else is likely to
+ * listen to: a process may broadcast there without privileges, and a
+ * receiver that overflows hears ENOBUFS, as on the kernel's group. */
+#define TEST_GROUP 29
+
+/* The watcher reads from a socket pair, or (netlink) from a
+ * NETLINK_USERSOCK socket on TEST_GROUP with the smallest buffer. */
+static int setup_ksrc_on(void **state, bool netlink)
 {
 	struct ksrc *k = calloc(1, sizeof(*k));
-	int sv[2];
+	int sv[2], one = 1;
 
 	assert_non_null(k);
 	strcpy(k->sysfs, "/tmp/test_devwatch.XXXXXX");
@@ -598,16 +605,52 @@ static int setup_ksrc(void **state)
 	mkfile(k->sysfs, "devices/virtual/infiniband_verbs/uverbs0/ibdev",
 	       "rxe0\n");
 	assert_int_equal(sd_event_new(&k->e), 0);
-	assert_int_equal(socketpair(AF_UNIX,
-				    SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
-				    0, sv),
-			 0);
+	if (netlink) {
+		struct sockaddr_nl a = {.nl_family = AF_NETLINK,
+					.nl_groups = 1u << (TEST_GROUP - 1)};
+
+		sv[0] =
+		    socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK,
+			   NETLINK_USERSOCK);
+		sv[1] = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC,
+			       NETLINK_USERSOCK);
+		if (sv[0] < 0 || sv[1] < 0) {
+			/* No netlink here (a sandbox): the test skips. */
+			closep(&sv[0]);
+			closep(&sv[1]);
+			sv[0] = sv[1] = -1;
+			k->peer = -1;
+			*state = k;
+			return 0;
+		}
+		assert_int_equal(
+		    setsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, &one, sizeof(one)),
+		    0);
+		assert_int_equal(bind(sv[0], (struct sockaddr *)&a, sizeof(a)),
+				 0);
+	} else {
+		assert_int_equal(
+		    socketpair(AF_UNIX,
+			       SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0,
+			       sv),
+		    0);
+	}
 	k->peer = sv[1];
 	assert_int_equal(devwatch_new_uevent_fd(k->e, sv[0], k->sysfs, on_dev,
 						&k->f, &k->f.w),
 			 0);
 	*state = k;
 	return 0;
+}
+
+static int setup_ksrc(void **state)
+{
+	return setup_ksrc_on(state, false);
+}
+
+static int setup_ksrc_nl(void **state)
+{
+	return setup_ksrc_on(state, true);
 }
 
 static int teardown_ksrc(void **state)
@@ -713,6 +756,42 @@ static void test_kernel_source_free_in_callback(void **state)
 	kpump(k);
 	assert_null(k->f.w);
 	assert_string_equal(k->f.log, "REMOVE rxe1;");
+}
+
+/* Events lost (the socket's buffer overflowed: ENOBUFS): sysfs is read
+ * again, and what changed meanwhile is reported. */
+static void test_kernel_source_overflow(void **state)
+{
+	struct ksrc *k = *state;
+	struct sockaddr_nl to = {.nl_family = AF_NETLINK,
+				 .nl_groups = 1u << (TEST_GROUP - 1)};
+	char cmd[256];
+
+	if (!k->f.w)
+		skip();
+	assert_true(devwatch_is_up(k->f.w, "rxe1"));
+	/* Meanwhile rxe1 went and rxe5 came, unheard. */
+	snprintf(cmd, sizeof(cmd),
+		 "rm -rf -- '%s/class/infiniband/rxe1' "
+		 "'%s/class/infiniband_verbs/uverbs1'",
+		 k->sysfs, k->sysfs);
+	assert_int_equal(system(cmd), 0);
+	mkfile(k->sysfs, "class/infiniband/rxe5", NULL);
+	mkfile(k->sysfs, "class/infiniband_verbs/uverbs5/ibdev", "rxe5\n");
+	/* Far more than the smallest buffer holds. (Each is also sent to
+	 * port 0, where NETLINK_USERSOCK has no kernel socket: refused,
+	 * once broadcast.) */
+	for (int i = 0; i < 512; i++) {
+		ssize_t r = sendto(k->peer, "junk", 5, 0,
+				   (struct sockaddr *)&to, sizeof(to));
+
+		if (r != 5 && errno != ECONNREFUSED)
+			fail_msg("sendto: %s", strerror(errno));
+	}
+	kpump(k);
+	assert_string_equal(k->f.log, "REMOVE rxe1;ADD rxe5;");
+	assert_false(devwatch_is_up(k->f.w, "rxe1"));
+	assert_true(devwatch_is_up(k->f.w, "rxe5"));
 }
 
 static void test_kernel_source_einval(void **state _unused_)
@@ -1062,6 +1141,8 @@ int main(int argc, char **argv)
 	    K(test_kernel_source_gone),
 	    K(test_kernel_source_free_in_callback),
 #undef K
+	    cmocka_unit_test_setup_teardown(test_kernel_source_overflow,
+					    setup_ksrc_nl, teardown_ksrc),
 	    cmocka_unit_test(test_kernel_source_einval),
 	    cmocka_unit_test(test_source_decision),
 	    cmocka_unit_test(test_watch_kernel),
