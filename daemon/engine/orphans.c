@@ -185,18 +185,24 @@ static enum owner owner_of(struct orphans *o, const struct profile *p,
 	if (holds_number(h, r))
 		return OWNER_DAEMON;
 	/*
-	 * A context taken back from the previous run: its PDs (taken back,
-	 * or about to be destroyed) are ours. The kernel names no maker once
-	 * it has exited (Linux 6.1: no pid for a dead task), which it has
-	 * after a restart: a PD whose maker is gone is then taken for the
-	 * previous run's (a client of that run that died leaving a PD is
-	 * not told apart; its MRs, QPs and CQs are). Its other objects
-	 * were destroyed at its exit, unless it crashed: orphans then (an
-	 * MR taken back is ours by its keys).
+	 * A context taken back from the previous run: its PDs and MRs
+	 * (taken back, or about to be destroyed) are ours. The kernel names
+	 * no maker once it has exited (Linux 6.1: no pid for a dead task),
+	 * which it has after a restart: a PD whose maker is gone is then
+	 * taken for the previous run's, and so is such an MR when its keys
+	 * are hidden (they are shown with CAP_NET_ADMIN only, which the
+	 * shipped unit does not grant; with them, an MR is ours by its
+	 * keys, above). A client of that run that died leaving a PD (or,
+	 * keys hidden, an MR) is not told apart; its QPs and CQs are. The
+	 * previous run's other objects were destroyed at its exit, unless
+	 * it was killed: orphans then.
 	 */
-	if (r->kind == RDMANL_PD && p->ctx_kept &&
-	    ((r->has & RDMANL_HAS_PID) ? made_by_previous_run(p, r->pid)
-				       : true))
+	if (p->ctx_kept && !(r->has & RDMANL_HAS_PID) &&
+	    (r->kind == RDMANL_PD ||
+	     (r->kind == RDMANL_MR && !(r->has & RDMANL_HAS_KEYS))))
+		return OWNER_DAEMON;
+	if (p->ctx_kept && r->kind == RDMANL_PD &&
+	    (r->has & RDMANL_HAS_PID) && made_by_previous_run(p, r->pid))
 		return OWNER_DAEMON;
 	/* Gone (no pid): its maker died, whoever it was. */
 	tgid = (r->has & RDMANL_HAS_PID) ? tgid_of(pc, r->pid) : 0;
@@ -204,9 +210,11 @@ static enum owner owner_of(struct orphans *o, const struct profile *p,
 		return OWNER_DAEMON;
 	if (tgid && s->attached && s->attached(s->ud, p->conf->name, tgid))
 		return OWNER_CLIENT;
-	/* A live process with objects in a context taken back imported it
-	 * from the previous run and holds it still: a client, not gone. */
-	if (tgid && p->ctx_kept)
+	/* A live process (the kernel names it: it is alive, even where
+	 * /proc hides it from us, as the unit's ProtectProc= does) with
+	 * objects in a context taken back imported it from the previous
+	 * run and holds it still: a client, not gone. */
+	if (p->ctx_kept && (r->has & RDMANL_HAS_PID))
 		return OWNER_CLIENT;
 	return OWNER_ORPHAN;
 }
