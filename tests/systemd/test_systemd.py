@@ -16,13 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (RDMAD, SOCK, WATCHDOG_SEC, journal, sh, show, wait_for,
-                      write_config)
+from conftest import RDMAD, SOCK, journal, sh, show, wait_for, write_config
 
 # daemon/log.h
 MSGID_READY = "82b92ff884d84fcda4f8b05275c2c21e"
 MSGID_RELOADED = "4cc6e80021b04fd6a56b78ac6e3ec7fd"
 MSGID_DEVICE_GONE = "8e30371028524b2c84dc06fc179954fa"
+
+# The drop-in's watchdog: a stalled daemon is killed within seconds.
+WATCHDOG_SEC = 4
 
 pytestmark = pytest.mark.usefixtures("units")
 
@@ -31,6 +33,13 @@ pytestmark = pytest.mark.usefixtures("units")
 def unit_env(unit_env):
     # SIGUSR2 stalls the loop (the watchdog test).
     return {**unit_env, "RDMAD_TEST_STALL_ON_SIGNAL": "1"}
+
+
+@pytest.fixture(scope="module")
+def unit_settings(unit_settings):
+    return {**unit_settings, "WatchdogSec": f"{WATCHDOG_SEC}s",
+            # The watchdog test's stall must not be taken for a crash loop.
+            "RestartSec": "100ms"}
 
 
 def test_start_reaches_ready():
