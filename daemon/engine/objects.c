@@ -165,10 +165,13 @@ static int pd_create(struct profile *p, struct object *o)
 	return 0;
 }
 
+/* A PD or MR the kernel would not let go (a client's object in the
+ * context still uses it): our part of it is freed (the unimport verbs
+ * free exactly that), the kernel's goes with the context. */
 static void pd_destroy(struct object *o)
 {
-	if (o->u.pd)
-		ibv_dealloc_pd(o->u.pd);
+	if (o->u.pd && ibv_dealloc_pd(o->u.pd))
+		ibv_unimport_pd(o->u.pd);
 }
 
 /* ---- dm ---- */
@@ -305,8 +308,8 @@ static int mr_create(struct profile *p, struct object *o)
 
 static void mr_destroy(struct object *o)
 {
-	if (o->u.mr.mr)
-		ibv_dereg_mr(o->u.mr.mr);
+	if (o->u.mr.mr && ibv_dereg_mr(o->u.mr.mr))
+		ibv_unimport_mr(o->u.mr.mr);
 }
 
 /* ---- mw ---- */
@@ -866,6 +869,17 @@ static uint64_t serials;
 uint64_t object_next_serial(void)
 {
 	return ++serials;
+}
+
+void object_hand_over(struct object *o)
+{
+	/* The kernel's object stays in the context for the next run; what
+	 * of it is ours goes (unimport frees just that). */
+	if (o->kind == OBJ_PD && o->u.pd)
+		ibv_unimport_pd(o->u.pd);
+	else if (o->kind == OBJ_MR && o->u.mr.mr)
+		ibv_unimport_mr(o->u.mr.mr);
+	object_forget(o);
 }
 
 void object_forget(struct object *o)

@@ -28,6 +28,9 @@ void object_destroy(struct object *o);
 /* Let go of what o holds without freeing it (someone else took it over):
  * o becomes pending. */
 void object_forget(struct object *o);
+/* A PD or MR left in its context for the next run (restore.h): our
+ * part of it freed, the kernel's kept; then forgotten. */
+void object_hand_over(struct object *o);
 /* Say why o failed: errno err (either sign) and a reason; the state is
  * the caller's to set. Returns -|err|. */
 int object_fail(struct object *o, int err, const char *fmt, ...)

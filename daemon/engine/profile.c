@@ -804,10 +804,10 @@ static void stop(struct profile *p, const char *reason, bool keep_memory)
 		    o->state == OBJ_READY)
 			continue;
 		/* The context outlives us: they stay in it for the next
-		 * run (each a few bytes of ours, freed at exit). */
+		 * run. */
 		if (p->hand_over && o->state == OBJ_READY &&
 		    (o->kind == OBJ_PD || o->kind == OBJ_MR))
-			object_forget(o);
+			object_hand_over(o);
 		else
 			object_destroy(o);
 	}
