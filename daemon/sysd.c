@@ -397,9 +397,10 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 		/* What parsing and creating freed goes back to the system:
 		 * a daemon holds its memory for a long time. */
 		malloc_trim(0);
-		sd_notify(0, "READY=1\nSTATUS=running");
 		/* Kept memory that no object took by now is not coming
-		 * back (its profile may still be pending: a loss). */
+		 * back (its profile may still be pending: a loss). The
+		 * store has what a restart needs before READY=1 says so: a
+		 * restart right after it must find the context there. */
 		if (!s->ready) {
 			memory_keep_done(unstore_key);
 			restore_done(unstore_kept_ctx);
@@ -408,6 +409,7 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 			for (size_t i = 0; i < s->m->n_profiles; i++)
 				store_profile(s->m->profiles[i], false);
 		}
+		sd_notify(0, "READY=1\nSTATUS=running");
 		if (!s->ready)
 			log_ctx(LOG_INFO, 0,
 				&(struct log_ctx){.message_id = MSGID_READY},
