@@ -113,8 +113,10 @@ def test_daemon_in_a_container_without_udev():
             f'http = {{ listen = [ "127.0.0.1:{port}" ]; '
             f'token_file = "{token}"; }}; }};\n' + PROFILES)
         # The DaemonSet's container, as podman says it: the node's
-        # network, a read-only root (with a tmpfs on /run: no
-        # /run/udev), the node's /run/rdmad, /run/cdi and
+        # network, a read-only root with a tmpfs on /run (no
+        # /run/udev: the root here is the machine's own, bound with
+        # what is mounted on it, the VM's /run among them, which podman
+        # would copy into the tmpfs unless told not to), the node's /run/rdmad, /run/cdi and
         # /dev/infiniband, IPC_LOCK and CHOWN only. (No device cgroup
         # here, where the DaemonSet has its device plugin.) The host's
         # /sys, read-only: crun cannot mount a sysfs of its own in the
@@ -122,6 +124,7 @@ def test_daemon_in_a_container_without_udev():
         # hostNetwork pod the node's.
         argv = podman.run_argv(tmp, [
             "--network", "host", "--read-only",
+            "--tmpfs", "/run:notmpcopyup",
             "--cap-drop", "all", "--cap-add", "IPC_LOCK",
             "--cap-add", "CHOWN",
             "-v", "/sys:/sys:ro",

@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, ROOT
+from conftest import BUILD, HEALTH, ROOT
 from test_engine import big_conf, creating, run_dir, start  # noqa: F401
 from test_sharing import OTHER, USER, as_user, shared  # noqa: F401
 
@@ -159,7 +159,7 @@ def test_default_socket_and_env(pyshared, monkeypatch):
     monkeypatch.setenv("RDMAD_PROFILE", "ingest")
     with rdmad.connect() as conn:
         assert conn.path == pyshared.sock
-        assert conn.request("GET", "/v1/health") == {"status": "ok"}
+        assert conn.request("GET", "/v1/health") == HEALTH
         # What CDI gives a container: the socket and the profile.
         with conn.attach() as prof:
             assert prof.name == "ingest"
@@ -392,7 +392,7 @@ def test_daemon_goes_away_mid_attach(pyshared):
     d = pyshared
     before = nfds()
     conn = rdmad.connect(d.sock)
-    assert conn.request("GET", "/v1/health") == {"status": "ok"}
+    assert conn.request("GET", "/v1/health") == HEALTH
     result = {}
 
     def attach():

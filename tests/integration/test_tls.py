@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import RDMAD, free_port
+from conftest import HEALTH, RDMAD, free_port
 
 PROFILE = """
 devices = ( { name = "d0"; match = { ibdev = "rxe0"; }; } );
@@ -50,7 +50,7 @@ def test_https_with_a_self_signed_certificate(rdmad, cert, tmp_path):
         assert d.proc.poll() is None, d.log()
         __import__("time").sleep(0.1)
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout) == {"status": "ok"}
+    assert json.loads(r.stdout) == HEALTH
     assert "(HTTPS)" in d.log()
     r = curl("--cacert", str(crt), url + "/v1/profiles/p")
     assert r.returncode == 0 and json.loads(r.stdout)["name"] == "p"
