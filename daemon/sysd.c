@@ -145,12 +145,13 @@ void sysd_listen_done(void)
 	n_passed = 0;
 }
 
+/* One name a message: systemd reads the first FDNAME= of each. */
 static void unstore_ctx(const char *profile)
 {
-	sd_notifyf(0,
-		   "FDSTOREREMOVE=1\nFDNAME=" RESTORE_FDNAME_CTX "%s\n"
-		   "FDSTOREREMOVE=1\nFDNAME=" RESTORE_FDNAME_STATE "%s",
-		   profile, profile);
+	sd_notifyf(0, "FDSTOREREMOVE=1\nFDNAME=" RESTORE_FDNAME_CTX "%s",
+		   profile);
+	sd_notifyf(0, "FDSTOREREMOVE=1\nFDNAME=" RESTORE_FDNAME_STATE "%s",
+		   profile);
 }
 
 static void unstore_kept_ctx(const char *profile)
@@ -183,8 +184,15 @@ static bool store_ctx(const struct profile *p)
 	len = strlen(text);
 	if (write(fd, text, len) != (ssize_t)len)
 		return false;
-	/* systemd keeps one copy of a file however often it is sent. */
+	/* systemd keeps one copy of a file however often it is sent, but
+	 * a new context (one retired, or its device back) is another file
+	 * under the same name: the old one goes first, or the next run
+	 * could take it, and it would hold its objects for ever. */
 	cmd_fd = p->ctx->cmd_fd;
+	snprintf(msg, sizeof(msg),
+		 "FDSTOREREMOVE=1\nFDNAME=" RESTORE_FDNAME_CTX "%s",
+		 p->conf->name);
+	sd_notify(0, msg);
 	snprintf(msg, sizeof(msg), "FDSTORE=1\nFDNAME=" RESTORE_FDNAME_CTX "%s",
 		 p->conf->name);
 	if (sd_pid_notify_with_fds(0, 0, msg, &cmd_fd, 1) <= 0)
