@@ -1,13 +1,18 @@
 // SPDX-License-Identifier: MIT
 /*
- * attachb: the cost of getting a registered 4 KiB buffer, N times in one
- * process, three ways:
+ * attachb: the cost of getting a registered buffer (4 KiB unless told),
+ * N times in one process, four ways:
  *
- *   attachb -m attach -s SOCKET -P PROFILE -n N
+ *   attachb -m attach -s SOCKET -P PROFILE -n N [-j PROCS]
  *       rdmad_attach(PROFILE, local mode) + rdmad_detach, on one
  *       connection (librdmad: receive the memfd, map it, open the
  *       device, allocate a PD, register the MR, report the keys; then
  *       undo all of it).
+ *   attachb -m shared -s SOCKET -P PROFILE -n N [-j PROCS]
+ *       the same in shared mode (RDMAD_ATTACH_SHARED): receive the
+ *       memfd and the daemon's cmd_fd, map the memory, import the
+ *       context (ibv_import_device), the PDs and the MRs by handle; then
+ *       unimport, unmap, close. Nothing is registered in this process.
  *   attachb -m verbs [-d IBDEV] [-b BYTES] -n N
  *       the bare verbs calls attach replaces: ibv_get_device_list,
  *       ibv_open_device, ibv_alloc_pd, memfd_create + ftruncate + mmap,
@@ -18,9 +23,17 @@
  *       round trip over a SOCK_SEQPACKET socket pair (a request out, an
  *       answer back with a memfd, which is closed) with a forked server.
  *
+ * -j PROCS (attach and shared): PROCS processes at once, each with its
+ * own connection doing N attach + detach cycles (the 200-client loop of
+ * tests/integration/test_shared_mode.py is -j 4 -n 50). They connect
+ * first, then start together; the time is from their start to the last
+ * one's end (each reads the clock after its last detach), over N *
+ * PROCS, and "ops_per_s" is their attaches per second.
+ *
  * Prints "us_per_op X" (wall time of the loop / N).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,20 +61,21 @@ static int fail(const char *what)
 	return 1;
 }
 
-static int loop_attach(const char *sock, const char *profile, long n)
+static int attach_cycles(struct rdmad *c, const char *profile,
+			 unsigned int flags, long n)
 {
-	struct rdmad *c = rdmad_connect(sock);
 	struct rdmad_profile *p;
 
-	if (!c) {
-		fprintf(stderr, "attachb: connect: %s\n", rdmad_last_error());
-		return 1;
-	}
 	for (long i = 0; i < n; i++) {
-		p = rdmad_attach(c, profile, RDMAD_ATTACH_LOCAL);
+		p = rdmad_attach(c, profile, flags);
 		if (!p) {
 			fprintf(stderr, "attachb: attach %ld: %s\n", i,
 				rdmad_last_error());
+			return 1;
+		}
+		if ((flags & RDMAD_ATTACH_SHARED) &&
+		    rdmad_mode(p) != RDMAD_MODE_SHARED) {
+			fprintf(stderr, "attachb: attach %ld: not shared\n", i);
 			return 1;
 		}
 		if (rdmad_detach(p) < 0) {
@@ -70,8 +84,85 @@ static int loop_attach(const char *sock, const char *profile, long n)
 			return 1;
 		}
 	}
-	rdmad_close(c);
 	return 0;
+}
+
+static int loop_attach(const char *sock, const char *profile,
+		       unsigned int flags, long n)
+{
+	struct rdmad *c = rdmad_connect(sock);
+	int r;
+
+	if (!c) {
+		fprintf(stderr, "attachb: connect: %s\n", rdmad_last_error());
+		return 1;
+	}
+	r = attach_cycles(c, profile, flags, n);
+	rdmad_close(c);
+	return r;
+}
+
+/*
+ * procs processes, each connected, then all released at once: the time
+ * from their release to the last one's end, in *secs.
+ */
+static int loop_attach_procs(const char *sock, const char *profile,
+			     unsigned int flags, long n, long procs,
+			     double *secs)
+{
+	int ready[2], go[2], ends[2], st, r = 0;
+	double t0, end, last = 0;
+	char b;
+	long i;
+
+	if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0 ||
+	    pipe2(ends, O_CLOEXEC) < 0)
+		return fail("pipe");
+	for (i = 0; i < procs; i++) {
+		pid_t pid = fork();
+
+		if (pid < 0)
+			return fail("fork");
+		if (pid == 0) {
+			struct rdmad *c;
+
+			close(go[1]);
+			c = rdmad_connect(sock);
+			if (!c) {
+				fprintf(stderr, "attachb: connect: %s\n",
+					rdmad_last_error());
+				/* Not ready, but the others are released. */
+				(void)!write(ready[1], "x", 1);
+				_exit(1);
+			}
+			if (write(ready[1], "r", 1) != 1 ||
+			    read(go[0], &b, 1) < 0)
+				_exit(1);
+			if (attach_cycles(c, profile, flags, n))
+				_exit(1);
+			end = now();
+			if (write(ends[1], &end, sizeof(end)) !=
+			    (ssize_t)sizeof(end))
+				_exit(1);
+			rdmad_close(c);
+			_exit(0);
+		}
+	}
+	close(ready[1]);
+	close(ends[1]);
+	close(go[0]);
+	for (i = 0; i < procs; i++)
+		if (read(ready[0], &b, 1) != 1 || b != 'r')
+			r = 1;
+	t0 = now();
+	close(go[1]); /* every child's read() returns: go */
+	while (read(ends[0], &end, sizeof(end)) == (ssize_t)sizeof(end))
+		last = end > last ? end : last;
+	while (wait(&st) > 0)
+		if (!WIFEXITED(st) || WEXITSTATUS(st))
+			r = 1;
+	*secs = last - t0;
+	return r;
 }
 
 static int loop_verbs(const char *ibdev, size_t bytes, long n)
@@ -189,11 +280,11 @@ int main(int argc, char **argv)
 {
 	const char *mode = NULL, *sock = NULL, *profile = "p", *ibdev = "rxe0";
 	size_t bytes = 4096;
-	long n = 100;
-	double t0, t1;
+	long n = 100, procs = 1;
+	double t0, t1, secs = 0;
 	int opt, r;
 
-	while ((opt = getopt(argc, argv, "m:s:P:d:b:n:")) != -1) {
+	while ((opt = getopt(argc, argv, "m:s:P:d:b:n:j:")) != -1) {
 		switch (opt) {
 		case 'm':
 			mode = optarg;
@@ -213,21 +304,41 @@ int main(int argc, char **argv)
 		case 'n':
 			n = atol(optarg);
 			break;
+		case 'j':
+			procs = atol(optarg);
+			break;
 		default:
 			mode = NULL;
 			optind = argc + 1;
 			break;
 		}
 	}
-	if (!mode || n < 1 || optind != argc) {
-		fprintf(stderr, "usage: attachb -m attach|verbs|scm [-s SOCKET] "
-				"[-P PROFILE] [-d IBDEV] [-b BYTES] -n N\n");
+	if (!mode || n < 1 || procs < 1 || optind != argc) {
+		fprintf(stderr, "usage: attachb -m attach|shared|verbs|scm "
+				"[-s SOCKET] [-P PROFILE] [-d IBDEV] "
+				"[-b BYTES] [-j PROCS] -n N\n");
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
 	t0 = now();
+	if ((!strcmp(mode, "attach") || !strcmp(mode, "shared")) &&
+	    procs > 1) {
+		r = loop_attach_procs(sock, profile,
+				      !strcmp(mode, "shared")
+					  ? RDMAD_ATTACH_SHARED
+					  : RDMAD_ATTACH_LOCAL,
+				      n, procs, &secs);
+		if (r)
+			return r;
+		printf("us_per_op %.3f\nops_per_s %.1f\n",
+		       secs * 1e6 / (double)(n * procs),
+		       (double)(n * procs) / secs);
+		return 0;
+	}
 	if (!strcmp(mode, "attach"))
-		r = loop_attach(sock, profile, n);
+		r = loop_attach(sock, profile, RDMAD_ATTACH_LOCAL, n);
+	else if (!strcmp(mode, "shared"))
+		r = loop_attach(sock, profile, RDMAD_ATTACH_SHARED, n);
 	else if (!strcmp(mode, "verbs"))
 		r = loop_verbs(ibdev, bytes, n);
 	else if (!strcmp(mode, "scm"))
