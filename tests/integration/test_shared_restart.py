@@ -92,31 +92,28 @@ def store(tmp_path):
     s.close()
 
 
-def write_pattern(pid, name, data, at):
+def memfd_path(pid, name):
+    """A path that opens process pid's memfd of memory object name."""
     for fd in os.listdir(f"/proc/{pid}/fd"):
         path = f"/proc/{pid}/fd/{fd}"
         try:
             if os.readlink(path).startswith(f"/memfd:{name} "):
-                with open(path, "r+b") as f:
-                    f.seek(at)
-                    f.write(data)
                 return path
         except OSError:
             continue
     raise AssertionError(f"no memfd {name} in {pid}")
 
 
+def write_pattern(pid, name, data, at):
+    with open(memfd_path(pid, name), "r+b") as f:
+        f.seek(at)
+        f.write(data)
+
+
 def read_memory(pid, name, at, n):
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        path = f"/proc/{pid}/fd/{fd}"
-        try:
-            if os.readlink(path).startswith(f"/memfd:{name} "):
-                with open(path, "rb") as f:
-                    f.seek(at)
-                    return f.read(n)
-        except OSError:
-            continue
-    raise AssertionError(f"no memfd {name} in {pid}")
+    with open(memfd_path(pid, name), "rb") as f:
+        f.seek(at)
+        return f.read(n)
 
 
 def test_restart_takes_back_every_pd_and_mr(store):
