@@ -21,8 +21,13 @@
 
 /* Chunks read per wake-up: the loop turns between them. */
 #define SCAN_CHUNKS 4
-/* A lease ended: scan this soon (several ending at once: one scan). */
+/* A lease ended: scan this soon (several ending at once: one scan), but
+ * not sooner than SCAN_GAP_USEC after the last scan began: clients
+ * attaching and detaching in a loop would otherwise have a scan (a
+ * netlink dump per kind and device, /proc reads) run between every two
+ * of their requests, on the loop that answers them. */
 #define SCAN_SOON_USEC 100000
+#define SCAN_GAP_USEC 1000000
 
 /* A context the scan looks at. */
 struct seen_ctx {
@@ -46,6 +51,7 @@ struct orphans {
 	/* again: a scan was asked for while none could start (one ran, or
 	 * a reload was under way: paused, see orphans_pause). */
 	bool running, again, paused;
+	uint64_t last_start; /* CLOCK_MONOTONIC usec, 0: none yet */
 };
 
 static void scan_start(struct orphans *o);
@@ -532,6 +538,7 @@ static void scan_start(struct orphans *o)
 	struct manager *m = o->m;
 
 	o->running = true;
+	sd_event_now(m->event, CLOCK_MONOTONIC, &o->last_start);
 	o->devs = calloc(m->n_profiles + 1, sizeof(*o->devs));
 	o->dev_err = calloc(m->n_profiles + 1, sizeof(*o->dev_err));
 	o->ctxs = calloc(m->n_profiles + 1, sizeof(*o->ctxs));
@@ -602,6 +609,8 @@ void orphans_resume(struct orphans *o)
 
 void orphans_request(struct orphans *o)
 {
+	uint64_t now, delay = SCAN_SOON_USEC;
+
 	if (!o)
 		return;
 	if (o->running) {
@@ -610,8 +619,13 @@ void orphans_request(struct orphans *o)
 	}
 	if (o->soon)
 		return;
+	if (o->last_start &&
+	    sd_event_now(o->m->event, CLOCK_MONOTONIC, &now) >= 0 &&
+	    now - o->last_start < SCAN_GAP_USEC &&
+	    SCAN_GAP_USEC - (now - o->last_start) > delay)
+		delay = SCAN_GAP_USEC - (now - o->last_start);
 	if (sd_event_add_time_relative(o->m->event, &o->soon, CLOCK_MONOTONIC,
-				       SCAN_SOON_USEC, 10000, on_soon, o) < 0)
+				       delay, 10000, on_soon, o) < 0)
 		o->soon = NULL;
 }
 

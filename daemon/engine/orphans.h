@@ -9,7 +9,7 @@
  * made it: the daemon (a thread of ours, or a QP/MR the daemon holds by
  * number), a session attached to the profile, or nobody alive: an
  * orphan. Scans run every ORPHANS_SCAN_SECONDS and soon after a lease
- * ends, but not during a reload (orphans_pause).
+ * ends (at most one a second), but not during a reload (orphans_pause).
  *
  * Policy: a profile whose context holds orphans is retired once no
  * session holds any of its objects: the context is closed (the kernel
