@@ -100,7 +100,7 @@ class FdStore:
     def env(self):
         return {"NOTIFY_SOCKET": self.path}
 
-    def start(self, conf, log):
+    def start(self, conf, log, log_level="debug"):
         """rdmad -c conf with what the store holds passed as systemd
         passes it (fds from 3, LISTEN_PID its own pid)."""
         names = list(self.fds)
@@ -122,7 +122,7 @@ class FdStore:
         cmd = ["/bin/sh", "-c",
                'LISTEN_PID=$$; export LISTEN_PID; exec "$0" "$@"'
                if n else 'exec "$0" "$@"',
-               str(RDMAD), "-c", str(conf), "--log-level", "debug"]
+               str(RDMAD), "-c", str(conf), "--log-level", log_level]
         # close_fds=False: subprocess closes what is not in pass_fds
         # after preexec_fn, which would take the placed fds; Python's own
         # fds are close-on-exec anyway, the placed ones are not.
