@@ -352,7 +352,11 @@ static void sort_all(struct orphans *o)
 		struct ctx_view v;
 		size_t before = p->view.n_orphan;
 
-		if (!p->ctx)
+		/* Being made: looked at once it is ready (a profile's change
+		 * asks for a scan). Meanwhile what its workers make and, after
+		 * a restart, what it has not yet taken back would count as
+		 * nobody's. */
+		if (!p->ctx || profile_busy(p))
 			continue;
 		/* Opened (or renewed) while the scan ran: the next one. */
 		if (!ctx_seen(o, p)) {
@@ -550,7 +554,7 @@ static void scan_start(struct orphans *o)
 		const struct profile *p = m->profiles[i];
 		bool known = false;
 
-		if (!p->ctx)
+		if (!p->ctx || profile_busy(p))
 			continue;
 		o->ctxs[o->n_ctxs++] =
 			(struct seen_ctx){ p->dev_index, p->ctxn };
