@@ -355,9 +355,14 @@ def test_reload_is_read_on_a_worker(rdmad, monkeypatch):
     ctl = threading.Thread(target=reload_ctl, args=("ctl",))
     rest.start()
     ctl.start()
-    # A client that asks and leaves: its answer goes nowhere.
+    # A client that asks and leaves: its answer goes nowhere. It leaves
+    # once its session is there (and a moment for its request, sent as
+    # it connects): a fixed wait was shorter than rdmactl's start on a
+    # busy emulated machine, and then it never asked.
     left = subprocess.Popen([str(RDMACTL), "--socket", str(d.sock),
                              "reload"])
+    assert settle(lambda: any(s["pid"] == left.pid
+                              for s in d.get("/v1/sessions")[1]), 20)
     time.sleep(0.5)
     left.kill()
     left.wait()
