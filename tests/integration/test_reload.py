@@ -378,7 +378,9 @@ def test_reload_is_read_on_a_worker(rdmad, monkeypatch):
         assert rest.is_alive() and ctl.is_alive(), out
         # /metrics counts reloads that ended, not those still read.
         assert reloads_by_result(d) == ended
-    assert slowest < 2.0, slowest
+    # Well under the 6 s the reading hangs for: not waiting on it (a
+    # busy emulated machine took 2 s for an answer).
+    assert slowest < 4.0, slowest
     rest.join(60)
     ctl.join(60)
     # Two reloads, one after the other, each waits out its 6 s child.
