@@ -6,7 +6,6 @@
  */
 #include <ctype.h>
 #include <dirent.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <libconfig.h>
 #include <limits.h>
@@ -14,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "config_internal.h"
 #include "utf8.h"
@@ -645,9 +643,6 @@ static void parse_root(struct parser *p, const config_setting_t *root,
 	}
 }
 
-/* A file of exactly this size is read; one byte more is refused. */
-#define CONFIG_MAX_FILE ((size_t)16 << 20)
-
 /* Every string value must be UTF-8: the documents that show them (REST,
  * --dump, the control socket) are JSON. */
 static void check_strings(struct parser *p, const config_setting_t *s)
@@ -712,77 +707,6 @@ void parser_text(struct parser *p, const char *name, const char *text,
 	}
 	config_destroy(&cfg);
 	source_free(&src);
-}
-
-/*
- * The text of a regular file of at most CONFIG_MAX_FILE bytes. Opened
- * without blocking, so that a FIFO or a device is refused instead of
- * waited on. Returns 0, -errno, or an error message in *why.
- */
-int config_read_text(const char *path, char **out, size_t *len,
-		     const char **why, struct stat *st_out)
-{
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC |
-						    O_NONBLOCK | O_NOCTTY);
-	_cleanup_free_ char *buf = NULL;
-	struct stat st;
-	size_t n = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (S_ISDIR(st.st_mode)) {
-		*why = "is a directory, not a file";
-		return -EINVAL;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		*why = S_ISFIFO(st.st_mode) ? "is a FIFO, not a regular file"
-					    : "is not a regular file";
-		return -EINVAL;
-	}
-	if ((uint64_t)st.st_size > CONFIG_MAX_FILE) {
-		*why = "is larger than the limit of 16 MiB (File too large)";
-		return -EFBIG;
-	}
-	/* One byte more than the limit finds a file that grew since. */
-	buf = malloc((size_t)st.st_size + 2);
-	if (!buf)
-		return -ENOMEM;
-	for (;;) {
-		size_t room = (size_t)st.st_size + 1 - n;
-		ssize_t r;
-
-		if (!room) {
-			char *nb;
-
-			if (n > CONFIG_MAX_FILE) {
-				*why = "is larger than the limit of 16 MiB "
-				       "(File too large)";
-				return -EFBIG;
-			}
-			nb = realloc(buf, CONFIG_MAX_FILE + 2);
-			if (!nb)
-				return -ENOMEM;
-			buf = nb;
-			st.st_size = (off_t)CONFIG_MAX_FILE + 1;
-			continue;
-		}
-		r = read(fd, buf + n, room);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	buf[n] = '\0';
-	if (st_out)
-		*st_out = st;
-	*len = n;
-	*out = TAKE_PTR(buf);
-	return 0;
 }
 
 void parser_file(struct parser *p, const char *path, bool main_file)
