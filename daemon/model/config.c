@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * The configuration's entry points: load (parse, then verify, then fill
- * in the daemon defaults), free, and equality of objects for the reload
- * diff.
+ * The configuration model's face: load (parse, then verify, then fill
+ * in the daemon defaults) from files, a string or a child's image, free,
+ * and equality of objects for the reload diff. The parts (config_*.c)
+ * are called from here and never call back: what one needs from above
+ * comes as an argument.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -154,6 +156,23 @@ int config_load_string(const char *name, const char *text,
 	if (r < 0)
 		return r;
 	*out = p.c;
+	return 0;
+}
+
+int config_from_image(const void *image, size_t len, struct config **out)
+{
+	struct config *c = calloc(1, sizeof(*c));
+	int r;
+
+	if (!c)
+		return -ENOMEM;
+	r = conf_image_read(c, image, len);
+	conf_strings_seal(c);
+	if (r < 0) {
+		config_free(c);
+		return r;
+	}
+	*out = c;
 	return 0;
 }
 
@@ -317,11 +336,6 @@ bool conf_obj_equal(enum obj_kind k, const void *a, const void *b)
 			return false;
 	}
 	return fields_equal(conf_kinds[k].fields, a, b);
-}
-
-bool conf_peer_is_endpoint(const char *peer)
-{
-	return peer && (peer[0] == '@' || peer[0] == '{');
 }
 
 bool conf_device_equal(const struct conf_device *a,

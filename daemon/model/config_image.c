@@ -14,8 +14,10 @@
  *
  * Reading trusts the values: the child verified them (config_verify.c)
  * before it wrote them. It does not trust the bytes: whatever they are,
- * config_from_image() reads within them, allocates no more than they
- * can describe, and fails with -EPROTO (fuzz_image checks this).
+ * conf_image_read() reads within them, allocates no more than they can
+ * describe, and fails with -EPROTO (fuzz_image checks this). It fills a
+ * config it is given and never frees it: config_from_image() (config.c)
+ * owns it.
  */
 #include <string.h>
 
@@ -648,19 +650,11 @@ static void get_config(struct reader *r)
 		fail(r, -EPROTO); /* trailing bytes */
 }
 
-int config_from_image(const void *image, size_t len, struct config **out)
+int conf_image_read(struct config *c, const void *image, size_t len)
 {
-	struct reader r = { .p = image, .end = (const uint8_t *)image + len };
+	struct reader r = { .p = image, .end = (const uint8_t *)image + len,
+			    .c = c };
 
-	r.c = calloc(1, sizeof(*r.c));
-	if (!r.c)
-		return -ENOMEM;
 	get_config(&r);
-	conf_strings_seal(r.c);
-	if (r.err) {
-		config_free(r.c);
-		return r.err;
-	}
-	*out = r.c;
-	return 0;
+	return r.err;
 }

@@ -4,13 +4,15 @@
  * daemon/model/config*.c may use:
  *   config_fields.c  the key tables, enum names, defaults
  *   config_parse.c   files and includes, libconfig -> structs
+ *   config_sources.c reading a file, and the files read (their hashes)
  *   config_notes.c   errors and warnings at their file:line
  *   config_literals.c  the integer literals as written in a file's text
  *   config_verify.c  names, references, shapes
  *   config_index.c   name indexes and the lookups by name
  *   config_dump.c    config_json(), config_print()
  *   config_image.c   a loaded config as bytes and back (validate.c)
- *   config.c         entry points, free, equality
+ *   config.c         the face: entry points, free, equality; it calls
+ *                    the others, and no config_*.c calls it back
  */
 #ifndef RDMAD_CONFIG_INTERNAL_H
 #define RDMAD_CONFIG_INTERNAL_H
@@ -212,18 +214,18 @@ const char *parser_intern_file(struct parser *p, const char *file);
 void parser_text(struct parser *p, const char *name, const char *text,
 		 bool main_file);
 void parser_file(struct parser *p, const char *path, bool main_file);
-/*
- * The text of a regular file of at most CONFIG_MAX_FILE bytes (NUL
- * added), opened without blocking so that a FIFO or a device is refused,
- * not waited on. 0, or -errno with a message in *why when the errno
- * alone would not say it.
- */
-int config_read_text(const char *path, char **out, size_t *len,
-		     const char **why, struct stat *st);
 /* Every *.conf of daemon.include, in name order. */
 void parser_include(struct parser *p);
 
-/* config_sources.c */
+/* config_sources.c: reading the files, and what was read. */
+/*
+ * The text of a regular file of at most 16 MiB (NUL added), opened
+ * without blocking so that a FIFO or a device is refused, not waited
+ * on. 0, or -errno with a message in *why when the errno alone would
+ * not say it.
+ */
+int config_read_text(const char *path, char **out, size_t *len,
+		     const char **why, struct stat *st);
 /* config_read_text(), path recorded in p->c->sources; -ESTALE (and
  * p->stale) when it is not what p->known read there. */
 int parser_read(struct parser *p, const char *path, char **text,
@@ -233,6 +235,11 @@ int parser_read(struct parser *p, const char *path, char **text,
 int parser_dir_seen(struct parser *p, const char *path, DIR *d,
 		    char *const *names, size_t n);
 void config_sources_free(struct config *c);
+
+/* config_image.c: the image read into c (zeroed, its strings not
+ * sealed): 0, -EPROTO or -ENOMEM. c is the caller's to free, whatever
+ * the result. */
+int conf_image_read(struct config *c, const void *image, size_t len);
 
 /* config_verify.c: what a single key cannot check. */
 void parser_verify(struct parser *p);

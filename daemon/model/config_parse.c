@@ -6,7 +6,6 @@
  */
 #include <ctype.h>
 #include <dirent.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <libconfig.h>
 #include <limits.h>
@@ -14,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "config_internal.h"
 #include "utf8.h"
@@ -90,6 +88,13 @@ static bool is_int(const config_setting_t *s)
 	return t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64;
 }
 
+static bool is_array(const config_setting_t *s)
+{
+	int t = config_setting_type(s);
+
+	return t == CONFIG_TYPE_ARRAY || t == CONFIG_TYPE_LIST;
+}
+
 static bool expect(struct parser *p, const config_setting_t *s,
 		   const char *what, bool ok)
 {
@@ -106,9 +111,7 @@ static int parse_string_list(struct parser *p, const config_setting_t *s,
 	int n = config_setting_length(s);
 	char **v;
 
-	if (!expect(p, s, "an array of strings",
-		    config_setting_type(s) == CONFIG_TYPE_ARRAY ||
-			    config_setting_type(s) == CONFIG_TYPE_LIST))
+	if (!expect(p, s, "an array of strings", is_array(s)))
 		return 0;
 	v = calloc(n + 1, sizeof(*v));
 	if (!v)
@@ -240,230 +243,301 @@ static bool in_range(struct parser *p, const struct field *f,
 	return true;
 }
 
-static void parse_field(struct parser *p, const struct field *f,
-			const config_setting_t *s, void *obj)
+/*
+ * One parser per field type (parse_field's table): each checks the
+ * setting's type, then its value, and stores it at f's place in obj.
+ */
+typedef void field_parser(struct parser *p, const struct field *f,
+			  const config_setting_t *s, void *obj);
+
+/* The value str (s's) names in f->names, or -1 with an error (fmt: the
+ * key, str, the choices) when it names none. */
+static int enum_value(struct parser *p, const struct field *f,
+		      const config_setting_t *s, const char *str,
+		      const char *fmt)
+{
+	char choices[256];
+	int e = str ? lookup_name(f->names, str) : -1;
+
+	if (e < 0) {
+		name_choices(f->names, choices, sizeof(choices));
+		parser_field_error(p, s, fmt, f->key, str ? str : "?", choices);
+	}
+	return e;
+}
+
+static void parse_string(struct parser *p, const struct field *f,
+			 const config_setting_t *s, void *obj)
+{
+	char **dst = (char **)((char *)obj + f->offset);
+	const char *str = config_setting_get_string(s);
+
+	if (!expect(p, s, "a string", str))
+		return;
+	if (f->check && f->check(str)) {
+		parser_field_error(p, s, "'%s' = '%s' %s", f->key, str,
+				   f->check(str));
+		return;
+	}
+	*dst = conf_strdup(p->c, str);
+	if (!*dst)
+		p->oom = 1;
+}
+
+/* F_INT, F_INT64, F_UINT32, F_UINT16: in [f->min, f->max]. */
+static void parse_int(struct parser *p, const struct field *f,
+		      const config_setting_t *s, void *obj)
 {
 	void *dst = (char *)obj + f->offset;
-	char choices[256];
-	const char *str;
-	uint64_t size;
 	long long v;
+
+	if (!expect(p, s, "an integer", is_int(s)) || !int_literal_ok(p, s))
+		return;
+	v = config_setting_get_int64(s);
+	if (!in_range(p, f, s, v))
+		return;
+	switch (f->type) {
+	case F_INT:
+		*(int *)dst = (int)v;
+		break;
+	case F_INT64:
+		*(int64_t *)dst = v;
+		break;
+	case F_UINT32:
+		*(uint32_t *)dst = (uint32_t)v;
+		break;
+	default:
+		*(uint16_t *)dst = (uint16_t)v;
+		break;
+	}
+}
+
+/* A size written as an integer or as a string ("64M"): 0, or -EINVAL
+ * with the error reported. */
+static int size_value(struct parser *p, const struct field *f,
+		      const config_setting_t *s, uint64_t *size)
+{
+	const char *str;
+	long long v;
+
+	if (is_int(s)) {
+		if (!int_literal_ok(p, s))
+			return -EINVAL;
+		v = config_setting_get_int64(s);
+		if (v < 0) {
+			parser_field_error(p, s,
+					   "'%s' = %lld: a size cannot be "
+					   "negative",
+					   f->key, v);
+			return -EINVAL;
+		}
+		*size = (uint64_t)v;
+		return 0;
+	}
+	str = config_setting_get_string(s);
+	if (!str) {
+		expect(p, s, "a size (integer or string)", false);
+		return -EINVAL;
+	}
+	if (config_parse_size(str, size) < 0) {
+		parser_field_error(p, s,
+				   "'%s' = \"%s\" is not a size (an integer "
+				   "with an optional K, M, G or T suffix)",
+				   f->key, str);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* F_SIZE: at least f->min, at most f->max or CONF_SIZE_LIMIT. */
+static void parse_size(struct parser *p, const struct field *f,
+		       const config_setting_t *s, void *obj)
+{
+	uint64_t size;
+
+	if (size_value(p, f, s, &size) < 0)
+		return;
+	if (size < (uint64_t)f->min) {
+		parser_field_error(p, s, "'%s' must be at least %" PRId64,
+				   f->key, f->min);
+		return;
+	}
+	if (size > (uint64_t)(f->max ? f->max : CONF_SIZE_LIMIT)) {
+		parser_field_error(p, s, "%s %" PRIu64 " is larger than %s",
+				   f->key, size, f->max ? "allowed" : "1024T");
+		return;
+	}
+	*(uint64_t *)((char *)obj + f->offset) = size;
+}
+
+static void parse_bool(struct parser *p, const struct field *f,
+		       const config_setting_t *s, void *obj)
+{
+	if (!expect(p, s, "a boolean (true or false)",
+		    config_setting_type(s) == CONFIG_TYPE_BOOL))
+		return;
+	*(bool *)((char *)obj + f->offset) = config_setting_get_bool(s);
+}
+
+static void parse_enum(struct parser *p, const struct field *f,
+		       const config_setting_t *s, void *obj)
+{
+	const char *str = config_setting_get_string(s);
 	int e;
 
-	switch (f->type) {
-	case F_STRING:
-		str = config_setting_get_string(s);
-		if (!expect(p, s, "a string", str))
-			return;
-		if (f->check && f->check(str)) {
-			parser_field_error(p, s, "'%s' = '%s' %s", f->key, str,
-					   f->check(str));
-			return;
-		}
-		*(char **)dst = conf_strdup(p->c, str);
-		if (!*(char **)dst)
-			p->oom = 1;
+	if (!expect(p, s, "a string", str))
 		return;
-	case F_INT:
-	case F_INT64:
-	case F_UINT32:
-	case F_UINT16:
-		if (!expect(p, s, "an integer", is_int(s)) ||
-		    !int_literal_ok(p, s))
-			return;
-		v = config_setting_get_int64(s);
-		if (!in_range(p, f, s, v))
-			return;
-		if (f->type == F_INT)
-			*(int *)dst = (int)v;
-		else if (f->type == F_INT64)
-			*(int64_t *)dst = v;
-		else if (f->type == F_UINT32)
-			*(uint32_t *)dst = (uint32_t)v;
-		else
-			*(uint16_t *)dst = (uint16_t)v;
-		return;
-	case F_SIZE:
-		if (is_int(s)) {
-			if (!int_literal_ok(p, s))
-				return;
-			v = config_setting_get_int64(s);
-			if (v < 0) {
-				parser_field_error(p, s,
-						   "'%s' = %lld: a size "
-						   "cannot be negative",
-						   f->key, v);
-				return;
-			}
-			size = (uint64_t)v;
-		} else if ((str = config_setting_get_string(s))) {
-			if (config_parse_size(str, &size) < 0) {
-				parser_field_error(p, s,
-						   "'%s' = \"%s\" is not a "
-						   "size (an integer with an "
-						   "optional K, M, G or T "
-						   "suffix)",
-						   f->key, str);
-				return;
-			}
-		} else {
-			expect(p, s, "a size (integer or string)", false);
-			return;
-		}
-		if (size < (uint64_t)f->min) {
-			parser_field_error(p, s,
-					   "'%s' must be at least %" PRId64,
-					   f->key, f->min);
-			return;
-		}
-		if (size > (uint64_t)(f->max ? f->max : CONF_SIZE_LIMIT)) {
-			parser_field_error(p, s,
-					   "%s %" PRIu64 " is larger than %s",
-					   f->key, size,
-					   f->max ? "allowed" : "1024T");
-			return;
-		}
-		*(uint64_t *)dst = size;
-		return;
-	case F_BOOL:
-		if (!expect(p, s, "a boolean (true or false)",
-			    config_setting_type(s) == CONFIG_TYPE_BOOL))
-			return;
-		*(bool *)dst = config_setting_get_bool(s);
-		return;
-	case F_ENUM:
-		str = config_setting_get_string(s);
-		if (!expect(p, s, "a string", str))
-			return;
-		e = lookup_name(f->names, str);
-		if (e < 0) {
-			name_choices(f->names, choices, sizeof(choices));
-			parser_field_error(p, s,
-					   "'%s' = \"%s\" is not one of: %s",
-					   f->key, str, choices);
-			return;
-		}
-		*(int *)dst = e;
-		return;
-	case F_ACCESS: {
-		unsigned int flags = 0;
-		int n;
+	e = enum_value(p, f, s, str, "'%s' = \"%s\" is not one of: %s");
+	if (e >= 0)
+		*(int *)((char *)obj + f->offset) = e;
+}
 
-		if (!expect(p, s, "an array of strings",
-			    config_setting_type(s) == CONFIG_TYPE_ARRAY ||
-				    config_setting_type(s) == CONFIG_TYPE_LIST))
-			return;
-		n = config_setting_length(s);
-		for (int i = 0; i < n; i++) {
-			const config_setting_t *el =
-				config_setting_get_elem(s, i);
+/* F_ACCESS: the flags of a list of names, or'ed. */
+static void parse_access(struct parser *p, const struct field *f,
+			 const config_setting_t *s, void *obj)
+{
+	unsigned int flags = 0;
+	int n;
 
-			str = config_setting_get_string(el);
-			e = str ? lookup_name(f->names, str) : -1;
-			if (e < 0) {
-				name_choices(f->names, choices,
-					     sizeof(choices));
-				parser_field_error(p, el,
-						   "'%s': \"%s\" is not one "
-						   "of: %s",
-						   f->key, str ? str : "?",
-						   choices);
-				continue;
-			}
+	if (!expect(p, s, "an array of strings", is_array(s)))
+		return;
+	n = config_setting_length(s);
+	for (int i = 0; i < n; i++) {
+		const config_setting_t *el = config_setting_get_elem(s, i);
+		int e = enum_value(p, f, el, config_setting_get_string(el),
+				   "'%s': \"%s\" is not one of: %s");
+
+		if (e >= 0)
 			flags |= (unsigned int)e;
-		}
-		*(unsigned int *)dst = flags;
+	}
+	*(unsigned int *)((char *)obj + f->offset) = flags;
+}
+
+static void parse_strlist(struct parser *p, const struct field *f,
+			  const config_setting_t *s, void *obj)
+{
+	parse_string_list(p, s, f, (char ***)((char *)obj + f->offset),
+			  (size_t *)((char *)obj + f->count_offset));
+}
+
+/* F_INT64LIST: every element in [f->min, f->max]. */
+static void parse_int64list(struct parser *p, const struct field *f,
+			    const config_setting_t *s, void *obj)
+{
+	int64_t **dst = (int64_t **)((char *)obj + f->offset);
+	int n = config_setting_length(s);
+	int64_t *vals;
+
+	if (!expect(p, s, "an array of integers", is_array(s)))
+		return;
+	vals = calloc((size_t)n + 1, sizeof(*vals));
+	if (!vals) {
+		p->oom = 1;
 		return;
 	}
-	case F_STRLIST:
-		parse_string_list(p, s, f, (char ***)dst,
-				  (size_t *)((char *)obj + f->count_offset));
-		return;
-	case F_INT64LIST: {
-		int n = config_setting_length(s);
-		int64_t *vals;
+	free(*dst);
+	*dst = vals;
+	for (int i = 0; i < n; i++) {
+		const config_setting_t *el = config_setting_get_elem(s, i);
 
-		if (!expect(p, s, "an array of integers",
-			    config_setting_type(s) == CONFIG_TYPE_ARRAY ||
-				    config_setting_type(s) == CONFIG_TYPE_LIST))
-			return;
-		vals = calloc((size_t)n + 1, sizeof(*vals));
-		if (!vals) {
-			p->oom = 1;
-			return;
-		}
-		free(*(int64_t **)dst);
-		*(int64_t **)dst = vals;
-		for (int i = 0; i < n; i++) {
-			const config_setting_t *el =
-				config_setting_get_elem(s, i);
-
-			if (!expect(p, el, "an integer", is_int(el)) ||
-			    !int_literal_ok(p, el))
-				continue;
-			vals[i] = config_setting_get_int64(el);
-			in_range(p, f, el, vals[i]);
-		}
-		*(size_t *)((char *)obj + f->count_offset) = (size_t)n;
-		return;
+		if (!expect(p, el, "an integer", is_int(el)) ||
+		    !int_literal_ok(p, el))
+			continue;
+		vals[i] = config_setting_get_int64(el);
+		in_range(p, f, el, vals[i]);
 	}
-	case F_GROUP:
-		if (f->indirect) {
-			void **sub = dst;
+	*(size_t *)((char *)obj + f->count_offset) = (size_t)n;
+}
 
-			if (!*sub) {
-				*sub = calloc(1, f->size);
-				if (!*sub) {
-					p->oom = 1;
-					return;
-				}
-				if (f->defaults)
-					f->defaults(*sub);
-			}
-			parse_group(p, f->sub, s, f->key, *sub);
-			return;
-		}
+/* F_GROUP: the same struct (a flag set when given), or one of its own
+ * allocated when the key is given (indirect). */
+static void parse_subgroup(struct parser *p, const struct field *f,
+			   const config_setting_t *s, void *obj)
+{
+	void *dst = (char *)obj + f->offset;
+	void **sub = dst;
+
+	if (!f->indirect) {
 		if (f->set_flag)
 			*(bool *)dst = true;
 		parse_group(p, f->sub, s, f->key, obj);
 		return;
-	case F_GROUPLIST: {
-		char **arr = dst;
-		size_t *count = (size_t *)((char *)obj + f->count_offset);
-		int n;
-
-		if (!expect(p, s, "a list of groups: ( { ... }, ... )",
-			    config_setting_is_list(s)))
-			return;
-		n = config_setting_length(s);
-		if (f->max_count && (size_t)n > f->max_count) {
-			parser_field_error(p, s,
-					   "'%s' has %d entries, at most %zu",
-					   f->key, n, f->max_count);
-			return;
-		}
-		if (*arr || !n)
-			return; /* a key given twice: libconfig refuses it */
-		*arr = calloc((size_t)n, f->size);
-		if (!*arr) {
+	}
+	if (!*sub) {
+		*sub = calloc(1, f->size);
+		if (!*sub) {
 			p->oom = 1;
 			return;
 		}
-		for (int i = 0; i < n; i++) {
-			const config_setting_t *g = config_setting_get_elem(s, i);
-			char *elem = *arr + (size_t)i * f->size;
+		if (f->defaults)
+			f->defaults(*sub);
+	}
+	parse_group(p, f->sub, s, f->key, *sub);
+}
 
-			*(struct conf_loc *)elem = parser_loc(p, g);
-			if (f->defaults)
-				f->defaults(elem);
-			(*count)++;
-			parse_group(p, f->sub, g, f->key, elem);
-		}
+/* F_GROUPLIST: an array of at most f->max_count groups, each at its
+ * location with its defaults first. */
+static void parse_grouplist(struct parser *p, const struct field *f,
+			    const config_setting_t *s, void *obj)
+{
+	char **arr = (char **)((char *)obj + f->offset);
+	size_t *count = (size_t *)((char *)obj + f->count_offset);
+	int n;
+
+	if (!expect(p, s, "a list of groups: ( { ... }, ... )",
+		    config_setting_is_list(s)))
+		return;
+	n = config_setting_length(s);
+	if (f->max_count && (size_t)n > f->max_count) {
+		parser_field_error(p, s, "'%s' has %d entries, at most %zu",
+				   f->key, n, f->max_count);
 		return;
 	}
-	case F_IGNORE:
+	if (*arr || !n)
+		return; /* a key given twice: libconfig refuses it */
+	*arr = calloc((size_t)n, f->size);
+	if (!*arr) {
+		p->oom = 1;
 		return;
 	}
+	for (int i = 0; i < n; i++) {
+		const config_setting_t *g = config_setting_get_elem(s, i);
+		char *elem = *arr + (size_t)i * f->size;
+
+		*(struct conf_loc *)elem = parser_loc(p, g);
+		if (f->defaults)
+			f->defaults(elem);
+		(*count)++;
+		parse_group(p, f->sub, g, f->key, elem);
+	}
+}
+
+/* F_IGNORE has none: its key is read elsewhere. */
+static field_parser *const field_parsers[] = {
+	[F_STRING] = parse_string,
+	[F_INT] = parse_int,
+	[F_UINT32] = parse_int,
+	[F_UINT16] = parse_int,
+	[F_INT64] = parse_int,
+	[F_SIZE] = parse_size,
+	[F_BOOL] = parse_bool,
+	[F_ENUM] = parse_enum,
+	[F_ACCESS] = parse_access,
+	[F_STRLIST] = parse_strlist,
+	[F_INT64LIST] = parse_int64list,
+	[F_GROUP] = parse_subgroup,
+	[F_GROUPLIST] = parse_grouplist,
+};
+
+static void parse_field(struct parser *p, const struct field *f,
+			const config_setting_t *s, void *obj)
+{
+	field_parser *fn = (size_t)f->type < ARRAY_SIZE(field_parsers)
+				   ? field_parsers[f->type]
+				   : NULL;
+
+	if (fn)
+		fn(p, f, s, obj);
 }
 
 /* ---- sections ---- */
@@ -645,9 +719,6 @@ static void parse_root(struct parser *p, const config_setting_t *root,
 	}
 }
 
-/* A file of exactly this size is read; one byte more is refused. */
-#define CONFIG_MAX_FILE ((size_t)16 << 20)
-
 /* Every string value must be UTF-8: the documents that show them (REST,
  * --dump, the control socket) are JSON. */
 static void check_strings(struct parser *p, const config_setting_t *s)
@@ -712,77 +783,6 @@ void parser_text(struct parser *p, const char *name, const char *text,
 	}
 	config_destroy(&cfg);
 	source_free(&src);
-}
-
-/*
- * The text of a regular file of at most CONFIG_MAX_FILE bytes. Opened
- * without blocking, so that a FIFO or a device is refused instead of
- * waited on. Returns 0, -errno, or an error message in *why.
- */
-int config_read_text(const char *path, char **out, size_t *len,
-		     const char **why, struct stat *st_out)
-{
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC |
-						    O_NONBLOCK | O_NOCTTY);
-	_cleanup_free_ char *buf = NULL;
-	struct stat st;
-	size_t n = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (S_ISDIR(st.st_mode)) {
-		*why = "is a directory, not a file";
-		return -EINVAL;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		*why = S_ISFIFO(st.st_mode) ? "is a FIFO, not a regular file"
-					    : "is not a regular file";
-		return -EINVAL;
-	}
-	if ((uint64_t)st.st_size > CONFIG_MAX_FILE) {
-		*why = "is larger than the limit of 16 MiB (File too large)";
-		return -EFBIG;
-	}
-	/* One byte more than the limit finds a file that grew since. */
-	buf = malloc((size_t)st.st_size + 2);
-	if (!buf)
-		return -ENOMEM;
-	for (;;) {
-		size_t room = (size_t)st.st_size + 1 - n;
-		ssize_t r;
-
-		if (!room) {
-			char *nb;
-
-			if (n > CONFIG_MAX_FILE) {
-				*why = "is larger than the limit of 16 MiB "
-				       "(File too large)";
-				return -EFBIG;
-			}
-			nb = realloc(buf, CONFIG_MAX_FILE + 2);
-			if (!nb)
-				return -ENOMEM;
-			buf = nb;
-			st.st_size = (off_t)CONFIG_MAX_FILE + 1;
-			continue;
-		}
-		r = read(fd, buf + n, room);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	buf[n] = '\0';
-	if (st_out)
-		*st_out = st;
-	*len = n;
-	*out = TAKE_PTR(buf);
-	return 0;
 }
 
 void parser_file(struct parser *p, const char *path, bool main_file)

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * The files a configuration was read from: the main file, the include
- * directory, each include, each peer's endpoint file, in the order read,
- * each with how its inode looked and a hash of the bytes read (XXH3,
- * 128 bits: libxxhash, made for telling contents apart fast).
+ * Reading a configuration's files (config_read_text: regular files of
+ * bounded size only), and the files it was read from: the main file, the
+ * include directory, each include, each peer's endpoint file, in the
+ * order read, each with how its inode looked and a hash of the bytes
+ * read (XXH3, 128 bits: libxxhash, made for telling contents apart
+ * fast). The parser and the verifier read through here; nothing here
+ * calls them back.
  *
  * A reload whose files all look as they did (config_sources_unchanged:
  * same inode, size, mode, modification and change times) is read again
@@ -16,9 +19,12 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include "config_internal.h"
@@ -81,6 +87,80 @@ static bool source_seen(struct parser *p, const char *path,
 	}
 	c->n_sources++;
 	return true;
+}
+
+/* A file of exactly this size is read; one byte more is refused. */
+#define CONFIG_MAX_FILE ((size_t)16 << 20)
+
+/*
+ * The text of a regular file of at most CONFIG_MAX_FILE bytes. Opened
+ * without blocking, so that a FIFO or a device is refused instead of
+ * waited on. Returns 0, -errno, or an error message in *why.
+ */
+int config_read_text(const char *path, char **out, size_t *len,
+		     const char **why, struct stat *st_out)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC |
+						    O_NONBLOCK | O_NOCTTY);
+	_cleanup_free_ char *buf = NULL;
+	struct stat st;
+	size_t n = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (S_ISDIR(st.st_mode)) {
+		*why = "is a directory, not a file";
+		return -EINVAL;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		*why = S_ISFIFO(st.st_mode) ? "is a FIFO, not a regular file"
+					    : "is not a regular file";
+		return -EINVAL;
+	}
+	if ((uint64_t)st.st_size > CONFIG_MAX_FILE) {
+		*why = "is larger than the limit of 16 MiB (File too large)";
+		return -EFBIG;
+	}
+	/* One byte more than the limit finds a file that grew since. */
+	buf = malloc((size_t)st.st_size + 2);
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		size_t room = (size_t)st.st_size + 1 - n;
+		ssize_t r;
+
+		if (!room) {
+			char *nb;
+
+			if (n > CONFIG_MAX_FILE) {
+				*why = "is larger than the limit of 16 MiB "
+				       "(File too large)";
+				return -EFBIG;
+			}
+			nb = realloc(buf, CONFIG_MAX_FILE + 2);
+			if (!nb)
+				return -ENOMEM;
+			buf = nb;
+			st.st_size = (off_t)CONFIG_MAX_FILE + 1;
+			continue;
+		}
+		r = read(fd, buf + n, room);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	buf[n] = '\0';
+	if (st_out)
+		*st_out = st;
+	*len = n;
+	*out = TAKE_PTR(buf);
+	return 0;
 }
 
 int parser_read(struct parser *p, const char *path, char **text,

@@ -131,6 +131,11 @@ static size_t target_refs(const struct conf_target *t, struct conf_ref *out,
 	return n;
 }
 
+bool conf_peer_is_endpoint(const char *peer)
+{
+	return peer && (peer[0] == '@' || peer[0] == '{');
+}
+
 /* A QP's peer that is an endpoint document refers to nothing here. */
 static bool is_endpoint_peer(enum obj_kind k, enum obj_kind target,
 			     const char *name)

@@ -18,9 +18,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
-sys.path.insert(0, str(ROOT / "client" / "python"))
 
 from hwdev import DEV, needs_mlx5  # noqa: E402
+from pyclient_setup import one_mr_conf, rdmad  # noqa: E402
 
 pytestmark = needs_mlx5
 
@@ -42,18 +42,9 @@ def test_odp_mr_on_hardware():
     assert caps & e.IBV_ODP_SUPPORT, f"{DEV} has no ODP: not this test's"
     run = Path("/run") / f"rdmad-hw-{secrets.token_hex(4)}"
     conf = run.with_suffix(".conf")
-    conf.write_text(f"""
-daemon = {{ runtime_dir = "{run}"; http = {{ listen = [ "127.0.0.1:{PORT}" ]; }}; }};
-devices = ( {{ name = "d"; match = {{ ibdev = "{DEV}"; }}; }} );
-profiles = ( {{ name = "p"; device = "d";
-  memory = ( {{ name = "m"; size = "64M"; }} );
-  pd = ( {{ name = "a"; }} );
-  mr = ( {{ name = "r"; pd = "a"; memory = "m"; odp = true;
-            access = [ "local_write", "remote_write", "remote_read" ]; }},
-         {{ name = "all"; pd = "a"; odp = true;
-            access = [ "local_write" ]; }} );
-}} );
-""")
+    conf.write_text(one_mr_conf(run, PORT, DEV, "64M", "odp = true;", """,
+         { name = "all"; pd = "a"; odp = true;
+           access = [ "local_write" ]; }"""))
     r = subprocess.run([str(ROOT / "build" / "rdmad"), "--check", "-c",
                         str(conf)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
@@ -87,7 +78,6 @@ profiles = ( {{ name = "p"; device = "d";
             text=True, check=True).stdout)
         assert any(m.get("pid") == d.pid and m.get("mrlen") == 64 << 20
                    for m in out), out
-        import rdmad
         with rdmad.connect(str(run / "rdmad.sock")) as conn:
             with conn.attach("p") as prof:
                 cmr = prof.mr("r")

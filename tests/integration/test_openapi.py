@@ -81,10 +81,11 @@ class Checker:
 
     def check(self, method, template, status, headers, raw, what):
         if status == 405:
-            # No operation of the path has the method: the shared
-            # response, with Allow.
-            response = self.deref(
-                {"$ref": "#/components/responses/MethodNotAllowed"})
+            # No operation of the path has the method: an Error, with
+            # Allow. OpenAPI has no place for a path's answer to the
+            # methods it lacks: the document's info says it.
+            response = {"content": {"application/json": {"schema": {
+                "$ref": "#/components/schemas/Error"}}}}
             assert headers.get("Allow"), what
         elif template is None:
             assert status == 404, what

@@ -20,16 +20,17 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from conftest import BUILD, HEALTH, ROOT
 from test_engine import big_conf, creating, run_dir, start  # noqa: F401
 from test_sharing import OTHER, USER, as_user, shared  # noqa: F401
+from pyclient_setup import rdmad
+from rdmad import proto  # (the package is on the path now)
 
-sys.path.insert(0, str(ROOT / "client" / "python"))
-import rdmad  # noqa: E402
-from rdmad import proto  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 # The name of the package, where the fixture "rdmad" hides it.
 client = rdmad
@@ -183,14 +184,17 @@ def test_shared_mode_refused_on_rxe(pyshared):
     assert nfds() == before
 
 
+# Run from the copy of the package in d.code (argv[7]: where
+# pyclient_setup is).
 PEER = r"""
 import json, sys
+sys.path.insert(0, sys.argv[7])
 import rdmad
 import pyverbs.enums as e
-from pyverbs.addr import AHAttr, GlobalRoute
 from pyverbs.cq import CQ
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.qp import QP, QPCap, QPInitAttr
 from pyverbs.wr import SGE, SendWR
+from pyclient_setup import rc_to_rts
 
 sock, role, src, dst, n = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
 
@@ -209,17 +213,7 @@ with rdmad.connect(sock) as conn, conn.attach("ingest") as prof:
     say(qpn=qp.qp_num, rkey=mr.rkey, iova=prof.mr_iova("ring"),
         mode=prof.mode, gid=str(gid))
     peer = json.loads(sys.stdin.readline())
-    attr = QPAttr()
-    attr.qp_access_flags = e.IBV_ACCESS_REMOTE_WRITE
-    attr.path_mtu = e.IBV_MTU_1024
-    attr.dest_qp_num = peer["qpn"]
-    attr.max_dest_rd_atomic = attr.max_rd_atomic = 1
-    attr.min_rnr_timer, attr.timeout = 12, 14
-    attr.retry_cnt = attr.rnr_retry = 6
-    attr.ah_attr = AHAttr(gr=GlobalRoute(dgid=gid,
-                                         sgid_index=prof.gid_index),
-                          is_global=1, port_num=prof.port)
-    qp.to_rts(attr)
+    rc_to_rts(prof, qp, peer["qpn"], e.IBV_ACCESS_REMOTE_WRITE)
     say(connected=True)
     sys.stdin.readline()
     if role == "writer":
@@ -253,7 +247,7 @@ def test_two_python_processes_move_data_with_qps(pyshared):
     for role in ("writer", "reader"):
         procs[role] = subprocess.Popen(
             [sys.executable, str(d.code / "peer.py"), d.sock, role,
-             str(src), str(dst), str(n), data.hex()],
+             str(src), str(dst), str(n), data.hex(), str(HERE)],
             cwd=str(d.code), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True)
 

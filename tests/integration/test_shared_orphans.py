@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SHARED_DEV as DEV, free_port
+from pyclient_setup import one_mr_conf
 from rdmadproto import ATTACH, ATTACHED, DETACH, DETACHED, Client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,18 +36,8 @@ def daemon(rdmad, tmp_path):
     global PORT
     PORT = free_port()
     run = tmp_path / "run"
-    d = rdmad(f"""
-daemon = {{ runtime_dir = "{run}";
-           http = {{ listen = [ "127.0.0.1:{PORT}" ]; }}; }};
-devices = ( {{ name = "d"; match = {{ ibdev = "{DEV}"; }}; }} );
-profiles = ( {{ name = "p"; device = "d";
-  memory = ( {{ name = "m"; size = "16M"; }} );
-  pd = ( {{ name = "a"; }} );
-  mr = ( {{ name = "r"; pd = "a"; memory = "m";
-           access = [ "local_write", "remote_write", "remote_read" ]; }} );
-  cq = ( {{ name = "c"; }} );
-}} );
-""")
+    d = rdmad(one_mr_conf(run, PORT, DEV, "16M",
+                          more='  cq = ( { name = "c"; } );\n'))
     yield str(run / "rdmad.sock")
     assert d.stop() == 0
 

@@ -8,18 +8,12 @@ test_python_client.py covers."""
 
 import os
 import secrets
-import sys
 import urllib.request
-from pathlib import Path
 
 import pytest
 
 from conftest import SHARED_DEV as DEV, free_port
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "client" / "python"))
-
-import rdmad  # noqa: E402
+from pyclient_setup import one_mr_conf, rc_to_rts, rdmad
 
 MIB = 1 << 20
 
@@ -30,17 +24,7 @@ pytestmark = pytest.mark.needs_import
 def daemon(rdmad, tmp_path):  # noqa: F811 (the conftest fixture)
     port = free_port()
     run = tmp_path / "run"
-    d = rdmad(f"""
-daemon = {{ runtime_dir = "{run}";
-           http = {{ listen = [ "127.0.0.1:{port}" ]; }}; }};
-devices = ( {{ name = "d"; match = {{ ibdev = "{DEV}"; }}; }} );
-profiles = ( {{ name = "p"; device = "d";
-  memory = ( {{ name = "m"; size = "16M"; }} );
-  pd = ( {{ name = "a"; }} );
-  mr = ( {{ name = "r"; pd = "a"; memory = "m"; zero_based = true;
-           access = [ "local_write", "remote_write", "remote_read" ]; }} );
-}} );
-""")
+    d = rdmad(one_mr_conf(run, port, DEV, "16M", "zero_based = true;"))
     yield str(run / "rdmad.sock"), d.url
     assert d.stop() == 0
 
@@ -54,23 +38,10 @@ def get(url, path):
 def connect_loopback(prof, a, b):
     """Connect RC QPs a and b to each other on the profile's port."""
     import pyverbs.enums as e
-    from pyverbs.addr import AHAttr, GlobalRoute
-    from pyverbs.qp import QPAttr
 
-    gid = prof.context.query_gid(prof.port, prof.gid_index)
     for qp, peer in ((a, b), (b, a)):
-        attr = QPAttr()
-        attr.qp_access_flags = (e.IBV_ACCESS_REMOTE_WRITE |
-                                e.IBV_ACCESS_REMOTE_READ)
-        attr.path_mtu = e.IBV_MTU_1024
-        attr.dest_qp_num = peer.qp_num
-        attr.max_dest_rd_atomic = attr.max_rd_atomic = 1
-        attr.min_rnr_timer, attr.timeout = 12, 14
-        attr.retry_cnt = attr.rnr_retry = 6
-        attr.ah_attr = AHAttr(gr=GlobalRoute(dgid=gid,
-                                             sgid_index=prof.gid_index),
-                              is_global=1, port_num=prof.port)
-        qp.to_rts(attr)
+        rc_to_rts(prof, qp, peer.qp_num, e.IBV_ACCESS_REMOTE_WRITE |
+                  e.IBV_ACCESS_REMOTE_READ)
 
 
 def test_shared_attach_gives_imported_pyverbs_objects(daemon):

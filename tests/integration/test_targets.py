@@ -25,39 +25,16 @@ import pyverbs.enums as e  # noqa: E402
 
 from cmpeer import (REJECT_ADDRESS, REJECT_FULL, REJECT_TOKEN,  # noqa: E402
                     Peer, Rejected)
+from target_setup import (ATTACH, READ_ONLY_PAGE, READ_WRITE_64K,  # noqa: E402
+                          attach_sees, peer_round_trip, target_conf,
+                          target_doc)
 
 ADDR = "192.0.2.1"
-ATTACH = BUILD / "examples" / "attach"
 
 
 def conf(port, allow='"192.0.2.0/24"', token=None, max_conn=4):
-    tok = f'token = "{token}";' if token else ""
-    return f"""
-devices = ( {{ name = "d0"; match = {{ ibdev = "rxe0"; }}; }} );
-profiles = (
-  {{ name = "p"; device = "d0";
-    memory = ( {{ name = "m"; size = "1M"; }} );
-    pd = ( {{ name = "pd"; }} );
-    mr = ( {{ name = "pool"; pd = "pd"; memory = "m";
-             access = [ "local_write", "mw_bind" ]; }} );
-    cq = ( {{ name = "tcq"; cqe = 64; }} );
-    target = ( {{ name = "kv"; listen = "{ADDR}:{port}"; pd = "pd";
-                 cq = "tcq";
-                 expose = ( {{ mr = "pool"; access = [ "remote_read",
-                               "remote_write" ]; length = "64K"; }},
-                            {{ mr = "pool"; access = [ "remote_read" ];
-                               offset = "512K"; length = 4096; }} );
-                 allow = [ {allow} ]; max_connections = {max_conn}; {tok}
-               }} );
-  }}
-);
-"""
-
-
-def target_doc(d, name="kv"):
-    status, doc = d.get(f"/v1/profiles/p/target/{name}")
-    assert status == 200, doc
-    return doc
+    return target_conf('ibdev = "rxe0";', f"{ADDR}:{port}", allow,
+                       (READ_WRITE_64K, READ_ONLY_PAGE), max_conn, token)
 
 
 def kernel_qps(pid=None):
@@ -112,23 +89,15 @@ def test_peer_writes_and_reads_through_its_windows(rdmad, port):
         assert c["peer"].startswith(ADDR + ":")
         assert [r["rkey"] for r in c["ranges"]] == [k0, k1]
 
-        pattern = secrets.token_bytes(64)
-        assert peer.write(pattern) == e.IBV_WC_SUCCESS
-        status, back = peer.read(64)
-        assert status == e.IBV_WC_SUCCESS and back == pattern
+        pattern = peer_round_trip(peer)
         # The second range is read-only, and ends where it is declared.
         assert peer.read(16, i=1)[0] == e.IBV_WC_SUCCESS
     finally:
         peer.close()
 
     # A client attached to the profile sees the bytes in the shared
-    # memory through rdmad_mr_map (attach prints the first 16 bytes of
-    # each MR; the first range starts at the MR's start).
-    out = subprocess.run([str(ATTACH), "-s", str(d.sock), "p"],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    first = " ".join(f"{b:02x}" for b in pattern[:16])
-    assert f"first bytes: {first}" in out.stdout, out.stdout
+    # memory (the first range starts at the MR's start).
+    attach_sees(d.sock, pattern)
 
 
 def test_windows_allow_what_is_declared(rdmad, port):
@@ -347,10 +316,7 @@ def test_cq_with_a_channel_is_waited_on(rdmad, port):
         peer = Peer(ADDR, port)
         try:
             established(d)
-            pattern = secrets.token_bytes(32)
-            assert peer.write(pattern) == e.IBV_WC_SUCCESS
-            status, back = peer.read(32)
-            assert status == e.IBV_WC_SUCCESS and back == pattern
+            peer_round_trip(peer, 32)
         finally:
             peer.close()
         assert settle(lambda: target_doc(d)["connections"] == [], 10), \

@@ -28,7 +28,6 @@ waiting. Exit status: 0 if both sides passed."""
 
 import json
 import os
-import secrets
 import subprocess
 import sys
 import tempfile
@@ -67,43 +66,23 @@ def wait_for(d, name, other, timeout=WAIT):
     raise AssertionError(f"no {name} from the {other} side in {timeout}s")
 
 
-def config(port):
-    return f"""
-devices = ( {{ name = "d0"; match = {{ netdev = "eth0"; }}; }} );
-profiles = (
-  {{ name = "p"; device = "d0";
-    memory = ( {{ name = "m"; size = "1M"; }} );
-    pd = ( {{ name = "pd"; }} );
-    mr = ( {{ name = "pool"; pd = "pd"; memory = "m";
-             access = [ "local_write", "mw_bind" ]; }} );
-    cq = ( {{ name = "tcq"; cqe = 64; }} );
-    target = ( {{ name = "kv"; listen = "{TARGET_ADDR}:{port}"; pd = "pd";
-                 cq = "tcq";
-                 expose = ( {{ mr = "pool"; access = [ "remote_read",
-                               "remote_write" ]; length = "64K"; }} );
-                 allow = [ "10.99.0.0/24" ]; max_connections = 4; }} );
-  }}
-);
-"""
-
-
 def target(d, port):
     sys.path.insert(0, str(ROOT / "tests" / "integration"))
     from conftest import (RDMACTL, TOKEN, Daemon, daemon_section, rdma_res,
                           settle)
+    from target_setup import attach_sees, target_conf, target_doc
 
     tmp = Path(tempfile.mkdtemp(prefix="twohost.", dir="/tmp"))
     conf = tmp / "rdmad.conf"
-    conf.write_text(daemon_section(8080, tmp) + config(port))
+    conf.write_text(daemon_section(8080, tmp) + target_conf(
+        'netdev = "eth0";', f"{TARGET_ADDR}:{port}", '"10.99.0.0/24"'))
     dm = Daemon(conf, 8080, tmp, TOKEN)
     ok = False
     try:
         dm.wait_ready()
 
         def doc():
-            status, body = dm.get("/v1/profiles/p/target/kv")
-            assert status == 200, body
-            return body
+            return target_doc(dm)
 
         assert settle(lambda: doc()["listening"] is True, 30), doc()
         assert doc()["state"] == "ready", doc()
@@ -119,14 +98,8 @@ def target(d, port):
         assert c["qp_num"] in qps, (c, qps)
         log("A", f"connection {c['id']} from {c['peer']}, qp {c['qp_num']}")
 
-        # The bytes B wrote, seen through rdmad_mr_map by a local client
-        # (attach prints the first 16 bytes of each MR).
-        out = subprocess.run(
-            [str(BUILD / "examples" / "attach"), "-s", dm.sock, "p"],
-            capture_output=True, text=True, timeout=60)
-        assert out.returncode == 0, out.stderr
-        first = " ".join(f"{b:02x}" for b in pattern[:16])
-        assert f"first bytes: {first}" in out.stdout, out.stdout
+        # The bytes B wrote, seen through rdmad_mr_map by a local client.
+        first = attach_sees(dm.sock, pattern)
         log("A", f"attach sees the pattern: {first}")
 
         r = subprocess.run([str(RDMACTL), "--socket", dm.sock, "target",
@@ -161,6 +134,7 @@ def peer(d, port):
     sys.path.insert(0, str(ROOT / "tests" / "integration"))
     import pyverbs.enums as e
     from cmpeer import Peer
+    from target_setup import peer_round_trip
 
     wait_for(d, "ready", "target")
     p = Peer(TARGET_ADDR, port, src=PEER_ADDR)
@@ -169,10 +143,7 @@ def peer(d, port):
         log("B", f"connected: window at {addr:#x} rkey {rkey:#x} "
             f"length {length}")
         assert length == 65536
-        pattern = secrets.token_bytes(64)
-        assert p.write(pattern) == e.IBV_WC_SUCCESS
-        status, back = p.read(64)
-        assert status == e.IBV_WC_SUCCESS and back == pattern, (status, back)
+        pattern = peer_round_trip(p)
         log("B", "wrote and read back the pattern")
         put(d, "wrote", pattern.hex())
 
