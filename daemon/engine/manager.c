@@ -196,6 +196,44 @@ int manager_new(struct config *config, struct manager **out)
 	return 0;
 }
 
+/* ---- what the orphan scans ask of the manager (orphans.h) ---- */
+
+static struct profile *const *orphans_profiles(void *ud, size_t *n)
+{
+	struct manager *m = ud;
+
+	*n = m->n_profiles;
+	return m->profiles;
+}
+
+static bool orphans_attached(void *ud, const char *profile, pid_t pid)
+{
+	const struct manager_sessions *s = &((struct manager *)ud)->sessions;
+
+	return s->attached && s->attached(s->ud, profile, pid);
+}
+
+/* The policy retires p's context: closed, with what is left in it, and
+ * p's objects created again in a fresh one; memory stays. */
+static void orphans_retire(void *ud, struct profile *p, const char *reason)
+{
+	struct manager *m = ud;
+
+	/* Not a lost device: nobody is attached to be told. */
+	p->async = asyncwatch_free(p->async);
+	profile_lose_device(p, reason);
+	m->ctx_retirements++;
+	manager_start_profile(m, p);
+}
+
+static void orphans_scanned(void *ud, bool failed)
+{
+	struct manager *m = ud;
+
+	m->orphan_scans++;
+	m->orphan_scan_failures += failed;
+}
+
 /* ---- start and stop ---- */
 
 int manager_start(struct manager *m)
@@ -212,7 +250,13 @@ int manager_start(struct manager *m)
 		log_info("device events: kernel (no udevd: %s is missing); "
 			 "devices are seen as the kernel announces them",
 			 devwatch_udev_control());
-	r = orphans_new(m, &m->orphans);
+	r = orphans_new(&(struct orphans_owner){ .event = m->event,
+						 .profiles = orphans_profiles,
+						 .attached = orphans_attached,
+						 .retire = orphans_retire,
+						 .scanned = orphans_scanned,
+						 .ud = m },
+			&m->orphans);
 	if (r < 0)
 		log_warn(r, "cannot look for orphaned objects, ignoring");
 	for (size_t i = 0; i < m->n_profiles; i++)
@@ -676,16 +720,6 @@ static int apply(struct manager *m, struct config *next_in, bool force,
 	for (size_t i = 0; i < m->n_profiles; i++)
 		manager_announce(m, MANAGER_PROFILE_CHANGED, m->profiles[i]);
 	return 0;
-}
-
-void manager_renew_context(struct manager *m, struct profile *p,
-			   const char *reason)
-{
-	/* Not a lost device: nobody is attached to be told. */
-	p->async = asyncwatch_free(p->async);
-	profile_lose_device(p, reason);
-	m->ctx_retirements++;
-	manager_start_profile(m, p);
 }
 
 /* ---- the REST token ---- */

@@ -178,11 +178,6 @@ void manager_reload_cancel(struct manager *m);
 void manager_release(struct manager *m, const char *profile,
 		     enum obj_kind kind, const char *name, uint64_t serial);
 
-/* The orphans policy (orphans.h): close p's context, with what is left
- * in it, and create p's objects again in a fresh one; memory stays. */
-void manager_renew_context(struct manager *m, struct profile *p,
-			   const char *reason);
-
 /* Read daemon.http.token_file (at least 16 characters, first line). */
 int manager_load_token(struct manager *m);
 
