@@ -5,6 +5,12 @@
  * and going. It never calls the front ends: they subscribe to what it
  * announces (manager_subscribe) and lend it what only they know (the
  * sessions, manager_set_sessions).
+ *
+ * It is the engine's face: the rest of daemon/engine/ is below it and
+ * never calls it. profile_reload.c, profile.c, orphans.c and asyncev.c
+ * are given what they need as arguments, and tell it what happened
+ * through callbacks it lends them at creation (profile_change_fn, struct
+ * orphans_owner) or through what they return (asyncev_handle()).
  */
 #ifndef RDMAD_MANAGER_H
 #define RDMAD_MANAGER_H
