@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: MIT
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 
+#include "asyncev.h"
 #include "capcheck.h"
 #include "devmatch.h"
 #include "devwatch.h"
 #include "events.h"
 #include "log.h"
 #include "manager.h"
-#include "manager_internal.h"
 #include "objects.h"
 #include "orphans.h"
 #include "validate.h"
@@ -38,7 +39,9 @@ void manager_unsubscribe(struct manager *m, manager_listener_fn fn, void *ud)
 		}
 }
 
-void manager_announce_event(struct manager *m, const struct manager_event *ev)
+/* Tell every subscriber (one may unsubscribe itself). */
+static void manager_announce_event(struct manager *m,
+				   const struct manager_event *ev)
 {
 	/* A listener may unsubscribe itself. */
 	for (size_t i = m->n_listeners; i-- > 0;)
@@ -46,8 +49,8 @@ void manager_announce_event(struct manager *m, const struct manager_event *ev)
 			m->listeners[i].fn(m->listeners[i].ud, ev);
 }
 
-void manager_announce(struct manager *m, enum manager_event_kind kind,
-		     struct profile *p)
+static void manager_announce(struct manager *m, enum manager_event_kind kind,
+			     struct profile *p)
 {
 	struct manager_event ev = { kind, p, NULL, NULL };
 
@@ -91,6 +94,134 @@ void manager_progress(const struct manager *m, struct profile_progress *out)
 	}
 }
 
+/* ---- profiles on their devices ---- */
+
+/* Log p's state, and each of its objects that failed. */
+static void log_profile(const struct profile *p)
+{
+	for (size_t k = 0; k < p->n_objects; k++)
+		if (p->objects[k].state == OBJ_FAILED)
+			log_object(LOG_WARNING, 0, p->conf->name,
+				   obj_kind_name(p->objects[k].kind),
+				   object_name(&p->objects[k]),
+				   "profile %s: %s %s failed: %s",
+				   p->conf->name,
+				   obj_kind_name(p->objects[k].kind),
+				   object_name(&p->objects[k]),
+				   p->objects[k].reason);
+	log_object(LOG_INFO, 0, p->conf->name, "profile", NULL,
+		 "profile %s: %s%s%s", p->conf->name,
+		 profile_state_name(p->state), p->reason ? ": " : "",
+		 p->reason ? p->reason : "");
+}
+
+/* Stop p; lost: its device went (memory stays for its return). */
+static void stop_profile(struct manager *m, struct profile *p,
+			 const char *reason, bool lost)
+{
+	bool was_busy = profile_busy(p);
+	char ibdev[sizeof(p->ibdev)];
+
+	snprintf(ibdev, sizeof(ibdev), "%s", p->ibdev);
+	p->async = asyncwatch_free(p->async);
+	if (lost)
+		profile_lose_device(p, reason);
+	else
+		profile_stop(p, reason);
+	if (lost) {
+		/* After our own context is closed: the device can go as soon
+		 * as the sessions' contexts are closed too. */
+		struct manager_event ev = { MANAGER_DEVICE_LOST, p, ibdev,
+					    reason };
+
+		manager_announce_event(m, &ev);
+	}
+	manager_announce(m, MANAGER_PROFILE_CHANGED, p);
+	/* A creation it cut short may have been the last one under way. */
+	if (was_busy && !m->reloading && !manager_busy(m))
+		manager_announce(m, MANAGER_SETTLED, NULL);
+}
+
+/* An async event of p's context (asyncev.c): a device that failed
+ * stops p until it comes back. */
+static void on_async_event(void *ud, const struct ibv_async_event *ev)
+{
+	struct profile *p = ud;
+	struct manager *m = p->changed_ud;
+	char reason[128];
+
+	if (!asyncev_handle(m->events, p, ev))
+		return;
+	snprintf(reason, sizeof(reason), "device %s failed or was removed",
+		 p->ibdev);
+	log_ctx(LOG_WARNING, 0,
+		&(struct log_ctx){ .profile = p->conf->name,
+				   .kind = "profile",
+				   .message_id = MSGID_DEVICE_GONE },
+		"profile %s: %s; waiting for it to come back", p->conf->name,
+		reason);
+	stop_profile(m, p, reason, true);
+}
+
+/* Watch p's context for async events, once it has one. */
+static void watch_profile(struct manager *m, struct profile *p)
+{
+	int r;
+
+	if (!p->ctx || p->async)
+		return;
+	r = asyncwatch_new(m->event, p->ctx, on_async_event, p, &p->async);
+	if (r < 0)
+		log_warn(r, "profile %s: cannot watch async events of %s",
+			 p->conf->name, p->ibdev);
+}
+
+/* Start p; its creation goes on on the workers, logged when it settles. */
+static void start_profile(struct manager *m, struct profile *p)
+{
+	profile_start(p);
+	watch_profile(m, p);
+	if (!profile_busy(p))
+		log_profile(p);
+	manager_announce(m, MANAGER_PROFILE_CHANGED, p);
+}
+
+/* devwatch's callback: a device came or went. */
+static void on_device(void *ud, const char *ibdev, enum devwatch_action a)
+{
+	struct manager *m = ud;
+
+	log_ctx(LOG_INFO, 0,
+		&(struct log_ctx){ .message_id = a == DEVWATCH_ADD
+							 ? NULL
+							 : MSGID_DEVICE_GONE },
+		"device %s %s", ibdev,
+		a == DEVWATCH_ADD ? "appeared" : "went away");
+	events_publishf(m->events,
+			a == DEVWATCH_ADD ? "device_added" : "device_removed",
+			"{s:s}", "device", ibdev);
+	/* What removed profiles still drain on it goes with it. */
+	for (size_t i = m->n_retired; a == DEVWATCH_REMOVE && i-- > 0;)
+		if (streq(m->retired[i]->ibdev, ibdev)) {
+			profile_free(m->retired[i]);
+			m->retired[i] = m->retired[--m->n_retired];
+		}
+	for (size_t i = 0; i < m->n_profiles; i++) {
+		struct profile *p = m->profiles[i];
+		char reason[128];
+
+		if (a == DEVWATCH_REMOVE && p->ctx && streq(p->ibdev, ibdev)) {
+			snprintf(reason, sizeof(reason),
+				 "device %s was removed", ibdev);
+			stop_profile(m, p, reason, true);
+			log_profile(p);
+		} else if (a == DEVWATCH_ADD && !p->ctx &&
+			   devmatch_matches(p->dev, ibdev)) {
+			start_profile(m, p);
+		}
+	}
+}
+
 /* How many progress events a creation publishes at most (and the last
  * object's): subscribers hear how it goes, not every object of it. */
 #define PROGRESS_EVENTS 20
@@ -121,7 +252,7 @@ static void on_profile_change(void *ud, struct profile *p,
 		manager_announce(m, MANAGER_PROGRESS, p);
 		return;
 	}
-	manager_log_profile(p);
+	log_profile(p);
 	/* What its context holds has changed: look again. */
 	orphans_request(m->orphans);
 	manager_announce(m, MANAGER_PROFILE_CHANGED, p);
@@ -196,13 +327,51 @@ int manager_new(struct config *config, struct manager **out)
 	return 0;
 }
 
+/* ---- what the orphan scans ask of the manager (orphans.h) ---- */
+
+static struct profile *const *orphans_profiles(void *ud, size_t *n)
+{
+	struct manager *m = ud;
+
+	*n = m->n_profiles;
+	return m->profiles;
+}
+
+static bool orphans_attached(void *ud, const char *profile, pid_t pid)
+{
+	const struct manager_sessions *s = &((struct manager *)ud)->sessions;
+
+	return s->attached && s->attached(s->ud, profile, pid);
+}
+
+/* The policy retires p's context: closed, with what is left in it, and
+ * p's objects created again in a fresh one; memory stays. */
+static void orphans_retire(void *ud, struct profile *p, const char *reason)
+{
+	struct manager *m = ud;
+
+	/* Not a lost device: nobody is attached to be told. */
+	p->async = asyncwatch_free(p->async);
+	profile_lose_device(p, reason);
+	m->ctx_retirements++;
+	start_profile(m, p);
+}
+
+static void orphans_scanned(void *ud, bool failed)
+{
+	struct manager *m = ud;
+
+	m->orphan_scans++;
+	m->orphan_scan_failures += failed;
+}
+
 /* ---- start and stop ---- */
 
 int manager_start(struct manager *m)
 {
 	int r;
 
-	r = devwatch_new(m->event, manager_on_device, m, &m->devwatch);
+	r = devwatch_new(m->event, on_device, m, &m->devwatch);
 	if (r < 0)
 		log_warn(r, "cannot watch RDMA devices coming and going");
 	else if (devwatch_get_source(m->devwatch) == DEVWATCH_SOURCE_UDEV)
@@ -212,11 +381,17 @@ int manager_start(struct manager *m)
 		log_info("device events: kernel (no udevd: %s is missing); "
 			 "devices are seen as the kernel announces them",
 			 devwatch_udev_control());
-	r = orphans_new(m, &m->orphans);
+	r = orphans_new(&(struct orphans_owner){ .event = m->event,
+						 .profiles = orphans_profiles,
+						 .attached = orphans_attached,
+						 .retire = orphans_retire,
+						 .scanned = orphans_scanned,
+						 .ud = m },
+			&m->orphans);
 	if (r < 0)
 		log_warn(r, "cannot look for orphaned objects, ignoring");
 	for (size_t i = 0; i < m->n_profiles; i++)
-		manager_start_profile(m, m->profiles[i]);
+		start_profile(m, m->profiles[i]);
 	if (!manager_busy(m))
 		manager_announce(m, MANAGER_SETTLED, NULL);
 	orphans_request(m->orphans);
@@ -229,7 +404,7 @@ void manager_stop(struct manager *m)
 	m->devwatch = devwatch_free(m->devwatch);
 	m->orphans = orphans_free(m->orphans);
 	for (size_t i = m->n_profiles; i-- > 0;)
-		manager_stop_profile(m, m->profiles[i], NULL, false);
+		stop_profile(m, m->profiles[i], NULL, false);
 }
 
 struct manager *manager_free(struct manager *m)
@@ -647,9 +822,9 @@ static int apply(struct manager *m, struct config *next_in, bool force,
 			report_profile(&rep, p, "create");
 			profile_start(p);
 		}
-		manager_watch_profile(m, p);
+		watch_profile(m, p);
 		if (!profile_busy(p))
-			manager_log_profile(p);
+			log_profile(p);
 	}
 	HASH_CLEAR(hh, m->by_name);
 	for (size_t i = 0; i < m->n_profiles; i++)
@@ -676,16 +851,6 @@ static int apply(struct manager *m, struct config *next_in, bool force,
 	for (size_t i = 0; i < m->n_profiles; i++)
 		manager_announce(m, MANAGER_PROFILE_CHANGED, m->profiles[i]);
 	return 0;
-}
-
-void manager_renew_context(struct manager *m, struct profile *p,
-			   const char *reason)
-{
-	/* Not a lost device: nobody is attached to be told. */
-	p->async = asyncwatch_free(p->async);
-	profile_lose_device(p, reason);
-	m->ctx_retirements++;
-	manager_start_profile(m, p);
 }
 
 /* ---- the REST token ---- */

@@ -5,6 +5,12 @@
  * and going. It never calls the front ends: they subscribe to what it
  * announces (manager_subscribe) and lend it what only they know (the
  * sessions, manager_set_sessions).
+ *
+ * It is the engine's face: the rest of daemon/engine/ is below it and
+ * never calls it. profile_reload.c, profile.c, orphans.c and asyncev.c
+ * are given what they need as arguments, and tell it what happened
+ * through callbacks it lends them at creation (profile_change_fn, struct
+ * orphans_owner) or through what they return (asyncev_handle()).
  */
 #ifndef RDMAD_MANAGER_H
 #define RDMAD_MANAGER_H
@@ -177,11 +183,6 @@ void manager_reload_cancel(struct manager *m);
  * profile of that name or in one a reload removed. */
 void manager_release(struct manager *m, const char *profile,
 		     enum obj_kind kind, const char *name, uint64_t serial);
-
-/* The orphans policy (orphans.h): close p's context, with what is left
- * in it, and create p's objects again in a fresh one; memory stays. */
-void manager_renew_context(struct manager *m, struct profile *p,
-			   const char *reason);
 
 /* Read daemon.http.token_file (at least 16 characters, first line). */
 int manager_load_token(struct manager *m);

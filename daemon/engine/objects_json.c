@@ -212,134 +212,149 @@ json_t *object_qp_endpoint(const struct profile *p, const struct object *o,
 	return j;
 }
 
-static void ready_json(const struct object *o, json_t *j)
+static void memory_json(const struct object *o, json_t *j)
 {
+	const struct conf_memory *c = o->conf;
+	struct stat st;
+
+	SET_INT(j, "size", c->size);
+	SET_STR(j, "backing", mem_backing_name(c->backing));
+	SET_STR(j, "path", c->path);
+	/* hugetlbfs gives its page size as the block size. */
+	if (c->backing == MEM_HUGETLB && o->u.mem.fd >= 0 &&
+	    !fstat(o->u.mem.fd, &st))
+		SET_INT(j, "page_size", st.st_blksize);
+}
+
+static void xrcd_json(const struct object *o, json_t *j)
+{
+	const struct conf_xrcd *c = o->conf;
+
+	SET_STR(j, "file", c->file);
+}
+
+static void pd_json(const struct object *o, json_t *j)
+{
+	SET_INT(j, "handle", o->u.pd->handle);
+}
+
+static void dm_json(const struct object *o, json_t *j)
+{
+	const struct conf_dm *c = o->conf;
+
+	SET_INT(j, "handle", o->u.dm->handle);
+	SET_INT(j, "size", c->size);
+}
+
+static void mr_json(const struct object *o, json_t *j)
+{
+	const struct conf_mr *c = o->conf;
+
 	/* Same handle and keys as before the restart (restore.h). */
-	if (o->kind == OBJ_MR && o->u.mr.restored)
+	if (o->u.mr.restored)
 		json_object_set_new(j, "restored", json_true());
-	switch (o->kind) {
-	case OBJ_MEMORY: {
-		const struct conf_memory *c = o->conf;
-		struct stat st;
-
-		SET_INT(j, "size", c->size);
-		SET_STR(j, "backing", mem_backing_name(c->backing));
-		SET_STR(j, "path", c->path);
-		/* hugetlbfs gives its page size as the block size. */
-		if (c->backing == MEM_HUGETLB && o->u.mem.fd >= 0 &&
-		    !fstat(o->u.mem.fd, &st))
-			SET_INT(j, "page_size", st.st_blksize);
-		break;
+	SET_INT(j, "handle", o->u.mr.mr->handle);
+	SET_STR(j, "pd", c->pd);
+	SET_STR(j, "memory", c->memory);
+	SET_STR(j, "dm", c->dm);
+	SET_INT(j, "lkey", o->u.mr.mr->lkey);
+	SET_INT(j, "rkey", o->u.mr.mr->rkey);
+	if (!c->memory && !c->dm) {
+		/* The whole address space: no length or offset. */
+		json_object_set_new(j, "implicit", json_true());
+	} else {
+		SET_INT(j, "length", o->u.mr.mr->length);
+		SET_INT(j, "offset", c->offset);
+		SET_INT(j, "iova", o->u.mr.iova);
 	}
-	case OBJ_XRCD: {
-		const struct conf_xrcd *c = o->conf;
+	json_object_set_new(j, "zero_based", json_boolean(c->zero_based || c->dm));
+	if (c->odp)
+		json_object_set_new(j, "odp", json_true());
+	json_object_set_new(j, "access", access_json(c->access));
+}
 
-		SET_STR(j, "file", c->file);
-		break;
-	}
-	case OBJ_PD:
-		SET_INT(j, "handle", o->u.pd->handle);
-		break;
-	case OBJ_DM: {
-		const struct conf_dm *c = o->conf;
+static void mw_json(const struct object *o, json_t *j)
+{
+	const struct conf_mw *c = o->conf;
 
-		SET_INT(j, "handle", o->u.dm->handle);
-		SET_INT(j, "size", c->size);
-		break;
-	}
-	case OBJ_MR: {
-		const struct conf_mr *c = o->conf;
+	SET_INT(j, "handle", o->u.mw->handle);
+	SET_STR(j, "pd", c->pd);
+	SET_INT(j, "type", c->type);
+	SET_INT(j, "rkey", o->u.mw->rkey);
+}
 
-		SET_INT(j, "handle", o->u.mr.mr->handle);
-		SET_STR(j, "pd", c->pd);
-		SET_STR(j, "memory", c->memory);
-		SET_STR(j, "dm", c->dm);
-		SET_INT(j, "lkey", o->u.mr.mr->lkey);
-		SET_INT(j, "rkey", o->u.mr.mr->rkey);
-		if (!c->memory && !c->dm) {
-			/* The whole address space: no length or offset. */
-			json_object_set_new(j, "implicit", json_true());
-		} else {
-			SET_INT(j, "length", o->u.mr.mr->length);
-			SET_INT(j, "offset", c->offset);
-			SET_INT(j, "iova", o->u.mr.iova);
-		}
-		json_object_set_new(j, "zero_based",
-				    json_boolean(c->zero_based || c->dm));
-		if (c->odp)
-			json_object_set_new(j, "odp", json_true());
-		json_object_set_new(j, "access", access_json(c->access));
-		break;
-	}
-	case OBJ_MW: {
-		const struct conf_mw *c = o->conf;
+static void cq_json(const struct object *o, json_t *j)
+{
+	SET_INT(j, "handle", o->u.cq.cq->handle);
+	SET_INT(j, "cqe", o->u.cq.cq->cqe);
+	json_object_set_new(j, "channel", json_boolean(o->u.cq.channel != NULL));
+}
 
-		SET_INT(j, "handle", o->u.mw->handle);
-		SET_STR(j, "pd", c->pd);
-		SET_INT(j, "type", c->type);
-		SET_INT(j, "rkey", o->u.mw->rkey);
-		break;
-	}
-	case OBJ_CQ:
-		SET_INT(j, "handle", o->u.cq.cq->handle);
-		SET_INT(j, "cqe", o->u.cq.cq->cqe);
-		json_object_set_new(j, "channel",
-				    json_boolean(o->u.cq.channel != NULL));
-		break;
-	case OBJ_SRQ: {
-		const struct conf_srq *c = o->conf;
-		struct ibv_srq_attr attr;
-		uint32_t num;
+static void srq_json(const struct object *o, json_t *j)
+{
+	const struct conf_srq *c = o->conf;
+	struct ibv_srq_attr attr;
+	uint32_t num;
 
-		SET_INT(j, "handle", o->u.srq->handle);
-		SET_STR(j, "type", srq_kind_name(c->type));
-		SET_STR(j, "pd", c->pd);
-		if (!ibv_query_srq(o->u.srq, &attr)) {
-			SET_INT(j, "max_wr", attr.max_wr);
-			SET_INT(j, "max_sge", attr.max_sge);
-			SET_INT(j, "srq_limit", attr.srq_limit);
-		}
-		if (c->type == SRQK_XRC && !ibv_get_srq_num(o->u.srq, &num))
-			SET_INT(j, "srq_num", num);
-		break;
+	SET_INT(j, "handle", o->u.srq->handle);
+	SET_STR(j, "type", srq_kind_name(c->type));
+	SET_STR(j, "pd", c->pd);
+	if (!ibv_query_srq(o->u.srq, &attr)) {
+		SET_INT(j, "max_wr", attr.max_wr);
+		SET_INT(j, "max_sge", attr.max_sge);
+		SET_INT(j, "srq_limit", attr.srq_limit);
 	}
-	case OBJ_QP:
-		qp_json(o, j);
-		break;
-	case OBJ_TARGET: {
-		const struct conf_target *c = o->conf;
-		json_t *cfg = config_object_json(OBJ_TARGET, c);
+	if (c->type == SRQK_XRC && !ibv_get_srq_num(o->u.srq, &num))
+		SET_INT(j, "srq_num", num);
+}
 
-		/* The token is a secret: only whether there is one shows. */
-		if (cfg && c->token)
-			json_object_set_new(cfg, "token", json_true());
-		SET_STR(j, "listen", c->listen);
-		SET_STR(j, "pd", c->pd);
-		SET_STR(j, "cq", c->cq);
-		json_object_set_new(j, "config", cfg);
-		target_json(o->u.target, j);
-		break;
-	}
-	case OBJ_AH: {
-		const struct conf_ah *c = o->conf;
-		union ibv_gid gid;
-		char text[GID_TEXT_SIZE];
+static void target_obj_json(const struct object *o, json_t *j)
+{
+	const struct conf_target *c = o->conf;
+	json_t *cfg = config_object_json(OBJ_TARGET, c);
 
-		SET_INT(j, "handle", o->u.ah->handle);
-		SET_STR(j, "pd", c->pd);
-		/* The form every GID has in documents, whatever the file's. */
-		if (c->dgid) {
-			config_parse_gid(c->dgid, gid.raw);
-			SET_STR(j, "dgid", gid_text(&gid, text));
-		} else {
-			SET_INT(j, "dlid", c->dlid);
-		}
-		break;
-	}
-	default:
-		break;
+	/* The token is a secret: only whether there is one shows. */
+	if (cfg && c->token)
+		json_object_set_new(cfg, "token", json_true());
+	SET_STR(j, "listen", c->listen);
+	SET_STR(j, "pd", c->pd);
+	SET_STR(j, "cq", c->cq);
+	json_object_set_new(j, "config", cfg);
+	target_json(o->u.target, j);
+}
+
+static void ah_json(const struct object *o, json_t *j)
+{
+	const struct conf_ah *c = o->conf;
+	union ibv_gid gid;
+	char text[GID_TEXT_SIZE];
+
+	SET_INT(j, "handle", o->u.ah->handle);
+	SET_STR(j, "pd", c->pd);
+	/* The form every GID has in documents, whatever the file's. */
+	if (c->dgid) {
+		config_parse_gid(c->dgid, gid.raw);
+		SET_STR(j, "dgid", gid_text(&gid, text));
+	} else {
+		SET_INT(j, "dlid", c->dlid);
 	}
 }
+
+/* A ready object's own fields, by kind. */
+static void (*const ready_json[OBJ_KIND_MAX])(const struct object *o,
+					      json_t *j) = {
+	[OBJ_MEMORY] = memory_json,
+	[OBJ_XRCD] = xrcd_json,
+	[OBJ_PD] = pd_json,
+	[OBJ_DM] = dm_json,
+	[OBJ_MR] = mr_json,
+	[OBJ_MW] = mw_json,
+	[OBJ_CQ] = cq_json,
+	[OBJ_SRQ] = srq_json,
+	[OBJ_QP] = qp_json,
+	[OBJ_TARGET] = target_obj_json,
+	[OBJ_AH] = ah_json,
+};
 
 json_t *object_json(const struct object *o)
 {
@@ -351,8 +366,8 @@ json_t *object_json(const struct object *o)
 		return NULL;
 	/* A draining object outlived its configuration: only its name is
 	 * left of it. */
-	if (o->state == OBJ_READY)
-		ready_json(o, j);
+	if (o->state == OBJ_READY && ready_json[o->kind])
+		ready_json[o->kind](o, j);
 	/* A QP can fail its transition while it exists. */
 	if (o->state == OBJ_FAILED && o->kind == OBJ_QP && o->u.qp.qp)
 		qp_json(o, j);

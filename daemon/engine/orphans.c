@@ -13,7 +13,6 @@
 #include <time.h>
 
 #include "log.h"
-#include "manager.h"
 #include "orphans.h"
 #include "profile.h"
 #include "qphealth.h"
@@ -36,7 +35,7 @@ struct seen_ctx {
 };
 
 struct orphans {
-	struct manager *m;
+	struct orphans_owner owner;
 	struct rdmanl *nl;
 	sd_event_source *io, *timer, *soon;
 	/* The scan under way: each device's dumps, one at a time. */
@@ -185,7 +184,7 @@ static enum owner owner_of(struct orphans *o, const struct profile *p,
 			   const struct held *h, const struct rdmanl_res *r,
 			   struct pid_cache *pc)
 {
-	const struct manager_sessions *s = &o->m->sessions;
+	const struct orphans_owner *w = &o->owner;
 	pid_t tgid;
 
 	if (holds_number(h, r))
@@ -214,7 +213,7 @@ static enum owner owner_of(struct orphans *o, const struct profile *p,
 	tgid = (r->has & RDMANL_HAS_PID) ? tgid_of(pc, r->pid) : 0;
 	if (tgid && tgid == getpid())
 		return OWNER_DAEMON;
-	if (tgid && s->attached && s->attached(s->ud, p->conf->name, tgid))
+	if (tgid && w->attached(w->ud, p->conf->name, tgid))
 		return OWNER_CLIENT;
 	/* A live process (the kernel names it: it is alive, even where
 	 * /proc hides it from us, as the unit's ProtectProc= does) with
@@ -334,21 +333,22 @@ static int device_err(const struct orphans *o, uint32_t dev_index)
  * previous run left behind (kept_orphans) does not retire it alone. */
 static bool retire_due(const struct orphans *o, const struct profile *p)
 {
-	const struct manager_sessions *s = &o->m->sessions;
+	const struct orphans_owner *w = &o->owner;
 
 	return p->view.n_orphan > p->kept_orphans && p->ctx &&
 	       !profile_busy(p) &&
 	       (p->state == PROFILE_READY || p->state == PROFILE_DEGRADED) &&
 	       !profile_leased(p) &&
-	       !(s->attached && s->attached(s->ud, p->conf->name, 0));
+	       !w->attached(w->ud, p->conf->name, 0);
 }
 
 static void sort_all(struct orphans *o)
 {
-	struct manager *m = o->m;
+	size_t n;
+	struct profile *const *profiles = o->owner.profiles(o->owner.ud, &n);
 
-	for (size_t i = 0; i < m->n_profiles; i++) {
-		struct profile *p = m->profiles[i];
+	for (size_t i = 0; i < n; i++) {
+		struct profile *p = profiles[i];
 		struct ctx_view v;
 		size_t before = p->view.n_orphan;
 
@@ -398,7 +398,7 @@ static void sort_all(struct orphans *o)
 				 v.n_orphan);
 			log_notice("profile %s: %s; opening a fresh one",
 				   p->conf->name, reason);
-			manager_renew_context(m, p, reason);
+			o->owner.retire(o->owner.ud, p, reason);
 		}
 	}
 }
@@ -432,12 +432,11 @@ static void scan_clear(struct orphans *o)
 
 static void scan_end(struct orphans *o)
 {
-	o->m->orphan_scans++;
+	bool failed = false;
+
 	for (size_t i = 0; i < o->n_devs; i++)
-		if (o->dev_err[i] < 0) {
-			o->m->orphan_scan_failures++;
-			break;
-		}
+		failed |= o->dev_err[i] < 0;
+	o->owner.scanned(o->owner.ud, failed);
 	sort_all(o);
 	scan_clear(o);
 	if (o->again) {
@@ -485,7 +484,7 @@ static void scan_next(struct orphans *o, bool advance)
 		if (!o->io) {
 			r = o->nl ? 0 : rdmanl_open(false, &o->nl);
 			if (r >= 0)
-				r = sd_event_add_io(o->m->event, &o->io,
+				r = sd_event_add_io(o->owner.event, &o->io,
 						    rdmanl_fd(o->nl), EPOLLIN,
 						    on_readable, o);
 			/* After the clients and the front ends. */
@@ -539,19 +538,20 @@ static int on_readable(sd_event_source *es, int fd, uint32_t revents,
 
 static void scan_start(struct orphans *o)
 {
-	struct manager *m = o->m;
+	size_t n;
+	struct profile *const *profiles = o->owner.profiles(o->owner.ud, &n);
 
 	o->running = true;
-	sd_event_now(m->event, CLOCK_MONOTONIC, &o->last_start);
-	o->devs = calloc(m->n_profiles + 1, sizeof(*o->devs));
-	o->dev_err = calloc(m->n_profiles + 1, sizeof(*o->dev_err));
-	o->ctxs = calloc(m->n_profiles + 1, sizeof(*o->ctxs));
+	sd_event_now(o->owner.event, CLOCK_MONOTONIC, &o->last_start);
+	o->devs = calloc(n + 1, sizeof(*o->devs));
+	o->dev_err = calloc(n + 1, sizeof(*o->dev_err));
+	o->ctxs = calloc(n + 1, sizeof(*o->ctxs));
 	if (!o->devs || !o->dev_err || !o->ctxs) {
 		scan_clear(o);
 		return;
 	}
-	for (size_t i = 0; i < m->n_profiles; i++) {
-		const struct profile *p = m->profiles[i];
+	for (size_t i = 0; i < n; i++) {
+		const struct profile *p = profiles[i];
 		bool known = false;
 
 		if (!p->ctx || profile_busy(p))
@@ -624,11 +624,11 @@ void orphans_request(struct orphans *o)
 	if (o->soon)
 		return;
 	if (o->last_start &&
-	    sd_event_now(o->m->event, CLOCK_MONOTONIC, &now) >= 0 &&
+	    sd_event_now(o->owner.event, CLOCK_MONOTONIC, &now) >= 0 &&
 	    now - o->last_start < SCAN_GAP_USEC &&
 	    SCAN_GAP_USEC - (now - o->last_start) > delay)
 		delay = SCAN_GAP_USEC - (now - o->last_start);
-	if (sd_event_add_time_relative(o->m->event, &o->soon, CLOCK_MONOTONIC,
+	if (sd_event_add_time_relative(o->owner.event, &o->soon, CLOCK_MONOTONIC,
 				       delay, 10000, on_soon, o) < 0)
 		o->soon = NULL;
 }
@@ -644,15 +644,15 @@ static int on_timer(sd_event_source *es, uint64_t usec, void *ud)
 	return 0;
 }
 
-int orphans_new(struct manager *m, struct orphans **out)
+int orphans_new(const struct orphans_owner *owner, struct orphans **out)
 {
 	struct orphans *o = calloc(1, sizeof(*o));
 	int r;
 
 	if (!o)
 		return -ENOMEM;
-	o->m = m;
-	r = sd_event_add_time_relative(m->event, &o->timer, CLOCK_MONOTONIC,
+	o->owner = *owner;
+	r = sd_event_add_time_relative(owner->event, &o->timer, CLOCK_MONOTONIC,
 				       ORPHANS_SCAN_SECONDS * 1000000ULL,
 				       1000000, on_timer, o);
 	if (r < 0) {

@@ -21,14 +21,34 @@
 #define RDMAD_ORPHANS_H
 
 #include <jansson.h>
+#include <stdbool.h>
+#include <sys/types.h>
+#include <systemd/sd-event.h>
 
-struct manager;
 struct orphans;
 struct profile;
 
 #define ORPHANS_SCAN_SECONDS 10
 
-int orphans_new(struct manager *m, struct orphans **out);
+/*
+ * What the scans need of their owner (the manager), lent at creation:
+ * the scans never call it by name.
+ */
+struct orphans_owner {
+	sd_event *event;
+	/* The running profiles, as they are now (a reload replaces them). */
+	struct profile *const *(*profiles)(void *ud, size_t *n);
+	/* Is process pid (0: any) attached to the profile? */
+	bool (*attached)(void *ud, const char *profile, pid_t pid);
+	/* The policy says retire p's context: close it, with what is left
+	 * in it, and create p's objects again in a fresh one. */
+	void (*retire)(void *ud, struct profile *p, const char *reason);
+	/* A scan ended; failed: some device's dumps could not be read. */
+	void (*scanned)(void *ud, bool failed);
+	void *ud;
+};
+
+int orphans_new(const struct orphans_owner *owner, struct orphans **out);
 struct orphans *orphans_free(struct orphans *o);
 /* Scan soon (after a lease ends: a client may have died). */
 void orphans_request(struct orphans *o);

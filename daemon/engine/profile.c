@@ -6,51 +6,10 @@
 #include "devmatch.h"
 #include "events.h"
 #include "log.h"
-#include "manager.h"
 #include "objects.h"
 #include "profile.h"
 #include "profile_internal.h"
 #include "restore.h"
-
-static const char *const state_names[] = {
-	[OBJ_PENDING] = "pending",
-	[OBJ_READY] = "ready",
-	[OBJ_FAILED] = "failed",
-	[OBJ_DRAINING] = "draining",
-	[OBJ_CREATING] = "creating",
-};
-
-static const char *const action_names[] = {
-	[ACT_KEEP] = "keep",
-	[ACT_RECREATE] = "recreate",
-	[ACT_CREATE] = "create",
-	[ACT_REMOVE] = "remove",
-	[ACT_UPDATE] = "update",
-	[ACT_RETRY] = "retry",
-};
-
-static const char *const profile_state_names[] = {
-	[PROFILE_PENDING] = "pending",
-	[PROFILE_READY] = "ready",
-	[PROFILE_DEGRADED] = "degraded",
-	[PROFILE_FAILED] = "failed",
-	[PROFILE_CREATING] = "creating",
-};
-
-const char *obj_state_name(enum obj_state s)
-{
-	return state_names[s];
-}
-
-const char *obj_action_name(enum obj_action a)
-{
-	return action_names[a];
-}
-
-const char *profile_state_name(enum profile_state s)
-{
-	return profile_state_names[s];
-}
 
 static void profile_set_state(struct profile *p, enum profile_state s,
 			      const char *fmt, ...) _printf_(3, 4);
@@ -78,7 +37,7 @@ static void profile_set_state(struct profile *p, enum profile_state s,
 json_t *profile_event_body(const struct profile *p)
 {
 	json_t *j = json_pack("{s:s, s:s}", "profile", p->conf->name, "state",
-			      profile_state_names[p->state]);
+			      profile_state_name(p->state));
 
 	if (j && p->ibdev[0])
 		json_object_set_new(j, "device", json_string(p->ibdev));
@@ -111,30 +70,6 @@ void profile_object_announce(struct profile *p, const struct object *o)
 	if (j && o->reason && o->state == OBJ_FAILED)
 		json_object_set_new(j, "reason", json_string(o->reason));
 	events_publish(p->events, "object_state", j);
-}
-
-void profile_touch(struct profile *p)
-{
-	static uint64_t generations;
-
-	p->generation = ++generations;
-}
-
-/* The objects are the config's declarations, in its order: its name
- * index finds them (the names are not indexed twice). */
-struct object *profile_find(struct profile *p, enum obj_kind kind,
-			    const char *name)
-{
-	const char *c;
-
-	if (!p->conf) /* retired: nothing left to find */
-		return NULL;
-	c = conf_obj_find(p->conf, kind, name);
-	if (!c)
-		return NULL;
-	return &p->objects[p->kind_start[kind] +
-			   (size_t)(c - (const char *)p->conf->objs[kind]) /
-				   conf_obj_size(kind)];
 }
 
 /* The objects o refers to. Without links: those it waits for, i.e. all
@@ -861,34 +796,6 @@ bool profile_retire(struct profile *p)
 	return p->n_draining > 0;
 }
 
-struct object *profile_find_serial(struct profile *p, enum obj_kind kind,
-				   const char *name, uint64_t serial)
-{
-	for (size_t i = 0; i < p->n_objects; i++)
-		if (p->objects[i].serial == serial &&
-		    p->objects[i].kind == kind && streq(object_name(&p->objects[i]), name))
-			return &p->objects[i];
-	for (size_t i = 0; i < p->n_draining; i++)
-		if (p->draining[i].serial == serial &&
-		    p->draining[i].kind == kind && streq(object_name(&p->draining[i]), name))
-			return &p->draining[i];
-	return NULL;
-}
-
-bool profile_leased(const struct profile *p)
-{
-	for (size_t i = 0; i < p->n_objects; i++)
-		if (p->objects[i].leases)
-			return true;
-	return p->n_draining > 0;
-}
-
-void ctx_view_clear(struct ctx_view *v)
-{
-	free(v->orphan);
-	*v = (struct ctx_view){ 0 };
-}
-
 void profile_release(struct profile *p, struct object *o)
 {
 	if (o->leases)
@@ -923,7 +830,7 @@ json_t *profile_json(const struct profile *p, int detail)
 {
 	json_t *j = json_pack("{s:s, s:s, s:s, s:i}", "name", p->conf->name,
 			      "device", p->dev->name, "state",
-			      profile_state_names[p->state], "port",
+			      profile_state_name(p->state), "port",
 			      p->dev->port);
 	json_t *objs;
 

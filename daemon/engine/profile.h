@@ -248,12 +248,18 @@ struct profile *profile_free(struct profile *p);
  */
 bool profile_retire(struct profile *p);
 
-/* The object of this incarnation (serial), running or draining. */
-struct object *profile_find_serial(struct profile *p, enum obj_kind kind,
-				   const char *name, uint64_t serial);
 /* One lease of o ends; a draining object without leases is destroyed. */
 void profile_release(struct profile *p, struct object *o);
 
+/*
+ * profile_index.c: what the rest of the engine reads a profile by. It
+ * calls nothing of the engine, so that the objects' code below profile.c
+ * (objects.c, objects_json.c) and the scans (orphans.c, qphealth.c) may
+ * use it without calling back up.
+ */
+/* The object of this incarnation (serial), running or draining. */
+struct object *profile_find_serial(struct profile *p, enum obj_kind kind,
+				   const char *name, uint64_t serial);
 struct object *profile_find(struct profile *p, enum obj_kind kind,
 			    const char *name);
 /* Something that shows in the profile's documents changed outside the

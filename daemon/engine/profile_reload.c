@@ -84,56 +84,45 @@ static void take_memory(struct profile *next, struct profile *old)
 	}
 }
 
-int profile_reload(struct profile *next, struct profile *old,
-		   void (*report)(void *ud, const struct object *o,
-				  enum obj_action a),
-		   void *ud)
+/* A reload of one profile under way: what each object of next does. */
+struct diff {
+	struct profile *next, *old;
+	bool *keep;  /* takes over its namesake in old */
+	bool *retry; /* failed in old, declared the same: tried again */
+	int *mask;   /* >= 0: kept, a QP changed in place (these attributes) */
+	void (*report)(void *ud, const struct object *o, enum obj_action a);
+	void *ud;
+};
+
+/* Another device, or none yet: old stops, next starts over (its memory
+ * taken from old). Only what is really being created is reported. */
+static void start_over(struct diff *d)
 {
-	_cleanup_free_ bool *keep = NULL, *retry = NULL;
-	_cleanup_free_ int *mask = NULL;
-	struct burial *b = NULL;
-	int r;
+	struct profile *next = d->next, *old = d->old;
+	bool had = old->ctx != NULL;
 
-	/* What old is still creating stops here; what ran is kept or
-	 * destroyed like the rest. What an earlier reload buried goes
-	 * first: a parent may be buried now. */
-	profile_cancel_creation(old);
-	profile_bury_wait(old);
-	/* Another device, or none yet: start over. */
-	if (!old->ctx || !conf_device_equal(next->dev, old->dev)) {
-		bool had = old->ctx != NULL;
+	for (size_t i = 0; had && i < old->n_objects; i++)
+		if (!profile_find(next, old->objects[i].kind,
+				  object_name(&old->objects[i])))
+			d->report(d->ud, &old->objects[i], ACT_REMOVE);
+	take_memory(next, old);
+	profile_stop(old, "reloaded");
+	if (profile_start(next) < 0)
+		return;
+	for (size_t i = 0; i < next->n_objects; i++) {
+		struct object *o = &next->objects[i];
 
-		for (size_t i = 0; had && i < old->n_objects; i++)
-			if (!profile_find(next, old->objects[i].kind,
-					  object_name(&old->objects[i])))
-				report(ud, &old->objects[i], ACT_REMOVE);
-		take_memory(next, old);
-		profile_stop(old, "reloaded");
-		/* Only what is really being created is reported. */
-		if (profile_start(next) < 0)
-			return 0;
-		for (size_t i = 0; i < next->n_objects; i++) {
-			struct object *o = &next->objects[i];
-
-			report(ud, o,
-			       !o->todo ? ACT_KEEP
-			       : had && profile_find(old, o->kind, object_name(o))
-				       ? ACT_RECREATE
-				       : ACT_CREATE);
-		}
-		return 0;
+		d->report(d->ud, o,
+			  !o->todo ? ACT_KEEP
+			  : had && profile_find(old, o->kind, object_name(o))
+				  ? ACT_RECREATE
+				  : ACT_CREATE);
 	}
+}
 
-	keep = calloc(next->n_objects + 1, sizeof(*keep));
-	retry = calloc(next->n_objects + 1, sizeof(*retry));
-	mask = calloc(next->n_objects + 1, sizeof(*mask));
-	if (!keep || !retry || !mask)
-		return -ENOMEM;
-	r = mark_kept(next, old, keep, mask);
-	if (r < 0)
-		return r;
-
-	/* The context and what was found with it stay. */
+/* The context and what was found with it stay. */
+static void take_context(struct profile *next, struct profile *old)
+{
 	next->ctx = TAKE_PTR(old->ctx);
 	memcpy(next->ibdev, old->ibdev, sizeof(next->ibdev));
 	next->gid_index = old->gid_index;
@@ -146,62 +135,119 @@ int profile_reload(struct profile *next, struct profile *old,
 	next->draining = TAKE_PTR(old->draining);
 	next->n_draining = old->n_draining;
 	old->n_draining = 0;
+}
 
-	for (size_t i = 0; i < next->n_objects; i++) {
-		struct object *o = &next->objects[i];
-		struct object *was = profile_find(old, o->kind, object_name(o));
+/* Each kept object moves from old to next; the rest is to be created. */
+static void take_over(struct diff *d)
+{
+	for (size_t i = 0; i < d->next->n_objects; i++) {
+		struct object *o = &d->next->objects[i];
+		struct object *was = profile_find(d->old, o->kind,
+						  object_name(o));
 
-		if (keep[i]) {
+		if (d->keep[i]) {
 			o->u = was->u;
-			object_adopt(next, o);
+			object_adopt(d->next, o);
 			o->leases = was->leases;
 			o->serial = was->serial;
 			o->state = OBJ_READY;
 			object_forget(was);
-			if (mask[i] < 0)
-				report(ud, o, ACT_KEEP);
+			if (d->mask[i] < 0)
+				d->report(d->ud, o, ACT_KEEP);
 		} else {
 			o->todo = true;
-			retry[i] = was && was->state == OBJ_FAILED &&
-				   conf_obj_equal(o->kind, o->conf, was->conf);
+			d->retry[i] = was && was->state == OBJ_FAILED &&
+				      conf_obj_equal(o->kind, o->conf,
+						     was->conf);
 		}
 	}
-	/* QPs changed in place, once every kept object is in next (a
-	 * peer's QP number comes from there). If the device refuses, the
-	 * QP stays as it was, failed: a reload retries. */
-	for (size_t i = 0; i < next->n_objects; i++) {
-		struct object *o = &next->objects[i];
+}
 
-		if (!keep[i] || mask[i] < 0)
+/* QPs changed in place, once every kept object is in next (a peer's QP
+ * number comes from there). If the device refuses, the QP stays as it
+ * was, failed: a reload retries. */
+static void change_in_place(struct diff *d)
+{
+	for (size_t i = 0; i < d->next->n_objects; i++) {
+		struct object *o = &d->next->objects[i];
+
+		if (!d->keep[i] || d->mask[i] < 0)
 			continue;
-		if (object_qp_change(next, o, mask[i]) < 0)
+		if (object_qp_change(d->next, o, d->mask[i]) < 0)
 			o->state = OBJ_FAILED;
-		report(ud, o, ACT_UPDATE);
+		d->report(d->ud, o, ACT_UPDATE);
 		if (o->state == OBJ_FAILED)
-			profile_object_announce(next, o);
+			profile_object_announce(d->next, o);
 	}
-	/* What old still holds goes, children first; leased objects are
-	 * set apart to drain. */
-	for (size_t i = old->n_objects; i-- > 0;) {
-		struct object *was = &old->objects[i];
+}
 
-		if (!profile_find(next, was->kind, object_name(was)))
-			report(ud, was, ACT_REMOVE);
+/* What old still holds goes, children first, on the workers; leased
+ * objects are set apart to drain. */
+static void bury_rest(struct diff *d)
+{
+	struct burial *b = NULL;
+
+	for (size_t i = d->old->n_objects; i-- > 0;) {
+		struct object *was = &d->old->objects[i];
+
+		if (!profile_find(d->next, was->kind, object_name(was)))
+			d->report(d->ud, was, ACT_REMOVE);
 		if (was->leases && was->state == OBJ_READY &&
-		    profile_add_draining(next, was) == 0)
+		    profile_add_draining(d->next, was) == 0)
 			continue;
 		profile_bury(&b, was);
 	}
-	profile_bury_submit(next, b);
-	for (size_t i = 0; i < next->n_objects; i++) {
-		struct object *o = &next->objects[i];
+	profile_bury_submit(d->next, b);
+}
 
-		if (o->todo)
-			report(ud, o,
-			       !profile_find(old, o->kind, object_name(o)) ? ACT_CREATE
-			       : retry[i]			     ? ACT_RETRY
-								     : ACT_RECREATE);
+/* What next is about to create: new, retried or created again. */
+static void report_todo(struct diff *d)
+{
+	for (size_t i = 0; i < d->next->n_objects; i++) {
+		struct object *o = &d->next->objects[i];
+
+		if (!o->todo)
+			continue;
+		d->report(d->ud, o,
+			  !profile_find(d->old, o->kind, object_name(o))
+				  ? ACT_CREATE
+			  : d->retry[i] ? ACT_RETRY
+					: ACT_RECREATE);
 	}
+}
+
+int profile_reload(struct profile *next, struct profile *old,
+		   void (*report)(void *ud, const struct object *o,
+				  enum obj_action a),
+		   void *ud)
+{
+	_cleanup_free_ bool *keep = NULL, *retry = NULL;
+	_cleanup_free_ int *mask = NULL;
+	struct diff d = { .next = next, .old = old, .report = report, .ud = ud };
+	int r;
+
+	/* What old is still creating stops here; what ran is kept or
+	 * destroyed like the rest. What an earlier reload buried goes
+	 * first: a parent may be buried now. */
+	profile_cancel_creation(old);
+	profile_bury_wait(old);
+	if (!old->ctx || !conf_device_equal(next->dev, old->dev)) {
+		start_over(&d);
+		return 0;
+	}
+	d.keep = keep = calloc(next->n_objects + 1, sizeof(*keep));
+	d.retry = retry = calloc(next->n_objects + 1, sizeof(*retry));
+	d.mask = mask = calloc(next->n_objects + 1, sizeof(*mask));
+	if (!keep || !retry || !mask)
+		return -ENOMEM;
+	r = mark_kept(next, old, keep, mask);
+	if (r < 0)
+		return r;
+	take_context(next, old);
+	take_over(&d);
+	change_in_place(&d);
+	bury_rest(&d);
+	report_todo(&d);
 	profile_stop(old, "replaced by a reload");
 	/* Last: with nothing to create, it settles at once. */
 	profile_create_objects(next);

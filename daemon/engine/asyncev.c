@@ -1,92 +1,22 @@
 // SPDX-License-Identifier: MIT
 /*
- * The manager and the devices: a profile started, stopped and watched
- * on its device, the device's async events published (a port's state,
- * a QP's or a CQ's error, the GID table changing), devices coming and
- * going.
+ * A profile's device context's async events: each published on the
+ * stream (a port's state, a QP's or a CQ's error, the GID table
+ * changing) and acted on where the daemon can (the GID selected again,
+ * a QP's error to qphealth.c, an SRQ's limit armed again). A device
+ * that failed is the caller's to handle: this file calls nothing above
+ * it.
  */
 #include <stdio.h>
 
+#include "asyncev.h"
 #include "devinfo.h"
 #include "devmatch.h"
-#include "devwatch.h"
 #include "events.h"
 #include "gid.h"
 #include "log.h"
-#include "manager.h"
-#include "manager_internal.h"
 #include "objects.h"
-#include "orphans.h"
 #include "qphealth.h"
-
-static void on_async_event(void *ud, const struct ibv_async_event *ev);
-
-void manager_watch_profile(struct manager *m, struct profile *p)
-{
-	int r;
-
-	if (!p->ctx || p->async)
-		return;
-	r = asyncwatch_new(m->event, p->ctx, on_async_event, p, &p->async);
-	if (r < 0)
-		log_warn(r, "profile %s: cannot watch async events of %s",
-			 p->conf->name, p->ibdev);
-}
-
-/* Stop p; lost: its device went (memory stays for its return). */
-void manager_stop_profile(struct manager *m, struct profile *p,
-			 const char *reason, bool lost)
-{
-	bool was_busy = profile_busy(p);
-	char ibdev[sizeof(p->ibdev)];
-
-	snprintf(ibdev, sizeof(ibdev), "%s", p->ibdev);
-	p->async = asyncwatch_free(p->async);
-	if (lost)
-		profile_lose_device(p, reason);
-	else
-		profile_stop(p, reason);
-	if (lost) {
-		/* After our own context is closed: the device can go as soon
-		 * as the sessions' contexts are closed too. */
-		struct manager_event ev = { MANAGER_DEVICE_LOST, p, ibdev,
-					    reason };
-
-		manager_announce_event(m, &ev);
-	}
-	manager_announce(m, MANAGER_PROFILE_CHANGED, p);
-	/* A creation it cut short may have been the last one under way. */
-	if (was_busy && !m->reloading && !manager_busy(m))
-		manager_announce(m, MANAGER_SETTLED, NULL);
-}
-
-/* Start p; its creation goes on on the workers, logged when it settles. */
-void manager_start_profile(struct manager *m, struct profile *p)
-{
-	profile_start(p);
-	manager_watch_profile(m, p);
-	if (!profile_busy(p))
-		manager_log_profile(p);
-	manager_announce(m, MANAGER_PROFILE_CHANGED, p);
-}
-
-void manager_log_profile(const struct profile *p)
-{
-	for (size_t k = 0; k < p->n_objects; k++)
-		if (p->objects[k].state == OBJ_FAILED)
-			log_object(LOG_WARNING, 0, p->conf->name,
-				   obj_kind_name(p->objects[k].kind),
-				   object_name(&p->objects[k]),
-				   "profile %s: %s %s failed: %s",
-				   p->conf->name,
-				   obj_kind_name(p->objects[k].kind),
-				   object_name(&p->objects[k]),
-				   p->objects[k].reason);
-	log_object(LOG_INFO, 0, p->conf->name, "profile", NULL,
-		 "profile %s: %s%s%s", p->conf->name,
-		 profile_state_name(p->state), p->reason ? ": " : "",
-		 p->reason ? p->reason : "");
-}
 
 /* The verbs' async event types, as the stream names them. */
 static const char *async_event_name(enum ibv_event_type t)
@@ -159,7 +89,7 @@ static struct object *async_object(struct profile *p,
 
 /* One async event of p's context, on the stream: the profile, the
  * device, and the port (with its state now) or the object it is about. */
-static void publish_async(struct manager *m, struct profile *p,
+static void publish_async(struct events *events, struct profile *p,
 			  const struct ibv_async_event *ev, struct object *o)
 {
 	json_t *j = json_pack("{s:s, s:s}", "profile", p->conf->name, "device",
@@ -198,14 +128,14 @@ static void publish_async(struct manager *m, struct profile *p,
 			json_object_set_new(j, "qp_num",
 					    json_integer(o->u.qp.qp->qp_num));
 	}
-	events_publish(m->events, async_event_name(ev->event_type), j);
+	events_publish(events, async_event_name(ev->event_type), j);
 }
 
 /* The port's GID table changed (an address came or went): select the
  * profile's GID again, as at start. QPs already connected keep theirs;
  * what is set up from now on (attaches, endpoints, QPs brought up) uses
  * the new one. */
-static void reselect_gid(struct manager *m, struct profile *p)
+static void reselect_gid(struct events *events, struct profile *p)
 {
 	union ibv_gid gid;
 	char before[GID_TEXT_SIZE], after[GID_TEXT_SIZE];
@@ -236,22 +166,20 @@ static void reselect_gid(struct manager *m, struct profile *p)
 		      "device", p->ibdev, "port", p->dev->port, "gid_index",
 		      idx, "gid", after);
 	if (j)
-		events_publish(m->events, "gid_selected", j);
+		events_publish(events, "gid_selected", j);
 	profile_touch(p);
 }
 
-static void on_async_event(void *ud, const struct ibv_async_event *ev)
+bool asyncev_handle(struct events *events, struct profile *p,
+		    const struct ibv_async_event *ev)
 {
-	struct profile *p = ud;
-	struct manager *m = p->changed_ud;
 	struct object *o = async_object(p, ev);
-	char reason[128];
 	int r;
 
-	publish_async(m, p, ev, o);
+	publish_async(events, p, ev, o);
 	if (ev->event_type == IBV_EVENT_GID_CHANGE &&
 	    ev->element.port_num == p->dev->port)
-		reselect_gid(m, p);
+		reselect_gid(events, p);
 	if ((ev->event_type == IBV_EVENT_QP_FATAL ||
 	     ev->event_type == IBV_EVENT_QP_REQ_ERR ||
 	     ev->event_type == IBV_EVENT_QP_ACCESS_ERR) && o)
@@ -266,56 +194,12 @@ static void on_async_event(void *ud, const struct ibv_async_event *ev)
 				   "again, ignoring",
 				   p->conf->name, object_name(o));
 	}
-	if (ev->event_type != IBV_EVENT_DEVICE_FATAL) {
-		/* A QP or port may have changed state behind our back. */
-		profile_touch(p);
-		log_info("profile %s: async event on %s: %s%s%s", p->conf->name,
-			 p->ibdev, ibv_event_type_str(ev->event_type),
-			 o ? " on " : "", o ? object_name(o) : "");
-		return;
-	}
-	snprintf(reason, sizeof(reason), "device %s failed or was removed",
-		 p->ibdev);
-	log_ctx(LOG_WARNING, 0,
-		&(struct log_ctx){ .profile = p->conf->name,
-				   .kind = "profile",
-				   .message_id = MSGID_DEVICE_GONE },
-		"profile %s: %s; waiting for it to come back", p->conf->name,
-		reason);
-	manager_stop_profile(m, p, reason, true);
-}
-
-void manager_on_device(void *ud, const char *ibdev, enum devwatch_action a)
-{
-	struct manager *m = ud;
-
-	log_ctx(LOG_INFO, 0,
-		&(struct log_ctx){ .message_id = a == DEVWATCH_ADD
-							 ? NULL
-							 : MSGID_DEVICE_GONE },
-		"device %s %s", ibdev,
-		a == DEVWATCH_ADD ? "appeared" : "went away");
-	events_publishf(m->events,
-			a == DEVWATCH_ADD ? "device_added" : "device_removed",
-			"{s:s}", "device", ibdev);
-	/* What removed profiles still drain on it goes with it. */
-	for (size_t i = m->n_retired; a == DEVWATCH_REMOVE && i-- > 0;)
-		if (streq(m->retired[i]->ibdev, ibdev)) {
-			profile_free(m->retired[i]);
-			m->retired[i] = m->retired[--m->n_retired];
-		}
-	for (size_t i = 0; i < m->n_profiles; i++) {
-		struct profile *p = m->profiles[i];
-		char reason[128];
-
-		if (a == DEVWATCH_REMOVE && p->ctx && streq(p->ibdev, ibdev)) {
-			snprintf(reason, sizeof(reason),
-				 "device %s was removed", ibdev);
-			manager_stop_profile(m, p, reason, true);
-			manager_log_profile(p);
-		} else if (a == DEVWATCH_ADD && !p->ctx &&
-			   devmatch_matches(p->dev, ibdev)) {
-			manager_start_profile(m, p);
-		}
-	}
+	if (ev->event_type == IBV_EVENT_DEVICE_FATAL)
+		return true;
+	/* A QP or port may have changed state behind our back. */
+	profile_touch(p);
+	log_info("profile %s: async event on %s: %s%s%s", p->conf->name,
+		 p->ibdev, ibv_event_type_str(ev->event_type),
+		 o ? " on " : "", o ? object_name(o) : "");
+	return false;
 }
