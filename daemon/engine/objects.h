@@ -3,7 +3,7 @@
 #ifndef RDMAD_OBJECTS_H
 #define RDMAD_OBJECTS_H
 
-#include "profile.h"
+#include "profile_index.h"
 
 /*
  * Make o's verbs object in p (its dependencies are ready). On a worker

@@ -7,7 +7,7 @@
  * objects' own code (objects.c, objects_json.c) and the scans (orphans.c,
  * qphealth.c) use these; profile.c, which calls those, does too.
  */
-#include "profile.h"
+#include "profile_index.h"
 
 static const char *const state_names[] = {
 	[OBJ_PENDING] = "pending",

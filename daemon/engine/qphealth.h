@@ -25,7 +25,7 @@
 
 #include <stddef.h>
 
-#include "profile.h"
+#include "profile_index.h"
 #include "rdmanl.h"
 
 /* o, a ready QP of p, is in error: why says how we know. Nothing when it

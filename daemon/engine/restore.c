@@ -8,7 +8,7 @@
 #include <uthash.h>
 
 #include "log.h"
-#include "profile.h"
+#include "profile_index.h"
 #include "restore.h"
 #include "util.h"
 
