@@ -120,7 +120,9 @@ def test_attach_not_ready_then_waiting_attach(rdmad, run_dir):
     port = free_port()
     d = start(rdmad, run_dir, big_conf(run_dir, port))
     assert settle(lambda: creating(d) is not None, 60), d.log()
-    c = Client(d.sock)
+    # The socket waits as long as the waiting attach below may (the 1 GiB
+    # registration took over 30 s on a busy emulated machine).
+    c = Client(d.sock, timeout=130)
     t, doc, fds = c.call(ATTACH, {"profile": "p", "mode": "local"})
     if creating(d) is not None:
         assert t == ERROR, doc
