@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
 #include <grp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
@@ -11,7 +10,6 @@
 #include "log.h"
 #include "proto.h"
 #include "sysd.h"
-#include "utf8.h"
 
 struct uid_count {
 	uid_t uid;
@@ -27,100 +25,6 @@ struct uid_count {
 #define PRIO_ACCEPT (SD_EVENT_PRIORITY_IMPORTANT)
 #define PRIO_NEW_SESSION (SD_EVENT_PRIORITY_NORMAL - 10)
 #define PRIO_SESSION (SD_EVENT_PRIORITY_NORMAL)
-/* ---- who the peer is ---- */
-
-/* The peer's groups, from the kernel (SO_PEERGROUPS): what the process
- * holds, with no directory lookup. */
-static int peer_groups(struct session *s)
-{
-	socklen_t len = 64 * sizeof(gid_t);
-
-	for (;;) {
-		gid_t *g = realloc(s->groups, len ? len : sizeof(gid_t));
-
-		if (!g)
-			return -ENOMEM;
-		s->groups = g;
-		if (getsockopt(s->fd, SOL_SOCKET, SO_PEERGROUPS, g, &len) == 0)
-			break;
-		if (errno != ERANGE)
-			return -errno;
-	}
-	s->n_groups = len / sizeof(gid_t);
-	return 0;
-}
-
-static bool peer_in_group(const struct session *s, gid_t gid)
-{
-	if (s->cred.gid == gid)
-		return true;
-	for (size_t i = 0; i < s->n_groups; i++)
-		if (s->groups[i] == gid)
-			return true;
-	return false;
-}
-
-bool session_allowed(const struct conf_profile *p, const struct session *s)
-{
-	if (s->cred.uid == 0)
-		return true;
-	for (size_t i = 0; i < p->n_admit_uids; i++)
-		if (p->admit_uids[i] == s->cred.uid)
-			return true;
-	for (size_t i = 0; i < p->n_admit_gids; i++)
-		if (peer_in_group(s, p->admit_gids[i]))
-			return true;
-	return false;
-}
-
-/* ---- sending ---- */
-
-int session_send_json(struct session *s, uint16_t type, uint32_t id,
-		      json_t *payload, const int *fds, size_t n_fds)
-{
-	struct proto_msg m;
-	int r;
-
-	proto_msg_init(&m);
-	m.type = type;
-	m.id = id;
-	m.payload = payload;
-	for (size_t i = 0; i < n_fds; i++)
-		m.fds[i] = fds[i];
-	m.n_fds = n_fds;
-	r = proto_send(s->fd, &m);
-	json_decref(payload);
-	return r;
-}
-
-/* A payload already in JSON text (a cached document, a fixed answer). */
-int session_send_text(struct session *s, uint16_t type, uint32_t id,
-		      const void *payload, size_t len)
-{
-	return proto_send_text(s->fd, type, id, payload, len, NULL, 0);
-}
-
-int session_send_error(struct session *s, uint32_t id, const char *code,
-		       const char *fmt, ...)
-{
-	_cleanup_free_ char *clean = NULL;
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	/* Names are quoted as the client sent them: never cut inside a
-	 * character, so that the message stays UTF-8 (JSON). */
-	utf8_trim_cut(msg);
-	if (!utf8_valid(msg))
-		clean = utf8_sanitize(msg);
-	return session_send_json(s, PROTO_ERROR, id,
-			 json_pack("{s:{s:s, s:s}}", "error", "code", code,
-				   "message", clean ? clean : msg),
-			 NULL, 0);
-}
-
 /* ---- sessions ---- */
 
 static void uid_count_put(struct control *c, uid_t uid)
@@ -134,7 +38,8 @@ static void uid_count_put(struct control *c, uid_t uid)
 	}
 }
 
-void session_free(struct session *s)
+/* End s: its attachments are released, its waits forgotten. */
+static void session_free(struct session *s)
 {
 	struct control *c = s->c;
 
@@ -517,7 +422,7 @@ static void accept_one(struct control *c, int cfd)
 	s->id = ++c->next_session;
 	s->boost = SESSION_BOOST_MESSAGES;
 	sd_event_now(c->m->event, CLOCK_MONOTONIC, &s->last_active);
-	r = peer_groups(s);
+	r = session_read_groups(s);
 	if (r < 0) {
 		free(s->groups);
 		free(s);
@@ -525,7 +430,7 @@ static void accept_one(struct control *c, int cfd)
 		return;
 	}
 	s->admin = s->cred.uid == 0 ||
-		   (admin >= 0 && peer_in_group(s, (gid_t)admin));
+		   (admin >= 0 && session_in_group(s, (gid_t)admin));
 	r = sd_event_add_io(c->m->event, &s->io, cfd, EPOLLIN, on_session, s);
 	if (r >= 0)
 		r = sd_event_source_set_priority(s->io, PRIO_NEW_SESSION);
@@ -596,6 +501,13 @@ static void control_stats(void *ud, struct session_stats *out);
 static void control_front_stats(void *ud, struct front_stats *out);
 static json_t *control_sessions_json(void *ud);
 static bool control_attached(void *ud, const char *profile, pid_t pid);
+
+/* A waiting attach answered late could not be sent: the session ends. */
+static void on_attach_failed(void *ud, struct session *s)
+{
+	(void)ud;
+	session_free(s);
+}
 
 static int resolve_group(const char *name, gid_t *gid)
 {
@@ -703,7 +615,7 @@ listening:
 		return r;
 	c->pause = (struct accept_pause){ .io = c->io,
 					  .what = "control socket" };
-	r = control_attach_start(c);
+	r = control_attach_start(c, on_attach_failed, c);
 	if (r < 0)
 		return r;
 	manager_set_sessions(m, &(struct manager_sessions){

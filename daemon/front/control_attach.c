@@ -354,7 +354,7 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 		/* Answered in full, as if it had come now. */
 		if (control_attach(s, id, req) < 0) {
 			json_decref(req);
-			session_free(s);
+			c->attach_failed(c->attach_failed_ud, s);
 			/* The list may have lost more than w. */
 			next = c->waiters;
 			continue;
@@ -854,9 +854,14 @@ void control_waiters_drop(struct control *c, struct session *s)
 	}
 }
 
-int control_attach_start(struct control *c)
+int control_attach_start(struct control *c,
+			 void (*failed)(void *ud, struct session *s), void *ud)
 {
-	int r = events_subscribe(c->m->events, on_session_event, c);
+	int r;
+
+	c->attach_failed = failed;
+	c->attach_failed_ud = ud;
+	r = events_subscribe(c->m->events, on_session_event, c);
 
 	if (r < 0)
 		return r;

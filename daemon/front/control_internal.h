@@ -1,9 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The control socket's parts, for its files only: control.c (the socket,
- * sessions, sending), control_attach.c (ATTACH, DETACH, REPORT and what
- * attachments hear), control_request.c (REQUEST, and the REPLYs it
- * caches) and control_stream.c (the event stream of a session).
+ * The control socket's parts, for its files only. Calls go one way,
+ * down this list; no file calls one above it:
+ *
+ *   control.c          the face: the socket, admission, sessions and
+ *                      their messages, start and stop
+ *   control_attach.c   ATTACH, DETACH, REPORT and what attachments hear;
+ *                      ends a session through the callback control.c
+ *                      gave control_attach_start()
+ *   control_request.c  REQUEST, and the REPLYs it caches
+ *   control_stream.c   the event stream of a session
+ *   control_peer.c     who a session's peer is, and sending to it
  */
 #ifndef RDMAD_CONTROL_INTERNAL_H
 #define RDMAD_CONTROL_INTERNAL_H
@@ -143,13 +150,22 @@ struct control {
 	struct cached_reply *cache;
 	struct cached_reply *cache_by_request; /* by their request's bytes */
 	struct attach_cache *attach_cache;	/* by "profile/mode" */
+	/* control.c's, given to control_attach_start(): a waiting attach
+	 * answered when its profile is ready that cannot be sent ends its
+	 * session. */
+	void (*attach_failed)(void *ud, struct session *s);
+	void *attach_failed_ud;
 	struct session *sessions;
 	unsigned int next_session, next_attachment;
 };
 
 extern const double control_attach_bucket_le[SESSION_ATTACH_BUCKETS];
 
-/* control.c */
+/* control_peer.c */
+/* The peer's groups, from the kernel (SO_PEERGROUPS): what the process
+ * holds, with no directory lookup. */
+int session_read_groups(struct session *s);
+bool session_in_group(const struct session *s, gid_t gid);
 bool session_allowed(const struct conf_profile *p, const struct session *s);
 int session_send_json(struct session *s, uint16_t type, uint32_t id,
 		      json_t *payload, const int *fds, size_t n_fds);
@@ -157,8 +173,6 @@ int session_send_text(struct session *s, uint16_t type, uint32_t id,
 		      const void *payload, size_t len);
 int session_send_error(struct session *s, uint32_t id, const char *code,
 		       const char *fmt, ...) _printf_(4, 5);
-/* End s: its attachments are released, its waits forgotten. */
-void session_free(struct session *s);
 
 /* control_attach.c: each answers one message; a negative errno ends the
  * session. */
@@ -170,8 +184,10 @@ void session_publish(struct session *s, const struct attachment *a,
 		     const char *what, const char *reason);
 /* Forget the ATTACHes of s that wait. */
 void control_waiters_drop(struct control *c, struct session *s);
-/* Hear the engine (profiles ready, devices lost, reloads' changes). */
-int control_attach_start(struct control *c);
+/* Hear the engine (profiles ready, devices lost, reloads' changes).
+ * failed(ud, s) ends s when a waiting attach cannot be answered. */
+int control_attach_start(struct control *c,
+			 void (*failed)(void *ud, struct session *s), void *ud);
 void control_attach_stop(struct control *c);
 
 /* control_request.c */

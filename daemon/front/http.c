@@ -142,7 +142,9 @@ static struct MHD_Response *metrics_response(struct manager *m)
 	return resp;
 }
 
-struct MHD_Response *json_answer(int st, json_t *doc,
+/* doc (taken) as the body of an answer of status st; *status is what
+ * is sent. */
+static struct MHD_Response *json_answer(int st, json_t *doc,
 				 unsigned int *status)
 {
 	*status = (unsigned int)st;
@@ -206,7 +208,7 @@ struct MHD_Response *http_answer(struct manager *m, const char *method,
 					     "%s %s takes no request body",
 					     method, url),
 				   status);
-	/* GET /v1/events streams (stream_start()); HEAD gives the
+	/* GET /v1/events streams (events_start()); HEAD gives the
 	 * stream's headers, without waiting for events. */
 	if (streq(url, "/v1/events") && head) {
 		resp = sym_MHD_create_response_from_buffer(0, NULL,
@@ -268,6 +270,30 @@ struct MHD_Response *http_answer(struct manager *m, const char *method,
 }
 
 
+/* GET /v1/events, while the streams leave connections for the rest. */
+static enum MHD_Result events_start(struct listener *l,
+				    struct MHD_Connection *c)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+	unsigned int status;
+
+	if (!streams_full(l->h))
+		return stream_start(l, c);
+	resp = json_answer(503,
+			   api_error("too_many_streams",
+				     "the daemon has %u event streams open, "
+				     "its limit (half of "
+				     "daemon.http.max_connections)",
+				     l->h->n_streams),
+			   &status);
+	if (!resp)
+		return MHD_NO;
+	ret = sym_MHD_queue_response(c, status, resp);
+	sym_MHD_destroy_response(resp);
+	return ret;
+}
+
 /* The answer that came later: the connection is served again. */
 static void on_later(struct api_later *later, int status, json_t *reply)
 {
@@ -284,7 +310,7 @@ static void on_later(struct api_later *later, int status, json_t *reply)
 	sd_event_source_set_enabled(l->timer, SD_EVENT_ONESHOT);
 }
 
-enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c,
+static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c,
 				const char *url, const char *method,
 				const char *version, const char *upload,
 				size_t *upload_size, void **state)
@@ -345,7 +371,7 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c,
 	}
 	if (streq(method, "GET") && streq(url, "/v1/events") && !req->len &&
 	    l->m->events)
-		return stream_start(l, c);
+		return events_start(l, c);
 	resp = http_answer(l->m, method, url,
 			   sym_MHD_lookup_connection_value(
 				   c, MHD_HEADER_KIND,
@@ -366,7 +392,7 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c,
 	return ret;
 }
 
-void http_on_completed(void *cls, struct MHD_Connection *c, void **state,
+static void http_on_completed(void *cls, struct MHD_Connection *c, void **state,
 		       enum MHD_RequestTerminationCode code)
 {
 	struct request *req = *state;
@@ -391,6 +417,12 @@ void http_on_completed(void *cls, struct MHD_Connection *c, void **state,
 	*state = NULL;
 }
 
+
+/* A turn of the connections' sweep: keep-alives for the streams. */
+static void on_sweep_turn(void *ud, uint64_t now)
+{
+	streams_ping(ud, now, false);
+}
 
 static void http_front_stats(void *ud, struct front_stats *out)
 {
@@ -448,7 +480,11 @@ int http_start(struct manager *m, const char **failed)
 			return r;
 		}
 	}
-	r = http_sweep_start(m, h);
+	r = conns_start(m, h,
+			&(struct conn_hooks){ .request = http_on_request,
+					      .completed = http_on_completed,
+					      .sweep = on_sweep_turn,
+					      .ud = h });
 	if (r < 0) {
 		*failed = "a timer";
 		http_stop(m);

@@ -192,7 +192,8 @@ static int on_sweep(sd_event_source *s, uint64_t usec, void *ud)
 			  cn->l->addr,
 			  (unsigned long long)(h->header_timeout / 1000000));
 	}
-	streams_ping(h, now, false);
+	if (h->hooks.sweep)
+		h->hooks.sweep(h->hooks.ud, now);
 	sd_event_source_set_time(s, now + sweep_interval(h));
 	for (size_t i = 0; i < h->n; i++)
 		if (h->l[i].mhd)
@@ -356,11 +357,14 @@ static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *ud)
 	return 0;
 }
 
-int http_sweep_start(struct manager *m, struct http *h)
+int conns_start(struct manager *m, struct http *h,
+		const struct conn_hooks *hooks)
 {
-	int r = sd_event_add_time_relative(m->event, &h->sweep,
-					   CLOCK_MONOTONIC, sweep_interval(h),
-					   100000, on_sweep, h);
+	int r;
+
+	h->hooks = *hooks;
+	r = sd_event_add_time_relative(m->event, &h->sweep, CLOCK_MONOTONIC,
+				       sweep_interval(h), 100000, on_sweep, h);
 
 	return r < 0 ? r : sd_event_source_set_enabled(h->sweep, SD_EVENT_ON);
 }
@@ -482,14 +486,14 @@ int listener_start(struct manager *m, struct http *h,
 	/* The connection cap is ours (accept_one): libmicrohttpd's own
 	 * is only a backstop. */
 	l->mhd = sym_MHD_start_daemon(
-		flags, 0, NULL, NULL, http_on_request, l,
+		flags, 0, NULL, NULL, h->hooks.request, l,
 		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
 		MHD_OPTION_CONNECTION_LIMIT, h->max_conns + 1,
 		MHD_OPTION_CONNECTION_TIMEOUT,
 		(unsigned int)m->config->daemon.http_idle_timeout,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT,
 		(size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
-		http_on_completed, NULL, MHD_OPTION_NOTIFY_CONNECTION,
+		h->hooks.completed, NULL, MHD_OPTION_NOTIFY_CONNECTION,
 		on_connection, l, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
 	if (!l->mhd)
 		return -EIO;

@@ -1,9 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The REST front end's parts, for its files only: http.c (requests and
- * answers, the document cache, start and stop), http_conn.c (listening,
- * accepting, the caps and deadlines of connections, libmicrohttpd on
- * the loop) and http_stream.c (GET /v1/events).
+ * The REST front end's parts, for its files only. Calls go one way,
+ * down this list; no file calls one above it:
+ *
+ *   http.c         the face: requests and answers, the document cache,
+ *                  start and stop
+ *   http_stream.c  GET /v1/events
+ *   http_conn.c    listening, accepting, the caps and deadlines of
+ *                  connections, libmicrohttpd on the loop; what it
+ *                  needs of the face (a request, a request done, a
+ *                  turn of its sweep) it calls through the conn_hooks
+ *                  given to conns_start()
  */
 #ifndef RDMAD_HTTP_INTERNAL_H
 #define RDMAD_HTTP_INTERNAL_H
@@ -101,6 +108,16 @@ struct stream {
 #define HTTP_STREAMS_SHARE 2
 #define HTTP_STREAM_KEEPALIVE_USEC (15 * 1000000ULL)
 
+/* What the connections' part calls in the face: libmicrohttpd's
+ * request and request-completed callbacks (their cls: the listener,
+ * NULL), and sweep(ud, now) at each turn of the sweep (keep-alives). */
+struct conn_hooks {
+	MHD_AccessHandlerCallback request;
+	MHD_RequestCompletedCallback completed;
+	void (*sweep)(void *ud, uint64_t now);
+	void *ud;
+};
+
 struct http {
 	struct listener *l;
 	size_t n;
@@ -113,22 +130,12 @@ struct http {
 	uint64_t header_timeout; /* usec */
 	struct conn *wait_head, *wait_tail;
 	sd_event_source *sweep;
+	struct conn_hooks hooks;
 	struct peer *peers;
 	struct peer *adding; /* the peer of the connection being added */
 	char *cert, *key;    /* PEM, for TLS */
 };
 
-
-/* http.c */
-enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c,
-				const char *url, const char *method,
-				const char *version, const char *upload,
-				size_t *upload_size, void **state);
-void http_on_completed(void *cls, struct MHD_Connection *c, void **state,
-		       enum MHD_RequestTerminationCode code);
-/* doc (taken) as the body of an answer of status st; *status is what
- * is sent. */
-struct MHD_Response *json_answer(int st, json_t *doc, unsigned int *status);
 
 /* http_conn.c */
 /* Its request's headers are in: no deadline until the next request. */
@@ -145,10 +152,15 @@ int listener_start(struct manager *m, struct http *h,
 		   struct listener *l, const char *addr);
 void listener_stop(struct listener *l);
 
-/* The sweep of connections past their header deadline. */
-int http_sweep_start(struct manager *m, struct http *h);
+/* The sweep of connections past their header deadline, and the face's
+ * hooks for it and for the listeners started after. */
+int conns_start(struct manager *m, struct http *h,
+		const struct conn_hooks *hooks);
 
 /* http_stream.c */
+/* Whether the events streams hold their share of the connections. */
+bool streams_full(const struct http *h);
+/* GET /v1/events on c: its response queued (streams_full() false). */
 enum MHD_Result stream_start(struct listener *l,
 			     struct MHD_Connection *c);
 /* Every stream gets a keep-alive when one is due; every stream ends

@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "api.h"
 #include "http_internal.h"
 #include "log.h"
 
@@ -127,6 +126,11 @@ static void stream_free(void *cls)
 	free(st);
 }
 
+bool streams_full(const struct http *h)
+{
+	return h->n_streams >= h->max_conns / HTTP_STREAMS_SHARE + 1;
+}
+
 enum MHD_Result stream_start(struct listener *l,
 			     struct MHD_Connection *c)
 {
@@ -136,23 +140,8 @@ enum MHD_Result stream_start(struct listener *l,
 	struct MHD_Response *resp;
 	struct stream *st;
 	enum MHD_Result ret;
-	unsigned int status;
 	json_t *hello;
 
-	if (h->n_streams >= h->max_conns / HTTP_STREAMS_SHARE + 1) {
-		resp = json_answer(503,
-				   api_error("too_many_streams",
-					     "the daemon has %u event streams "
-					     "open, its limit (half of "
-					     "daemon.http.max_connections)",
-					     h->n_streams),
-				   &status);
-		if (!resp)
-			return MHD_NO;
-		ret = sym_MHD_queue_response(c, status, resp);
-		sym_MHD_destroy_response(resp);
-		return ret;
-	}
 	st = calloc(1, sizeof(*st));
 	if (!st || events_queue_init(&st->q, EVENTS_QUEUE_DEFAULT) < 0) {
 		free(st);
