@@ -22,6 +22,9 @@ MIB = 1 << 20
 # Large enough that registering it takes a while under TCG, small enough
 # for the VM (3 GiB).
 BIG = "1G"
+# How long the 1 GiB registration may take: about 20 s in an idle guest,
+# several times that where two guests share two CPUs with more.
+BIG_SETTLE = 300
 
 
 @pytest.fixture
@@ -108,7 +111,7 @@ def test_progress_while_registering(rdmad, run_dir):
     if doc["state"] == "creating":
         assert doc["progress"]["objects_total"] == 5
     c.close()
-    d.settle(120)
+    d.settle(BIG_SETTLE)
     status, p = d.get("/v1/profiles/p")
     assert p["state"] == "ready" and "progress" not in p
     assert all(o["state"] == "ready" for o in p["objects"])
@@ -158,7 +161,7 @@ def test_waiting_attach_times_out(rdmad, run_dir):
         assert doc["error"]["code"] == "not_ready"
         assert "timed out after 1 ms" in doc["error"]["message"]
     c.close()
-    d.settle(120)
+    d.settle(BIG_SETTLE)
 
 
 def test_reload_in_the_middle_of_a_registration(rdmad, run_dir):
@@ -171,7 +174,7 @@ def test_reload_in_the_middle_of_a_registration(rdmad, run_dir):
     cq = ( { name = "c"; } );"""))
     status, body = d.request("POST", "/v1/reload", settle=False)
     assert status == 200, body
-    d.settle(120)
+    d.settle(BIG_SETTLE)
     status, p = d.get("/v1/profiles/p")
     assert p["state"] == "ready", p
     ready = {(o["kind"], o["name"]): o for o in p["objects"]}
@@ -190,7 +193,7 @@ def test_sigterm_in_the_middle_of_a_registration(rdmad, run_dir):
     port = free_port()
     d = start(rdmad, run_dir, big_conf(run_dir, port))
     assert settle(lambda: creating(d) is not None, 60), d.log()
-    assert d.stop(signal.SIGTERM, timeout=120) == 0, d.log()
+    assert d.stop(signal.SIGTERM, timeout=BIG_SETTLE) == 0, d.log()
     for kind in ("mr", "pd", "cq", "qp"):
         assert rdma_res(kind, d.pid) == [], kind
     assert not Path(d.sock).exists()
