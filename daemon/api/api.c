@@ -21,20 +21,28 @@
  * are made UTF-8 (bad bytes become U+FFFD, a character the buffer cut
  * is dropped), or jansson would refuse the document and the client
  * would get no answer at all. */
-json_t *api_error(const char *code, const char *fmt, ...)
+json_t *api_verror(const char *code, const char *fmt, va_list ap)
 {
 	_cleanup_free_ char *clean = NULL;
 	char msg[512];
-	va_list ap;
 
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	utf8_trim_cut(msg);
 	if (!utf8_valid(msg) && !(clean = utf8_sanitize(msg)))
 		return NULL;
 	return json_pack("{s:{s:s, s:s}}", "error", "code", code, "message",
 			 clean ? clean : msg);
+}
+
+json_t *api_error(const char *code, const char *fmt, ...)
+{
+	json_t *doc;
+	va_list ap;
+
+	va_start(ap, fmt);
+	doc = api_verror(code, fmt, ap);
+	va_end(ap);
+	return doc;
 }
 
 struct request {

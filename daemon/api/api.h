@@ -9,6 +9,7 @@
 #define RDMAD_API_H
 
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -61,7 +62,10 @@ bool api_cacheable(struct manager *m, const char *method, const char *path,
  * path. */
 size_t api_allow(const char *path, char *allow, size_t size);
 
-/* {"error":{"code":code,"message":message}} */
+/* {"error":{"code":code,"message":message}}; NULL when out of memory.
+ * api_verror: the same with a va_list. */
+json_t *api_verror(const char *code, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
 json_t *api_error(const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

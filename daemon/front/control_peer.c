@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "api.h"
 #include "control_internal.h"
 #include "proto.h"
 #include "utf8.h"
@@ -85,20 +86,12 @@ int session_send_text(struct session *s, uint16_t type, uint32_t id,
 int session_send_error(struct session *s, uint32_t id, const char *code,
 		       const char *fmt, ...)
 {
-	_cleanup_free_ char *clean = NULL;
-	char msg[512];
+	json_t *doc;
 	va_list ap;
 
+	/* The same error document as REST's (api_error: UTF-8 kept whole). */
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	doc = api_verror(code, fmt, ap);
 	va_end(ap);
-	/* Names are quoted as the client sent them: never cut inside a
-	 * character, so that the message stays UTF-8 (JSON). */
-	utf8_trim_cut(msg);
-	if (!utf8_valid(msg))
-		clean = utf8_sanitize(msg);
-	return session_send_json(s, PROTO_ERROR, id,
-			 json_pack("{s:{s:s, s:s}}", "error", "code", code,
-				   "message", clean ? clean : msg),
-			 NULL, 0);
+	return session_send_json(s, PROTO_ERROR, id, doc, NULL, 0);
 }
