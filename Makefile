@@ -89,7 +89,20 @@ LIB_REAL := $(LIB_SONAME).$(lastword $(shell \
 	sed -n 's/^RDMAD_0\.\([0-9][0-9]*\) *{.*/\1/p' client/librdmad.map))
 
 all: $(B)/rdmad $(B)/rdmactl $(B)/librdmad.so $(B)/rdmad.pc \
-	$(B)/examples/attach $(B)/examples/target_peer $(B)/dist/rdmactl $(B)/dist/units
+	$(B)/examples/attach $(B)/examples/target_peer $(B)/dist/rdmactl $(B)/dist/units \
+	$(B)/kubelet/api_pb2.py
+
+# rdmad-kubelet's protobuf messages (kubelet/), and the test kubelet's
+# (tests/kubelet/), generated from the upstream api.proto: never
+# committed. The gRPC services are written by hand over grpcio's generic
+# handlers (no protoc plugin needed).
+$(B)/kubelet/api_pb2.py: kubelet/api.proto
+	@mkdir -p $(dir $@)
+	protoc --python_out=$(dir $@) -Ikubelet $<
+
+$(B)/tests/kubelet/api_pb2.py: tests/kubelet/api.proto
+	@mkdir -p $(dir $@)
+	protoc --python_out=$(dir $@) -Itests/kubelet $<
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -210,7 +223,8 @@ unit: $(UNIT_BIN) $(FUZZ_REPLAY)
 # Small programs the integration suite drives (tests/integration/helpers).
 HELPERS := $(B)/tests/loopback $(B)/tests/devwatch_probe \
 	$(B)/tests/event_client $(B)/tests/pattern_writer \
-	$(B)/tests/nums_client $(B)/tests/shared_rdma
+	$(B)/tests/nums_client $(B)/tests/shared_rdma \
+	$(B)/tests/kubelet/api_pb2.py
 
 $(B)/tests/loopback: tests/integration/helpers/loopback.c \
 		$(B)/daemon/verbs/qpstate.o $(B)/daemon/verbs/selftest.o
