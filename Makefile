@@ -320,7 +320,7 @@ MANSECTIONS := $(sort $(subst .,,$(suffix $(MANPAGES))))
 D := $(if $(DESTDIR),'$(subst ','\'',$(DESTDIR))')
 
 install: $(B)/rdmad $(B)/dist/rdmactl $(B)/$(LIB_REAL) $(B)/rdmad.pc \
-		$(B)/dist/units
+		$(B)/dist/units $(B)/kubelet/api_pb2.py
 	$(INSTALL) -d $(D)$(SBINDIR) $(D)$(BINDIR) $(D)$(LIBDIR) \
 		$(D)$(PKGCONFIGDIR) $(D)$(INCLUDEDIR) $(D)$(SYSTEMDUNITDIR) \
 		$(D)$(SYSUSERSDIR) $(D)$(TMPFILESDIR) $(D)$(BASHCOMPDIR) \
@@ -342,6 +342,9 @@ install: $(B)/rdmad $(B)/dist/rdmactl $(B)/$(LIB_REAL) $(B)/rdmad.pc \
 	$(INSTALL) -m 0644 client/rdmactl.bash $(D)$(BASHCOMPDIR)/rdmactl
 	$(INSTALL) -m 0644 $(PYFILES) $(D)$(PYTHONDIR)/rdmad/
 	$(INSTALL) -D -m 0644 daemon/api/openapi.json $(D)$(DATADIR)/rdmad/openapi.json
+	$(INSTALL) -m 0755 kubelet/rdmad-kubelet $(D)$(BINDIR)/rdmad-kubelet
+	$(INSTALL) -D -m 0644 $(B)/kubelet/api_pb2.py \
+		$(D)$(PREFIX)/lib/rdmad-kubelet/api_pb2.py
 	# The configuration is the operator's: an existing one is kept.
 	test -e $(D)$(SYSCONFDIR)/rdmad/rdmad.conf || \
 		$(INSTALL) -m 0644 conf/example.conf \
@@ -357,8 +360,12 @@ uninstall:
 		$(UNITS:%=$(D)$(SYSTEMDUNITDIR)/%) \
 		$(D)$(SYSUSERSDIR)/rdmad.conf $(D)$(TMPFILESDIR)/rdmad.conf \
 		$(D)$(BASHCOMPDIR)/rdmactl $(D)$(DATADIR)/rdmad/openapi.json \
-		$(PYFILES:client/python/%=$(D)$(PYTHONDIR)/%)
-	rm -rf $(D)$(PYTHONDIR)/rdmad/__pycache__
+		$(PYFILES:client/python/%=$(D)$(PYTHONDIR)/%) \
+		$(D)$(BINDIR)/rdmad-kubelet \
+		$(D)$(PREFIX)/lib/rdmad-kubelet/api_pb2.py
+	rm -rf $(D)$(PYTHONDIR)/rdmad/__pycache__ \
+		$(D)$(PREFIX)/lib/rdmad-kubelet/__pycache__
+	rmdir $(D)$(PREFIX)/lib/rdmad-kubelet 2>/dev/null || true
 	rmdir $(D)$(DATADIR)/rdmad $(D)$(PYTHONDIR)/rdmad 2>/dev/null || true
 
 # The Debian packages (debian/), built in a copy of the tree under

@@ -27,7 +27,7 @@ import podman
 from conftest import BUILD, ROOT, TOKEN, free_port
 
 sys.path.insert(0, str(ROOT / "tests" / "kubelet"))
-from testkubelet import TestKubelet, pb  # noqa: E402
+from testkubelet import Kubelet, pb  # noqa: E402
 
 PLUGIN = ROOT / "kubelet" / "rdmad-kubelet"
 ATTACH = BUILD / "examples" / "attach"
@@ -90,7 +90,8 @@ class Plugin:
             stderr=subprocess.STDOUT)
 
     def log(self):
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return Path(self.log_path).read_text()
 
     def stop(self):
@@ -104,7 +105,7 @@ class Plugin:
 
 @pytest.fixture
 def kubelet(tmp_path):
-    k = TestKubelet(tmp_path / "device-plugins").start()
+    k = Kubelet(tmp_path / "device-plugins").start()
     yield k
     k.stop()
     k.check()
@@ -229,6 +230,12 @@ def test_test_kubelet_refuses_what_the_kubelet_refuses(kubelet):
         kubelet.errors.clear()
     finally:
         fake.server.stop(0)
+
+
+def test_plugin_and_test_kubelet_speak_one_proto():
+    """kubelet/api.proto and tests/kubelet/api.proto: one upstream file."""
+    assert (ROOT / "kubelet" / "api.proto").read_bytes() == \
+        (ROOT / "tests" / "kubelet" / "api.proto").read_bytes()
 
 
 # ---- the plugin

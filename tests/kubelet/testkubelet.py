@@ -112,7 +112,7 @@ class Plugin:
         self.channel.close()
 
 
-class TestKubelet:
+class Kubelet:
     def __init__(self, directory):
         self.dir = str(directory)
         self.sock = os.path.join(self.dir, "kubelet.sock")
