@@ -353,6 +353,31 @@ def test_rdmad_restart(rdmad, tmp_path, kubelet, plugin):
     assert kubelet.registrations.count("rdmad.io/p0") == 1
 
 
+def test_names_the_kubelet_refuses_are_not_sent(rdmad, tmp_path, kubelet,
+                                                plugin):
+    """A resource name the kubelet would refuse is never registered: the
+    plugin says so and goes on with the others; a bad --resource is an
+    error at start."""
+    r = subprocess.run(["/usr/bin/python3", str(PLUGIN), "--resource",
+                        "p0=Example.com/x"], capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    assert r.returncode == 2 and "is not a DNS subdomain" in r.stderr, \
+        r.stderr
+    d = start_rdmad(rdmad, tmp_path)
+    p = plugin(d, "--prefix", "kubernetes.io", "--shares", "1",
+               "--resource", "p0=example.com/p0")
+    wait_health(kubelet, p, "example.com/p0", {"p0-0": H})
+    deadline = time.monotonic() + TIMEOUT
+    while "profile waits: resource name" not in p.log() and \
+            time.monotonic() < deadline:
+        time.sleep(0.1)
+    log = p.log()
+    for name in ("p1", "waits"):
+        assert f"profile {name}: resource name 'kubernetes.io/{name}' is " \
+            "not one the kubelet accepts" in log, log
+    assert kubelet.registrations == ["example.com/p0"]
+
+
 def runtime_args(c):
     """What a runtime is given for ContainerAllocateResponse c, as podman
     options: the CDI devices, and the device nodes, mounts and
