@@ -8,7 +8,6 @@ behind; what the host cannot give is refused at --check or fails that
 memory alone, with the reason."""
 
 import json
-import os
 import subprocess
 import threading
 import time
@@ -222,6 +221,24 @@ def test_rdmactl_follows_a_creation(rdmad):
     assert "ready" in lines[-1], r.stdout
     status, p = d.get("/v1/profiles/p")
     assert p["state"] == "ready"
+
+
+def test_rdmactl_draws_a_bar_on_a_terminal(rdmad):
+    """On a terminal (a pty, through script(1)) `rdmactl profiles` draws a
+    progress bar redrawn in place while the memory is populated, then the
+    table once the profile is ready."""
+    d = rdmad(conf('size = "1G";'), wait=False)
+    _wait_populating(d)
+    r = subprocess.run(["script", "-qefc",
+                        f"{RDMACTL} --socket {d.sock} profiles", "/dev/null"],
+                       capture_output=True, text=True, timeout=SETTLE)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert "\r\x1b[K" in out and "%  " in out, out
+    assert "MiB populated" in out, out
+    # The bars end; the last line is the table's, ready.
+    last = [x for x in out.replace("\r", "\n").splitlines() if x.strip()][-1]
+    assert "ready" in last, out
 
 
 def _answers(d):
