@@ -624,7 +624,9 @@ void profile_bury(struct burial **bp, struct object *o)
 {
 	struct burial *b = *bp;
 
-	if (o->kind == OBJ_TARGET || o->state == OBJ_PENDING) {
+	/* Targets and groups have event sources on the loop. */
+	if (o->kind == OBJ_TARGET || o->kind == OBJ_MCAST ||
+	    o->state == OBJ_PENDING) {
 		object_destroy(o);
 		return;
 	}
