@@ -846,11 +846,15 @@ static int mcast_create(struct profile *p, struct object *o)
 	char *why = NULL;
 	int r;
 
+	/* A QP built is enough: the creation connects QPs once every
+	 * object exists, after this (attaching takes any state). */
 	for (size_t i = 0; i < c->n_qps && i < CONF_MCAST_MAX_QPS; i++) {
-		struct object *qp = dep(p, o, OBJ_QP, c->qps[i]);
+		struct object *qp = profile_find(p, OBJ_QP, c->qps[i]);
 
-		if (!qp)
-			return -o->err;
+		if (!qp || !qp->u.qp.qp || (qp->state != OBJ_READY &&
+					    qp->state != OBJ_CREATING))
+			return dep(p, o, OBJ_QP, c->qps[i]) ? -EAGAIN
+							     : -o->err;
 		mp.qps[mp.n_qps++] = qp->u.qp.qp;
 	}
 	mp.pd = mp.n_qps ? mp.qps[0]->pd : NULL;
