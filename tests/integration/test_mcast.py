@@ -10,7 +10,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from conftest import rdma_res, rdmactl
+from conftest import BUILD, rdma_res, rdmactl
 
 HERE = Path(__file__).resolve().parent
 
@@ -75,18 +75,25 @@ def test_join_attach_and_document(rdmad):
         status, qp = d.get(f"/v1/profiles/p/qp/{q['name']}")
         assert qp["qp_num"] == q["qp_num"]
     assert "239.1.2.3" in maddr(), maddr()
-    # The AH for the group is the daemon's, on the QPs' PD.
-    ahs = [a for a in rdma_res("ah", d.pid)] if False else None
-    print(json.dumps(g))
+
+
+def peer(d, profile="p", group="g", nrecv=2):
+    """build/tests/mcast_peer: a librdmad client that takes the group
+    from ATTACHED (rdmad_mcast), attaches nrecv UD QPs of its own and
+    sends one datagram to the group."""
+    r = subprocess.run([str(BUILD / "tests" / "mcast_peer"), d.sock,
+                        profile, group, str(nrecv)], capture_output=True,
+                       text=True, timeout=60)
+    return r
 
 
 def test_datagram_reaches_both_receivers(rdmad):
     d = rdmad(conf(GROUP))
     g = group_doc(d)
-    r = subprocess.run(["/usr/bin/python3", str(HERE / "mcast_peer.py"),
-                        "rxe0", json.dumps(g)], capture_output=True,
-                       text=True, timeout=60)
+    r = peer(d)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
+    # ATTACHED says what REST says.
+    assert out["mlid"] == g["mlid"] and out["qkey"] == g["qkey"], (out, g)
     assert out["sent"], out
     assert out["received"] == [out["payload"]] * 2, out
