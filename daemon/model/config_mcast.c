@@ -139,12 +139,15 @@ void conf_verify_mcasts(struct parser *p, const struct conf_profile *pr)
 
 		verify_qps(p, pr, m);
 		if (config_parse_mcast(m, &ss, &why) < 0) {
-			parser_error(p, m->loc, "mcast '%s': %s%s%s",
-				     unnamed(m->name),
-				     m->addr || m->mgid ? "address " : "",
-				     m->addr ? m->addr
-					     : (m->mgid ? m->mgid : ""),
-				     why);
+			if (m->addr || m->mgid)
+				parser_error(p, m->loc,
+					     "mcast '%s': %s %s %s",
+					     unnamed(m->name),
+					     m->addr ? "addr" : "mgid",
+					     m->addr ? m->addr : m->mgid, why);
+			else
+				parser_error(p, m->loc, "mcast '%s': %s",
+					     unnamed(m->name), why);
 			continue;
 		}
 		verify_family(p, pr, m, ss.ss_family);

@@ -8,11 +8,10 @@ Removal on reload detaches and leaves."""
 
 import json
 import subprocess
-from pathlib import Path
 
-from conftest import BUILD, rdma_res, rdmactl
+import pytest
 
-HERE = Path(__file__).resolve().parent
+from conftest import BUILD, RDMAD, rdma_res, rdmactl
 
 QPS = """
     pd = ( { name = "a"; } );
@@ -97,3 +96,118 @@ def test_datagram_reaches_both_receivers(rdmad):
     assert out["mlid"] == g["mlid"] and out["qkey"] == g["qkey"], (out, g)
     assert out["sent"], out
     assert out["received"] == [out["payload"]] * 2, out
+
+
+def rewrite(d, text):
+    """Replace the daemon's config, keeping its generated daemon section."""
+    head = d.conf.read_text().split("\ndevices")[0]
+    d.conf.write_text(head + "\n" + text.lstrip())
+
+
+def test_reload_removal_detaches_and_leaves(rdmad):
+    d = rdmad(conf(GROUP + ',\n { name = "h"; addr = "239.1.2.4"; '
+                   'qps = [ "u1" ]; }'))
+    assert group_doc(d, name="h")["join_state"] == "joined"
+    joined = maddr()
+    assert "239.1.2.3" in joined and "239.1.2.4" in joined, joined
+    qps = {q["name"]: q["qp_num"] for q in group_doc(d)["qps"]}
+
+    rewrite(d, conf('{ name = "h"; addr = "239.1.2.4"; qps = [ "u1" ]; }'))
+    status, body = d.request("POST", "/v1/reload")
+    assert status == 200, body
+    assert [(c["kind"], c["name"], c["action"]) for c in body["changes"]] \
+        == [("mcast", "g", "remove")], body
+    status, _ = d.get("/v1/profiles/p/mcast/g")
+    assert status == 404
+    # Left: the netdev is no longer in the group; the other one stays.
+    left = maddr()
+    assert "239.1.2.3" not in left and "239.1.2.4" in left, left
+    # The QPs stay, detached: a datagram to the group reaches no one
+    # (there is no membership to loop it back through).
+    for name, num in qps.items():
+        status, qp = d.get(f"/v1/profiles/p/qp/{name}")
+        assert qp["state"] == "ready" and qp["qp_num"] == num
+    r = peer(d, group="g")
+    assert r.returncode == 1 and "no joined mcast group 'g'" in r.stderr, \
+        r.stderr
+    status, _ = d.request("POST", "/v1/reload")
+    assert status == 200
+    # SIGTERM leaves the rest.
+    assert d.stop() == 0
+    assert "239.1.2.4" not in maddr(), maddr()
+
+
+def test_two_profiles_join_one_group(rdmad):
+    second = f""",
+  {{ name = "q"; device = "d0";{QPS}
+    mcast = ( {{ name = "g2"; addr = "239.1.2.3"; qps = [ "u0" ]; }} );
+  }}"""
+    d = rdmad(conf(GROUP, second))
+    a, b = group_doc(d), group_doc(d, "q", "g2")
+    assert a["join_state"] == b["join_state"] == "joined"
+    assert a["mgid"] == b["mgid"] and a["mlid"] == b["mlid"]
+    # Three daemon QPs attached in all, distinct.
+    nums = [q["qp_num"] for q in a["qps"] + b["qps"]]
+    assert len(set(nums)) == 3 and all(q["attached"] for q in a["qps"])
+    # The membership is counted: one profile's group going leaves the
+    # other's.
+    r = peer(d, "q", "g2")
+    out = json.loads(r.stdout)
+    assert out["received"] == [out["payload"]] * 2, out
+    rewrite(d, conf(GROUP))
+    status, body = d.request("POST", "/v1/reload")
+    assert status == 200, body
+    assert "239.1.2.3" in maddr()
+
+
+def test_send_only_member(rdmad):
+    d = rdmad(conf('{ name = "g"; addr = "239.1.2.5"; qps = [ "u0" ]; '
+                   'join = "send_only"; }'))
+    g = group_doc(d)
+    assert g["join"] == "send_only" and g["join_state"] == "joined", g
+    # A send-only member receives nothing: its QPs are not attached, and
+    # the netdev joins no IP group (no IGMP report).
+    assert [q["attached"] for q in g["qps"]] == [False]
+    assert "239.1.2.5" not in maddr()
+    assert g["ah"]["dgid"] == "0000:0000:0000:0000:0000:ffff:ef01:0205"
+
+
+def test_rdmactl_show_lists_groups(rdmad):
+    d = rdmad(conf(GROUP))
+    r = rdmactl(d, "show", "p")
+    assert r.returncode == 0, r.stderr
+    line = [x for x in r.stdout.splitlines() if "mcast" in x and " g" in x]
+    assert line, r.stdout
+    r = rdmactl(d, "--json", "show", "p", "mcast", "g")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["join_state"] == "joined"
+    assert [q["name"] for q in doc["qps"]] == ["u0", "u1"]
+
+
+BAD = [
+    ("not_multicast", '{ name = "g"; addr = "192.0.2.9"; qps = [ "u0" ]; }',
+     "mcast 'g': addr 192.0.2.9 is not an IPv4 multicast address"),
+    ("not_ud", '{ name = "g"; addr = "239.1.2.3"; qps = [ "rc" ]; }',
+     "mcast 'g': qp 'rc' is rc: only UD QPs join a multicast group"),
+    ("missing_qp", '{ name = "g"; addr = "239.1.2.3"; qps = [ "zz" ]; }',
+     "mcast 'g': qp 'zz' is not declared in profile 'p'"),
+    ("twice", GROUP + ',\n      { name = "h"; addr = "239.1.2.3"; '
+     'qps = [ "u1" ]; }', "mcast 'h': group 239.1.2.3 is declared already, "
+     "by mcast 'g'"),
+    ("family", '{ name = "g"; addr = "ff12::1"; qps = [ "u0" ]; }',
+     "mcast 'g': addr ff12::1 is IPv6, device 'd0' uses IPv4 GIDs"),
+    ("no_address", '{ name = "g"; qps = [ "u0" ]; }',
+     "mcast 'g': needs addr (an IP multicast address) or mgid"),
+]
+
+
+@pytest.mark.parametrize("name,group,msg", BAD, ids=[b[0] for b in BAD])
+def test_check_refuses(write_conf, name, group, msg):
+    path = write_conf(conf(group), name=f"{name}.conf")
+    r = subprocess.run([str(RDMAD), "--check", "-c", str(path)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0, r.stdout
+    line = next(n for n, text in enumerate(path.read_text().splitlines(), 1)
+                if "mcast" in text) + (1 if name == "twice" else 0)
+    assert f"{path}:{line}: {msg}" in r.stderr, r.stderr
