@@ -47,6 +47,7 @@ profiles = (
                  cq = "ct"; allow = [ "192.0.2.0/24" ];
                  expose = ( { mr = "r"; access = [ "remote_read" ];
                               length = 4096; } ); } );
+    mcast = ( { name = "g"; addr = "239.1.9.9"; qps = [ "d0" ]; } );
   }
 );
 """
@@ -82,7 +83,7 @@ def test_every_kind(rdmad):
     for key in (("memory", "m"), ("pd", "a"), ("mr", "r"), ("mw", "w1"),
                 ("mw", "w2"), ("cq", "c"), ("cq", "c2"), ("srq", "s"),
                 ("qp", "q0"), ("qp", "q1"), ("qp", "u0"), ("qp", "d0"),
-                ("ah", "h"), ("cq", "ct"), ("target", "t")):
+                ("ah", "h"), ("cq", "ct"), ("target", "t"), ("mcast", "g")):
         assert objs[key]["state"] == "ready", (key, objs[key])
     t = objs[("target", "t")]
     assert t["listen"] == "192.0.2.1:7471" and t["listening"] is True
