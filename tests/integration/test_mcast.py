@@ -7,11 +7,12 @@ send to it: a datagram sent to the group arrives at both receivers.
 Removal on reload detaches and leaves."""
 
 import json
+import os
 import subprocess
 
 import pytest
 
-from conftest import BUILD, RDMAD, rdma_res, rdmactl
+from conftest import BUILD, RDMAD, ROOT, rdma_res, rdmactl
 
 QPS = """
     pd = ( { name = "a"; } );
@@ -211,3 +212,66 @@ def test_check_refuses(write_conf, name, group, msg):
     line = next(n for n, text in enumerate(path.read_text().splitlines(), 1)
                 if "mcast" in text) + (1 if name == "twice" else 0)
     assert f"{path}:{line}: {msg}" in r.stderr, r.stderr
+
+
+PY_SENDER = """
+import sys
+import pyverbs.enums as e
+from pyverbs.cq import CQ
+from pyverbs.mr import MR
+from pyverbs.pd import PD
+from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.wr import SendWR, SGE
+import rdmad
+
+with rdmad.connect(sys.argv[1]) as conn, conn.attach("p") as prof:
+    g = prof.mcast("g")
+    pd = PD(prof.context)
+    cq = CQ(prof.context, 8)
+    qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_UD, scq=cq, rcq=cq,
+                           cap=QPCap(max_send_wr=4, max_recv_wr=4)))
+    attr = QPAttr(qp_state=e.IBV_QPS_INIT)
+    attr.qkey, attr.pkey_index, attr.port_num = g.qkey, 0, prof.port
+    qp.to_rts(attr)
+    payload = b"from python to " + g.mgid.encode()
+    mr = MR(pd, 256, e.IBV_ACCESS_LOCAL_WRITE)
+    mr.write(payload, len(payload))
+    wr = SendWR(opcode=e.IBV_WR_SEND, num_sge=1,
+                sg=[SGE(mr.buf, len(payload), mr.lkey)])
+    wr.set_wr_ud(g.ah(pd), g.remote_qpn, g.qkey)
+    qp.post_send(wr)
+    while True:
+        n, wcs = cq.poll()
+        if n:
+            assert wcs[0].status == e.IBV_WC_SUCCESS, wcs[0]
+            break
+    try:
+        prof.mcast("nope")
+    except rdmad.Error as err:
+        assert err.code == "not_found", err
+    print(payload.decode())
+"""
+
+
+def test_python_client_sends_to_the_group(rdmad):
+    """prof.mcast(name): a pyverbs QP of the client's sends through the
+    group's AH; two receivers of another client (mcast_peer, librdmad)
+    get it."""
+    d = rdmad(conf(GROUP))
+    rx = subprocess.Popen([str(BUILD / "tests" / "mcast_peer"), d.sock,
+                           "p", "g", "2"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True,
+                          env={**os.environ, "MCAST_PEER_WAIT": "60000"})
+    try:
+        assert rx.stdout.readline() == "attached\n", rx.stderr.read()
+        tx = subprocess.run(["/usr/bin/python3", "-c", PY_SENDER, d.sock],
+                            capture_output=True, text=True, timeout=60,
+                            env={**os.environ,
+                                 "PYTHONPATH": str(ROOT / "client" /
+                                                   "python")})
+        assert tx.returncode == 0, tx.stderr
+        out, err = rx.communicate(timeout=60)
+    finally:
+        rx.kill()
+    got = json.loads(out)
+    assert got["received"] == [tx.stdout.strip()] * 2, (got, err)

@@ -13,7 +13,9 @@
  * document: {"mgid", "mlid", "qkey", "sent": bool, "payload",
  * "received": [text or null, ...]}. Exit status: 0 when it ran (what
  * arrived is for the test to judge), 1 when librdmad failed, 2 when the
- * verbs set-up failed.
+ * verbs set-up failed. With MCAST_PEER_WAIT=MS in the environment it
+ * sends nothing: it prints "attached" once its QPs are, then waits MS
+ * for a datagram at each receiver (another process sends).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -135,6 +137,8 @@ int main(int argc, char **argv)
 	struct rdmad_mcast g;
 	int n = argc > 4 ? atoi(argv[4]) : 2, r;
 	char payload[128];
+	const char *wait_env = getenv("MCAST_PEER_WAIT");
+	long wait_ms = wait_env ? atol(wait_env) : 0;
 	struct rdmad *c;
 	long end;
 
@@ -174,8 +178,14 @@ int main(int argc, char **argv)
 	}
 	snprintf(payload, sizeof(payload), "to %s, pid %d", mgid,
 		 (int)getpid());
-	send_one(&pr, n, &g, payload);
-	for (end = now_ms() + WAIT_MS; now_ms() < end;) {
+	if (wait_ms) {
+		printf("attached\n");
+		fflush(stdout);
+		sent = true;
+	} else {
+		send_one(&pr, n, &g, payload);
+	}
+	for (end = now_ms() + (wait_ms ? wait_ms : WAIT_MS); now_ms() < end;) {
 		struct ibv_wc wc;
 		bool all = sent;
 
