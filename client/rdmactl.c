@@ -366,6 +366,7 @@ static void print_object_line(json_t *o)
 		{ "lkey", true },     { "rkey", true },	     { "length", false },
 		{ "iova", true },     { "qp_num", false },   { "qp_state", false },
 		{ "cqe", false },     { "errno", false },    { "reason", false },
+		{ "group", false },   { "join_state", false }, { "qps", false },
 	};
 	char details[1024];
 	size_t len = 0;
@@ -383,6 +384,9 @@ static void print_object_line(json_t *o)
 			n = snprintf(details + len, sizeof(details) - len,
 				     " %s=%lld", keys[k].key,
 				     (long long)json_integer_value(v));
+		else if (json_is_array(v)) /* a group's QPs: their names */
+			n = devprint_names(details + len, sizeof(details) - len,
+					   keys[k].key, v);
 		else if (json_is_string(v))
 			n = snprintf(details + len, sizeof(details) - len,
 				     " %s=%s", keys[k].key,

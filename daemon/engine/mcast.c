@@ -59,6 +59,11 @@ struct mcast {
 	struct ibv_ah *ah;
 	unsigned int rejoins;
 	sd_event_source *io;
+	/* A port that came back or a GID table that changed (the event
+	 * stream's port_active, gid_change): joined again from the loop's
+	 * next turn, not from inside the publication. */
+	sd_event_source *again;
+	const char *again_why;
 	struct events *events;
 	void (*changed)(void *ud);
 	void *ud;
@@ -445,13 +450,50 @@ static int on_cm(sd_event_source *s, int fd, uint32_t revents, void *ud)
 	return 0;
 }
 
+static int on_again(sd_event_source *s, void *ud)
+{
+	struct mcast *m = ud;
+
+	(void)s;
+	rejoin(m, m->again_why);
+	return 0;
+}
+
+/* The device's events for this profile that drop memberships. */
+static void on_stream(void *ud, const json_t *ev)
+{
+	const char *what = json_string_value(json_object_get(ev, "event"));
+	const char *prof = json_string_value(json_object_get(ev, "profile"));
+	struct mcast *m = ud;
+
+	if (!what || !prof || !streq(prof, m->profile) || !m->again)
+		return;
+	if (streq(what, "port_active"))
+		m->again_why = "the port is active again";
+	else if (streq(what, "gid_change"))
+		m->again_why = "the GID table changed";
+	else
+		return;
+	sd_event_source_set_enabled(m->again, SD_EVENT_ONESHOT);
+}
+
 int mcast_start(struct mcast *m, sd_event *e)
 {
 	int fl = fcntl(m->ch->fd, F_GETFL);
+	int r;
 
 	if (fl < 0 || fcntl(m->ch->fd, F_SETFL, fl | O_NONBLOCK) < 0)
 		return -errno;
-	return sd_event_add_io(e, &m->io, m->ch->fd, EPOLLIN, on_cm, m);
+	r = sd_event_add_io(e, &m->io, m->ch->fd, EPOLLIN, on_cm, m);
+	if (r < 0)
+		return r;
+	r = sd_event_add_defer(e, &m->again, on_again, m);
+	if (r < 0)
+		return r;
+	r = sd_event_source_set_enabled(m->again, SD_EVENT_OFF);
+	if (r < 0 || !m->events)
+		return r;
+	return events_subscribe(m->events, on_stream, m);
 }
 
 void mcast_set_owner(struct mcast *m, void (*fn)(void *ud), void *ud)
@@ -464,7 +506,10 @@ struct mcast *mcast_free(struct mcast *m)
 {
 	if (!m)
 		return NULL;
+	if (m->events && m->again)
+		events_unsubscribe(m->events, on_stream, m);
 	sd_event_source_disable_unref(m->io);
+	sd_event_source_disable_unref(m->again);
 	detach(m);
 	if (m->joined)
 		rdma_leave_multicast(m->id, (struct sockaddr *)&m->addr);

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, RDMAD, ROOT, rdma_res, rdmactl
+from conftest import BUILD, RDMAD, ROOT, rdma_res, rdmactl, settle
 
 QPS = """
     pd = ( { name = "a"; } );
@@ -177,13 +177,16 @@ def test_rdmactl_show_lists_groups(rdmad):
     d = rdmad(conf(GROUP))
     r = rdmactl(d, "show", "p")
     assert r.returncode == 0, r.stderr
-    line = [x for x in r.stdout.splitlines() if "mcast" in x and " g" in x]
-    assert line, r.stdout
+    line = [x.split() for x in r.stdout.splitlines()
+            if x.startswith("mcast ")]
+    assert line == [["mcast", "g", "ready", "group=239.1.2.3",
+                     "join_state=joined", "qps=u0,u1"]], r.stdout
     r = rdmactl(d, "--json", "show", "p", "mcast", "g")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["join_state"] == "joined"
     assert [q["name"] for q in doc["qps"]] == ["u0", "u1"]
+    assert doc["mgid"] == "0000:0000:0000:0000:0000:ffff:ef01:0203", doc
 
 
 BAD = [
@@ -275,3 +278,27 @@ def test_python_client_sends_to_the_group(rdmad):
         rx.kill()
     got = json.loads(out)
     assert got["received"] == [tx.stdout.strip()] * 2, (got, err)
+
+
+def test_rejoined_after_a_gid_change(rdmad):
+    """A GID table change (an address added to the netdev: the stream's
+    gid_change) makes the daemon leave and join the group again, its QPs
+    detached and attached again; the group works as before."""
+    d = rdmad(conf(GROUP))
+    assert group_doc(d)["rejoins"] == 0
+    try:
+        subprocess.run(["ip", "addr", "add", "192.0.2.88/24", "dev",
+                        "veth0"], check=True)
+        assert settle(lambda: group_doc(d)["rejoins"] >= 1 and
+                      group_doc(d)["join_state"] == "joined", 30), \
+            group_doc(d)
+    finally:
+        subprocess.run(["ip", "addr", "del", "192.0.2.88/24", "dev",
+                        "veth0"], stderr=subprocess.DEVNULL)
+    assert settle(lambda: group_doc(d)["join_state"] == "joined", 30)
+    g = group_doc(d)
+    assert all(q["attached"] for q in g["qps"]), g
+    assert "239.1.2.3" in maddr()
+    assert "joining again" in d.log()
+    out = json.loads(peer(d).stdout)
+    assert out["received"] == [out["payload"]] * 2, out
