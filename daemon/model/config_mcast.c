@@ -73,6 +73,9 @@ size_t conf_mcast_refs(const struct conf_mcast *m, struct conf_ref *out,
 static void verify_qps(struct parser *p, const struct conf_profile *pr,
 		       const struct conf_mcast *m)
 {
+	if (!m->n_qps)
+		parser_error(p, m->loc, "mcast '%s': qps lists no QP",
+			     unnamed(m->name));
 	if (m->n_qps > CONF_MCAST_MAX_QPS)
 		parser_error(p, m->loc,
 			     "mcast '%s': %zu qps, at most %d",
