@@ -192,8 +192,8 @@ static int attach(struct mcast *m, const struct rdma_ud_param *ud,
 		}
 		m->attached[i] = true;
 	}
-	m->ah = ibv_create_ah(m->pd, &m->ah_attr);
-	if (!m->ah) {
+	m->ah = m->pd ? ibv_create_ah(m->pd, &m->ah_attr) : NULL;
+	if (m->pd && !m->ah) {
 		r = errno;
 		detach(m);
 		return fail(why, r, "ibv_create_ah to %s: %s",
@@ -494,6 +494,17 @@ int mcast_start(struct mcast *m, sd_event *e)
 	if (r < 0 || !m->events)
 		return r;
 	return events_subscribe(m->events, on_stream, m);
+}
+
+void mcast_drain(struct mcast *m)
+{
+	if (!m)
+		return;
+	detach(m);
+	for (size_t i = 0; i < m->n_qps; i++)
+		free(m->qp_names[i]);
+	m->n_qps = 0;
+	m->pd = NULL;
 }
 
 void mcast_set_owner(struct mcast *m, void (*fn)(void *ud), void *ud)

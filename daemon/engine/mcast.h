@@ -53,6 +53,10 @@ int mcast_new(const struct mcast_params *mp, struct mcast **out, char **why);
 int mcast_start(struct mcast *m, sd_event *e);
 /* Who hears of changes from now on (a reload took the group over). */
 void mcast_set_owner(struct mcast *m, void (*changed)(void *ud), void *ud);
+/* The group is drained (a reload removed it while clients hold it): its
+ * QPs are detached and its AH goes, the membership stays until
+ * mcast_free(). */
+void mcast_drain(struct mcast *m);
 /* Detach every QP, leave the group, free. NULL-safe. */
 struct mcast *mcast_free(struct mcast *m);
 /* The group's fields for its object's document, into j: mgid, mlid,

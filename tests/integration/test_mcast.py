@@ -302,3 +302,82 @@ def test_rejoined_after_a_gid_change(rdmad):
     assert "joining again" in d.log()
     out = json.loads(peer(d).stdout)
     assert out["received"] == [out["payload"]] * 2, out
+
+
+RAW_SENDER = """
+import json, sys
+import pyverbs.enums as e
+from pyverbs.addr import AH, AHAttr, GID, GlobalRoute
+from pyverbs.cq import CQ
+from pyverbs.device import Context
+from pyverbs.mr import MR
+from pyverbs.pd import PD
+from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.wr import SendWR, SGE
+
+g = json.loads(sys.argv[1])
+a = g["ah"]
+ctx = Context(name="rxe0")
+pd = PD(ctx)
+cq = CQ(ctx, 8)
+qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_UD, scq=cq, rcq=cq,
+                       cap=QPCap(max_send_wr=4, max_recv_wr=4)))
+attr = QPAttr(qp_state=e.IBV_QPS_INIT)
+attr.qkey, attr.pkey_index, attr.port_num = g["qkey"], 0, a["port_num"]
+qp.to_rts(attr)
+gr = GlobalRoute(dgid=GID(g["mgid"]), sgid_index=a["sgid_index"],
+                 hop_limit=a["hop_limit"])
+ah = AH(pd, attr=AHAttr(gr=gr, is_global=1, port_num=a["port_num"]))
+payload = b"still joined"
+mr = MR(pd, 64, e.IBV_ACCESS_LOCAL_WRITE)
+mr.write(payload, len(payload))
+wr = SendWR(opcode=e.IBV_WR_SEND, num_sge=1,
+            sg=[SGE(mr.buf, len(payload), mr.lkey)])
+wr.set_wr_ud(ah, g["remote_qpn"], g["qkey"])
+qp.post_send(wr)
+while True:
+    n, wcs = cq.poll()
+    if n:
+        assert wcs[0].status == e.IBV_WC_SUCCESS, wcs[0]
+        break
+print(payload.decode())
+"""
+
+
+def test_drained_while_leased(rdmad):
+    """A client holds the group (it is in its ATTACHED): a reload that
+    removes it leaves it joined, draining, without the daemon's QPs,
+    until the client goes; then the daemon leaves."""
+    d = rdmad(conf(GROUP))
+    g = group_doc(d)
+    rx = subprocess.Popen([str(BUILD / "tests" / "mcast_peer"), d.sock,
+                           "p", "g", "1"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True,
+                          env={**os.environ, "MCAST_PEER_WAIT": "60000"})
+    try:
+        assert rx.stdout.readline() == "attached\n", rx.stderr.read()
+        status, doc = d.get("/v1/profiles/p/mcast/g")
+        assert doc["leases"] == 1, doc
+        rewrite(d, conf('{ name = "h"; addr = "239.1.2.4"; '
+                        'qps = [ "u1" ]; }'))
+        status, body = d.request("POST", "/v1/reload")
+        assert status == 200, body
+        status, prof = d.get("/v1/profiles/p")
+        drain = [o for o in prof["objects"] if o["kind"] == "mcast" and
+                 o["name"] == "g"]
+        assert drain and drain[0]["state"] == "draining", prof
+        assert "239.1.2.3" in maddr()
+        # Still a group: a datagram sent to it reaches the client.
+        tx = subprocess.run(["/usr/bin/python3", "-c", RAW_SENDER,
+                             json.dumps(g)], capture_output=True, text=True,
+                            timeout=60)
+        assert tx.returncode == 0, tx.stderr
+        out, err = rx.communicate(timeout=60)
+        assert json.loads(out)["received"] == ["still joined"], (out, err)
+    finally:
+        rx.kill()
+    # The client is gone: so is the group.
+    assert settle(lambda: not [o for o in d.get("/v1/profiles/p")[1]
+                               ["objects"] if o["name"] == "g"], 30)
+    assert settle(lambda: "239.1.2.3" not in maddr(), 10), maddr()
+    assert "239.1.2.4" in maddr()
