@@ -537,6 +537,11 @@ struct mcast *mcast_free(struct mcast *m)
 	return NULL;
 }
 
+uint64_t mcast_epoch(const struct mcast *m)
+{
+	return m ? (uint64_t)m->rejoins << 2 | m->state : 0;
+}
+
 static json_t *ah_json(const struct mcast *m)
 {
 	const struct ibv_ah_attr *a = &m->ah_attr;

@@ -59,6 +59,9 @@ void mcast_set_owner(struct mcast *m, void (*changed)(void *ud), void *ud);
 void mcast_drain(struct mcast *m);
 /* Detach every QP, leave the group, free. NULL-safe. */
 struct mcast *mcast_free(struct mcast *m);
+/* Changes whenever what mcast_json() says of the membership does (a
+ * rejoin, its end): for caches of documents. */
+uint64_t mcast_epoch(const struct mcast *m);
 /* The group's fields for its object's document, into j: mgid, mlid,
  * qkey, join, join_state, qps (each name, qp_num, attached), ah. */
 void mcast_json(const struct mcast *m, json_t *j);

@@ -5,6 +5,7 @@
 
 #include "control_internal.h"
 #include "log.h"
+#include "mcast.h"
 #include "objects.h"
 #include "proto.h"
 
@@ -451,6 +452,9 @@ static uint64_t attach_signature(const struct profile *p, bool shared)
 
 		h = mix(h, (uint64_t)o->state << 56 ^ o->serial);
 		h = mix(h, (uintptr_t)o->conf);
+		/* A group joined again is described again. */
+		if (o->kind == OBJ_MCAST && o->state == OBJ_READY)
+			h = mix(h, mcast_epoch(o->u.mcast));
 	}
 	return h;
 }

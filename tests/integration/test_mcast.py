@@ -75,6 +75,11 @@ def test_join_attach_and_document(rdmad):
         status, qp = d.get(f"/v1/profiles/p/qp/{q['name']}")
         assert qp["qp_num"] == q["qp_num"]
     assert "239.1.2.3" in maddr(), maddr()
+    # The kernel's rdma_cm id that holds the membership: bound to the
+    # profile's address (its IPv4-mapped GID), UDP port space.
+    ids = [c for c in rdma_res("cm_id", d.pid) if c.get("ps") == "UDP"]
+    assert len(ids) == 1 and \
+        ids[0]["src-addr"].startswith("192.0.2.1:"), ids
 
 
 def peer(d, profile="p", group="g", nrecv=2):
@@ -123,6 +128,8 @@ def test_reload_removal_detaches_and_leaves(rdmad):
     # Left: the netdev is no longer in the group; the other one stays.
     left = maddr()
     assert "239.1.2.3" not in left and "239.1.2.4" in left, left
+    assert len([c for c in rdma_res("cm_id", d.pid)
+                if c.get("ps") == "UDP"]) == 1
     # The QPs stay, detached: a datagram to the group reaches no one
     # (there is no membership to loop it back through).
     for name, num in qps.items():
