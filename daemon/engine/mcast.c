@@ -324,8 +324,13 @@ int mcast_new(const struct mcast_params *mp, struct mcast **out, char **why)
 	if (r < 0) {
 		char text[INET6_ADDRSTRLEN];
 
-		r = fail(why, -r, "rdma_join_multicast %s: %s",
-			 group_text(m, text, sizeof(text)), strerror(-r));
+		/* The kernel's ENOTSUPP (524), which has no text: RoCE v2
+		 * joins no IPv6 group in Linux 6.1. */
+		r = fail(why, r == -524 ? EOPNOTSUPP : -r,
+			 "rdma_join_multicast %s: %s",
+			 group_text(m, text, sizeof(text)),
+			 r == -524 ? "not supported on this device and GID"
+				   : strerror(-r));
 		goto err;
 	}
 	r = wait_joined(m, why);

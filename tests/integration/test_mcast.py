@@ -9,10 +9,13 @@ Removal on reload detaches and leaves."""
 import json
 import os
 import subprocess
+import threading
+import time
 
 import pytest
 
 from conftest import BUILD, RDMAD, ROOT, rdma_res, rdmactl, settle
+from test_events import Collector, monitor_reader
 
 QPS = """
     pd = ( { name = "a"; } );
@@ -293,13 +296,27 @@ def test_rejoined_after_a_gid_change(rdmad):
     detached and attached again; the group works as before."""
     d = rdmad(conf(GROUP))
     assert group_doc(d)["rejoins"] == 0
+    mon = subprocess.Popen([str(BUILD / "rdmactl"), "--socket", d.sock,
+                            "monitor", "--json"], stdout=subprocess.PIPE,
+                           text=True)
+    col = Collector("monitor")
+    threading.Thread(target=monitor_reader, args=(mon, col),
+                     daemon=True).start()
     try:
+        time.sleep(1)
         subprocess.run(["ip", "addr", "add", "192.0.2.88/24", "dev",
                         "veth0"], check=True)
         assert settle(lambda: group_doc(d)["rejoins"] >= 1 and
                       group_doc(d)["join_state"] == "joined", 30), \
             group_doc(d)
+        # The stream says why and that it is joined again.
+        col.wait_for(lambda e: e.get("event") == "gid_change")
+        ev = col.wait_for(lambda e: e.get("event") == "mcast_join")
+        assert ev["profile"] == "p" and ev["name"] == "g" and \
+            ev["kind"] == "mcast" and ev["group"] == "239.1.2.3", ev
     finally:
+        mon.terminate()
+        mon.wait()
         subprocess.run(["ip", "addr", "del", "192.0.2.88/24", "dev",
                         "veth0"], stderr=subprocess.DEVNULL)
     assert settle(lambda: group_doc(d)["join_state"] == "joined", 30)
@@ -388,3 +405,23 @@ def test_drained_while_leased(rdmad):
                                ["objects"] if o["name"] == "g"], 30)
     assert settle(lambda: "239.1.2.3" not in maddr(), 10), maddr()
     assert "239.1.2.4" in maddr()
+
+
+def test_refused_join_fails_the_group(rdmad):
+    """A join the kernel refuses (an IPv6 group over RoCE v2: Linux 6.1's
+    rdma_cm does not do it) fails the group with a reason; the rest of
+    the profile runs."""
+    text = conf('{ name = "v6"; addr = "ff12::1:2"; qps = [ "u0" ]; },\n'
+                '      ' + GROUP).replace(
+        'type = "roce_v2"; family = "ipv4";', 'type = "roce_v2";')
+    d = rdmad(text)
+    bad = group_doc(d, name="v6")
+    assert bad["state"] == "failed", bad
+    assert bad["errno"] == 95 and "rdma_join_multicast ff12::1:2: not " \
+        "supported" in bad["reason"], bad
+    assert group_doc(d)["join_state"] == "joined"
+    status, p = d.get("/v1/profiles/p")
+    assert p["state"] == "degraded", p
+    assert "ff12::1:2" not in maddr()
+    r = rdmactl(d, "show", "p", "mcast", "v6")
+    assert "failed" in r.stdout and "not supported" in r.stdout, r.stdout
