@@ -425,3 +425,29 @@ def test_refused_join_fails_the_group(rdmad):
     assert "ff12::1:2" not in maddr()
     r = rdmactl(d, "show", "p", "mcast", "v6")
     assert "failed" in r.stdout and "not supported" in r.stdout, r.stdout
+
+
+def test_reload_recreating_a_qp_recreates_its_group(rdmad):
+    """A group depends on its QPs: a reload that recreates one (its cap
+    changed) makes the group again, attached to the new QP."""
+    d = rdmad(conf(GROUP))
+    before = {q["name"]: q["qp_num"] for q in group_doc(d)["qps"]}
+    rewrite(d, conf(GROUP).replace(
+        'qp = ( { name = "u0"; pd = "a"; type = "ud";',
+        'qp = ( { name = "u0"; pd = "a"; type = "ud"; '
+        'cap = { max_send_wr = 32; };'))
+    status, body = d.request("POST", "/v1/reload")
+    assert status == 200, body
+    got = sorted((c["kind"], c["name"], c["action"])
+                 for c in body["changes"])
+    assert got == [("mcast", "g", "recreate"), ("qp", "u0", "recreate")], \
+        body
+    g = group_doc(d)
+    assert g["join_state"] == "joined", g
+    after = {q["name"]: q["qp_num"] for q in g["qps"]}
+    assert after["u1"] == before["u1"] and after["u0"] != before["u0"]
+    status, qp = d.get("/v1/profiles/p/qp/u0")
+    assert qp["qp_num"] == after["u0"]
+    assert "239.1.2.3" in maddr()
+    out = json.loads(peer(d).stdout)
+    assert out["received"] == [out["payload"]] * 2, out
