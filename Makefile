@@ -89,7 +89,20 @@ LIB_REAL := $(LIB_SONAME).$(lastword $(shell \
 	sed -n 's/^RDMAD_0\.\([0-9][0-9]*\) *{.*/\1/p' client/librdmad.map))
 
 all: $(B)/rdmad $(B)/rdmactl $(B)/librdmad.so $(B)/rdmad.pc \
-	$(B)/examples/attach $(B)/examples/target_peer $(B)/dist/rdmactl $(B)/dist/units
+	$(B)/examples/attach $(B)/examples/target_peer $(B)/dist/rdmactl $(B)/dist/units \
+	$(B)/kubelet/api_pb2.py
+
+# rdmad-kubelet's protobuf messages (kubelet/), and the test kubelet's
+# (tests/kubelet/), generated from the upstream api.proto: never
+# committed. The gRPC services are written by hand over grpcio's generic
+# handlers (no protoc plugin needed).
+$(B)/kubelet/api_pb2.py: kubelet/api.proto
+	@mkdir -p $(dir $@)
+	protoc --python_out=$(dir $@) -Ikubelet $<
+
+$(B)/tests/kubelet/api_pb2.py: tests/kubelet/api.proto
+	@mkdir -p $(dir $@)
+	protoc --python_out=$(dir $@) -Itests/kubelet $<
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -210,7 +223,8 @@ unit: $(UNIT_BIN) $(FUZZ_REPLAY)
 # Small programs the integration suite drives (tests/integration/helpers).
 HELPERS := $(B)/tests/loopback $(B)/tests/devwatch_probe \
 	$(B)/tests/event_client $(B)/tests/pattern_writer \
-	$(B)/tests/nums_client $(B)/tests/shared_rdma $(B)/tests/mcast_peer
+	$(B)/tests/nums_client $(B)/tests/shared_rdma $(B)/tests/mcast_peer \
+	$(B)/tests/kubelet/api_pb2.py
 
 $(B)/tests/loopback: tests/integration/helpers/loopback.c \
 		$(B)/daemon/verbs/qpstate.o $(B)/daemon/verbs/selftest.o
@@ -307,7 +321,7 @@ MANSECTIONS := $(sort $(subst .,,$(suffix $(MANPAGES))))
 D := $(if $(DESTDIR),'$(subst ','\'',$(DESTDIR))')
 
 install: $(B)/rdmad $(B)/dist/rdmactl $(B)/$(LIB_REAL) $(B)/rdmad.pc \
-		$(B)/dist/units
+		$(B)/dist/units $(B)/kubelet/api_pb2.py
 	$(INSTALL) -d $(D)$(SBINDIR) $(D)$(BINDIR) $(D)$(LIBDIR) \
 		$(D)$(PKGCONFIGDIR) $(D)$(INCLUDEDIR) $(D)$(SYSTEMDUNITDIR) \
 		$(D)$(SYSUSERSDIR) $(D)$(TMPFILESDIR) $(D)$(BASHCOMPDIR) \
@@ -329,6 +343,9 @@ install: $(B)/rdmad $(B)/dist/rdmactl $(B)/$(LIB_REAL) $(B)/rdmad.pc \
 	$(INSTALL) -m 0644 client/rdmactl.bash $(D)$(BASHCOMPDIR)/rdmactl
 	$(INSTALL) -m 0644 $(PYFILES) $(D)$(PYTHONDIR)/rdmad/
 	$(INSTALL) -D -m 0644 daemon/api/openapi.json $(D)$(DATADIR)/rdmad/openapi.json
+	$(INSTALL) -m 0755 kubelet/rdmad-kubelet $(D)$(BINDIR)/rdmad-kubelet
+	$(INSTALL) -D -m 0644 $(B)/kubelet/api_pb2.py \
+		$(D)$(PREFIX)/lib/rdmad-kubelet/api_pb2.py
 	# The configuration is the operator's: an existing one is kept.
 	test -e $(D)$(SYSCONFDIR)/rdmad/rdmad.conf || \
 		$(INSTALL) -m 0644 conf/example.conf \
@@ -344,8 +361,12 @@ uninstall:
 		$(UNITS:%=$(D)$(SYSTEMDUNITDIR)/%) \
 		$(D)$(SYSUSERSDIR)/rdmad.conf $(D)$(TMPFILESDIR)/rdmad.conf \
 		$(D)$(BASHCOMPDIR)/rdmactl $(D)$(DATADIR)/rdmad/openapi.json \
-		$(PYFILES:client/python/%=$(D)$(PYTHONDIR)/%)
-	rm -rf $(D)$(PYTHONDIR)/rdmad/__pycache__
+		$(PYFILES:client/python/%=$(D)$(PYTHONDIR)/%) \
+		$(D)$(BINDIR)/rdmad-kubelet \
+		$(D)$(PREFIX)/lib/rdmad-kubelet/api_pb2.py
+	rm -rf $(D)$(PYTHONDIR)/rdmad/__pycache__ \
+		$(D)$(PREFIX)/lib/rdmad-kubelet/__pycache__
+	rmdir $(D)$(PREFIX)/lib/rdmad-kubelet 2>/dev/null || true
 	rmdir $(D)$(DATADIR)/rdmad $(D)$(PYTHONDIR)/rdmad 2>/dev/null || true
 
 # The Debian packages (debian/), built in a copy of the tree under

@@ -14,6 +14,11 @@ BENCH_LIBS_ctlload := $(shell pkg-config --libs jansson 2>/dev/null) -lpthread
 BENCH_LIBS_probe := $(shell pkg-config --libs jansson 2>/dev/null) -lpthread
 BENCH_LIBS_regserve := $(shell pkg-config --libs libibverbs 2>/dev/null) -lpthread
 
+# popb times the daemon's own population code.
+BENCH_LIBS_popb := -lpthread
+$(B)/bench/popb: $(B)/daemon/verbs/populate.o
+$(B)/bench/popb: PKG_CFLAGS += -Idaemon/verbs
+
 # Programs that speak rdmad's control protocol link its codec.
 BENCH_PROTO_USERS := $(B)/bench/ctlload $(B)/bench/probe
 $(BENCH_PROTO_USERS): $(B)/proto/proto.o

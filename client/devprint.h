@@ -17,9 +17,5 @@ void devprint_port(FILE *f, json_t *port);
 /* str(ctx.query_device_ex().odp_caps), from the device document: the only
  * extended attributes pyverbs prints. */
 void devprint_odp_caps(FILE *f, json_t *dev);
-/* " key=NAME,NAME" of the "name"s of the objects of array a, into buf
- * (at most len bytes, NUL included): the length written, as snprintf()
- * (rdmactl show: a multicast group's QPs). */
-int devprint_names(char *buf, size_t len, const char *key, json_t *a);
 
 #endif

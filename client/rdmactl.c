@@ -12,8 +12,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <sysexits.h>
+#include <unistd.h>
 
 #include "devprint.h"
+#include "profprint.h"
+#include "progress.h"
 #include "rdmad.h"
 #include "suggest.h"
 #include "util.h"
@@ -24,6 +27,7 @@ struct ctl {
 	const char *endpoint; /* qp --endpoint FILE ("-": stdin) */
 	bool json;
 	bool force; /* reload --force */
+	int follow; /* profiles, show: -1 on a terminal, 0 never, 1 always */
 	/* The command's arguments, for suggestions after "not found". */
 	int argc;
 	char **argv;
@@ -45,7 +49,8 @@ static void usage(FILE *f)
 		"  device show IBDEV         device attributes (as pyverbs prints them)\n"
 		"  port IBDEV N              port attributes\n"
 		"  gids IBDEV [N]            GID table of port N (default 1)\n"
-		"  profiles                  profiles and their state\n"
+		"  profiles                  profiles and their state; while one\n"
+		"                            is being created, its progress\n"
 		"  show PROFILE [KIND [NAME]]\n"
 		"                            a profile's objects, those of one kind,\n"
 		"                            or one object\n"
@@ -89,6 +94,11 @@ static void usage(FILE *f)
 		"                  " RDMAD_DEFAULT_SOCKET "); changes need root or\n"
 		"                  the daemon's admin_group\n"
 		"  -j, --json      print the daemon's JSON document\n"
+		"  --follow        profiles, show: while anything is being\n"
+		"                  created, follow it (a progress bar on a\n"
+		"                  terminal, plain lines otherwise), then print\n"
+		"                  the result; the default on a terminal\n"
+		"  --no-follow     print once, also on a terminal\n"
 		"  -h, --help      show this help\n"
 		"  -V, --version   show rdmactl's version\n"
 		"\n"
@@ -319,108 +329,6 @@ static void print_gids(json_t *a)
 		printf("%-5lld %-40s %-8s %s\n",
 		       json_integer_value(json_object_get(g, "index")),
 		       str(g, "gid"), str(g, "type"), str(g, "netdev"));
-}
-
-/* " (3/12 objects, 64/1088 MiB)" while a profile is being created. */
-static const char *progress_text(json_t *p, char *buf, size_t len)
-{
-	json_t *pr = json_object_get(p, "progress");
-
-#define N(k) json_integer_value(json_object_get(pr, k))
-	if (!pr)
-		return "";
-	snprintf(buf, len, " (%lld/%lld objects, %lld/%lld MiB)", N("objects"),
-		 N("objects_total"), N("bytes") >> 20, N("bytes_total") >> 20);
-#undef N
-	return buf;
-}
-
-static void print_profiles(json_t *a)
-{
-	char progress[96];
-	size_t i;
-	json_t *p;
-
-	printf("%-16s %-12s %-8s %-9s %s\n", "PROFILE", "DEVICE", "IBDEV",
-	       "STATE", "OBJECTS");
-	json_array_foreach (a, i, p)
-		printf("%-16s %-12s %-8s %-9s %lld%s\n", str(p, "name"),
-		       str(p, "device"), str(p, "ibdev"), str(p, "state"),
-		       json_integer_value(json_object_get(p, "objects")),
-		       progress_text(p, progress, sizeof(progress)));
-}
-
-/*
- * One line of details per object: the keys that matter for its kind.
- * Keys and addresses in hex, as `rdma resource show mr` and the ibv
- * tools print them; QP numbers in decimal, as `rdma resource show qp`
- * prints lqpn and rqpn (the kernel's view that one compares with).
- */
-static void print_object_line(json_t *o)
-{
-	static const struct {
-		const char *key;
-		bool hex;
-	} keys[] = {
-		{ "handle", false },  { "size", false },     { "backing", false },
-		{ "lkey", true },     { "rkey", true },	     { "length", false },
-		{ "iova", true },     { "qp_num", false },   { "qp_state", false },
-		{ "cqe", false },     { "errno", false },    { "reason", false },
-		{ "group", false },   { "join_state", false }, { "qps", false },
-	};
-	char details[1024];
-	size_t len = 0;
-
-	details[0] = '\0';
-	for (size_t k = 0; k < ARRAY_SIZE(keys) && len < sizeof(details); k++) {
-		json_t *v = json_object_get(o, keys[k].key);
-		int n = 0;
-
-		if (json_is_integer(v) && keys[k].hex)
-			n = snprintf(details + len, sizeof(details) - len,
-				     " %s=0x%llx", keys[k].key,
-				     (unsigned long long)json_integer_value(v));
-		else if (json_is_integer(v))
-			n = snprintf(details + len, sizeof(details) - len,
-				     " %s=%lld", keys[k].key,
-				     (long long)json_integer_value(v));
-		else if (json_is_array(v)) /* a group's QPs: their names */
-			n = devprint_names(details + len, sizeof(details) - len,
-					   keys[k].key, v);
-		else if (json_is_string(v))
-			n = snprintf(details + len, sizeof(details) - len,
-				     " %s=%s", keys[k].key,
-				     json_string_value(v));
-		if (n > 0)
-			len += (size_t)n;
-	}
-	/* The state column is padded only when details follow it. */
-	printf("%-7s %-16s %-*s%s\n", str(o, "kind"), str(o, "name"),
-	       details[0] ? 8 : 0, str(o, "state"), details);
-}
-
-/* A profile's line and its objects (of kind only, when not NULL). */
-static void print_profile_kind(json_t *p, const char *kind)
-{
-	char progress[96];
-	size_t i;
-	json_t *o;
-
-	printf("profile %s on %s (%s port %lld): %s%s%s%s\n", str(p, "name"),
-	       str(p, "device"), str(p, "ibdev"),
-	       json_integer_value(json_object_get(p, "port")), str(p, "state"),
-	       progress_text(p, progress, sizeof(progress)),
-	       json_object_get(p, "reason") ? ": " : "",
-	       json_object_get(p, "reason") ? str(p, "reason") : "");
-	printf("%-7s %-16s %-8s %s\n", "KIND", "NAME", "STATE", "DETAILS");
-	json_array_foreach (json_object_get(p, "objects"), i, o)
-		if (!kind || streq(kind, str(o, "kind")))
-			print_object_line(o);
-}
-
-static void print_profile(json_t *p)
-{
-	print_profile_kind(p, NULL);
 }
 
 static void print_sessions(json_t *a)
@@ -824,6 +732,30 @@ static int show_kind(const struct ctl *c, const char *path, const char *kind)
 	return EX_OK;
 }
 
+struct refetch {
+	const struct ctl *c;
+	const char *path;
+};
+
+static int refetch(void *ud, json_t **doc)
+{
+	struct refetch *f = ud;
+
+	return get(f->c, f->path, doc);
+}
+
+/* profiles, show PROFILE: while anything is being made, its progress
+ * (a bar on a terminal), then the document as it ends. */
+static int follow(const struct ctl *c, const char *path, json_t **doc, int r)
+{
+	bool tty = isatty(STDOUT_FILENO);
+	struct refetch f = { c, path };
+
+	if (r || !(c->follow > 0 || (c->follow < 0 && tty)))
+		return r;
+	return progress_follow(doc, refetch, &f, tty);
+}
+
 static int run_command(const struct ctl *c, const struct command *cmd,
 		       int argc, char **argv)
 {
@@ -920,6 +852,11 @@ static int run_command(const struct ctl *c, const struct command *cmd,
 	}
 	if (!doc)
 		return r;
+	if (!c->json && print != print_object_line &&
+	    (streq(cmd->name, "profiles") || streq(cmd->name, "show")))
+		r = follow(c, path, &doc, r);
+	if (!doc)
+		return r;
 	if (c->json) {
 		json_dumpf(doc, stdout, JSON_INDENT(2));
 		fputc('\n', stdout);
@@ -938,11 +875,13 @@ int main(int argc, char **argv)
 		{ "state", required_argument, NULL, 'S' },
 		{ "endpoint", required_argument, NULL, 'E' },
 		{ "force", no_argument, NULL, 'f' },
+		{ "follow", no_argument, NULL, 'F' },
+		{ "no-follow", no_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct ctl c = { .socket = getenv("RDMAD_SOCKET") };
+	struct ctl c = { .socket = getenv("RDMAD_SOCKET"), .follow = -1 };
 	const char *names[ARRAY_SIZE(commands)], *best;
 	int opt;
 
@@ -964,6 +903,12 @@ int main(int argc, char **argv)
 			break;
 		case 'f':
 			c.force = true;
+			break;
+		case 'F':
+			c.follow = 1;
+			break;
+		case 'N':
+			c.follow = 0;
 			break;
 		case 'h':
 			usage(stdout);

@@ -389,17 +389,20 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 		manager_progress(s->m, &pr);
 		sd_notifyf(0,
 			   "STATUS=creating objects: %zu of %zu, %llu of %llu "
-			   "MiB registered",
+			   "MiB populated, %llu of %llu MiB registered",
 			   pr.objects, pr.objects_total,
+			   (unsigned long long)(pr.populated >> 20),
+			   (unsigned long long)(pr.populated_total >> 20),
 			   (unsigned long long)(pr.bytes >> 20),
 			   (unsigned long long)(pr.bytes_total >> 20));
 		/* Only progress buys time: a creation stuck on one object
 		 * runs into TimeoutStartSec= as it should. */
-		if (pr.objects != s->last_objects || pr.bytes != s->last_bytes)
+		if (pr.objects != s->last_objects ||
+		    pr.bytes + pr.populated != s->last_bytes)
 			sd_notifyf(0, "EXTEND_TIMEOUT_USEC=%llu",
 				   (unsigned long long)EXTEND_USEC);
 		s->last_objects = pr.objects;
-		s->last_bytes = pr.bytes;
+		s->last_bytes = pr.bytes + pr.populated;
 		return;
 	case MANAGER_SETTLED:
 		/* What parsing and creating freed goes back to the system:

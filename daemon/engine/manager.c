@@ -13,6 +13,7 @@
 #include "manager.h"
 #include "objects.h"
 #include "orphans.h"
+#include "populate.h"
 #include "validate.h"
 #include "workers.h"
 
@@ -83,14 +84,17 @@ void manager_progress(const struct manager *m, struct profile_progress *out)
 {
 	*out = (struct profile_progress){ 0 };
 	for (size_t i = 0; i < m->n_profiles; i++) {
-		const struct profile_progress *p = &m->profiles[i]->progress;
+		struct profile_progress p;
 
 		if (!profile_busy(m->profiles[i]))
 			continue;
-		out->objects += p->objects;
-		out->objects_total += p->objects_total;
-		out->bytes += p->bytes;
-		out->bytes_total += p->bytes_total;
+		profile_progress_now(m->profiles[i], &p);
+		out->objects += p.objects;
+		out->objects_total += p.objects_total;
+		out->bytes += p.bytes;
+		out->bytes_total += p.bytes_total;
+		out->populated += p.populated;
+		out->populated_total += p.populated_total;
 	}
 }
 
@@ -226,19 +230,73 @@ static void on_device(void *ud, const char *ibdev, enum devwatch_action a)
  * object's): subscribers hear how it goes, not every object of it. */
 #define PROGRESS_EVENTS 20
 
-static void publish_progress(struct manager *m, const struct profile *p)
+/* While large memories are populated: how often their progress is
+ * looked at, and published when it moved. */
+#define POPULATE_TICK_USEC (500 * 1000)
+
+static void publish_progress(struct manager *m, struct profile *p, bool force)
 {
 	const struct profile_progress *g = &p->progress;
 	size_t step = g->objects_total / PROGRESS_EVENTS + 1;
+	json_t *ev;
 
-	if (g->objects % step && g->objects != g->objects_total)
+	if (!force && g->objects % step && g->objects != g->objects_total)
 		return;
-	events_publishf(m->events, "progress", "{s:s, s:I, s:I, s:I, s:I}",
-			"profile", p->conf->name, "objects",
-			(json_int_t)g->objects, "objects_total",
-			(json_int_t)g->objects_total, "bytes",
-			(json_int_t)g->bytes, "bytes_total",
-			(json_int_t)g->bytes_total);
+	ev = profile_progress_json(p);
+	if (!ev || json_object_set_new(ev, "profile",
+				       json_string(p->conf->name)) < 0) {
+		json_decref(ev);
+		return;
+	}
+	p->populated_said = json_integer_value(json_object_get(ev, "populated"));
+	events_publish(m->events, "progress", ev);
+}
+
+/* Every POPULATE_TICK_USEC while a creation populates large memory: a
+ * progress event for each whose population moved. */
+static int on_populate_tick(sd_event_source *s, uint64_t usec, void *ud)
+{
+	struct manager *m = ud;
+	bool more = false;
+
+	for (size_t i = 0; i < m->n_profiles; i++) {
+		struct profile *p = m->profiles[i];
+		struct profile_progress g;
+
+		if (p->state != PROFILE_CREATING || !p->progress.populated_total)
+			continue;
+		more = true;
+		profile_progress_now(p, &g);
+		if (g.populated == p->populated_said)
+			continue;
+		/* Its documents show the bytes: cached ones are stale. */
+		profile_touch(p);
+		publish_progress(m, p, true);
+		manager_announce(m, MANAGER_PROGRESS, p);
+	}
+	if (more)
+		sd_event_source_set_time(s, usec + POPULATE_TICK_USEC);
+	return sd_event_source_set_enabled(s, more ? SD_EVENT_ONESHOT
+						   : SD_EVENT_OFF);
+}
+
+static void populate_watch(struct manager *m)
+{
+	uint64_t now;
+
+	if (m->populate_tick) {
+		if (sd_event_source_get_enabled(m->populate_tick, NULL) > 0)
+			return;
+		sd_event_now(m->event, CLOCK_MONOTONIC, &now);
+		sd_event_source_set_time(m->populate_tick,
+					 now + POPULATE_TICK_USEC);
+		sd_event_source_set_enabled(m->populate_tick, SD_EVENT_ONESHOT);
+		return;
+	}
+	/* Without it the creation goes on; only its progress is unheard. */
+	(void)sd_event_add_time_relative(m->event, &m->populate_tick,
+					 CLOCK_MONOTONIC, POPULATE_TICK_USEC,
+					 0, on_populate_tick, m);
 }
 
 /* The engine's word on a profile (profile.c), passed on. */
@@ -247,8 +305,13 @@ static void on_profile_change(void *ud, struct profile *p,
 {
 	struct manager *m = ud;
 
+	if (what == PROFILE_STARTED) {
+		if (p->progress.populated_total)
+			populate_watch(m);
+		return;
+	}
 	if (what == PROFILE_PROGRESS) {
-		publish_progress(m, p);
+		publish_progress(m, p, false);
 		manager_announce(m, MANAGER_PROGRESS, p);
 		return;
 	}
@@ -307,6 +370,8 @@ int manager_new(struct config *config, struct manager **out)
 		manager_free(m);
 		return r;
 	}
+	/* Populations share the CPUs the workers key allows. */
+	populate_set_threads(workers_threads(m->workers));
 	m->profiles = calloc(config->n_profiles + 1, sizeof(*m->profiles));
 	if (!m->profiles) {
 		manager_free(m);
@@ -421,6 +486,7 @@ struct manager *manager_free(struct manager *m)
 		profile_free(m->retired[i]);
 	free(m->retired);
 	m->workers = workers_free(m->workers);
+	m->populate_tick = sd_event_source_disable_unref(m->populate_tick);
 	free(m->profiles);
 	free(m->listeners);
 	m->events = events_free(m->events);

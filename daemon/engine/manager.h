@@ -112,6 +112,8 @@ struct manager {
 	struct control *control;
 	struct devwatch *devwatch;
 	struct orphans *orphans; /* RDMA netlink scans (orphans.c) */
+	/* Progress events while large memory is populated. */
+	sd_event_source *populate_tick;
 	char *token; /* REST bearer token, NULL: mutating calls refused */
 	struct timespec started; /* CLOCK_MONOTONIC */
 	/* Reloads that ended (applied, or refused or cancelled): counted

@@ -50,16 +50,20 @@ static struct object *dep(struct profile *p, struct object *o,
 static int memory_obj_create(struct profile *p, struct object *o)
 {
 	const struct conf_memory *c = o->conf;
-	char key[256];
+	char key[256], why[256];
 	int r;
 
 	/* The key under which a restart finds it again (fd store). */
 	snprintf(key, sizeof(key), "%s/%s", p->conf->name, c->name);
-	r = memory_create_keyed(c, key, &o->u.mem);
+	r = memory_create_keyed(c, key, &p->stop, &o->u.mem, why, sizeof(why));
+	if (r == -ECANCELED)
+		return object_fail(o, r, "its creation was cancelled");
+	if (r < 0 && why[0])
+		return object_fail(o, r, "cannot create %s memory: %s",
+				   mem_backing_name(c->backing), why);
 	if (r < 0 && c->backing == MEM_HUGETLB) {
 		uint64_t page = c->page_size ? c->page_size
 					     : hugepages_default_size();
-		char why[256];
 
 		/* Most often a short pool: say which, and how to raise it. */
 		return object_fail(o, r, "cannot create hugetlb memory: %s: %s",
@@ -284,6 +288,7 @@ static int mr_create(struct profile *p, struct object *o)
 			restore_claim(p->restored, "mr", c->name);
 			o->u.mr.iova = was.iova;
 			o->u.mr.restored = true;
+			o->u.mr.stats = memory_stats_hold(&mem->u.mem, len);
 			return 0;
 		}
 		log_warn(o->u.mr.mr ? 0 : -errno,
@@ -304,13 +309,17 @@ static int mr_create(struct profile *p, struct object *o)
 				   (unsigned long long)len,
 				   c->odp ? " with on-demand paging" : "",
 				   strerror(errno));
+	o->u.mr.stats = memory_stats_hold(&mem->u.mem, len);
 	return 0;
 }
 
 static void mr_destroy(struct object *o)
 {
+	uint64_t len = o->u.mr.mr ? o->u.mr.mr->length : 0;
+
 	if (o->u.mr.mr && ibv_dereg_mr(o->u.mr.mr))
 		ibv_unimport_mr(o->u.mr.mr);
+	memory_stats_release(TAKE_PTR(o->u.mr.stats), len);
 }
 
 /* ---- mw ---- */

@@ -213,18 +213,38 @@ json_t *object_qp_endpoint(const struct profile *p, const struct object *o,
 	return j;
 }
 
+/* A large memory's bytes populated and registered, while it is made and
+ * after. */
+static void memory_progress_json(const struct object *o, json_t *j)
+{
+	struct memory_stats *ms = atomic_load(&o->u.mem.stats);
+
+	if (!ms)
+		return;
+	SET_INT(j, "populated", atomic_load(&ms->populated));
+	SET_INT(j, "registered", atomic_load(&ms->registered));
+}
+
 static void memory_json(const struct object *o, json_t *j)
 {
 	const struct conf_memory *c = o->conf;
 	struct stat st;
 
+	struct memory_stats *ms = atomic_load(&o->u.mem.stats);
+
 	SET_INT(j, "size", c->size);
 	SET_STR(j, "backing", mem_backing_name(c->backing));
 	SET_STR(j, "path", c->path);
-	/* hugetlbfs gives its page size as the block size. */
-	if (c->backing == MEM_HUGETLB && o->u.mem.fd >= 0 &&
-	    !fstat(o->u.mem.fd, &st))
+	/* A large memory's pages as smaps saw them once populated. */
+	if (ms && ms->page_size) {
+		SET_INT(j, "page_size", ms->page_size);
+		SET_INT(j, "thp_bytes", ms->huge_bytes);
+	} else if (c->backing == MEM_HUGETLB && o->u.mem.fd >= 0 &&
+		   !fstat(o->u.mem.fd, &st)) {
+		/* hugetlbfs gives its page size as the block size. */
 		SET_INT(j, "page_size", st.st_blksize);
+	}
+	memory_progress_json(o, j);
 }
 
 static void xrcd_json(const struct object *o, json_t *j)
@@ -376,6 +396,9 @@ json_t *object_json(const struct object *o)
 	 * left of it. */
 	if (o->state == OBJ_READY && ready_json[o->kind])
 		ready_json[o->kind](o, j);
+	/* Its job only ever sets the stats it shares, atomically. */
+	if (o->state == OBJ_CREATING && o->kind == OBJ_MEMORY)
+		memory_progress_json(o, j);
 	/* A QP can fail its transition while it exists. */
 	if (o->state == OBJ_FAILED && o->kind == OBJ_QP && o->u.qp.qp)
 		qp_json(o, j);

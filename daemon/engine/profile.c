@@ -8,6 +8,7 @@
 #include "log.h"
 #include "mcast.h"
 #include "objects.h"
+#include "populate.h"
 #include "profile.h"
 #include "profile_internal.h"
 #include "restore.h"
@@ -510,6 +511,11 @@ void profile_create_objects(struct profile *p)
 		o->state = OBJ_CREATING;
 		p->progress.objects_total++;
 		p->progress.bytes_total += object_bytes(p, o);
+		if (o->kind == OBJ_MEMORY &&
+		    ((const struct conf_memory *)o->conf)->size >=
+			    POPULATE_MIN_BYTES)
+			p->progress.populated_total +=
+				((const struct conf_memory *)o->conf)->size;
 	}
 	for (size_t i = 0; i < p->n_objects; i++) {
 		struct object *o = &p->objects[i];
@@ -523,6 +529,9 @@ void profile_create_objects(struct profile *p)
 	}
 	profile_set_state(p, PROFILE_CREATING, NULL);
 	profile_touch(p);
+	p->populated_said = 0;
+	if (p->changed)
+		p->changed(p->changed_ud, p, PROFILE_STARTED);
 	workers_plug(p->workers);
 	for (size_t i = 0; i < p->n_objects; i++) {
 		struct object *o = &p->objects[i];
@@ -537,6 +546,27 @@ void profile_create_objects(struct profile *p)
 		phase_end(p);
 }
 
+void profile_progress_now(const struct profile *p,
+			  struct profile_progress *out)
+{
+	*out = p->progress;
+	if (!p->progress.populated_total)
+		return;
+	for (size_t i = p->kind_start[OBJ_MEMORY];
+	     i < p->kind_start[OBJ_MEMORY] + p->conf->n_objs[OBJ_MEMORY];
+	     i++) {
+		const struct object *o = &p->objects[i];
+		struct memory_stats *ms;
+
+		if (!o->todo || (o->state != OBJ_CREATING &&
+				 o->state != OBJ_READY))
+			continue;
+		ms = atomic_load(&o->u.mem.stats);
+		if (ms)
+			out->populated += atomic_load(&ms->populated);
+	}
+}
+
 /* Stop the creation under way: what is queued is not started, what runs
  * is waited for. Objects are left as they are, to be destroyed or kept. */
 void profile_cancel_creation(struct profile *p)
@@ -544,7 +574,9 @@ void profile_cancel_creation(struct profile *p)
 	if (!p->in_flight)
 		return;
 	p->cancelling = true;
+	atomic_store(&p->stop, true);
 	workers_drain(p->workers, p);
+	atomic_store(&p->stop, false);
 	p->cancelling = false;
 	for (size_t i = 0; i < p->n_objects; i++)
 		p->objects[i].todo = false;
@@ -833,6 +865,20 @@ struct profile *profile_free(struct profile *p)
 
 /* ---- JSON ---- */
 
+json_t *profile_progress_json(const struct profile *p)
+{
+	struct profile_progress g;
+
+	profile_progress_now(p, &g);
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "objects",
+			 (json_int_t)g.objects, "objects_total",
+			 (json_int_t)g.objects_total, "bytes",
+			 (json_int_t)g.bytes, "bytes_total",
+			 (json_int_t)g.bytes_total, "populated",
+			 (json_int_t)g.populated, "populated_total",
+			 (json_int_t)g.populated_total);
+}
+
 json_t *profile_json(const struct profile *p, int detail)
 {
 	json_t *j = json_pack("{s:s, s:s, s:s, s:i}", "name", p->conf->name,
@@ -862,15 +908,7 @@ json_t *profile_json(const struct profile *p, int detail)
 				json_integer((json_int_t)p->view.n_orphan));
 	}
 	if (p->state == PROFILE_CREATING)
-		json_object_set_new(
-			j, "progress",
-			json_pack("{s:I, s:I, s:I, s:I}", "objects",
-				  (json_int_t)p->progress.objects,
-				  "objects_total",
-				  (json_int_t)p->progress.objects_total,
-				  "bytes", (json_int_t)p->progress.bytes,
-				  "bytes_total",
-				  (json_int_t)p->progress.bytes_total));
+		json_object_set_new(j, "progress", profile_progress_json(p));
 	if (!detail) {
 		json_object_set_new(j, "objects",
 				    json_integer((json_int_t)p->n_objects));

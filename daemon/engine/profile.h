@@ -57,6 +57,12 @@ void profile_release(struct profile *p, struct object *o);
 
 /* JSON documents for the control surfaces. */
 json_t *profile_json(const struct profile *p, int detail);
+/* The creation under way: p->progress, with the bytes of its large
+ * memories populated by now (their workers count them as they go). */
+void profile_progress_now(const struct profile *p,
+			  struct profile_progress *out);
+/* The same as the document's "progress" (and the event's fields). */
+json_t *profile_progress_json(const struct profile *p);
 /* The fields of a profile_state event: profile, state, device, reason. */
 json_t *profile_event_body(const struct profile *p);
 

@@ -64,6 +64,8 @@ struct object {
 			uint64_t iova;
 			/* Taken back from the previous run (restore.h). */
 			bool restored;
+			/* Its memory's, when large: it counts our bytes. */
+			struct memory_stats *stats;
 		} mr;
 		struct ibv_mw *mw;
 		struct {
@@ -121,14 +123,17 @@ enum profile_state {
 	PROFILE_CREATING, /* objects are being created */
 };
 
-/* How far a creation has come: objects and registered bytes. */
+/* How far a creation has come: objects, registered bytes, and the bytes
+ * of its large memories populated (profile_progress_now()). */
 struct profile_progress {
 	size_t objects, objects_total;
 	uint64_t bytes, bytes_total;
+	uint64_t populated, populated_total;
 };
 
 /* What a profile tells its owner (the manager), on the loop. */
 enum profile_change {
+	PROFILE_STARTED,  /* a creation starts (progress.*_total known) */
 	PROFILE_PROGRESS, /* an object of the creation under way is done */
 	PROFILE_SETTLED,  /* the creation under way has ended */
 };
@@ -164,11 +169,15 @@ struct profile {
 	struct job *jobs;
 	size_t in_flight;  /* jobs submitted and not done */
 	bool cancelling;   /* a drain: done jobs start nothing new */
+	/* Set by the loop while it drains: a running job ends early where
+	 * it can (a population between chunks). */
+	atomic_bool stop;
 	/* Destructions of a reload on the workers (profile.c, burial): the
 	 * profile stays creating until they are over too. */
 	unsigned int burying;
 	bool unburying; /* bury_wait: a done burial settles nothing */
 	struct profile_progress progress;
+	uint64_t populated_said; /* the owner's, for its progress events */
 	profile_change_fn changed;
 	void *changed_ud;
 	/* Where its state changes are published (events.h); NULL: nowhere.

@@ -5,6 +5,7 @@
 #include "cmaddr.h"
 #include "devinfo.h"
 #include "devmatch.h"
+#include "hostmem.h"
 #include "hugepages.h"
 #include "qpstate.h"
 #include "util.h"
@@ -349,13 +350,48 @@ struct pool_use {
 	bool said;
 };
 
+/* A memory the host can never hold, or huge pages it will not give. */
+static void check_host_memory(struct config *c, const struct conf_memory *m,
+			      const struct hostmem *h)
+{
+	char policy[32];
+	bool shmem = m->backing == MEM_MEMFD;
+
+	if (h->ram && m->backing != MEM_HUGETLB && m->size > h->ram + h->swap)
+		config_add_error(c, m->loc,
+				 "memory '%s': size %" PRIu64 " is more than "
+				 "this host's RAM and swap together (%" PRIu64
+				 " + %" PRIu64 " bytes)",
+				 m->name, m->size, h->ram, h->swap);
+	if (m->thp != CONF_TRUE)
+		return;
+	hostmem_thp_policy(shmem, policy, sizeof(policy));
+	if (!policy[0])
+		config_add_error(c, m->loc,
+				 "memory '%s': thp = true, but this kernel "
+				 "has no transparent huge pages",
+				 m->name);
+	else if (!hostmem_thp_usable(shmem, policy))
+		config_add_error(
+			c, m->loc,
+			"memory '%s': thp = true, but this host's transparent "
+			"huge pages for %s are \"%s\" "
+			"(/sys/kernel/mm/transparent_hugepage/%s): write "
+			"%s there, or leave thp out",
+			m->name, shmem ? "shmem (memfd)" : "anonymous memory",
+			policy, shmem ? "shmem_enabled" : "enabled",
+			shmem ? "advise" : "madvise");
+}
+
 void capcheck_memory(struct config *c)
 {
+	struct hostmem host;
 	uint64_t dflt = hugepages_default_size();
 	struct pool_use pools[8] = { { 0 } };
 	size_t n_pools = 0;
 	char why[256], label[16];
 
+	(void)hostmem_read(&host);
 	for (size_t k = 0; k < c->n_profiles; k++) {
 		const struct conf_profile *pr = &c->profiles[k];
 
@@ -365,6 +401,7 @@ void capcheck_memory(struct config *c)
 			uint64_t page = m->page_size ? m->page_size : dflt;
 			struct pool_use *u = NULL;
 
+			check_host_memory(c, m, &host);
 			if (m->backing != MEM_HUGETLB)
 				continue;
 			if (!page) {

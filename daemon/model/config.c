@@ -226,6 +226,8 @@ static size_t scalar_size(enum field_type t)
 	case F_INT:
 	case F_ENUM:
 		return sizeof(int);
+	case F_TRIBOOL:
+		return sizeof(enum conf_tribool);
 	case F_INT64:
 	case F_SIZE:
 		return sizeof(uint64_t);
@@ -315,6 +317,7 @@ static bool fields_equal(const struct field *table, const void *a,
 		case F_UINT16:
 		case F_SIZE:
 		case F_BOOL:
+		case F_TRIBOOL:
 			if (memcmp(x, y, scalar_size(f->type)))
 				return false;
 			break;

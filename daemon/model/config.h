@@ -44,6 +44,14 @@ struct conf_error {
 	size_t seq; /* order found, to keep sorting stable */
 };
 
+/* A boolean key that may be left out, so that a default can depend on
+ * the host. */
+enum conf_tribool {
+	CONF_UNSET,
+	CONF_TRUE,
+	CONF_FALSE,
+};
+
 enum mem_backing {
 	MEM_MEMFD,
 	MEM_HUGETLB,
@@ -103,6 +111,9 @@ struct conf_memory {
 	enum mem_backing backing;
 	char *path; /* backing = file */
 	uint64_t page_size; /* backing = hugetlb; 0: the host's default */
+	/* Transparent huge pages (anonymous, memfd): unset asks for them
+	 * where the host's policy gives them. */
+	enum conf_tribool thp;
 };
 
 struct conf_pd {

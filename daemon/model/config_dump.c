@@ -61,6 +61,11 @@ static void fields_json(const struct field *table, const void *obj, json_t *j)
 		case F_BOOL:
 			v = json_boolean(*(const bool *)at);
 			break;
+		case F_TRIBOOL:
+			if (*(const enum conf_tribool *)at != CONF_UNSET)
+				v = json_boolean(*(const enum conf_tribool *)
+							 at == CONF_TRUE);
+			break;
 		case F_ACCESS:
 			v = access_names_json(*(const unsigned int *)at);
 			break;

@@ -471,6 +471,7 @@ static const struct field memory_fields[] = {
 	FLD(conf_memory, "backing", F_ENUM, backing, .names = backing_names),
 	FLD(conf_memory, "path", F_STRING, path, .check = check_abs_path),
 	FLD(conf_memory, "page_size", F_SIZE, page_size),
+	FLD(conf_memory, "thp", F_TRIBOOL, thp),
 	END_OF_TABLE,
 };
 

@@ -140,6 +140,9 @@ static void put_field(struct writer *w, const struct field *f,
 	case F_BOOL:
 		put_u(w, *(const bool *)at);
 		return;
+	case F_TRIBOOL:
+		put_u(w, *(const enum conf_tribool *)at);
+		return;
 	case F_STRLIST:
 		n = *(const size_t *)((const char *)obj + f->count_offset);
 		put_u(w, n);
@@ -433,6 +436,10 @@ static void get_field(struct reader *r, const struct field *f, void *obj)
 		return;
 	case F_BOOL:
 		*(bool *)at = get_umax(r, 1);
+		return;
+	case F_TRIBOOL:
+		*(enum conf_tribool *)at =
+			(enum conf_tribool)get_umax(r, CONF_FALSE);
 		return;
 	case F_STRLIST: {
 		char **v;

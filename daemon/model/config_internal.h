@@ -35,6 +35,7 @@ enum field_type {
 	F_UINT16,
 	F_SIZE,	  /* uint64_t, "64M" or integer */
 	F_BOOL,
+	F_TRIBOOL, /* enum conf_tribool, from a boolean */
 	F_ENUM,	  /* int, from names */
 	F_ACCESS, /* unsigned int IBV_ACCESS_* from a list of names */
 	F_STRLIST,

@@ -379,6 +379,16 @@ static void parse_bool(struct parser *p, const struct field *f,
 	*(bool *)((char *)obj + f->offset) = config_setting_get_bool(s);
 }
 
+static void parse_tribool(struct parser *p, const struct field *f,
+			  const config_setting_t *s, void *obj)
+{
+	if (!expect(p, s, "a boolean (true or false)",
+		    config_setting_type(s) == CONFIG_TYPE_BOOL))
+		return;
+	*(enum conf_tribool *)((char *)obj + f->offset) =
+		config_setting_get_bool(s) ? CONF_TRUE : CONF_FALSE;
+}
+
 static void parse_enum(struct parser *p, const struct field *f,
 		       const config_setting_t *s, void *obj)
 {
@@ -521,6 +531,7 @@ static field_parser *const field_parsers[] = {
 	[F_INT64] = parse_int,
 	[F_SIZE] = parse_size,
 	[F_BOOL] = parse_bool,
+	[F_TRIBOOL] = parse_tribool,
 	[F_ENUM] = parse_enum,
 	[F_ACCESS] = parse_access,
 	[F_STRLIST] = parse_strlist,

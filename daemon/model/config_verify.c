@@ -373,6 +373,13 @@ static void verify_memory(struct parser *p, const struct conf_memory *m)
 		parser_error(p, m->loc,
 			     "memory '%s': path is only for backing \"file\"",
 			     unnamed(m->name));
+	if (m->thp != CONF_UNSET &&
+	    (m->backing == MEM_HUGETLB || m->backing == MEM_FILE))
+		parser_error(p, m->loc,
+			     "memory '%s': thp is only for backing \"memfd\" "
+			     "and \"anonymous\" (hugetlb pages are huge "
+			     "already, a file's are its filesystem's)",
+			     unnamed(m->name));
 	if (!m->page_size)
 		return;
 	if (m->backing != MEM_HUGETLB)

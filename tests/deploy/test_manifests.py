@@ -101,6 +101,11 @@ def test_configmap_passes_rdmad_check(tmp_path):
     assert "cdi_spec" in dump.stdout
 
 
+def container(spec, name):
+    (c,) = [c for c in spec["containers"] if c["name"] == name]
+    return c
+
+
 def unit_capabilities():
     unit = (ROOT / "systemd" / "rdmad.service").read_text()
     caps = re.search(r"^AmbientCapabilities=(.*)$", unit, re.M)[1].split()
@@ -111,7 +116,7 @@ def test_daemonset_grants_what_rdmad_needs(tmp_path):
     d = docs()
     ds = d[("DaemonSet", "rdmad")]
     spec = ds["spec"]["template"]["spec"]
-    (c,) = spec["containers"]
+    c = container(spec, "rdmad")
     sc = c["securityContext"]
     assert sc["capabilities"]["drop"] == ["ALL"]
     # The unit's capabilities, and CHOWN for the socket's group (the unit
@@ -147,7 +152,7 @@ def test_daemonset_needs_no_udevd():
     (which would make rdmad wait for the node's udevd)."""
     ds = docs()[("DaemonSet", "rdmad")]
     spec = ds["spec"]["template"]["spec"]
-    (c,) = spec["containers"]
+    c = container(spec, "rdmad")
     assert spec["hostNetwork"] is True
     assert spec.get("hostUsers", True) is True
     host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"]
@@ -176,3 +181,53 @@ def test_client_requests_a_profile_through_cdi():
     group = re.search(r'control_group = "(\d+)"',
                       d[("ConfigMap", "rdmad-config")]["data"]["rdmad.conf"])[1]
     assert int(group) in pod["spec"]["securityContext"]["supplementalGroups"]
+
+
+def test_device_plugin_beside_rdmad(tmp_path):
+    """rdmad-kubelet in the DaemonSet: the kubelet's device-plugins
+    directory of the node, rdmad's control socket (as the configuration
+    names it) and CDI specification read-only, no capability; its
+    options are ones it takes. A pod asks for a profile's resource."""
+    d = docs()
+    spec = d[("DaemonSet", "rdmad")]["spec"]["template"]["spec"]
+    c = container(spec, "rdmad-kubelet")
+    sc = c["securityContext"]
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert not sc["privileged"] and not sc["allowPrivilegeEscalation"]
+    assert sc["readOnlyRootFilesystem"]
+    conf = config_files(tmp_path).read_text()
+    sock = re.search(r'control_socket = "([^"]+)"', conf)[1]
+    cdi = re.search(r'cdi_spec = "([^"]+)"', conf)[1]
+    argv = c["command"]
+    assert argv[0] == "/usr/bin/rdmad-kubelet"
+    opts = dict(a.split("=", 1) for a in argv[1:])
+    assert opts["--socket"] == sock
+    plugin_dir = "/var/lib/kubelet/device-plugins"
+    assert opts["--plugin-dir"] == plugin_dir
+    host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"]
+            if "hostPath" in v}
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    for path, ro in ((plugin_dir, False), (os.path.dirname(sock), True),
+                     (os.path.dirname(cdi), True)):
+        (name,) = [n for n, p in host.items() if p == path]
+        assert mounts[name]["mountPath"] == path
+        assert mounts[name].get("readOnly", False) is ro, path
+    # The options parse as rdmad-kubelet parses them.
+    r = subprocess.run(["/usr/bin/python3", "-c", """
+import importlib.machinery, importlib.util, sys
+loader = importlib.machinery.SourceFileLoader("plugin", sys.argv[1])
+spec = importlib.util.spec_from_loader("plugin", loader)
+m = importlib.util.module_from_spec(spec)
+loader.exec_module(m)
+a = m.parse_args(sys.argv[2:])
+print(a.shares, a.prefix)
+""", str(ROOT / "kubelet" / "rdmad-kubelet"), *argv[1:]],
+        capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [opts["--shares"], "rdmad.io"]
+
+    pod = d[("Pod", "ingest-reader")]
+    (w,) = pod["spec"]["containers"]
+    assert w["resources"]["limits"]["rdmad.io/ingest"] == 1
+    assert "annotations" not in pod["metadata"]
+    assert "nodeSelector" not in pod["spec"]

@@ -33,6 +33,7 @@ import json
 import math
 import mmap
 import os
+import select
 import socket
 import stat
 import threading
@@ -383,6 +384,37 @@ class Connection:
             raise
         self._profiles.append(p)
         return p
+
+    def subscribe(self):
+        """Subscribe this session to the daemon's event stream (REQUEST
+        GET /v1/events); returns the seq of the last event published
+        before it. Read the events with next_event()."""
+        reply = self.request("GET", "/v1/events")
+        return reply.get("last_seq") if isinstance(reply, dict) else None
+
+    def next_event(self, timeout=None):
+        """The next EVENT the daemon sent (a dict, the JSON of GET
+        /v1/events; events set aside while awaiting an answer first),
+        or None when none came within timeout seconds (None: wait for
+        one). {"event": "overflow", ...} ends a subscription. Raises
+        Error("daemon_gone") when the daemon closed the connection."""
+        with self._lock:
+            if self.events:
+                return self.events.pop(0)
+            if self._broken:
+                raise Error("daemon_gone" if self._gone_flag
+                            else "not_connected",
+                            f"the connection to rdmad failed earlier "
+                            f"({self._broken}): connect again")
+            r, _, _ = select.select([self._sock], [], [], timeout)
+            if not r:
+                return None
+            mtype, _, doc, fds = self._recv("an event")
+            _close_fds(fds)
+            if mtype != proto.PROTO_EVENT:
+                self._protocol(f"rdmad sent {proto.type_name(mtype)} "
+                               f"unasked")
+            return doc
 
     def close(self):
         """Detach every profile still attached, then close the
