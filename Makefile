@@ -223,7 +223,7 @@ unit: $(UNIT_BIN) $(FUZZ_REPLAY)
 # Small programs the integration suite drives (tests/integration/helpers).
 HELPERS := $(B)/tests/loopback $(B)/tests/devwatch_probe \
 	$(B)/tests/event_client $(B)/tests/pattern_writer \
-	$(B)/tests/nums_client $(B)/tests/shared_rdma \
+	$(B)/tests/nums_client $(B)/tests/shared_rdma $(B)/tests/mcast_peer \
 	$(B)/tests/kubelet/api_pb2.py
 
 $(B)/tests/loopback: tests/integration/helpers/loopback.c \
@@ -242,7 +242,8 @@ $(B)/tests/event_client: tests/integration/helpers/event_client.c \
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -Iclient -o $@ $< -L$(B) -lrdmad \
 		-Wl,-rpath,'$$ORIGIN/..' $(shell pkg-config --libs libibverbs)
 
-$(B)/tests/pattern_writer $(B)/tests/nums_client $(B)/tests/shared_rdma: \
+$(B)/tests/pattern_writer $(B)/tests/nums_client $(B)/tests/shared_rdma \
+		$(B)/tests/mcast_peer: \
 		$(B)/tests/%: \
 		tests/integration/helpers/%.c $(B)/librdmad.so.0
 	@mkdir -p $(dir $@)

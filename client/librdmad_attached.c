@@ -46,6 +46,7 @@ void client_profile_free(struct rdmad_profile *p)
 		free(p->dm_mr[i].name);
 	for (i = 0; i < p->n_imr; i++)
 		free(p->imr[i].name);
+	client_mcasts_free(p);
 	free(p->imr);
 	free(p->dm);
 	free(p->dm_mr);
@@ -550,6 +551,9 @@ int client_parse_attached(struct rdmad_profile *p, struct proto_msg *m,
 	if (r < 0)
 		return r;
 	r = parse_imrs(p, m);
+	if (r < 0)
+		return r;
+	r = client_parse_mcasts(p, m->payload);
 	if (r < 0)
 		return r;
 	return parse_dms(p, m);

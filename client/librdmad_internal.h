@@ -173,6 +173,8 @@ struct rdmad_profile {
 	size_t n_dm_mr;
 	struct client_imr *imr;
 	size_t n_imr;
+	struct client_mcast *mcast; /* librdmad_mcast.c */
+	size_t n_mcast;
 	/* Local mode: the devices, listed while the daemon answered. */
 	struct ibv_device **devs;
 	int n_devs;
@@ -226,5 +228,10 @@ void client_profile_free(struct rdmad_profile *p);
  */
 int client_parse_attached(struct rdmad_profile *p, struct proto_msg *m,
 			  unsigned int flags);
+
+/* librdmad_mcast.c: the groups of ATTACHED's "mcast" list (optional:
+ * daemons before 0.7 send none), and freeing them. */
+int client_parse_mcasts(struct rdmad_profile *p, const json_t *doc);
+void client_mcasts_free(struct rdmad_profile *p);
 
 #endif

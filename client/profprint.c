@@ -29,6 +29,26 @@ void print_profiles(json_t *a)
 		       progress_text(p, progress, sizeof(progress)));
 }
 
+/* " key=NAME,NAME" of the "name"s of the objects of array a, into buf
+ * (at most len bytes, NUL included): the length written. */
+static int names_text(char *buf, size_t len, const char *key, json_t *a)
+{
+	size_t used = 0, i;
+	json_t *o;
+
+	json_array_foreach (a, i, o) {
+		const char *name = json_string_value(json_object_get(o, "name"));
+		int n = snprintf(buf + used, len - used, "%s%s%s%s",
+				 i ? "," : " ", i ? "" : key, i ? "" : "=",
+				 name ? name : "?");
+
+		if (n < 0 || (size_t)n >= len - used)
+			break;
+		used += (size_t)n;
+	}
+	return (int)used;
+}
+
 /*
  * One line of details per object: the keys that matter for its kind.
  * Keys and addresses in hex, as `rdma resource show mr` and the ibv
@@ -45,6 +65,7 @@ void print_object_line(json_t *o)
 		{ "lkey", true },     { "rkey", true },	     { "length", false },
 		{ "iova", true },     { "qp_num", false },   { "qp_state", false },
 		{ "cqe", false },     { "errno", false },    { "reason", false },
+		{ "group", false },   { "join_state", false }, { "qps", false },
 	};
 	char details[1024];
 	size_t len = 0;
@@ -62,6 +83,9 @@ void print_object_line(json_t *o)
 			n = snprintf(details + len, sizeof(details) - len,
 				     " %s=%lld", keys[k].key,
 				     (long long)json_integer_value(v));
+		else if (json_is_array(v)) /* a group's QPs: their names */
+			n = names_text(details + len, sizeof(details) - len,
+				       keys[k].key, v);
 		else if (json_is_string(v))
 			n = snprintf(details + len, sizeof(details) - len,
 				     " %s=%s", keys[k].key,

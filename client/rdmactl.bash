@@ -54,7 +54,7 @@ _rdmactl()
 	local commands="devices device port gids profiles show health version
 		config sessions reload qp endpoint selftest monitor target"
 	local options="--socket --json --help --version"
-	local kinds="memory xrcd pd dm mr mw cq srq qp ah target"
+	local kinds="memory xrcd pd dm mr mw cq srq qp ah target mcast"
 	local -a _rdmactl_cmd=("${words[0]}") args=()
 	local i cmd=""
 
@@ -145,7 +145,7 @@ _rdmactl()
 		words_list="profile_state object_state progress reload
 			device_added device_removed port_active port_error
 			gid_change qp_ cq_error srq_limit_reached session_attach
-			session_detach target_"
+			session_detach target_ mcast_"
 		;;
 	target)
 		case $n in

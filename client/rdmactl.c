@@ -36,7 +36,7 @@ struct ctl {
 /* The object kinds, as the configuration and the daemon name them. */
 static const char *const kinds[] = { "memory", "xrcd", "pd", "dm",
 				     "mr",     "mw",   "cq", "srq",
-				     "qp",     "ah",   "target" };
+				     "qp",     "ah",   "target", "mcast" };
 
 static void usage(FILE *f)
 {

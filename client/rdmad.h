@@ -311,6 +311,32 @@ void rdmad_target_disconnect(struct rdmad_target_conn *conn);
 int rdmad_request(struct rdmad *c, const char *method, const char *path,
 		  const char *body_json, int *status, char **reply_json);
 
+/* ---- multicast groups (RDMAD_0.7) ---- */
+
+/* A group the daemon joined for the profile (kind mcast), as ATTACHED
+ * described it: what a client needs to attach its own UD QPs
+ * (ibv_attach_mcast(qp, mgid, mlid), the QPs' qkey set to qkey) and to
+ * send to the group (an AH with these attributes on its own PD: is_global
+ * = 1, grh.dgid = mgid; remote_qpn and qkey in each send). */
+struct rdmad_mcast {
+	uint8_t mgid[16];
+	uint16_t mlid;
+	uint32_t qkey;
+	uint32_t remote_qpn; /* 0xffffff: every QP attached */
+	uint8_t port_num, sl, src_path_bits, static_rate;
+	uint8_t sgid_index, hop_limit, traffic_class;
+	uint32_t flow_label;
+	int send_only; /* joined as a send-only member */
+};
+
+/*
+ * The group name of the attached profile p, into *out: 0, or -errno with
+ * rdmad_last_error() set: -ENOENT when p has no such group, or it was
+ * not joined when p was attached (it failed, or is being joined again).
+ */
+int rdmad_mcast(struct rdmad_profile *p, const char *name,
+		struct rdmad_mcast *out);
+
 /* The library's version, e.g. "0.1.0". */
 const char *rdmad_version(void);
 

@@ -9,6 +9,7 @@
 
 #include "hugepages.h"
 #include "log.h"
+#include "mcast.h"
 #include "objects.h"
 #include "qpstate.h"
 #include "restore.h"
@@ -841,6 +842,43 @@ static void target_destroy(struct object *o)
 	o->u.target = target_free(o->u.target);
 }
 
+/* ---- mcast: joined on a worker (mcast.c) ---- */
+
+static int mcast_create(struct profile *p, struct object *o)
+{
+	const struct conf_mcast *c = o->conf;
+	struct mcast_params mp = {
+		.profile = p->conf->name, .conf = c, .ibdev = p->ibdev,
+		.port = p->dev->port, .gid_index = p->gid_index,
+		.gid = p->gid, .events = p->events, .changed = touch, .ud = p,
+	};
+	char *why = NULL;
+	int r;
+
+	/* A QP built is enough: the creation connects QPs once every
+	 * object exists, after this (attaching takes any state). */
+	for (size_t i = 0; i < c->n_qps && i < CONF_MCAST_MAX_QPS; i++) {
+		struct object *qp = profile_find(p, OBJ_QP, c->qps[i]);
+
+		if (!qp || !qp->u.qp.qp || (qp->state != OBJ_READY &&
+					    qp->state != OBJ_CREATING))
+			return dep(p, o, OBJ_QP, c->qps[i]) ? -EAGAIN
+							     : -o->err;
+		mp.qps[mp.n_qps++] = qp->u.qp.qp;
+	}
+	mp.pd = mp.n_qps ? mp.qps[0]->pd : NULL;
+	r = mcast_new(&mp, &o->u.mcast, &why);
+	if (r < 0)
+		object_fail(o, r, "%s", why ? why : strerror(-r));
+	free(why);
+	return r;
+}
+
+static void mcast_destroy(struct object *o)
+{
+	o->u.mcast = mcast_free(o->u.mcast);
+}
+
 /* ---- dispatch ---- */
 
 struct kind_ops {
@@ -860,6 +898,7 @@ static const struct kind_ops kind_ops[OBJ_KIND_MAX] = {
 	[OBJ_QP] = { qp_create, qp_destroy },
 	[OBJ_AH] = { ah_create, ah_destroy },
 	[OBJ_TARGET] = { target_create, target_destroy },
+	[OBJ_MCAST] = { mcast_create, mcast_destroy },
 };
 
 static void object_reset(struct object *o)
@@ -925,6 +964,12 @@ int object_start(struct profile *p, struct object *o)
 {
 	int r;
 
+	if (o->kind == OBJ_MCAST && o->u.mcast) {
+		r = mcast_start(o->u.mcast, workers_event(p->workers));
+		return r < 0 ? object_fail(o, r, "cannot watch the group: %s",
+					   strerror(-r))
+			     : 0;
+	}
 	if (o->kind != OBJ_TARGET || !o->u.target)
 		return 0;
 	r = target_start(o->u.target, workers_event(p->workers));
@@ -938,6 +983,8 @@ void object_adopt(struct profile *p, struct object *o)
 {
 	if (o->kind == OBJ_TARGET && o->u.target)
 		target_set_owner(o->u.target, touch, p);
+	if (o->kind == OBJ_MCAST && o->u.mcast)
+		mcast_set_owner(o->u.mcast, touch, p);
 }
 
 void object_destroy(struct object *o)

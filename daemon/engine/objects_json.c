@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "gid.h"
+#include "mcast.h"
 #include "objects.h"
 #include "qpstate.h"
 #include "target.h"
@@ -360,6 +361,12 @@ static void ah_json(const struct object *o, json_t *j)
 	}
 }
 
+static void mcast_obj_json(const struct object *o, json_t *j)
+{
+	json_object_set_new(j, "config", config_object_json(OBJ_MCAST, o->conf));
+	mcast_json(o->u.mcast, j);
+}
+
 /* A ready object's own fields, by kind. */
 static void (*const ready_json[OBJ_KIND_MAX])(const struct object *o,
 					      json_t *j) = {
@@ -374,6 +381,7 @@ static void (*const ready_json[OBJ_KIND_MAX])(const struct object *o,
 	[OBJ_QP] = qp_json,
 	[OBJ_TARGET] = target_obj_json,
 	[OBJ_AH] = ah_json,
+	[OBJ_MCAST] = mcast_obj_json,
 };
 
 json_t *object_json(const struct object *o)

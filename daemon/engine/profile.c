@@ -6,6 +6,7 @@
 #include "devmatch.h"
 #include "events.h"
 #include "log.h"
+#include "mcast.h"
 #include "objects.h"
 #include "populate.h"
 #include "profile.h"
@@ -656,7 +657,9 @@ void profile_bury(struct burial **bp, struct object *o)
 {
 	struct burial *b = *bp;
 
-	if (o->kind == OBJ_TARGET || o->state == OBJ_PENDING) {
+	/* Targets and groups have event sources on the loop. */
+	if (o->kind == OBJ_TARGET || o->kind == OBJ_MCAST ||
+	    o->state == OBJ_PENDING) {
 		object_destroy(o);
 		return;
 	}
@@ -719,6 +722,10 @@ int profile_add_draining(struct profile *p, struct object *o)
 	d[p->n_draining].conf = conf;
 	d[p->n_draining].state = OBJ_DRAINING;
 	d[p->n_draining].reason = NULL;
+	/* A group stays joined for its clients, without the daemon's QPs
+	 * and AH, which may go before it. */
+	if (o->kind == OBJ_MCAST)
+		mcast_drain(d[p->n_draining].u.mcast);
 	p->n_draining++;
 	profile_object_announce(p, &d[p->n_draining - 1]);
 	object_forget(o);

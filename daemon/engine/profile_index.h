@@ -23,6 +23,7 @@ struct asyncwatch;
 struct events;
 struct profile;
 struct target;
+struct mcast;
 
 enum obj_state {
 	OBJ_PENDING,  /* not created (yet) */
@@ -80,6 +81,7 @@ struct object {
 		} qp;
 		struct ibv_ah *ah;
 		struct target *target;
+		struct mcast *mcast;
 	} u;
 	int err; /* positive errno when failed */
 	/* Sessions holding it (attach protocol): bounded by the sessions

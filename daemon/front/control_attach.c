@@ -5,6 +5,7 @@
 
 #include "control_internal.h"
 #include "log.h"
+#include "mcast.h"
 #include "objects.h"
 #include "proto.h"
 
@@ -451,6 +452,9 @@ static uint64_t attach_signature(const struct profile *p, bool shared)
 
 		h = mix(h, (uint64_t)o->state << 56 ^ o->serial);
 		h = mix(h, (uintptr_t)o->conf);
+		/* A group joined again is described again. */
+		if (o->kind == OBJ_MCAST && o->state == OBJ_READY)
+			h = mix(h, mcast_epoch(o->u.mcast));
 	}
 	return h;
 }
@@ -469,6 +473,7 @@ enum attach_part {
 	PART_DM_MR,	  /* "dm_mr" */
 	PART_IMPLICIT_MR, /* "implicit_mr": the client registers its own */
 	PART_MR,	  /* "mr", over a memory with an fd */
+	PART_MCAST,	  /* "mcast": a group's MGID, MLID, qkey and AH */
 };
 
 static enum attach_part attach_part(struct profile *p, const struct object *o,
@@ -487,6 +492,8 @@ static enum attach_part attach_part(struct profile *p, const struct object *o,
 								 : PART_NONE;
 	case OBJ_PD:
 		return PART_PD;
+	case OBJ_MCAST:
+		return PART_MCAST;
 	case OBJ_QP:
 	case OBJ_SRQ:
 		return PART_NUMBER;
@@ -571,7 +578,7 @@ static const char *attach_list(const struct object *o, enum attach_part part)
 		[PART_MEMORY] = "memory", [PART_XRCD] = "xrcd",
 		[PART_PD] = "pd",	  [PART_DM] = "dm",
 		[PART_DM_MR] = "dm_mr",	  [PART_IMPLICIT_MR] = "implicit_mr",
-		[PART_MR] = "mr",
+		[PART_MR] = "mr",	  [PART_MCAST] = "mcast",
 	};
 
 	if (part == PART_NUMBER)

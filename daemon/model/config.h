@@ -265,6 +265,29 @@ struct conf_target {
 	char *token; /* the token, or "@/path" of a file holding it */
 };
 
+/* How a multicast group is joined (rdma_join_multicast_ex's flags). */
+enum mcast_join {
+	MCJ_FULL,      /* full member: sends and receives */
+	MCJ_SEND_ONLY, /* send-only full member: sends, receives nothing */
+};
+
+/* At most this many QPs per group: each is a reference (CONF_MAX_REFS). */
+#define CONF_MCAST_MAX_QPS 8
+/* The Q_Key of the groups rdma_cm makes (RDMA_UDP_QKEY): what member QPs
+ * must use to receive what is sent to the group. */
+#define CONF_MCAST_QKEY 0x01234567u
+
+/* A multicast group the profile's UD QPs join (engine/mcast.c). */
+struct conf_mcast {
+	struct conf_loc loc;
+	char *name;
+	char *addr; /* an IPv4 or IPv6 multicast address, or: */
+	char *mgid; /* the group's GID, as it is (IPv6 notation) */
+	char **qps; /* UD QPs of the profile attached to the group */
+	size_t n_qps;
+	enum mcast_join join;
+};
+
 struct conf_device {
 	struct conf_loc loc;
 	char *name;
@@ -294,6 +317,7 @@ enum obj_kind {
 	OBJ_QP,
 	OBJ_AH,
 	OBJ_TARGET,
+	OBJ_MCAST,
 	OBJ_KIND_MAX,
 };
 
@@ -515,6 +539,14 @@ int config_print(const struct config *c, FILE *f);
 /* Record an error found outside the parser (e.g. a device check). */
 void config_add_error(struct config *c, struct conf_loc loc,
 		      const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/*
+ * The group a multicast declaration names, as an address rdma_cm joins:
+ * addr as AF_INET or AF_INET6, mgid as AF_INET6 holding the GID. 0, or
+ * -EINVAL with *why set (static text) when it is no multicast address.
+ */
+int config_parse_mcast(const struct conf_mcast *m,
+		       struct sockaddr_storage *out, const char **why);
+const char *mcast_join_name(enum mcast_join j);
 /* Parse "64M" etc. (powers of 1024). Returns 0 or -EINVAL / -ERANGE. */
 int config_parse_size(const char *s, uint64_t *out);
 

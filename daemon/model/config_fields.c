@@ -56,6 +56,12 @@ static const struct enum_name srq_type_names[] = {
 	{ NULL, 0 },
 };
 
+static const struct enum_name mcast_join_names[] = {
+	{ "full", MCJ_FULL },
+	{ "send_only", MCJ_SEND_ONLY },
+	{ NULL, 0 },
+};
+
 static const struct enum_name gid_type_names[] = {
 	{ "ib", GIDK_IB },
 	{ "roce_v1", GIDK_ROCE_V1 },
@@ -92,6 +98,7 @@ const char *const conf_kind_names[OBJ_KIND_MAX] = {
 	[OBJ_DM] = "dm",	 [OBJ_MR] = "mr",     [OBJ_MW] = "mw",
 	[OBJ_CQ] = "cq",	 [OBJ_SRQ] = "srq",   [OBJ_QP] = "qp",
 	[OBJ_AH] = "ah",	 [OBJ_TARGET] = "target",
+	[OBJ_MCAST] = "mcast",
 };
 
 const char *conf_enum_name(const struct enum_name *t, int v)
@@ -125,6 +132,11 @@ const char *qp_recover_name(enum qp_recover r)
 const char *srq_kind_name(enum srq_kind k)
 {
 	return conf_enum_name(srq_type_names, k);
+}
+
+const char *mcast_join_name(enum mcast_join j)
+{
+	return conf_enum_name(mcast_join_names, j);
 }
 
 const char *obj_kind_name(enum obj_kind k)
@@ -657,6 +669,15 @@ static const struct field target_fields[] = {
 	END_OF_TABLE,
 };
 
+static const struct field mcast_fields[] = {
+	FLD(conf_mcast, "name", F_STRING, name, .required = true),
+	FLD(conf_mcast, "addr", F_STRING, addr),
+	FLD(conf_mcast, "mgid", F_STRING, mgid, .check = check_gid),
+	LIST(conf_mcast, "qps", qps),
+	FLD(conf_mcast, "join", F_ENUM, join, .names = mcast_join_names),
+	END_OF_TABLE,
+};
+
 static const struct field allow_fields[] = {
 	LIST(conf_profile, "users", allow_users, .warn = warn_user),
 	LIST(conf_profile, "groups", allow_groups, .warn = warn_group),
@@ -684,6 +705,7 @@ const struct field conf_profile_fields[] = {
 	{ .key = "qp", .type = F_IGNORE },
 	{ .key = "ah", .type = F_IGNORE },
 	{ .key = "target", .type = F_IGNORE },
+	{ .key = "mcast", .type = F_IGNORE },
 	END_OF_TABLE,
 };
 
@@ -753,6 +775,7 @@ const struct kind_table conf_kinds[OBJ_KIND_MAX] = {
 	KIND(OBJ_CQ, cq, cq_defaults),	KIND(OBJ_SRQ, srq, srq_defaults),
 	KIND(OBJ_QP, qp, qp_defaults),	KIND(OBJ_AH, ah, ah_defaults),
 	KIND(OBJ_TARGET, target, target_defaults),
+	KIND(OBJ_MCAST, mcast, NULL),
 };
 
 size_t conf_obj_size(enum obj_kind k)

@@ -13,6 +13,7 @@
 #include <uthash.h>
 
 #include "config_internal.h"
+#include "config_mcast.h"
 #include "qpstate.h"
 
 #define NAME_MAX_LEN 64
@@ -150,6 +151,8 @@ size_t conf_obj_refs(enum obj_kind k, const void *obj, struct conf_ref *out,
 
 	if (k == OBJ_TARGET)
 		return target_refs(obj, out, max);
+	if (k == OBJ_MCAST)
+		return conf_mcast_refs(obj, out, max);
 
 	for (size_t r = 0; r < ARRAY_SIZE(references) && n < max; r++) {
 		const char *name;
@@ -723,6 +726,7 @@ static void verify_profile(struct parser *p, struct conf_profile *pr)
 	for (size_t i = 0; i < pr->n_objs[OBJ_TARGET]; i++)
 		verify_target(p, pr, conf_obj(pr, OBJ_TARGET, i));
 	verify_targets_hold(p, pr);
+	conf_verify_mcasts(p, pr);
 	for (size_t i = 0; i < pr->n_objs[OBJ_QP]; i++) {
 		struct conf_qp *q = (struct conf_qp *)conf_obj(pr, OBJ_QP, i);
 		const struct conf_srq *srq = conf_obj_find(pr, OBJ_SRQ, q->srq);

@@ -47,6 +47,7 @@ profiles = (
                  cq = "ct"; allow = [ "192.0.2.0/24" ];
                  expose = ( { mr = "r"; access = [ "remote_read" ];
                               length = 4096; } ); } );
+    mcast = ( { name = "g"; addr = "239.1.9.9"; qps = [ "d0" ]; } );
   }
 );
 """
@@ -82,7 +83,7 @@ def test_every_kind(rdmad):
     for key in (("memory", "m"), ("pd", "a"), ("mr", "r"), ("mw", "w1"),
                 ("mw", "w2"), ("cq", "c"), ("cq", "c2"), ("srq", "s"),
                 ("qp", "q0"), ("qp", "q1"), ("qp", "u0"), ("qp", "d0"),
-                ("ah", "h"), ("cq", "ct"), ("target", "t")):
+                ("ah", "h"), ("cq", "ct"), ("target", "t"), ("mcast", "g")):
         assert objs[key]["state"] == "ready", (key, objs[key])
     t = objs[("target", "t")]
     assert t["listen"] == "192.0.2.1:7471" and t["listening"] is True
@@ -109,7 +110,9 @@ def test_every_kind(rdmad):
     assert kqp[u0["qp_num"]]["state"] == "RTR"
     assert len(rdma_res("srq", d.pid)) == 1
     assert len(rdma_res("cq", d.pid)) == 3
-    assert [c["state"] for c in rdma_res("cm_id", d.pid)] == ["LISTEN"]
+    # The target's listener, and the group's id (bound, joined).
+    assert sorted(c["state"] for c in rdma_res("cm_id", d.pid)) == \
+        ["ADDR_BOUND", "LISTEN"]
     # In the profile's context (librdmacm, for the target's listener,
     # opens a context of its own, with a PD).
     ctx = [r for r in rdma_res("pd", d.pid) if r.get("ctxn") == prof["ctxn"]]
@@ -261,7 +264,7 @@ def test_rdmactl_selftest_and_reload(rdmad):
     assert r.returncode == 0, r.stderr
     # Nothing changed; what failed on rxe is tried again, and says so.
     lines = r.stdout.splitlines()
-    assert lines[-1] == "5 changes, 15 objects kept"
+    assert lines[-1] == "5 changes, 16 objects kept"
     assert all(line.split()[0] == "retry" for line in lines[:-1]), lines
     assert {line.split()[2] for line in lines[:-1]} == {
         "x", "dev", "sx", "xs", "xr"}

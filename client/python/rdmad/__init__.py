@@ -40,8 +40,8 @@ import threading
 
 from . import proto
 
-__all__ = ["Error", "Connection", "Profile", "connect", "DEFAULT_SOCKET",
-           "MODE_SHARED", "MODE_LOCAL"]
+__all__ = ["Error", "Connection", "Profile", "Group", "connect",
+           "DEFAULT_SOCKET", "MODE_SHARED", "MODE_LOCAL"]
 
 #: Where connect() goes when neither its path nor $RDMAD_SOCKET says.
 DEFAULT_SOCKET = proto.RDMAD_DEFAULT_SOCKET
@@ -838,6 +838,63 @@ class Profile:
                         f"it has no srq_num")
         return d["srq_num"]
 
+    def mcast(self, name):
+        """The profile's multicast group called name, as the daemon
+        joined it (kind mcast): a Group. Error "not_found" if there is
+        none, or it was not joined when the profile was attached."""
+        d = self._numbered("mcast", name)
+        if d.get("join_state") != "joined":
+            raise Error("not_found", f"profile '{self.name}' has no "
+                        f"joined mcast group '{name}'")
+        try:
+            return Group(d)
+        except (KeyError, TypeError, ValueError):
+            self._malformed(f"mcast {name!r}")
+
     def __repr__(self):
         return (f"<rdmad.Profile {self.name!r} {self.mode} on "
                 f"{self.ibdev} port {self.port}>")
+
+
+class Group:
+    """A multicast group the daemon joined (Profile.mcast()): what a
+    client needs to use it from its own UD QPs. Attributes: name, group
+    (the declared address), mgid (text, eight groups of four hex
+    digits), mlid, qkey (receiving QPs use it; senders name it),
+    remote_qpn (what a send to the group names: 0xffffff), send_only,
+    ah_attributes (the document's "ah": the address vector to the
+    group). Receiving QPs are attached with ibv_attach_mcast(qp, mgid,
+    mlid); senders go through ah(pd)."""
+
+    def __init__(self, doc):
+        self.document = doc
+        self.name = doc["name"]
+        self.group = doc.get("group")
+        self.mgid = doc["mgid"]
+        self.mlid = int(doc["mlid"])
+        self.qkey = int(doc["qkey"])
+        self.remote_qpn = int(doc["remote_qpn"])
+        self.send_only = doc.get("join") == "send_only"
+        self.ah_attributes = dict(doc["ah"])
+
+    def ah_attr(self):
+        """A pyverbs AHAttr to the group."""
+        from pyverbs.addr import AHAttr, GID, GlobalRoute
+        a = self.ah_attributes
+        gr = GlobalRoute(dgid=GID(self.mgid), sgid_index=a["sgid_index"],
+                         hop_limit=a["hop_limit"],
+                         traffic_class=a["traffic_class"],
+                         flow_label=a["flow_label"])
+        return AHAttr(gr=gr, is_global=1, port_num=a["port_num"],
+                      dlid=a["dlid"], sl=a["sl"],
+                      src_path_bits=a["src_path_bits"],
+                      static_rate=a["static_rate"])
+
+    def ah(self, pd):
+        """A pyverbs AH to the group on pd (the caller's own PD)."""
+        from pyverbs.addr import AH
+        return AH(pd, attr=self.ah_attr())
+
+    def __repr__(self):
+        return f"<rdmad.Group {self.name!r} {self.mgid} mlid {self.mlid}>"
+
