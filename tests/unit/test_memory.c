@@ -2,7 +2,7 @@
 /* Large memory (verbs/memory.c, populate.c, hostmem.c) on this host, no
  * device needed: a population counts every byte once, on as many threads
  * as the budget gives, and stops between pieces when told; a memory of
- * 64 MiB and more gets its stats (populated, page size from smaps), a
+ * more than 64 MiB gets its stats (populated, page size from smaps), a
  * smaller one none; a file on a filesystem is reserved; a memory larger
  * than what is free fails before any page is touched, saying why; MRs
  * holding the stats keep them after the memory goes. */
@@ -61,9 +61,9 @@ static void populate_stops_when_told(void **state)
 
 static void stats_for_large_memories_only(void **state)
 {
-	struct conf_memory big = { .name = "big", .size = 64 * MIB,
+	struct conf_memory big = { .name = "big", .size = 66 * MIB,
 				   .backing = MEM_MEMFD },
-			   small = { .name = "small", .size = 64 * MIB - 4096,
+			   small = { .name = "small", .size = 64 * MIB,
 				     .backing = MEM_MEMFD };
 	struct memory m = { .fd = -1 }, s = { .fd = -1 };
 	struct memory_stats *st, *held;
