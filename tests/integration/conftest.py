@@ -170,14 +170,16 @@ TOKEN = "rdmad-test-token-0123456789"
 
 def daemon_fds(pid):
     """What a process's fds point to, sorted; REST connections (sockets
-    that come and go) and uverbs device numbers left out."""
+    that come and go), files of /proc (read and closed at once: an
+    orphan scan reads /proc/PID/status of each owner) and uverbs device
+    numbers left out."""
     out = []
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
             t = os.readlink(f"/proc/{pid}/fd/{fd}")
         except FileNotFoundError:
             continue
-        if t.startswith("socket:"):
+        if t.startswith("socket:") or t.startswith("/proc/"):
             continue
         out.append("uverbs" if "/dev/infiniband/uverbs" in t else
                    t.split(":")[0] if ":[" in t else t)

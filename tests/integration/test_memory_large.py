@@ -8,6 +8,7 @@ behind; what the host cannot give is refused at --check or fails that
 memory alone, with the reason."""
 
 import json
+import shlex
 import subprocess
 import threading
 import time
@@ -229,8 +230,8 @@ def test_rdmactl_draws_a_bar_on_a_terminal(rdmad):
     table once the profile is ready."""
     d = rdmad(conf('size = "1G";'), wait=False)
     _wait_populating(d)
-    r = subprocess.run(["script", "-qefc",
-                        f"{RDMACTL} --socket {d.sock} profiles", "/dev/null"],
+    cmd = shlex.join([str(RDMACTL), "--socket", str(d.sock), "profiles"])
+    r = subprocess.run(["script", "-qefc", cmd, "/dev/null"],
                        capture_output=True, text=True, timeout=SETTLE)
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
