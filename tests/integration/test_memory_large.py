@@ -235,7 +235,9 @@ def test_rdmactl_draws_a_bar_on_a_terminal(rdmad):
                        capture_output=True, text=True, timeout=SETTLE)
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
-    assert "\r\x1b[K" in out and "%  " in out, out
+    # (Read as text, "\r" became a newline: the bar clears its line and
+    # moves back up over itself to be redrawn.)
+    assert "\x1b[K" in out and "\x1b[1A" in out and "%  " in out, out
     assert "MiB populated" in out, out
     # The bars end; the last line is the table's, ready.
     last = [x for x in out.replace("\r", "\n").splitlines() if x.strip()][-1]
