@@ -13,6 +13,7 @@ The test kubelet refuses what the kubelet would (a bad resource name,
 duplicate device IDs), and every test fails on such a message."""
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -417,7 +418,9 @@ def test_pod_attaches_with_what_allocate_returned(rdmad, kubelet, plugin):
                            env=env, capture_output=True, text=True,
                            timeout=TIMEOUT)
         assert r.returncode == 0, r.stdout + r.stderr
-        script = (f"{ATTACH} && {PATTERN_WRITER} \"$RDMAD_SOCKET\" "
+        # Quoted: a checkout's path may hold a space (CI's clone does).
+        script = (f"{shlex.quote(str(ATTACH))} && "
+                  f"{shlex.quote(str(PATTERN_WRITER))} \"$RDMAD_SOCKET\" "
                   f"\"$RDMAD_PROFILE\" r 0 "
                   f"{b'written in a pod'.hex()}")
         r = subprocess.run(
