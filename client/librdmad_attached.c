@@ -80,22 +80,6 @@ static int malformed(const struct rdmad_profile *p, const char *fmt, ...)
 				p->name, why);
 }
 
-/* A JSON integer in [0, max]. */
-static bool get_uint(const json_t *o, const char *key, uint64_t max,
-		     uint64_t *out)
-{
-	const json_t *v = json_object_get(o, key);
-	json_int_t i;
-
-	if (!json_is_integer(v))
-		return false;
-	i = json_integer_value(v);
-	if (i < 0 || (uint64_t)i > max)
-		return false;
-	*out = (uint64_t)i;
-	return true;
-}
-
 /* A non-empty string, copied. */
 static char *get_name(const json_t *o, const char *key)
 {
@@ -156,10 +140,10 @@ static int parse_memory(struct rdmad_profile *p, struct proto_msg *m)
 			if (streq(p->mem[j].name, mem->name))
 				return malformed(p, "memory '%s' twice",
 						 mem->name);
-		if (!get_uint(o, "size", SIZE_MAX, &v) || v == 0)
+		if (!client_json_uint(o, "size", SIZE_MAX, &v) || v == 0)
 			return malformed(p, "memory '%s': bad size", mem->name);
 		mem->size = v;
-		if (!get_uint(o, "fd", UINT32_MAX, &v))
+		if (!client_json_uint(o, "fd", UINT32_MAX, &v))
 			return malformed(p, "memory '%s' has no fd", mem->name);
 		r = take_fd(p, m, v, mem->name, &mem->fd);
 		if (r < 0)
@@ -190,7 +174,7 @@ static int parse_xrcds(struct rdmad_profile *p, struct proto_msg *m)
 		x->name = get_name(o, "name");
 		if (!x->name)
 			return malformed(p, "xrcd %zu has no name", i);
-		if (!get_uint(o, "fd", UINT32_MAX, &v))
+		if (!client_json_uint(o, "fd", UINT32_MAX, &v))
 			return malformed(p, "xrcd '%s' has no fd", x->name);
 		r = take_fd(p, m, v, x->name, &x->fd);
 		if (r < 0)
@@ -232,7 +216,7 @@ static int parse_nums(struct rdmad_profile *p, const struct proto_msg *m,
 				return malformed(p, "%s '%s': bad xrcd", key,
 						 q->name);
 		}
-		if (get_uint(o, num_key, UINT32_MAX, &v)) {
+		if (client_json_uint(o, num_key, UINT32_MAX, &v)) {
 			q->num = (uint32_t)v;
 			q->has_num = true;
 		} else if (json_object_get(o, num_key)) {
@@ -265,7 +249,7 @@ static int parse_pds(struct rdmad_profile *p, const struct proto_msg *m)
 		for (j = 0; j < i; j++)
 			if (streq(p->pd[j].name, pd->name))
 				return malformed(p, "pd '%s' twice", pd->name);
-		if (!get_uint(o, "handle", UINT32_MAX, &v))
+		if (!client_json_uint(o, "handle", UINT32_MAX, &v))
 			return malformed(p, "pd '%s' has no handle", pd->name);
 		pd->handle = v;
 	}
@@ -345,10 +329,10 @@ static int parse_dms(struct rdmad_profile *p, const struct proto_msg *m)
 		for (j = 0; j < i; j++)
 			if (streq(p->dm[j].name, d->name))
 				return malformed(p, "dm '%s' twice", d->name);
-		if (!get_uint(o, "handle", UINT32_MAX, &v))
+		if (!client_json_uint(o, "handle", UINT32_MAX, &v))
 			return malformed(p, "dm '%s' has no handle", d->name);
 		d->handle = (uint32_t)v;
-		if (!get_uint(o, "size", UINT64_MAX, &d->size))
+		if (!client_json_uint(o, "size", UINT64_MAX, &d->size))
 			return malformed(p, "dm '%s' has no size", d->name);
 	}
 	a = get_array(m->payload, "dm_mr", &n);
@@ -375,13 +359,13 @@ static int parse_dms(struct rdmad_profile *p, const struct proto_msg *m)
 		if (!find_index(p, true, s, &mr->pd))
 			return malformed(p, "mr '%s': no pd '%s'", mr->name,
 					 s ? s : "");
-		if (!get_uint(o, "handle", UINT32_MAX, &v))
+		if (!client_json_uint(o, "handle", UINT32_MAX, &v))
 			return malformed(p, "mr '%s' has no handle", mr->name);
 		mr->handle = (uint32_t)v;
-		if (!get_uint(o, "rkey", UINT32_MAX, &v))
+		if (!client_json_uint(o, "rkey", UINT32_MAX, &v))
 			return malformed(p, "mr '%s' has no rkey", mr->name);
 		mr->rkey = (uint32_t)v;
-		if (!get_uint(o, "length", UINT64_MAX, &mr->length))
+		if (!client_json_uint(o, "length", UINT64_MAX, &mr->length))
 			return malformed(p, "mr '%s' has no length", mr->name);
 	}
 	return 0;
@@ -421,24 +405,24 @@ static int parse_mrs(struct rdmad_profile *p, const struct proto_msg *m)
 			return malformed(p, "mr '%s': no memory '%s'", mr->name,
 					 s ? s : "");
 		size = p->mem[mr->memory].size;
-		if (!get_uint(o, "offset", size - 1, &mr->offset) ||
-		    !get_uint(o, "length", size - mr->offset, &mr->length) ||
+		if (!client_json_uint(o, "offset", size - 1, &mr->offset) ||
+		    !client_json_uint(o, "length", size - mr->offset, &mr->length) ||
 		    mr->length == 0)
 			return malformed(p,
 					 "mr '%s': offset and length do not "
 					 "fit memory '%s' (%zu bytes)",
 					 mr->name, p->mem[mr->memory].name,
 					 size);
-		if (!get_uint(o, "handle", UINT32_MAX, &v))
+		if (!client_json_uint(o, "handle", UINT32_MAX, &v))
 			return malformed(p, "mr '%s' has no handle", mr->name);
 		mr->handle = v;
-		if (!get_uint(o, "rkey", UINT32_MAX, &v))
+		if (!client_json_uint(o, "rkey", UINT32_MAX, &v))
 			return malformed(p, "mr '%s' has no rkey", mr->name);
 		mr->rkey = v;
 		mr->zero_based = json_is_true(json_object_get(o, "zero_based"));
 		/* Registered here as the daemon did: paged on demand too. */
 		mr->odp = json_is_true(json_object_get(o, "odp"));
-		if (!get_uint(o, "iova", UINT64_MAX, &mr->iova))
+		if (!client_json_uint(o, "iova", UINT64_MAX, &mr->iova))
 			return malformed(p, "mr '%s' has no iova", mr->name);
 		if (mr->zero_based)
 			mr->iova = 0;
@@ -497,7 +481,7 @@ int client_parse_attached(struct rdmad_profile *p, struct proto_msg *m,
 	uint64_t v;
 	int r;
 
-	if (!get_uint(doc, "attachment", UINT32_MAX, &v))
+	if (!client_json_uint(doc, "attachment", UINT32_MAX, &v))
 		return malformed(p, "no attachment id");
 	p->attachment = v;
 	p->granted = true;
@@ -518,15 +502,15 @@ int client_parse_attached(struct rdmad_profile *p, struct proto_msg *m,
 	p->ibdev = get_name(doc, "ibdev");
 	if (!p->ibdev)
 		return malformed(p, "no ibdev");
-	if (!get_uint(doc, "port", 255, &v) || v == 0)
+	if (!client_json_uint(doc, "port", 255, &v) || v == 0)
 		return malformed(p, "no port");
 	p->port = (int)v;
-	if (!get_uint(doc, "gid_index", INT32_MAX, &v))
+	if (!client_json_uint(doc, "gid_index", INT32_MAX, &v))
 		return malformed(p, "no gid_index");
 	p->gid_index = (int)v;
 
 	if (p->mode == RDMAD_MODE_SHARED) {
-		if (!get_uint(doc, "cmd_fd", UINT32_MAX, &v))
+		if (!client_json_uint(doc, "cmd_fd", UINT32_MAX, &v))
 			return malformed(p, "shared mode without cmd_fd");
 		r = take_fd(p, m, v, "cmd_fd", &p->cmd_fd);
 		if (r < 0)

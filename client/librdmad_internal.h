@@ -202,6 +202,23 @@ int client_conn_await(struct rdmad *c, uint32_t id, const char *what,
 		      struct proto_msg *ans);
 void client_conn_free(struct rdmad *c);
 
+/* o[key], a JSON integer in [0, max], into *out; false when not (the
+ * daemon's documents are checked, never trusted). */
+static inline bool client_json_uint(const json_t *o, const char *key,
+				    uint64_t max, uint64_t *out)
+{
+	const json_t *v = json_object_get(o, key);
+	json_int_t i;
+
+	if (!json_is_integer(v))
+		return false;
+	i = json_integer_value(v);
+	if (i < 0 || (uint64_t)i > max)
+		return false;
+	*out = (uint64_t)i;
+	return true;
+}
+
 /* Where MR mr begins in this process's mapping of its memory. */
 static inline void *client_mr_addr(const struct rdmad_profile *p,
 				   const struct client_mr *mr)

@@ -30,15 +30,11 @@ static int malformed(const struct rdmad_profile *p, const char *name,
 static bool get_u32(const json_t *o, const char *key, uint32_t max,
 		    uint32_t *out)
 {
-	const json_t *v = json_object_get(o, key);
-	json_int_t i;
+	uint64_t v;
 
-	if (!json_is_integer(v))
+	if (!client_json_uint(o, key, max, &v))
 		return false;
-	i = json_integer_value(v);
-	if (i < 0 || (uint64_t)i > max)
-		return false;
-	*out = (uint32_t)i;
+	*out = (uint32_t)v;
 	return true;
 }
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -66,14 +67,21 @@ bool hostmem_thp_usable(bool shmem, const char *policy)
 
 uint64_t hostmem_thp_size(void)
 {
-	FILE *f = fopen(THP "/hpage_pmd_size", "re");
+	/* The PMD size never changes while we run: read once (0 not read
+	 * yet, UINT64_MAX none). Racing first readers read the same. */
+	static _Atomic uint64_t size;
 	unsigned long long v = 0;
+	uint64_t s = atomic_load(&size);
+	FILE *f;
 
-	if (!f)
-		return 0;
-	if (fscanf(f, "%llu", &v) != 1)
+	if (s)
+		return s == UINT64_MAX ? 0 : s;
+	f = fopen(THP "/hpage_pmd_size", "re");
+	if (f && fscanf(f, "%llu", &v) != 1)
 		v = 0;
-	fclose(f);
+	if (f)
+		fclose(f);
+	atomic_store(&size, v ? v : UINT64_MAX);
 	return v;
 }
 

@@ -24,7 +24,8 @@ int hostmem_read(struct hostmem *out);
 const char *hostmem_thp_policy(bool shmem, char *buf, size_t size);
 /* Does MADV_HUGEPAGE get huge pages under that policy? */
 bool hostmem_thp_usable(bool shmem, const char *policy);
-/* The size of a PMD-mapped huge page (hpage_pmd_size), 0 without THP. */
+/* The size of a PMD-mapped huge page (hpage_pmd_size), 0 without THP;
+ * read once, as it cannot change. */
 uint64_t hostmem_thp_size(void);
 
 /* What backs the mapping at addr (/proc/self/smaps): the kernel's page
