@@ -512,8 +512,7 @@ void profile_create_objects(struct profile *p)
 		p->progress.objects_total++;
 		p->progress.bytes_total += object_bytes(p, o);
 		if (o->kind == OBJ_MEMORY &&
-		    ((const struct conf_memory *)o->conf)->size >=
-			    POPULATE_MIN_BYTES)
+		    populate_large(((const struct conf_memory *)o->conf)->size))
 			p->progress.populated_total +=
 				((const struct conf_memory *)o->conf)->size;
 	}

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
-#include <stdatomic.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 

@@ -254,7 +254,7 @@ int memory_create_keyed(const struct conf_memory *m, const char *key,
 			const atomic_bool *stop, struct memory *mem,
 			char *why, size_t why_size)
 {
-	bool large = m->size >= POPULATE_MIN_BYTES, from_store = false;
+	bool large = populate_large(m->size), from_store = false;
 	_cleanup_close_ int fd = -1;
 	void *addr;
 	int r;

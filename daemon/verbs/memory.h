@@ -9,7 +9,7 @@
 #include "util.h"
 
 /*
- * What a large memory (POPULATE_MIN_BYTES and more) says of itself: its
+ * What a large memory (populate_large(): more than 64 MiB) says of itself: its
  * population's progress, which the loop reads while a worker makes it,
  * the bytes its MRs registered, and the page size it really got. Shared
  * by the memory and each MR over it (refs), each adding what it holds.

@@ -18,7 +18,13 @@
 /* Memories of more than 64 MiB are populated first; others are left to
  * the registration, as before: measured in the VM, a 64 MiB memory
  * populated first was no faster (ready_64m_vs_bare 1.11). */
-#define POPULATE_MIN_BYTES ((64ull << 20) + 1)
+#define POPULATE_ABOVE_BYTES (64ull << 20)
+
+/* Is a memory of size bytes populated first (a "large" memory)? */
+static inline bool populate_large(uint64_t size)
+{
+	return size > POPULATE_ABOVE_BYTES;
+}
 
 /* At most n threads populate at once in this process, all memories
  * together (the workers key; 0: the online CPUs). The first call, before
