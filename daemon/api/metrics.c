@@ -6,6 +6,7 @@
 
 #include "manager.h"
 #include "metrics.h"
+#include "reclaim.h"
 #include "target.h"
 
 /* Label values are names the config validated ([A-Za-z0-9_.-]), device
@@ -120,6 +121,92 @@ static void contexts(FILE *f, struct manager *m)
 		"rdmad_context_retirements_total %llu\n",
 		m->orphan_scans - m->orphan_scan_failures,
 		m->orphan_scan_failures, m->ctx_retirements);
+}
+
+/* One counter of a profile's faults, for each kind of the table. */
+static void fault_rows(FILE *f, const char *metric, const char *help,
+		       const unsigned long long *const *rows,
+		       const char *const *profiles, size_t n, int kinds,
+		       const char *(*kind_name)(int k))
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s counter\n", metric, help, metric);
+	for (size_t i = 0; i < n; i++)
+		for (int k = 0; k < kinds; k++)
+			if (kind_name(k))
+				fprintf(f,
+					"%s{profile=\"%s\",kind=\"%s\"} "
+					"%llu\n",
+					metric, label(profiles[i]),
+					kind_name(k), rows[i][k]);
+}
+
+/* The kinds a process holding a context can destroy. */
+static const char *lost_kind(int k)
+{
+	return k == OBJ_MEMORY || k == OBJ_TARGET || k == OBJ_MCAST
+		       ? NULL
+		       : obj_kind_name((enum obj_kind)k);
+}
+
+static const char *reclaim_kind(int k)
+{
+	return uhandle_kind_name((enum uhandle_kind)k);
+}
+
+/* Declared objects the kernel lost and their re-creation (reconcile.h),
+ * dead clients' leftovers destroyed by handle (reclaim.h). Every
+ * series exists from 0, so that a first increase is seen. */
+static void faults(FILE *f, struct manager *m)
+{
+	size_t n = m->n_profiles;
+	const char **names = calloc(n + 1, sizeof(*names));
+	const unsigned long long **rows = calloc(5 * (n + 1), sizeof(*rows));
+
+	if (!names || !rows)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		const struct profile_faults *pf = &m->profiles[i]->faults;
+
+		names[i] = m->profiles[i]->conf->name;
+		rows[i] = pf->lost;
+		rows[n + 1 + i] = pf->recreated;
+		rows[2 * (n + 1) + i] = pf->recreate_failed;
+		rows[3 * (n + 1) + i] = pf->reclaimed;
+		rows[4 * (n + 1) + i] = pf->reclaim_failed;
+	}
+	fputs("# HELP rdmad_profile_ready 1 when the profile's state is "
+	      "ready (every object made).\n# TYPE rdmad_profile_ready gauge\n",
+	      f);
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "rdmad_profile_ready{profile=\"%s\"} %d\n",
+			label(names[i]),
+			m->profiles[i]->state == PROFILE_READY);
+	fault_rows(f, "rdmad_objects_lost_total",
+		   "Declared objects the kernel no longer had (a client "
+		   "destroyed them).",
+		   rows, names, n, OBJ_KIND_MAX, lost_kind);
+	fault_rows(f, "rdmad_objects_recreated_total",
+		   "Lost objects made again.", rows + n + 1, names, n,
+		   OBJ_KIND_MAX, lost_kind);
+	fault_rows(f, "rdmad_object_recreate_failures_total",
+		   "Lost objects that could not be made again.",
+		   rows + 2 * (n + 1), names, n, OBJ_KIND_MAX, lost_kind);
+	fault_rows(f, "rdmad_orphans_reclaimed_total",
+		   "Objects dead clients left in a shared context, destroyed "
+		   "by handle.",
+		   rows + 3 * (n + 1), names, n, UH_KINDS, reclaim_kind);
+	fault_rows(f, "rdmad_orphan_reclaim_failures_total",
+		   "Leftovers whose destruction by handle failed.",
+		   rows + 4 * (n + 1), names, n, UH_KINDS, reclaim_kind);
+	fprintf(f,
+		"# HELP rdmad_orphan_reclaim_delay_seconds How long a "
+		"leftover is seen before it is destroyed.\n"
+		"# TYPE rdmad_orphan_reclaim_delay_seconds gauge\n"
+		"rdmad_orphan_reclaim_delay_seconds %g\n",
+		RECLAIM_DELAY_USEC / 1e6);
+out:
+	free(names);
+	free(rows);
 }
 
 static void sessions(FILE *f, struct manager *m)
@@ -333,6 +420,7 @@ char *metrics_render(struct manager *m)
 		m->reload_failures);
 	objects(f, m);
 	contexts(f, m);
+	faults(f, m);
 	sessions(f, m);
 	fronts(f, m);
 	port_counters(f, m);

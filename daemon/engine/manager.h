@@ -112,6 +112,7 @@ struct manager {
 	struct control *control;
 	struct devwatch *devwatch;
 	struct orphans *orphans; /* RDMA netlink scans (orphans.c) */
+	struct reconcile *reconcile; /* objects against the kernel */
 	/* Progress events while large memory is populated. */
 	sd_event_source *populate_tick;
 	char *token; /* REST bearer token, NULL: mutating calls refused */
@@ -190,6 +191,10 @@ void manager_release(struct manager *m, const char *profile,
 int manager_load_token(struct manager *m);
 
 struct profile *manager_profile(struct manager *m, const char *name);
+/* An ATTACH is about to hand out p's handles: check them against the
+ * kernel first, unless that was done a moment ago (reconcile.h). What
+ * was lost is being made again when this returns > 0 (p is creating). */
+int manager_check(struct manager *m, struct profile *p);
 /* Is ibdev used by a profile? */
 int manager_device_used(struct manager *m, const char *ibdev);
 /* Is ibdev up, as the profiles see it: devwatch's view (where device

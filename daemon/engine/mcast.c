@@ -604,3 +604,11 @@ void mcast_json(const struct mcast *m, json_t *j)
 	json_object_set_new(j, "remote_qpn", json_integer(m->remote_qpn));
 	json_object_set_new(j, "ah", ah_json(m));
 }
+
+void mcast_handles(const struct mcast *m,
+		   void (*add)(void *ud, enum uhandle_kind k, uint32_t h),
+		   void *ud)
+{
+	if (m->ah)
+		add(ud, UH_AH, m->ah->handle);
+}

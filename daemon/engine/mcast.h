@@ -21,6 +21,7 @@
 #include <systemd/sd-event.h>
 
 #include "config.h"
+#include "uhandle.h"
 
 struct events;
 struct mcast;
@@ -65,5 +66,9 @@ uint64_t mcast_epoch(const struct mcast *m);
 /* The group's fields for its object's document, into j: mgid, mlid,
  * qkey, join, join_state, qps (each name, qp_num, attached), ah. */
 void mcast_json(const struct mcast *m, json_t *j);
+/* The handle of the AH m made in the profile's context, if any. */
+void mcast_handles(const struct mcast *m,
+		   void (*add)(void *ud, enum uhandle_kind k, uint32_t h),
+		   void *ud);
 
 #endif

@@ -4,6 +4,7 @@
 #define RDMAD_OBJECTS_H
 
 #include "profile_index.h"
+#include "uhandle.h"
 
 /*
  * Make o's verbs object in p (its dependencies are ready). On a worker
@@ -31,11 +32,22 @@ void object_forget(struct object *o);
 /* A PD or MR left in its context for the next run (restore.h): our
  * part of it freed, the kernel's kept; then forgotten. */
 void object_hand_over(struct object *o);
+/* o's uverbs handle and its kind, when o holds a kernel object of the
+ * context that has one. */
+bool object_handle(const struct object *o, enum uhandle_kind *k, uint32_t *h);
+/* The kernel no longer has o's object (a process holding the context's
+ * file destroyed it): what of it is ours goes, without a kernel call
+ * (the handle may be another object's by now). o becomes pending; its
+ * leases end. */
+void object_lose(struct object *o);
 /* Say why o failed: errno err (either sign) and a reason; the state is
  * the caller's to set. Returns -|err|. */
 int object_fail(struct object *o, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 json_t *object_json(const struct object *o);
+/* Add to j what a client knew of o: its handle, an MR's keys, an MW's
+ * rkey, a QP's number (the object_lost and object_recreated events). */
+void object_identity_json(const struct object *o, json_t *j);
 /*
  * What another host needs to connect to the ready QP o without rdma_cm:
  * {qp_num, port, lid, gid, gid_index, psn, mtu, type}. The GID is the

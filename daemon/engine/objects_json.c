@@ -407,5 +407,30 @@ json_t *object_json(const struct object *o)
 		SET_STR(j, "reason", o->reason ? o->reason : "");
 	}
 	SET_INT(j, "leases", o->leases);
+	/* Times the kernel lost it and it was made again (reconcile.c):
+	 * the kinds a process holding the context can destroy. */
+	if (o->kind != OBJ_MEMORY && o->kind != OBJ_TARGET &&
+	    o->kind != OBJ_MCAST)
+		SET_INT(j, "lost", o->lost);
 	return j;
+}
+
+/* What a client knew of o: its handle, keys and numbers. */
+void object_identity_json(const struct object *o, json_t *j)
+{
+	enum uhandle_kind k;
+	uint32_t h;
+
+	if (!j || !object_handle(o, &k, &h))
+		return;
+	json_object_set_new(j, "handle", json_integer(h));
+	if (o->kind == OBJ_MR) {
+		json_object_set_new(j, "lkey", json_integer(o->u.mr.mr->lkey));
+		json_object_set_new(j, "rkey", json_integer(o->u.mr.mr->rkey));
+	} else if (o->kind == OBJ_MW) {
+		json_object_set_new(j, "rkey", json_integer(o->u.mw->rkey));
+	} else if (o->kind == OBJ_QP) {
+		json_object_set_new(j, "qp_num",
+				    json_integer(o->u.qp.qp->qp_num));
+	}
 }

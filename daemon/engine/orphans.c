@@ -17,6 +17,7 @@
 #include "profile.h"
 #include "qphealth.h"
 #include "rdmanl.h"
+#include "reclaim.h"
 
 /* Chunks read per wake-up: the loop turns between them. */
 #define SCAN_CHUNKS 4
@@ -38,6 +39,8 @@ struct orphans {
 	struct orphans_owner owner;
 	struct rdmanl *nl;
 	sd_event_source *io, *timer, *soon;
+	/* A scan after RECLAIM_DELAY_USEC: leftovers wait for it. */
+	sd_event_source *later;
 	/* The scan under way: each device's dumps, one at a time. */
 	uint32_t *devs;
 	int *dev_err;
@@ -247,15 +250,41 @@ static uint64_t now_realtime(void)
 	return (uint64_t)t.tv_sec * 1000000 + (uint64_t)t.tv_nsec / 1000;
 }
 
-/* The view of p's context from the records (those of its device). */
+/* The handle kind of a netlink kind. */
+static const enum uhandle_kind uh_of[RDMANL_KINDS] = {
+	[RDMANL_CTX] = UH_KINDS, [RDMANL_PD] = UH_PD, [RDMANL_CQ] = UH_CQ,
+	[RDMANL_QP] = UH_QP,	 [RDMANL_MR] = UH_MR, [RDMANL_SRQ] = UH_SRQ,
+};
+
+/* Count r for reclaim.h: made by a process now gone, or by a live one
+ * other than the daemon (a thread of a process /proc hides from us is
+ * such a one). */
+static void census_add(struct reclaim_census *c, const struct rdmanl_res *r,
+		       enum owner w, struct pid_cache *pc)
+{
+	enum uhandle_kind k = uh_of[r->kind];
+
+	if (k == UH_KINDS)
+		return;
+	if (!(r->has & RDMANL_HAS_PID)) {
+		c->dead[k] += w == OWNER_ORPHAN;
+		return;
+	}
+	if (tgid_of(pc, r->pid) != getpid())
+		c->live[k]++;
+}
+
+/* The view of p's context from the records (those of its device), and
+ * the census of who made them. */
 static int sort_context(struct orphans *o, const struct profile *p, int err,
-			struct ctx_view *v)
+			struct ctx_view *v, struct reclaim_census *c)
 {
 	_cleanup_(held_clear) struct held h = { 0 };
 	struct pid_cache pc = { .n = 0 };
 	size_t n_orphan = 0;
 
 	*v = (struct ctx_view){ .scanned = true, .when = now_realtime() };
+	*c = (struct reclaim_census){ .dumped = { false } };
 	if (err < 0 || p->ctxn < 0) {
 		v->err = err < 0 ? err : -ENOENT;
 		return 0;
@@ -272,6 +301,8 @@ static int sort_context(struct orphans *o, const struct profile *p, int err,
 			h.pdn[h.n_pdn++] = r->id;
 	}
 	qsort(h.pdn, h.n_pdn, sizeof(*h.pdn), cmp_u32);
+	for (int k = RDMANL_PD; k < RDMANL_KINDS; k++)
+		c->dumped[uh_of[k]] = true;
 	for (int pass = 0; pass < 2; pass++) {
 		for (size_t i = 0; i < o->n_recs; i++) {
 			const struct rdmanl_res *r = &o->recs[i];
@@ -296,6 +327,7 @@ static int sort_context(struct orphans *o, const struct profile *p, int err,
 								      : v->orphans;
 				n[r->kind]++;
 				n_orphan += w == OWNER_ORPHAN;
+				census_add(c, r, w, &pc);
 			} else if (w == OWNER_ORPHAN) {
 				v->orphan[v->n_orphan++] = *r;
 			}
@@ -335,17 +367,22 @@ static bool retire_due(const struct orphans *o, const struct profile *p)
 {
 	const struct orphans_owner *w = &o->owner;
 
-	return p->view.n_orphan > p->kept_orphans && p->ctx &&
+	return w->may_retire(w->ud) && reclaim_stuck(p) > 0 &&
+	       p->view.n_orphan > p->kept_orphans && p->ctx &&
 	       !profile_busy(p) &&
 	       (p->state == PROFILE_READY || p->state == PROFILE_DEGRADED) &&
 	       !profile_leased(p) &&
 	       !w->attached(w->ud, p->conf->name, 0);
 }
 
+static void scan_later(struct orphans *o);
+
 static void sort_all(struct orphans *o)
 {
 	size_t n;
 	struct profile *const *profiles = o->owner.profiles(o->owner.ud, &n);
+	struct reclaim_census census;
+	bool waiting = false;
 
 	for (size_t i = 0; i < n; i++) {
 		struct profile *p = profiles[i];
@@ -364,7 +401,8 @@ static void sort_all(struct orphans *o)
 			continue;
 		}
 		qphealth_scan(p, o->recs, o->n_recs);
-		if (sort_context(o, p, device_err(o, p->dev_index), &v) < 0) {
+		if (sort_context(o, p, device_err(o, p->dev_index), &v,
+				 &census) < 0) {
 			ctx_view_clear(&v);
 			continue;
 		}
@@ -372,6 +410,13 @@ static void sort_all(struct orphans *o)
 			profile_touch(p);
 		ctx_view_clear(&p->view);
 		p->view = v;
+		/* Only with the dumps in hand: an empty census vouches for
+		 * nothing. */
+		if (!v.err)
+			waiting |= reclaim_end(
+				p, &census,
+				o->owner.attached(o->owner.ud, p->conf->name,
+						  0));
 		if (p->ctx_kept && !p->kept_scanned && !profile_busy(p)) {
 			p->kept_scanned = true;
 			p->kept_orphans = v.n_orphan;
@@ -379,8 +424,9 @@ static void sort_all(struct orphans *o)
 				log_notice("profile %s: the previous run left "
 					   "%zu objects in the context it "
 					   "handed over (it did not exit "
-					   "cleanly); they stay until the "
-					   "context is next retired",
+					   "cleanly); they are destroyed by "
+					   "handle where they can be told "
+					   "apart",
 					   p->conf->name, v.n_orphan);
 		}
 		if (v.n_orphan > before)
@@ -401,6 +447,8 @@ static void sort_all(struct orphans *o)
 			o->owner.retire(o->owner.ud, p, reason);
 		}
 	}
+	if (waiting)
+		scan_later(o);
 }
 
 /* ---- the scan ---- */
@@ -558,6 +606,7 @@ static void scan_start(struct orphans *o)
 			continue;
 		o->ctxs[o->n_ctxs++] =
 			(struct seen_ctx){ p->dev_index, p->ctxn };
+		reclaim_begin((struct profile *)p);
 		if (p->ctxn < 0)
 			continue; /* nothing to sort it by */
 		for (size_t k = 0; k < o->n_devs; k++)
@@ -609,6 +658,30 @@ void orphans_resume(struct orphans *o)
 		o->again = false;
 		orphans_request(o);
 	}
+}
+
+static int on_later(sd_event_source *es, uint64_t usec, void *ud)
+{
+	struct orphans *o = ud;
+
+	(void)es;
+	(void)usec;
+	o->later = sd_event_source_disable_unref(o->later);
+	orphans_request(o);
+	return 0;
+}
+
+/* Leftovers wait to be reclaimed (reclaim.h), or were: look again once
+ * they have waited long enough. */
+static void scan_later(struct orphans *o)
+{
+	if (o->later)
+		return;
+	if (sd_event_add_time_relative(o->owner.event, &o->later,
+				       CLOCK_MONOTONIC,
+				       RECLAIM_DELAY_USEC + SCAN_SOON_USEC,
+				       10000, on_later, o) < 0)
+		o->later = NULL;
 }
 
 void orphans_request(struct orphans *o)
@@ -671,6 +744,7 @@ struct orphans *orphans_free(struct orphans *o)
 	o->nl = rdmanl_free(o->nl);
 	sd_event_source_disable_unref(o->timer);
 	sd_event_source_disable_unref(o->soon);
+	sd_event_source_disable_unref(o->later);
 	free(o);
 	return NULL;
 }

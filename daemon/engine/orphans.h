@@ -11,11 +11,12 @@
  * orphan. Scans run every ORPHANS_SCAN_SECONDS and soon after a lease
  * ends (at most one a second), but not during a reload (orphans_pause).
  *
- * Policy: a profile whose context holds orphans is retired once no
- * session holds any of its objects: the context is closed (the kernel
- * frees the orphans with it) and a fresh one is opened, the profile's
- * objects are created again over the same memory (new handles, keys and
- * QP numbers).
+ * Orphans are destroyed by handle where they can be told apart from a
+ * live client's objects (reclaim.h). What cannot be is kept, or with
+ * daemon.orphans = "retire" the context is retired once no session
+ * holds any of its objects: closed (the kernel frees the orphans with
+ * it) and opened afresh, the profile's objects created again over the
+ * same memory (new handles, keys and QP numbers).
  */
 #ifndef RDMAD_ORPHANS_H
 #define RDMAD_ORPHANS_H
@@ -43,6 +44,9 @@ struct orphans_owner {
 	/* The policy says retire p's context: close it, with what is left
 	 * in it, and create p's objects again in a fresh one. */
 	void (*retire)(void *ud, struct profile *p, const char *reason);
+	/* May a context whose leftovers cannot be reclaimed be retired
+	 * (daemon.orphans = "retire")? */
+	bool (*may_retire)(void *ud);
 	/* A scan ended; failed: some device's dumps could not be read. */
 	void (*scanned)(void *ud, bool failed);
 	void *ud;

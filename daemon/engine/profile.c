@@ -11,6 +11,7 @@
 #include "populate.h"
 #include "profile.h"
 #include "profile_internal.h"
+#include "reclaim.h"
 #include "restore.h"
 
 static void profile_set_state(struct profile *p, enum profile_state s,
@@ -437,6 +438,38 @@ static void object_ready(struct object *o)
 	o->serial = object_next_serial();
 }
 
+/* A lost object's re-creation is over (profile_lost.c): ready, the
+ * clients hear its new handle and keys; failed, the object_state event
+ * said why. */
+static void lost_settled(struct profile *p, struct object *o)
+{
+	json_t *j;
+
+	o->relost = false;
+	if (o->state != OBJ_READY) {
+		p->faults.recreate_failed[o->kind]++;
+		log_object(LOG_ERR, o->err, p->conf->name,
+			   obj_kind_name(o->kind), object_name(o),
+			   "profile %s: %s '%s' was lost and cannot be made "
+			   "again",
+			   p->conf->name, obj_kind_name(o->kind),
+			   object_name(o));
+		return;
+	}
+	p->faults.recreated[o->kind]++;
+	log_object(LOG_NOTICE, 0, p->conf->name, obj_kind_name(o->kind),
+		   object_name(o), "profile %s: %s '%s' made again",
+		   p->conf->name, obj_kind_name(o->kind), object_name(o));
+	j = json_pack("{s:s, s:s, s:s, s:i}", "profile", p->conf->name, "kind",
+		      obj_kind_name(o->kind), "name", object_name(o), "lost",
+		      (int)o->lost);
+	object_identity_json(o, j);
+	if (p->events)
+		events_publish(p->events, "object_recreated", j);
+	else
+		json_decref(j);
+}
+
 static void job_done(struct work *w, bool cancelled)
 {
 	struct job *j = container_of(w, struct job, work);
@@ -461,6 +494,9 @@ static void job_done(struct work *w, bool cancelled)
 	}
 	if (!cancelled && (o->state == OBJ_READY || o->state == OBJ_FAILED))
 		profile_object_announce(p, o);
+	if (!cancelled && o->relost &&
+	    (o->state == OBJ_READY || o->state == OBJ_FAILED))
+		lost_settled(p, o);
 	if (!cancelled && j->phase == PHASE_CREATE) {
 		p->progress.objects++;
 		if (o->state != OBJ_FAILED)
@@ -543,6 +579,11 @@ void profile_create_objects(struct profile *p)
 	workers_unplug(p->workers);
 	if (!roots)
 		phase_end(p);
+}
+
+void profile_create_lost(struct profile *p)
+{
+	profile_create_objects(p);
 }
 
 void profile_progress_now(const struct profile *p,
@@ -855,6 +896,7 @@ struct profile *profile_free(struct profile *p)
 	free(p->dependents);
 	free(p->draining);
 	free(p->prev_tids);
+	reclaim_free(p);
 	ctx_view_clear(&p->view);
 	free(p->reason);
 	free(p->objects);

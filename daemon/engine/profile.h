@@ -55,6 +55,20 @@ bool profile_retire(struct profile *p);
 /* One lease of o ends; a draining object without leases is destroyed. */
 void profile_release(struct profile *p, struct object *o);
 
+/*
+ * Objects of p the kernel lost (reconcile.c): each is announced
+ * (object_lost, with holders: the sessions attached, a JSON array,
+ * borrowed), let go of without a kernel call, and marked to be made
+ * again with what depends on it (what stands on it is destroyed first;
+ * a leased one drains). A lost draining object just goes with its last
+ * lease. Returns how many objects profile_create_lost() is to make.
+ */
+size_t profile_mark_lost(struct profile *p, struct object *const *lost,
+			 size_t n, json_t *holders);
+/* Make what profile_mark_lost() marked (p is creating until they are);
+ * each is announced again once ready (object_recreated). */
+void profile_create_lost(struct profile *p);
+
 /* JSON documents for the control surfaces. */
 json_t *profile_json(const struct profile *p, int detail);
 /* The creation under way: p->progress, with the bytes of its large

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "memory.h"
 #include "rdmanl.h"
+#include "uhandle.h"
 #include "util.h"
 #include "workers.h"
 
@@ -92,6 +93,12 @@ struct object {
 	 * reason. */
 	enum obj_state state : 3;
 	bool todo : 1; /* part of the creation under way */
+	/* Being made again because the kernel lost it: its readiness is
+	 * announced (object_recreated). */
+	bool relost : 1;
+	/* Times the kernel lost it (a client destroyed it) and it was made
+	 * again: its REST document's "lost". */
+	uint32_t lost;
 };
 
 static inline const char *object_name(const struct object *o)
@@ -114,6 +121,20 @@ struct ctx_view {
 	struct rdmanl_res *orphan; /* each orphan, as the kernel lists it */
 	size_t n_orphan;
 };
+
+/*
+ * What went wrong with a profile's objects after they were made, for
+ * /metrics: declared objects the kernel lost (reconcile.c) and how their
+ * re-creation went, and what dead clients left that was destroyed by
+ * handle (reclaim.c). Counters: a reload carries them over.
+ */
+struct profile_faults {
+	unsigned long long lost[OBJ_KIND_MAX], recreated[OBJ_KIND_MAX],
+		recreate_failed[OBJ_KIND_MAX];
+	unsigned long long reclaimed[UH_KINDS], reclaim_failed[UH_KINDS];
+};
+
+struct reclaim;
 
 enum profile_state {
 	PROFILE_PENDING,  /* device absent */
@@ -206,6 +227,14 @@ struct profile {
 	size_t kept_orphans;
 	/* At exit, PDs and MRs stay in the context for the next run. */
 	bool hand_over;
+	struct profile_faults faults;
+	/* The last check of its objects against the kernel (reconcile.c):
+	 * CLOCK_MONOTONIC usec; and where the next round of MR key checks
+	 * begins. */
+	uint64_t checked;
+	size_t mr_cursor;
+	/* Leftovers seen in its context, waiting to be reclaimed. */
+	struct reclaim *reclaim;
 };
 
 /* What a reload did to one object. */

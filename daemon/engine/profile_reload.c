@@ -150,6 +150,7 @@ static void take_over(struct diff *d)
 			object_adopt(d->next, o);
 			o->leases = was->leases;
 			o->serial = was->serial;
+			o->lost = was->lost;
 			o->state = OBJ_READY;
 			object_forget(was);
 			if (d->mask[i] < 0)
@@ -226,6 +227,8 @@ int profile_reload(struct profile *next, struct profile *old,
 	struct diff d = { .next = next, .old = old, .report = report, .ud = ud };
 	int r;
 
+	/* Its counters go on in the profile that replaces it. */
+	next->faults = old->faults;
 	/* What old is still creating stops here; what ran is kept or
 	 * destroyed like the rest. What an earlier reload buried goes
 	 * first: a parent may be buried now. */

@@ -867,3 +867,18 @@ void target_stats(const struct target *t, struct target_stats *out)
 	*out = t->stats;
 	out->connections = HASH_COUNT(t->conns);
 }
+
+void target_handles(const struct target *t,
+		    void (*add)(void *ud, enum uhandle_kind k, uint32_t h),
+		    void *ud)
+{
+	struct conn *c, *tmp;
+
+	HASH_ITER(hh, t->conns, c, tmp) {
+		if (c->qp)
+			add(ud, UH_QP, c->qp->handle);
+		for (size_t i = 0; i < t->n_range; i++)
+			if (c->mw[i])
+				add(ud, UH_MW, c->mw[i]->handle);
+	}
+}

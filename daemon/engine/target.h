@@ -22,6 +22,7 @@
 #include <systemd/sd-event.h>
 
 #include "config.h"
+#include "uhandle.h"
 
 struct events;
 
@@ -83,6 +84,11 @@ struct target *target_free(struct target *t);
 int target_revoke(struct target *t, uint64_t id);
 /* {"listen", "port", "listening", "connections": [...]} parts, into j. */
 void target_json(const struct target *t, json_t *j);
+/* The handles of what t made in the profile's context (each
+ * connection's QP and windows): the daemon's, not leftovers. */
+void target_handles(const struct target *t,
+		    void (*add)(void *ud, enum uhandle_kind k, uint32_t h),
+		    void *ud);
 json_t *target_connections_json(const struct target *t);
 void target_stats(const struct target *t, struct target_stats *out);
 

@@ -284,6 +284,33 @@ static void on_draining(struct control *c, const json_t *ch)
 }
 
 /*
+ * An object of the profile the kernel lost (a client destroyed it), or
+ * that was made again after: each attachment to it hears it, the event
+ * as the stream has it (its old or new handle and keys) with the
+ * attachment's id, so that its client imports the new one.
+ */
+static void on_object_fault(struct control *c, const json_t *ev,
+			    const char *name)
+{
+	for (struct session *s = c->sessions; s; s = s->next)
+		for (size_t i = 0; i < s->n_att; i++) {
+			json_t *doc;
+
+			if (!streq(s->att[i].profile, name))
+				continue;
+			doc = json_copy((json_t *)ev);
+			if (doc) {
+				json_object_del(doc, "seq");
+				json_object_del(doc, "time");
+				json_object_set_new(doc, "attachment",
+						    json_integer(s->att[i].id));
+			}
+			/* Dropped when the socket is full, as the others. */
+			session_send_json(s, PROTO_EVENT, 0, doc, NULL, 0);
+		}
+}
+
+/*
  * A port of a profile's device went down or came up: every session
  * attached to it hears it (one EVENT per attachment, as for
  * device_removed), so that a client can stop and resume its traffic.
@@ -301,6 +328,11 @@ static void on_session_event(void *ud, const json_t *ev)
 	if (what && streq(what, "reload")) {
 		json_array_foreach(json_object_get(ev, "changes"), k, ch)
 			on_draining(c, ch);
+		return;
+	}
+	if (what && name &&
+	    (streq(what, "object_lost") || streq(what, "object_recreated"))) {
+		on_object_fault(c, ev, name);
 		return;
 	}
 	if (!what || !name ||
@@ -742,6 +774,9 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 			s, id, "forbidden",
 			"uid %u may not attach to profile '%s'",
 			(unsigned int)s->cred.uid, name);
+	/* Its handles against the kernel's first: what a client destroyed
+	 * is being made again then, and the profile is not ready. */
+	manager_check(c->m, p);
 	if (!p->ctx || (p->state != PROFILE_READY &&
 			p->state != PROFILE_DEGRADED)) {
 		json_t *w = json_object_get(req, "wait_ms");

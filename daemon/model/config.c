@@ -54,6 +54,8 @@ static int set_defaults(struct config *c)
 	}
 	if (!d->log_level && !(d->log_level = conf_strdup(c, "info")))
 		return -ENOMEM;
+	if (!d->orphans && !(d->orphans = conf_strdup(c, "keep")))
+		return -ENOMEM;
 	if (!d->cdi_spec &&
 	    !(d->cdi_spec = conf_strdup(c, CONFIG_DEFAULT_CDI_SPEC)))
 		return -ENOMEM;

@@ -361,6 +361,10 @@ struct conf_daemon {
 	/* The CDI specification written for container engines; "": none. */
 	char *cdi_spec;
 	int workers; /* worker threads; 0: two per online CPU */
+	/* What becomes of leftovers in a shared context that cannot be
+	 * reclaimed by handle (reclaim.h): "keep" them, or "retire" the
+	 * context once no session is attached. */
+	char *orphans;
 	int64_t admin_gid; /* admin_group resolved; -1: none */
 	/* Front-end limits (0 in the file: the default, filled in). */
 	int max_sessions;	  /* control socket sessions, all uids */

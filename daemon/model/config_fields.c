@@ -388,6 +388,13 @@ static const char *check_cdi_spec(const char *s)
 	return NULL;
 }
 
+static const char *check_orphans(const char *s)
+{
+	return streq(s, "keep") || streq(s, "retire")
+		       ? NULL
+		       : "is not \"keep\" or \"retire\"";
+}
+
 #define FLD(st, k, t, m, ...)                                                  \
 	{ .key = k, .type = t, .offset = offsetof(struct st, m), __VA_ARGS__ }
 #define LIST(st, k, m, ...)                                                    \
@@ -430,6 +437,8 @@ const struct field conf_daemon_fields[] = {
 	FLD(conf_daemon, "cdi_spec", F_STRING, cdi_spec,
 	    .check = check_cdi_spec),
 	FLD(conf_daemon, "workers", F_INT, workers, .min = 0, .max = 1024),
+	FLD(conf_daemon, "orphans", F_STRING, orphans,
+	    .check = check_orphans),
 	FLD(conf_daemon, "max_sessions", F_INT, max_sessions, .min = 1,
 	    .max = 1 << 20),
 	FLD(conf_daemon, "max_sessions_per_uid", F_INT, max_sessions_per_uid,

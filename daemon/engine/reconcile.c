@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Why a timer of its own and not the orphan scan's: the scan reads a
+ * netlink record per object of every used device, every ten seconds;
+ * a round here is one ioctl per kind a context holds (and a few MR
+ * queries), cheap enough to run every second and before each ATTACH.
+ */
+#include <time.h>
+
+#include "log.h"
+#include "objects.h"
+#include "profile.h"
+#include "reconcile.h"
+
+struct reconcile {
+	struct reconcile_owner owner;
+	sd_event_source *timer;
+	bool unsupported; /* said once: the kernel cannot list handles */
+};
+
+/* The kernel's handles of the kinds a round needs, each listed once. */
+struct tables {
+	uint32_t *h[UH_KINDS];
+	size_t n[UH_KINDS];
+	int complete[UH_KINDS];
+	int err[UH_KINDS];
+	bool listed[UH_KINDS];
+};
+
+static void tables_clear(struct tables *t)
+{
+	for (int k = 0; k < UH_KINDS; k++)
+		free(t->h[k]);
+}
+
+static uint64_t now_usec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* Is o's handle missing from the kernel's table? -errno: cannot tell. */
+static int handle_gone(struct tables *t, int fd, const struct object *o)
+{
+	enum uhandle_kind k;
+	uint32_t h;
+
+	if (!object_handle(o, &k, &h))
+		return 0;
+	if (!t->listed[k]) {
+		t->listed[k] = true;
+		t->err[k] = uhandle_list(fd, k, &t->h[k], &t->n[k],
+					 &t->complete[k]);
+	}
+	if (t->err[k] < 0)
+		return t->err[k];
+	if (uhandle_in(t->h[k], t->n[k], h))
+		return 0;
+	/* Absent from a list the kernel cut short: not known. */
+	return t->complete[k];
+}
+
+/* The MR's handle is there: is it still this MR (its keys)? */
+static bool mr_replaced(int fd, const struct object *o)
+{
+	uint32_t lkey, rkey;
+	int r = uhandle_query_mr(fd, o->u.mr.mr->handle, &lkey, &rkey);
+
+	if (r == -EOPNOTSUPP || r == -EPROTONOSUPPORT)
+		return false; /* cannot tell */
+	return r < 0 || lkey != o->u.mr.mr->lkey || rkey != o->u.mr.mr->rkey;
+}
+
+static bool checkable(const struct profile *p)
+{
+	return p->conf && p->ctx && !p->import_err && !profile_busy(p) &&
+	       (p->state == PROFILE_READY || p->state == PROFILE_DEGRADED);
+}
+
+/* Add o to the lost when it is. Returns -errno when the kernel
+ * cannot be asked, else 0. */
+static int look(struct tables *t, int fd, struct object *o, bool keys,
+		struct object ***lost, size_t *n)
+{
+	struct object **l;
+	int r;
+
+	if (o->state != OBJ_READY && o->state != OBJ_DRAINING)
+		return 0;
+	r = handle_gone(t, fd, o);
+	if (r < 0)
+		return r;
+	if (!r && !(keys && o->kind == OBJ_MR && o->u.mr.mr &&
+		    mr_replaced(fd, o)))
+		return 0;
+	l = realloc(*lost, (*n + 1) * sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	*lost = l;
+	l[(*n)++] = o;
+	return 0;
+}
+
+/* The MR objects whose keys this round checks: from the cursor on. */
+static bool keys_due(struct profile *p, size_t i)
+{
+	size_t first = p->kind_start[OBJ_MR], n = p->conf->n_objs[OBJ_MR];
+	size_t at = i - first, from = n ? p->mr_cursor % n : 0;
+
+	return n && i >= first && at < n &&
+	       (at - from + n) % n < RECONCILE_MR_KEYS;
+}
+
+int reconcile_profile(struct reconcile *rc, struct profile *p,
+		      uint64_t max_age)
+{
+	_cleanup_free_ struct object **lost = NULL;
+	struct tables t = { .listed = { false } };
+	uint64_t now = now_usec();
+	size_t n = 0;
+	int r = 0, fd;
+
+	if (!checkable(p) || (p->checked && now - p->checked < max_age))
+		return 0;
+	fd = p->ctx->cmd_fd;
+	for (size_t i = 0; r >= 0 && i < p->n_objects; i++)
+		r = look(&t, fd, &p->objects[i], keys_due(p, i), &lost, &n);
+	for (size_t i = 0; r >= 0 && i < p->n_draining; i++)
+		r = look(&t, fd, &p->draining[i], false, &lost, &n);
+	tables_clear(&t);
+	p->checked = now;
+	p->mr_cursor += RECONCILE_MR_KEYS;
+	if (r == -EOPNOTSUPP && !rc->unsupported) {
+		rc->unsupported = true;
+		log_notice("the kernel cannot list a context's handles "
+			   "(UVERBS_METHOD_INFO_HANDLES, Linux 5.0): objects "
+			   "that clients destroy are not noticed");
+	}
+	if (r < 0)
+		return r;
+	if (n) {
+		json_t *holders = rc->owner.holders(rc->owner.ud,
+						    p->conf->name);
+
+		if (profile_mark_lost(p, lost, n, holders))
+			profile_create_lost(p);
+		json_decref(holders);
+	}
+	return (int)n;
+}
+
+static int on_timer(sd_event_source *es, uint64_t usec, void *ud)
+{
+	struct reconcile *rc = ud;
+	size_t n;
+	struct profile *const *profiles;
+
+	(void)usec;
+	sd_event_source_set_time_relative(es, RECONCILE_USEC);
+	sd_event_source_set_enabled(es, SD_EVENT_ON);
+	if (rc->owner.paused(rc->owner.ud))
+		return 0;
+	profiles = rc->owner.profiles(rc->owner.ud, &n);
+	for (size_t i = 0; i < n; i++)
+		reconcile_profile(rc, profiles[i], RECONCILE_USEC / 2);
+	return 0;
+}
+
+int reconcile_new(const struct reconcile_owner *owner, struct reconcile **out)
+{
+	struct reconcile *rc = calloc(1, sizeof(*rc));
+	int r;
+
+	if (!rc)
+		return -ENOMEM;
+	rc->owner = *owner;
+	r = sd_event_add_time_relative(owner->event, &rc->timer,
+				       CLOCK_MONOTONIC, RECONCILE_USEC,
+				       RECONCILE_USEC / 10, on_timer, rc);
+	if (r < 0) {
+		free(rc);
+		return r;
+	}
+	*out = rc;
+	return 0;
+}
+
+struct reconcile *reconcile_free(struct reconcile *rc)
+{
+	if (!rc)
+		return NULL;
+	sd_event_source_disable_unref(rc->timer);
+	free(rc);
+	return NULL;
+}

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reconcile: the objects of each running profile against what the
+ * kernel has. A process that holds a profile's context (a shared client,
+ * through the imported context) can destroy the daemon's objects in it:
+ * ibv_dereg_mr() on an imported MR instead of ibv_unimport_mr(), or a
+ * destroy by handle. Every RECONCILE_USEC, and before an ATTACH hands
+ * out a profile's handles, each object with a uverbs handle is looked up
+ * in the kernel's table of the context's file (uhandle.h: one ioctl per
+ * kind), and a few MRs a round are asked for their keys (a handle the
+ * kernel gave to a new MR after ours went is not ours). What is gone is
+ * announced and made again (profile_mark_lost()).
+ *
+ * Only contexts that can be handed out (import-capable devices) are
+ * checked: nobody else holds the others.
+ */
+#ifndef RDMAD_RECONCILE_H
+#define RDMAD_RECONCILE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <systemd/sd-event.h>
+
+struct profile;
+struct reconcile;
+
+#define RECONCILE_USEC 1000000
+/* An ATTACH checks first when the last check is older than this. */
+#define RECONCILE_ATTACH_USEC 100000
+/* MRs whose keys are checked per round and profile. */
+#define RECONCILE_MR_KEYS 64
+
+/* What the checks need of their owner (the manager), lent at creation. */
+struct reconcile_owner {
+	sd_event *event;
+	struct profile *const *(*profiles)(void *ud, size_t *n);
+	/* A reload is under way: no round now. */
+	bool (*paused)(void *ud);
+	/* The sessions attached to the profile, for object_lost: a new
+	 * JSON array. */
+	json_t *(*holders)(void *ud, const char *profile);
+	void *ud;
+};
+
+int reconcile_new(const struct reconcile_owner *owner, struct reconcile **out);
+struct reconcile *reconcile_free(struct reconcile *r);
+/* Check p now, unless it was checked within max_age usec. Returns how
+ * many of its objects were lost (their re-creation has started: p is
+ * creating), 0, or -errno when the kernel cannot be asked. */
+int reconcile_profile(struct reconcile *r, struct profile *p,
+		      uint64_t max_age);
+
+#endif
