@@ -87,15 +87,19 @@ static bool own(const struct profile *p, struct sets *s)
 	return !s->short_of_memory;
 }
 
-/* Every kind's handles in the file. false when one cannot be listed. */
+/* Every kind's handles in the file. A kind the device has not (rxe
+ * has no device memory nor XRC domains) lists none; false when a kind
+ * cannot be listed in full. */
 static bool list_all(int fd, struct sets *s)
 {
 	for (int k = 0; k < UH_KINDS; k++) {
-		int complete;
+		int complete, r;
 
-		if (uhandle_list(fd, (enum uhandle_kind)k, &s->h[k], &s->n[k],
-				 &complete) < 0 ||
-		    !complete)
+		r = uhandle_list(fd, (enum uhandle_kind)k, &s->h[k], &s->n[k],
+				 &complete);
+		if (r == -ENOENT || r == -EINVAL || r == -EOPNOTSUPP)
+			continue;
+		if (r < 0 || !complete)
 			return false;
 		s->cap[k] = s->n[k];
 	}

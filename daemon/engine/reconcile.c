@@ -56,6 +56,8 @@ static int handle_gone(struct tables *t, int fd, const struct object *o)
 	}
 	if (t->err[k] < 0)
 		return t->err[k];
+	if (!t->complete[k] && !t->n[k])
+		return 0;
 	if (uhandle_in(t->h[k], t->n[k], h))
 		return 0;
 	/* Absent from a list the kernel cut short: not known. */

@@ -25,8 +25,8 @@ struct profile;
 struct reconcile;
 
 #define RECONCILE_USEC 1000000
-/* An ATTACH checks first when the last check is older than this. */
-#define RECONCILE_ATTACH_USEC 100000
+/* An ATTACH checks first, whenever the last check was. */
+#define RECONCILE_ATTACH_USEC 0
 /* MRs whose keys are checked per round and profile. */
 #define RECONCILE_MR_KEYS 64
 

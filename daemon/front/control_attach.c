@@ -774,8 +774,9 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 			s, id, "forbidden",
 			"uid %u may not attach to profile '%s'",
 			(unsigned int)s->cred.uid, name);
-	/* Its handles against the kernel's first: what a client destroyed
-	 * is being made again then, and the profile is not ready. */
+	/* Its handles against the kernel's first, every time (a round of
+	 * the timer may have just missed it): what a client destroyed is
+	 * being made again then, and the profile is not ready. */
 	manager_check(c->m, p);
 	if (!p->ctx || (p->state != PROFILE_READY &&
 			p->state != PROFILE_DEGRADED)) {

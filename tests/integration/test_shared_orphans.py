@@ -2,11 +2,12 @@
 """Orphans in shared mode: a client imports the profile's context, makes
 a CQ, a QP and an MR of its own in it, and is SIGKILLed. Its objects stay
 in the daemon's context (the kernel ties them to the context, which the
-daemon holds): they must show up as orphans in /metrics and REST. Once no
-session holds a lease any more, the policy retires the context: a fresh
-one is opened, the profile's objects are created again, and the orphans
-are gone from the kernel (`rdma resource show`). Needs a device that
-imports (mlx5, or rxe with tests/vm/run --import)."""
+daemon holds). The daemon destroys them by handle once their maker is
+gone (issue 37, item 3), with another session attached or without: the
+kernel's counts (`rdma resource show`) return to what they were, the
+context is not retired and the profile's MR keeps its handle and keys.
+A live client's objects are never destroyed. Needs a device that imports
+(mlx5, or rxe with tests/vm/run --import)."""
 
 import json
 import os
@@ -65,11 +66,20 @@ def wait_for(pred, timeout=15):
     return pred()
 
 
-def kernel_qpns():
-    out = subprocess.run(["rdma", "-j", "resource", "show", "qp"],
+def kernel_rows(kind):
+    out = subprocess.run(["rdma", "-j", "resource", "show", kind],
                          check=True, capture_output=True, text=True).stdout
-    return {r["lqpn"] for r in (json.loads(out) if out.strip() else [])
-            if r.get("ifname") == DEV}
+    return [r for r in (json.loads(out) if out.strip() else [])
+            if r.get("ifname") == DEV]
+
+
+def kernel_qpns():
+    return {r["lqpn"] for r in kernel_rows("qp")}
+
+
+def kernel_counts():
+    """How many objects of each kind the kernel has on the device."""
+    return {k: len(kernel_rows(k)) for k in ("pd", "cq", "qp", "mr")}
 
 
 LEAKER = """
@@ -96,74 +106,104 @@ time.sleep(600)
 """
 
 
-def test_dead_clients_objects_are_orphans_until_the_context_retires(
-        daemon, tmp_path):
-    before = get("/v1/profiles/p/orphans")
-    assert wait_for(lambda: get("/v1/profiles/p/orphans")["scanned"])
-    assert get("/v1/profiles/p/orphans")["orphans"] == []
-    ctxn = before["ctxn"]
-
-    # A second client holds leases: the context may not retire yet.
-    holder = Client(daemon)
-    t, hdoc, hfds = holder.call(ATTACH, {"profile": "p", "mode": "shared"})
-    assert t == ATTACHED, hdoc
-
+def start_leaker(daemon, tmp_path):
     script = tmp_path / "leaker.py"
     script.write_text(textwrap.dedent(LEAKER))
     leaker = subprocess.Popen(
         [sys.executable, str(script), daemon, str(ROOT / "tests" /
                                                   "integration")],
         stdout=subprocess.PIPE, text=True)
+    return leaker, json.loads(leaker.stdout.readline())
+
+
+def kill(p):
+    p.send_signal(signal.SIGKILL)
+    p.wait()  # reaped: no zombie the kernel still names
+
+
+@pytest.mark.parametrize("holder", [True, False],
+                         ids=["another session attached", "alone"])
+def test_dead_clients_leftovers_are_reclaimed_without_retiring(
+        daemon, tmp_path, holder):
+    assert wait_for(lambda: get("/v1/profiles/p/orphans")["scanned"])
+    assert get("/v1/profiles/p/orphans")["orphans"] == []
+    ctxn = get("/v1/profiles/p/orphans")["ctxn"]
+    mr_before = get("/v1/profiles/p/mr/r")
+    base = kernel_counts()
+
+    if holder:
+        h = Client(daemon)
+        t, hdoc, hfds = h.call(ATTACH, {"profile": "p", "mode": "shared"})
+        assert t == ATTACHED, hdoc
+    leaker, made = start_leaker(daemon, tmp_path)
     try:
-        made = json.loads(leaker.stdout.readline())
-        # While it lives, its objects are a client's, not orphans.
+        # While it lives, its objects are a client's: never destroyed,
+        # however long they stay.
         view = wait_for(lambda: (lambda d: d if d["objects"]["client"]["qp"]
                                  == 1 else None)(
             get("/v1/profiles/p/orphans")))
         assert view, get("/v1/profiles/p/orphans")
-        assert view["orphans"] == []
+        time.sleep(4)  # two reclaim delays
+        assert made["qp_num"] in kernel_qpns()
+        assert metric("rdmad_orphans_reclaimed_total", profile="p",
+                      kind="qp") == 0
     finally:
-        leaker.send_signal(signal.SIGKILL)
-        leaker.wait()
-    assert made["qp_num"] in kernel_qpns()
+        kill(leaker)
 
-    # Dead: its CQ, QP and MR are orphans, in REST and in /metrics.
-    view = wait_for(lambda: (lambda d: d if d["objects"]["orphan"]["qp"]
-                             else None)(get("/v1/profiles/p/orphans")))
-    assert view, get("/v1/profiles/p/orphans")
-    assert view["ctxn"] == ctxn
-    assert view["objects"]["orphan"] == {"pd": 0, "cq": 1, "qp": 1,
-                                         "mr": 1, "srq": 0}, view
-    assert view["objects"]["client"]["qp"] == 0
-    assert made["qp_num"] in {o["lqpn"] for o in view["orphans"]
-                              if o["kind"] == "qp"}
-    assert get("/v1/profiles/p")["orphans"] == 3
-    for kind, n in (("cq", 1), ("qp", 1), ("mr", 1), ("pd", 0)):
-        assert metric("rdmad_orphan_objects", profile="p", device=DEV,
-                      kind=kind) == n
-    # The daemon's own objects are not touched meanwhile.
-    assert get("/v1/profiles/p")["state"] == "ready"
+    # Gone: its CQ, QP and MR are destroyed by handle, the kernel's
+    # counts are back where they were, with or without the holder.
+    assert wait_for(lambda: made["qp_num"] not in kernel_qpns(), 30), \
+        get("/v1/profiles/p/orphans")
+    assert wait_for(lambda: kernel_counts() == base, 15), \
+        (kernel_counts(), base)
+    for kind in ("cq", "qp", "mr"):
+        assert wait_for(lambda: metric("rdmad_orphans_reclaimed_total",
+                                       profile="p", kind=kind) == 1), kind
     assert metric("rdmad_context_retirements_total") == 0
-    # And the kernel still has them: the context holds them.
-    assert made["qp_num"] in kernel_qpns()
-
-    # The last lease ends: the policy retires the context.
-    t, _, _ = holder.call(DETACH, {"attachment": hdoc["attachment"]})
-    assert t == DETACHED
-    for fd in hfds:
-        os.close(fd)
-    holder.close()
-    assert wait_for(lambda: metric("rdmad_context_retirements_total") == 1)
-    after = wait_for(lambda: (lambda d: d if d.get("scanned") and
-                              d.get("ctxn") not in (None, ctxn) and
-                              d["state"] == "ready" else None)(
+    # The profile's own objects were not touched: same context, same MR.
+    after = wait_for(lambda: (lambda d: d if d["scanned"] and
+                              d["orphans"] == [] else None)(
         get("/v1/profiles/p/orphans")))
-    assert after, get("/v1/profiles/p/orphans")
-    assert after["orphans"] == []
-    assert after["objects"]["daemon"]["mr"] == 1
-    # Freed with the old context: gone from the kernel's own list.
-    assert wait_for(lambda: made["qp_num"] not in kernel_qpns())
+    assert after and after["ctxn"] == ctxn, get("/v1/profiles/p/orphans")
+    mr_after = get("/v1/profiles/p/mr/r")
+    for k in ("handle", "lkey", "rkey"):
+        assert mr_after[k] == mr_before[k], (k, mr_before, mr_after)
     assert get("/v1/profiles/p")["state"] == "ready"
     for kind in ("cq", "qp", "mr"):
-        assert metric("rdmad_orphan_objects", profile="p", device=DEV,
-                      kind=kind) == 0
+        assert wait_for(lambda: metric("rdmad_orphan_objects", profile="p",
+                                       device=DEV, kind=kind) == 0)
+    if holder:
+        sessions = get("/v1/sessions")
+        assert [a["attachment"] for s in sessions
+                for a in s["attachments"]] == [hdoc["attachment"]]
+        for fd in hfds:
+            os.close(fd)
+        h.close()
+
+
+def test_a_live_clients_objects_keep_a_dead_ones_of_their_kind(
+        daemon, tmp_path):
+    """While a live client has QPs in the context, a dead client's QPs
+    cannot be told from them: all stay. Once the last maker is gone,
+    both go."""
+    assert wait_for(lambda: get("/v1/profiles/p/orphans")["scanned"])
+    base = kernel_counts()
+    live, lmade = start_leaker(daemon, tmp_path)
+    dead, dmade = start_leaker(daemon, tmp_path)
+    kill(dead)
+    try:
+        view = wait_for(lambda: (lambda d: d if d["objects"]["orphan"]["qp"]
+                                 == 1 else None)(
+            get("/v1/profiles/p/orphans")))
+        assert view, get("/v1/profiles/p/orphans")
+        time.sleep(5)
+        qpns = kernel_qpns()
+        assert lmade["qp_num"] in qpns and dmade["qp_num"] in qpns
+        assert metric("rdmad_context_retirements_total") == 0
+    finally:
+        kill(live)
+    assert wait_for(lambda: kernel_counts() == base, 30), \
+        (kernel_counts(), base)
+    assert metric("rdmad_orphans_reclaimed_total", profile="p",
+                  kind="qp") == 2
+    assert metric("rdmad_context_retirements_total") == 0
