@@ -13,7 +13,6 @@
 #include "manager.h"
 #include "objects.h"
 #include "orphans.h"
-#include "reconcile.h"
 #include "populate.h"
 #include "validate.h"
 #include "workers.h"
@@ -437,51 +436,6 @@ static void orphans_scanned(void *ud, bool failed)
 	m->orphan_scan_failures += failed;
 }
 
-/* ---- what the checks against the kernel ask (reconcile.h) ---- */
-
-static bool reconcile_paused(void *ud)
-{
-	return ((struct manager *)ud)->reloading;
-}
-
-/* The sessions attached to profile: who held it when an object went. */
-static json_t *reconcile_holders(void *ud, const char *profile)
-{
-	const struct manager_sessions *s = &((struct manager *)ud)->sessions;
-	json_t *all = s->json ? s->json(s->ud) : NULL, *out = json_array();
-	json_t *sess, *att;
-	size_t i, k;
-
-	json_array_foreach(all, i, sess)
-		json_array_foreach(json_object_get(sess, "attachments"), k,
-				   att) {
-			if (!streq(json_string_value(json_object_get(
-					   att, "profile")) ?: "",
-				   profile))
-				continue;
-			json_array_append_new(
-				out,
-				json_pack("{s:O, s:O, s:O, s:O, s:O}",
-					  "session",
-					  json_object_get(sess, "session"),
-					  "pid", json_object_get(sess, "pid"),
-					  "uid", json_object_get(sess, "uid"),
-					  "attachment",
-					  json_object_get(att, "attachment"),
-					  "mode", json_object_get(att, "mode")));
-		}
-	json_decref(all);
-	return out;
-}
-
-int manager_check(struct manager *m, struct profile *p)
-{
-	return m->reconcile && !m->reloading
-		       ? reconcile_profile(m->reconcile, p,
-					   RECONCILE_ATTACH_USEC)
-		       : 0;
-}
-
 /* ---- start and stop ---- */
 
 int manager_start(struct manager *m)
@@ -508,15 +462,7 @@ int manager_start(struct manager *m)
 			&m->orphans);
 	if (r < 0)
 		log_warn(r, "cannot look for orphaned objects, ignoring");
-	r = reconcile_new(&(struct reconcile_owner){ .event = m->event,
-						     .profiles = orphans_profiles,
-						     .paused = reconcile_paused,
-						     .holders = reconcile_holders,
-						     .ud = m },
-			  &m->reconcile);
-	if (r < 0)
-		log_warn(r, "cannot check objects against the kernel, "
-			    "ignoring");
+	manager_check_start(m);
 	for (size_t i = 0; i < m->n_profiles; i++)
 		start_profile(m, m->profiles[i]);
 	if (!manager_busy(m))
@@ -530,7 +476,7 @@ void manager_stop(struct manager *m)
 	manager_reload_cancel(m);
 	m->devwatch = devwatch_free(m->devwatch);
 	m->orphans = orphans_free(m->orphans);
-	m->reconcile = reconcile_free(m->reconcile);
+	manager_check_stop(m);
 	for (size_t i = m->n_profiles; i-- > 0;)
 		stop_profile(m, m->profiles[i], NULL, false);
 }

@@ -195,6 +195,9 @@ struct profile *manager_profile(struct manager *m, const char *name);
  * kernel first, unless that was done a moment ago (reconcile.h). What
  * was lost is being made again when this returns > 0 (p is creating). */
 int manager_check(struct manager *m, struct profile *p);
+/* manager_check.c's, for manager.c: the checks start and stop. */
+void manager_check_start(struct manager *m);
+void manager_check_stop(struct manager *m);
 /* Is ibdev used by a profile? */
 int manager_device_used(struct manager *m, const char *ibdev);
 /* Is ibdev up, as the profiles see it: devwatch's view (where device
