@@ -343,6 +343,8 @@ install: $(B)/rdmad $(B)/dist/rdmactl $(B)/$(LIB_REAL) $(B)/rdmad.pc \
 	$(INSTALL) -m 0644 client/rdmactl.bash $(D)$(BASHCOMPDIR)/rdmactl
 	$(INSTALL) -m 0644 $(PYFILES) $(D)$(PYTHONDIR)/rdmad/
 	$(INSTALL) -D -m 0644 daemon/api/openapi.json $(D)$(DATADIR)/rdmad/openapi.json
+	$(INSTALL) -D -m 0644 deploy/prometheus/rdmad.rules.yml \
+		$(D)$(DATADIR)/rdmad/prometheus/rdmad.rules.yml
 	$(INSTALL) -m 0755 kubelet/rdmad-kubelet $(D)$(BINDIR)/rdmad-kubelet
 	$(INSTALL) -D -m 0644 $(B)/kubelet/api_pb2.py \
 		$(D)$(PREFIX)/lib/rdmad-kubelet/api_pb2.py
@@ -361,13 +363,15 @@ uninstall:
 		$(UNITS:%=$(D)$(SYSTEMDUNITDIR)/%) \
 		$(D)$(SYSUSERSDIR)/rdmad.conf $(D)$(TMPFILESDIR)/rdmad.conf \
 		$(D)$(BASHCOMPDIR)/rdmactl $(D)$(DATADIR)/rdmad/openapi.json \
+		$(D)$(DATADIR)/rdmad/prometheus/rdmad.rules.yml \
 		$(PYFILES:client/python/%=$(D)$(PYTHONDIR)/%) \
 		$(D)$(BINDIR)/rdmad-kubelet \
 		$(D)$(PREFIX)/lib/rdmad-kubelet/api_pb2.py
 	rm -rf $(D)$(PYTHONDIR)/rdmad/__pycache__ \
 		$(D)$(PREFIX)/lib/rdmad-kubelet/__pycache__
 	rmdir $(D)$(PREFIX)/lib/rdmad-kubelet 2>/dev/null || true
-	rmdir $(D)$(DATADIR)/rdmad $(D)$(PYTHONDIR)/rdmad 2>/dev/null || true
+	rmdir $(D)$(DATADIR)/rdmad/prometheus $(D)$(DATADIR)/rdmad \
+		$(D)$(PYTHONDIR)/rdmad 2>/dev/null || true
 
 # The Debian packages (debian/), built in a copy of the tree under
 # build/deb/src so that debian/rules clean cannot touch build/ here;
