@@ -24,6 +24,9 @@ import yaml
 # The daemon's own list is daemon/api/metrics.c and rdmad(8), REST API,
 # GET /metrics.
 NETLINK_KINDS = {"pd", "cq", "qp", "mr", "srq"}
+# The kinds with a uverbs handle, which reclaim destroys by handle
+# (rdmad(8), Orphans).
+HANDLE_KINDS = {"qp", "mw", "ah", "srq", "cq", "mr", "dm", "pd", "xrcd"}
 METRICS = {
     "rdmad_up": ("gauge", set(), {}),
     "rdmad_profile_up": ("gauge", {"profile"}, {}),
@@ -38,9 +41,9 @@ METRICS = {
     "rdmad_orphan_objects": ("gauge", {"profile", "device", "kind"},
                              {"kind": NETLINK_KINDS}),
     "rdmad_orphans_reclaimed_total": ("counter", {"profile", "kind"},
-                                      {"kind": NETLINK_KINDS}),
+                                      {"kind": HANDLE_KINDS}),
     "rdmad_orphan_reclaim_failures_total": ("counter", {"profile", "kind"},
-                                            {"kind": NETLINK_KINDS}),
+                                            {"kind": HANDLE_KINDS}),
     "rdmad_orphan_reclaim_delay_seconds": ("gauge", set(), {}),
     "rdmad_orphan_scans_total": ("counter", {"result"},
                                  {"result": {"ok", "error"}}),
