@@ -297,6 +297,8 @@ stress: deps
 	$(MAKE) all helpers
 	RDMAD_STRESS=long tests/vm/run /usr/bin/python3 -m pytest -v -s \
 		-p no:cacheprovider tests/integration/test_stress.py
+	RDMAD_STRESS=long tests/vm/run --import /usr/bin/python3 -m pytest \
+		-v -s -p no:cacheprovider tests/integration/test_shared_stress.py
 
 # rdmad under a real systemd (PID 1 in a throwaway VM): the unit files,
 # readiness, reload, journal fields, watchdog, socket activation.
