@@ -164,7 +164,7 @@ static void unstore_kept_ctx(const char *profile)
 
 /* An import-capable context goes to the store with a document of its
  * PDs and MRs (restore.h): a restart takes them back, keys and all. */
-static bool store_ctx(const struct profile *p)
+static bool store_ctx(const struct profile *p, json_t *holders)
 {
 	_cleanup_free_ char *text = NULL;
 	_cleanup_close_ int fd = -1;
@@ -175,7 +175,7 @@ static bool store_ctx(const struct profile *p)
 
 	if (!p->ctx || p->import_err || p->state != PROFILE_READY)
 		return false;
-	doc = restore_state(p);
+	doc = restore_state(p, holders);
 	text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
 	json_decref(doc);
 	fd = memfd_create("rdmad-state", MFD_CLOEXEC);
@@ -326,7 +326,7 @@ static void store_profile(const struct profile *p, bool remove)
 	if (remove)
 		unstore_ctx(p->conf->name);
 	else
-		store_ctx(p);
+		store_ctx(p, NULL);
 	for (size_t i = 0; i < p->n_objects; i++) {
 		const struct object *o = &p->objects[i];
 		const struct conf_memory *c = o->conf;
@@ -481,6 +481,21 @@ void sysd_stopping(void)
 	 * it back; a stop empties the store, and the kernel frees it. */
 	if (!sysd.m || !getenv("NOTIFY_SOCKET"))
 		return;
-	for (size_t i = 0; i < sysd.m->n_profiles; i++)
-		profile_hand_over(sysd.m->profiles[i]);
+	for (size_t i = 0; i < sysd.m->n_profiles; i++) {
+		struct profile *p = sysd.m->profiles[i];
+		json_t *holders;
+
+		profile_hand_over(p);
+		if (!p->hand_over)
+			continue;
+		/* Who holds what now: the next run keeps what they lease
+		 * while they live (the leases outlive this process). */
+		holders = manager_holders_json(sysd.m, p);
+		if (json_array_size(holders) && !store_ctx(p, holders))
+			log_warn(0, "profile %s: cannot store who holds its "
+				    "objects: the next run may destroy what "
+				    "its clients use",
+				 p->conf->name);
+		json_decref(holders);
+	}
 }

@@ -316,6 +316,8 @@ static void on_profile_change(void *ud, struct profile *p,
 		return;
 	}
 	log_profile(p);
+	if (p->adopt && !profile_busy(p))
+		manager_adopt(m, p, manager_release);
 	/* What its context holds has changed: look again. */
 	orphans_request(m->orphans);
 	manager_announce(m, MANAGER_PROFILE_CHANGED, p);
@@ -422,12 +424,6 @@ static void orphans_retire(void *ud, struct profile *p, const char *reason)
 	start_profile(m, p);
 }
 
-static bool orphans_may_retire(void *ud)
-{
-	return streq(((struct manager *)ud)->config->daemon.orphans,
-		     "retire");
-}
-
 static void orphans_scanned(void *ud, bool failed)
 {
 	struct manager *m = ud;
@@ -456,7 +452,7 @@ int manager_start(struct manager *m)
 						 .profiles = orphans_profiles,
 						 .attached = orphans_attached,
 						 .retire = orphans_retire,
-						 .may_retire = orphans_may_retire,
+						 .may_retire = manager_may_retire,
 						 .scanned = orphans_scanned,
 						 .ud = m },
 			&m->orphans);
@@ -477,6 +473,7 @@ void manager_stop(struct manager *m)
 	m->devwatch = devwatch_free(m->devwatch);
 	m->orphans = orphans_free(m->orphans);
 	manager_check_stop(m);
+	manager_adopt_stop(m);
 	for (size_t i = m->n_profiles; i-- > 0;)
 		stop_profile(m, m->profiles[i], NULL, false);
 }

@@ -73,6 +73,9 @@ struct manager_sessions {
 	void (*stats)(void *ud, struct session_stats *out);
 	/* Is process pid (0: any) attached to the profile? */
 	bool (*attached)(void *ud, const char *profile, pid_t pid);
+	/* What the shared attachments to the profile lease, by process:
+	 * [{pid, start, uid, leases: [{kind, name}]}] (restore.h). */
+	json_t *(*leases)(void *ud, const char *profile);
 	void *ud;
 };
 
@@ -113,6 +116,9 @@ struct manager {
 	struct devwatch *devwatch;
 	struct orphans *orphans; /* RDMA netlink scans (orphans.c) */
 	struct reconcile *reconcile; /* objects against the kernel */
+	/* The previous run's shared clients whose leases this one adopted
+	 * (manager_adopt.c). */
+	struct adopted *adopted;
 	/* Progress events while large memory is populated. */
 	sd_event_source *populate_tick;
 	char *token; /* REST bearer token, NULL: mutating calls refused */
@@ -195,9 +201,25 @@ struct profile *manager_profile(struct manager *m, const char *name);
  * kernel first, unless that was done a moment ago (reconcile.h). What
  * was lost is being made again when this returns > 0 (p is creating). */
 int manager_check(struct manager *m, struct profile *p);
+/* manager_adopt.c: p settled with the previous run's holders
+ * (p->adopt): the live ones' leases are taken over, each watched until
+ * it exits, when release (manager_release) ends each lease. */
+typedef void (*manager_release_fn)(struct manager *m, const char *profile,
+				   enum obj_kind kind, const char *name,
+				   uint64_t serial);
+void manager_adopt(struct manager *m, struct profile *p,
+		   manager_release_fn release);
+void manager_adopt_stop(struct manager *m);
+/* Who holds p's objects, sessions and adopted clients alike, for the
+ * restart state (restore_state()). */
+json_t *manager_holders_json(struct manager *m, const struct profile *p);
+/* The adopted clients, as GET /v1/sessions shows them. */
+json_t *manager_adopted_json(struct manager *m);
 /* manager_check.c's, for manager.c: the checks start and stop. */
 void manager_check_start(struct manager *m);
 void manager_check_stop(struct manager *m);
+/* The orphan scans' owner: daemon.orphans = "retire"? */
+bool manager_may_retire(void *ud);
 /* Is ibdev used by a profile? */
 int manager_device_used(struct manager *m, const char *ibdev);
 /* Is ibdev up, as the profiles see it: devwatch's view (where device

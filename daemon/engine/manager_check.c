@@ -2,7 +2,7 @@
 /*
  * The manager's part in checking the profiles' objects against the
  * kernel (reconcile.h): what the checks ask of it, and the check an
- * ATTACH asks for.
+ * ATTACH asks for; and the orphan scans' policy question.
  */
 #include "log.h"
 #include "manager.h"
@@ -77,4 +77,10 @@ void manager_check_start(struct manager *m)
 void manager_check_stop(struct manager *m)
 {
 	m->reconcile = reconcile_free(m->reconcile);
+}
+
+bool manager_may_retire(void *ud)
+{
+	return streq(((struct manager *)ud)->config->daemon.orphans,
+		     "retire");
 }

@@ -378,14 +378,48 @@ static bool needs_connect(const struct object *o)
 	       ((const struct conf_qp *)o->conf)->state != QPS_TARGET_RESET;
 }
 
-/* What the previous run kept and this one did not take back goes. */
-static void restore_end(struct profile *p)
+/* A PD or MR of the previous run that a live client of it leases and
+ * this run does not declare the same way: it drains for that client. */
+static void keep_leased(void *ud, const char *kind, const char *name,
+			void *obj)
+{
+	struct profile *p = ud;
+	struct conf_mr conf = { .name = (char *)name };
+	struct object o = { .conf = &conf, .state = OBJ_READY };
+
+	if (kind[0] == 'p') {
+		o.kind = OBJ_PD;
+		o.u.pd = obj;
+	} else {
+		o.kind = OBJ_MR;
+		o.u.mr.mr = obj;
+	}
+	o.serial = object_next_serial();
+	if (profile_add_draining(p, &o) < 0) {
+		object_destroy(&o);
+		return;
+	}
+	log_info("profile %s: %s %s of the previous run is not declared the "
+		 "same now, but a client of that run holds it: it drains",
+		 p->conf->name, kind, name);
+}
+
+/* What the previous run kept and this one did not take back goes, but
+ * for what its live clients hold (when keep: not at a stop). Who holds
+ * what stays with the profile until its owner adopts the leases
+ * (profile_index.h: adopt). */
+static void restore_end(struct profile *p, bool keep)
 {
 	size_t n;
 
 	if (!p->restored)
 		return;
-	n = restore_finish(TAKE_PTR(p->restored), p->ctx);
+	if (keep) {
+		json_decref(p->adopt);
+		p->adopt = restore_holders(p->restored);
+	}
+	n = restore_finish(TAKE_PTR(p->restored), p->ctx,
+			   keep ? keep_leased : NULL, p);
 	if (n)
 		log_info("profile %s: destroyed %zu PDs and MRs of the "
 			 "previous run that are not declared the same now",
@@ -413,7 +447,7 @@ static void phase_end(struct profile *p)
 	for (size_t i = 0; i < p->n_objects; i++)
 		p->objects[i].todo = false;
 	jobs_free(p);
-	restore_end(p);
+	restore_end(p, true);
 	update_state(p);
 	if (p->changed)
 		p->changed(p->changed_ud, p, PROFILE_SETTLED);
@@ -810,7 +844,7 @@ static void stop(struct profile *p, const char *reason, bool keep_memory)
 {
 	profile_cancel_creation(p);
 	profile_bury_wait(p);
-	restore_end(p);
+	restore_end(p, false);
 	for (size_t i = p->n_objects; i-- > 0;) {
 		struct object *o = &p->objects[i];
 
@@ -896,6 +930,7 @@ struct profile *profile_free(struct profile *p)
 	free(p->dependents);
 	free(p->draining);
 	free(p->prev_tids);
+	json_decref(p->adopt);
 	reclaim_free(p);
 	ctx_view_clear(&p->view);
 	free(p->reason);

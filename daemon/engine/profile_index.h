@@ -227,6 +227,10 @@ struct profile {
 	size_t kept_orphans;
 	/* At exit, PDs and MRs stay in the context for the next run. */
 	bool hand_over;
+	/* The previous run's shared clients that held objects of the
+	 * context taken back (restore.h), until the owner adopts their
+	 * leases once the profile has settled; NULL: none. */
+	json_t *adopt;
 	struct profile_faults faults;
 	/* The last check of its objects against the kernel (reconcile.c):
 	 * CLOCK_MONOTONIC usec; and where the next round of MR key checks

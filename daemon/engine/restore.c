@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -36,6 +38,9 @@ struct restored {
 	pid_t *tids; /* the previous run's threads */
 	size_t n_tids;
 	int64_t ctxn;
+	/* The shared clients that held its objects when it stopped:
+	 * [{pid, start, uid, leases: [{kind, name}]}]. */
+	json_t *holders;
 };
 
 /* What systemd passed, by profile, until a profile takes it. */
@@ -121,6 +126,7 @@ static void restored_free(struct restored *r)
 		entry_free(e);
 	}
 	free(r->tids);
+	json_decref(r->holders);
 	free(r);
 }
 
@@ -237,6 +243,8 @@ static struct restored *parse_state(json_t *doc, const char *ibdev,
 		json_array_foreach(tids, i, o)
 			r->tids[r->n_tids++] = (pid_t)json_integer_value(o);
 	}
+	if (json_is_array(json_object_get(doc, "holders")))
+		r->holders = json_incref(json_object_get(doc, "holders"));
 	r->ctxn = json_is_integer(json_object_get(doc, "ctxn"))
 			  ? json_integer_value(json_object_get(doc, "ctxn"))
 			  : -1;
@@ -375,13 +383,135 @@ void restore_claim(struct restored *r, const char *kind, const char *name)
 		e->claimed = true;
 }
 
-size_t restore_finish(struct restored *r, struct ibv_context *ctx)
+/* Process pid's start time (/proc/PID/stat, field 22), 0 when unknown. */
+unsigned long long restore_start_time(pid_t pid)
+{
+	char path[64], buf[1024];
+	unsigned long long start = 0;
+	const char *p;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* After the command's closing parenthesis: field 3 on. */
+	p = strrchr(buf, ')');
+	if (p && sscanf(p + 1,
+			" %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u"
+			" %*d %*d %*d %*d %*d %*d %llu",
+			&start) != 1)
+		start = 0;
+	return start;
+}
+
+bool restore_holder_alive(const json_t *h)
+{
+	pid_t pid = (pid_t)json_integer_value(json_object_get(h, "pid"));
+	unsigned long long was = (unsigned long long)json_integer_value(
+		json_object_get(h, "start"));
+	unsigned long long now;
+
+	if (pid <= 0 || (kill(pid, 0) < 0 && errno != EPERM))
+		return false;
+	/* The same process, not another under a reused pid: where /proc
+	 * hides it (the unit's ProtectProc=), taken for the same. */
+	now = restore_start_time(pid);
+	return !now || !was || now == was;
+}
+
+/* Does a live holder lease kind/name? */
+static bool held(const struct restored *r, const char *kind, const char *name)
+{
+	const json_t *h, *l;
+	size_t i, k;
+
+	json_array_foreach(r->holders, i, h) {
+		if (!restore_holder_alive(h))
+			continue;
+		json_array_foreach(json_object_get(h, "leases"), k, l)
+			if (streq(json_string_value(json_object_get(l, "kind"))
+					  ?: "",
+				  kind) &&
+			    streq(json_string_value(json_object_get(l, "name"))
+					  ?: "",
+				  name))
+				return true;
+	}
+	return false;
+}
+
+/* A PD is held with any MR of it that is held (the kernel keeps it
+ * under the MR anyway). */
+static bool pd_held(struct restored *r, const struct entry *pd)
+{
+	struct entry *e, *tmp;
+
+	if (held(r, "pd", pd->key + 3))
+		return true;
+	HASH_ITER(hh, r->by_key, e, tmp)
+		if (e->kind == 'm' && !e->claimed && streq(e->pd, pd->key + 3) &&
+		    held(r, "mr", e->key + 3))
+			return true;
+	return false;
+}
+
+/* What live holders lease and the new run does not take back: imported
+ * and handed to keep(), to drain until they let go. */
+static void keep_held(struct restored *r, struct ibv_context *ctx,
+		      restore_keep_fn keep, void *ud)
+{
+	struct entry *e, *tmp, *pde;
+
+	HASH_ITER(hh, r->by_key, e, tmp) {
+		struct ibv_pd *pd;
+		struct ibv_mr *mr;
+
+		if (e->kind != 'm' || e->claimed || !held(r, "mr", e->key + 3))
+			continue;
+		pde = entry_of(r, "pd", e->pd);
+		pd = pde ? ibv_import_pd(ctx, pde->handle) : NULL;
+		mr = pd ? ibv_import_mr(pd, e->handle) : NULL;
+		if (pd)
+			ibv_unimport_pd(pd);
+		if (!mr)
+			continue; /* destroyed below, if it can be */
+		mr->pd = NULL; /* that import is gone: not to be used */
+		e->claimed = true;
+		keep(ud, "mr", e->key + 3, mr);
+	}
+	HASH_ITER(hh, r->by_key, e, tmp) {
+		struct ibv_pd *pd;
+
+		if (e->kind != 'p' || e->claimed || !pd_held(r, e))
+			continue;
+		pd = ibv_import_pd(ctx, e->handle);
+		if (!pd)
+			continue;
+		e->claimed = true;
+		keep(ud, "pd", e->key + 3, pd);
+	}
+}
+
+json_t *restore_holders(const struct restored *r)
+{
+	return r ? json_incref(r->holders) : NULL;
+}
+
+size_t restore_finish(struct restored *r, struct ibv_context *ctx,
+		      restore_keep_fn keep, void *ud)
 {
 	struct entry *e, *tmp, *pde;
 	size_t gone = 0;
 
 	if (!r)
 		return 0;
+	if (keep && r->holders)
+		keep_held(r, ctx, keep, ud);
 	/* MRs first: each needs a PD of the context to be imported into;
 	 * any imported PD will do for destroying it. */
 	HASH_ITER(hh, r->by_key, e, tmp) {
@@ -451,7 +581,7 @@ static json_t *our_tids(void)
 	return a;
 }
 
-json_t *restore_state(const struct profile *p)
+json_t *restore_state(const struct profile *p, json_t *holders)
 {
 	json_t *objs = json_array(), *doc;
 
@@ -498,5 +628,7 @@ json_t *restore_state(const struct profile *p)
 			objs);
 	if (doc && p->ctxn >= 0)
 		json_object_set_new(doc, "ctxn", json_integer(p->ctxn));
+	if (doc && holders)
+		json_object_set(doc, "holders", holders);
 	return doc;
 }

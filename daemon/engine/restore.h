@@ -11,7 +11,9 @@
  * After a restart the profile imports the context (ibv_import_device)
  * and takes each PD and MR back by handle (ibv_import_pd/mr) when it is
  * declared the same way and its memory came back from the store too;
- * whatever is not taken back is destroyed once the profile has settled.
+ * whatever is not taken back is destroyed once the profile has settled,
+ * but for what a shared client of the previous run still leases: that
+ * drains while the client lives (the leases outlive the process).
  * Other kinds cannot be imported: they are made again. Taken-back MRs
  * show "restored": true.
  */
@@ -68,12 +70,29 @@ void restore_claim(struct restored *r, const char *kind, const char *name);
 /* Was it? (A PD's MRs ask, once the PD's creation is over.) */
 bool restore_claimed(struct restored *r, const char *kind,
 		     const char *name);
-/* Destroy what was kept and not taken back (MRs, then PDs) in ctx, and
- * free r. Returns how many were destroyed. On the loop. */
-size_t restore_finish(struct restored *r, struct ibv_context *ctx);
+/*
+ * What was kept and not taken back: what a live holder of the previous
+ * run leases (restore_state()'s holders) is imported and handed to
+ * keep(ud, "pd"|"mr", name, struct ibv_pd * | struct ibv_mr *), to drain
+ * while the holder lives; the rest is destroyed (MRs, then PDs) in ctx.
+ * r is freed. Returns how many were destroyed. On the loop.
+ */
+typedef void (*restore_keep_fn)(void *ud, const char *kind, const char *name,
+				void *obj);
+size_t restore_finish(struct restored *r, struct ibv_context *ctx,
+		      restore_keep_fn keep, void *ud);
+/* The previous run's holders (see restore_state()): a new reference. */
+json_t *restore_holders(const struct restored *r);
+/* Is the holder {pid, start} the process that held, alive? */
+bool restore_holder_alive(const json_t *holder);
+/* Process pid's start time (clock ticks since boot), 0 if unknown. */
+unsigned long long restore_start_time(pid_t pid);
 /* Start-up is over: drop what no profile took; gone(profile) hears of
  * each profile whose kept context went unused. */
 void restore_done(void (*gone)(const char *profile));
-/* p's state document, for the store: NULL when p has no context. */
-json_t *restore_state(const struct profile *p);
+/* p's state document, for the store: NULL when p has no context.
+ * holders (borrowed; NULL: none): the shared clients that hold its
+ * objects, [{pid, start, uid, leases: [{kind, name}]}], so that the next
+ * run keeps what they lease while they live. */
+json_t *restore_state(const struct profile *p, json_t *holders);
 #endif

@@ -9,6 +9,7 @@
 #include "control_internal.h"
 #include "log.h"
 #include "proto.h"
+#include "restore.h"
 #include "sysd.h"
 
 struct uid_count {
@@ -501,6 +502,7 @@ static void control_stats(void *ud, struct session_stats *out);
 static void control_front_stats(void *ud, struct front_stats *out);
 static json_t *control_sessions_json(void *ud);
 static bool control_attached(void *ud, const char *profile, pid_t pid);
+static json_t *control_leases(void *ud, const char *profile);
 
 /* A waiting attach answered late could not be sent: the session ends. */
 static void on_attach_failed(void *ud, struct session *s)
@@ -622,6 +624,7 @@ listening:
 					.json = control_sessions_json,
 					.stats = control_stats,
 					.attached = control_attached,
+					.leases = control_leases,
 					.ud = c });
 	manager_set_front(m, FRONT_CONTROL,
 			  &(struct manager_front){ .stats = control_front_stats,
@@ -703,6 +706,45 @@ static bool control_attached(void *ud, const char *profile, pid_t pid)
 	return false;
 }
 
+/* What each process attached in shared mode to profile leases, for the
+ * restart state (restore.h): its kernel objects are what outlive us. */
+static json_t *control_leases(void *ud, const char *profile)
+{
+	struct control *c = ud;
+	json_t *out = json_array();
+
+	for (struct session *s = c->sessions; out && s; s = s->next) {
+		json_t *l = json_array();
+
+		for (size_t i = 0; l && i < s->n_att; i++) {
+			const struct attachment *t = &s->att[i];
+
+			if (!t->profile || !t->shared ||
+			    !streq(t->profile, profile))
+				continue;
+			for (size_t k = 0; k < t->n_leases; k++)
+				json_array_append_new(
+					l, json_pack("{s:s, s:s}", "kind",
+						     obj_kind_name(
+							     t->leases[k].kind),
+						     "name",
+						     t->leases[k].name));
+		}
+		if (json_array_size(l))
+			json_array_append_new(
+				out,
+				json_pack("{s:i, s:I, s:i, s:i, s:o}", "pid",
+					  (int)s->cred.pid, "start",
+					  (json_int_t)restore_start_time(
+						  s->cred.pid),
+					  "uid", (int)s->cred.uid, "gid",
+					  (int)s->cred.gid, "leases", l));
+		else
+			json_decref(l);
+	}
+	return out;
+}
+
 static json_t *control_sessions_json(void *ud)
 {
 	struct control *c = ud;
@@ -728,6 +770,13 @@ static json_t *control_sessions_json(void *ud)
 				     (int)s->id, "pid", (int)s->cred.pid, "uid",
 				     (int)s->cred.uid, "gid", (int)s->cred.gid,
 				     "admin", s->admin, "attachments", atts));
+	}
+	/* The previous run's clients whose leases this run adopted. */
+	if (a) {
+		json_t *adopted = manager_adopted_json(c->m);
+
+		json_array_extend(a, adopted);
+		json_decref(adopted);
 	}
 	return a;
 }

@@ -1,0 +1,175 @@
+# SPDX-License-Identifier: MIT
+"""Leases outlive the daemon process (issue 37, item 2), under the real
+systemd, on a device that imports (tests/vm/run --systemd --import).
+The restart state in the fd store records which shared clients hold
+which objects; the next run adopts them. Checked, with a client writing
+and reading back through an MR by RDMA all along (shared_rdma stream:
+any failed write or changed byte ends it with an error):
+- two restarts in a row with the same configuration: the client goes
+  on, the MR keeps its handle and keys;
+- a restart whose configuration no longer declares the MR the client
+  uses: the MR drains for the client, which goes on writing through it;
+  GET /v1/sessions shows the adopted client; once it exits, the MR is
+  gone from the kernel within seconds."""
+
+import collections
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from conftest import sh, show, wait_for, write_config
+
+pytestmark = [
+    pytest.mark.usefixtures("units"),
+    pytest.mark.skipif(os.environ.get("RDMAD_VM_IMPORT") != "1",
+                       reason="needs a device that imports: "
+                       "tests/vm/run --systemd --import"),
+]
+
+PORT = 8470
+
+
+def config(with_spare=True):
+    spare = (''', { name = "spare"; pd = "main"; memory = "m";
+           offset = "8M"; length = "8M";
+           access = [ "local_write", "remote_write", "remote_read" ]; }'''
+             if with_spare else "")
+    return f"""
+daemon = {{ runtime_dir = "/run/rdmad"; control_socket = "/run/rdmad/rdmad.sock";
+           http = {{ listen = [ "127.0.0.1:{PORT}" ]; }}; }};
+devices = ( {{ name = "d"; match = {{ ibdev = "rxe0"; }}; port = 1; }} );
+profiles = ( {{ name = "io"; device = "d";
+  memory = ( {{ name = "m"; size = "16M"; }} );
+  pd = ( {{ name = "main"; }} );
+  mr = ( {{ name = "keep"; pd = "main"; memory = "m"; length = "8M";
+           access = [ "local_write", "remote_write", "remote_read" ]; }}{spare} );
+}} );
+"""
+
+
+def get(path):
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{PORT}{path}",
+                                timeout=30) as r:
+        return json.loads(r.read())
+
+
+def ready(timeout=300):
+    def doc():
+        try:
+            p = get("/v1/profiles/io")
+        except OSError:
+            return None
+        return p if p["state"] == "ready" else None
+    return wait_for(doc, timeout, "profile io ready")
+
+
+def kernel_lkeys():
+    out = sh("rdma", "-j", "-d", "resource", "show", "mr").stdout
+    rows = json.loads(out) if out.strip() else []
+    return collections.Counter(int(r["lkey"], 16) if isinstance(r["lkey"], str)
+                               else r["lkey"] for r in rows
+                               if r.get("ifname") == "rxe0")
+
+
+def main_pid():
+    return int(show("MainPID")["MainPID"])
+
+
+def progress(client, timeout=120):
+    """The client's next "n=K" line: K."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        line = client.stdout.readline()
+        assert line, "the client ended: " + client.stdout.read()
+        if line.startswith("n="):
+            return int(line[2:])
+        assert not line.startswith("error"), line
+    raise AssertionError("no progress from the client")
+
+
+def stream(units, mr):
+    client = subprocess.Popen(
+        [str(units.programs["shared_rdma"]), "/run/rdmad/rdmad.sock", "io",
+         "shared", "stream", mr],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert client.stdout.readline().strip() == "streaming"
+    progress(client)
+    return client
+
+
+@pytest.fixture(scope="module")
+def started(units):
+    write_config(text=config())
+    sh("systemctl", "start", "rdmad.service", timeout=300)
+    ready()
+    yield
+    sh("systemctl", "stop", "rdmad.service", check=False, timeout=300)
+
+
+def mr(name):
+    return next(o for o in get("/v1/profiles/io")["objects"]
+                if o["kind"] == "mr" and o["name"] == name)
+
+
+def test_two_restarts_under_traffic_keep_the_keys(started, units):
+    before = mr("keep")
+    client = stream(units, "keep")
+    try:
+        for _ in range(2):
+            pid = main_pid()
+            sh("systemctl", "restart", "rdmad.service", timeout=300)
+            assert main_pid() != pid
+            ready()
+            k = progress(client)
+            assert progress(client) > k
+            after = mr("keep")
+            for f in ("handle", "lkey", "rkey", "iova"):
+                assert after[f] == before[f], (f, before, after)
+            # The client is adopted: it holds the MR, the PD, the memory.
+            adopted = [s for s in get("/v1/sessions") if s.get("adopted")]
+            assert [s["pid"] for s in adopted] == [client.pid], adopted
+            assert after["leases"] == 1, after
+        assert client.poll() is None
+    finally:
+        client.kill()
+        client.wait()
+    # Its leases end with it.
+    wait_for(lambda: not [s for s in get("/v1/sessions")
+                          if s.get("adopted")], 30, "the adoption ends")
+    assert mr("keep")["leases"] == 0
+
+
+def test_a_restart_that_drops_a_leased_mr_drains_it(started, units):
+    spare = mr("spare")
+    client = stream(units, "spare")
+    try:
+        write_config(text=config(with_spare=False))
+        sh("systemctl", "restart", "rdmad.service", timeout=300)
+        ready()
+        # Not declared any more, but held: it drains for the client,
+        # which goes on writing and reading through it.
+        k = progress(client)
+        assert progress(client) > k
+        objs = get("/v1/profiles/io")["objects"]
+        drain = [o for o in objs if o["name"] == "spare"]
+        assert drain and drain[0]["state"] == "draining", objs
+        assert kernel_lkeys()[spare["lkey"]] == 1
+        # Still writing and reading back through it, checked.
+        k = progress(client)
+        assert progress(client) > k
+        adopted = [s for s in get("/v1/sessions") if s.get("adopted")]
+        assert [s["pid"] for s in adopted] == [client.pid], adopted
+        assert client.poll() is None
+    finally:
+        client.kill()
+        client.wait()
+    # Gone with its last holder: out of the kernel within seconds.
+    wait_for(lambda: kernel_lkeys()[spare["lkey"]] == 0, 20,
+             "the drained MR destroyed")
+    assert not [o for o in get("/v1/profiles/io")["objects"]
+                if o["name"] == "spare"]
+    assert mr("keep")["state"] == "ready"
