@@ -306,8 +306,7 @@ static void on_later(struct api_later *later, int status, json_t *reply)
 	req->answered = true;
 	sym_MHD_resume_connection(req->c);
 	/* Served at the next turn of the loop. */
-	sd_event_source_set_time(l->timer, 1);
-	sd_event_source_set_enabled(l->timer, SD_EVENT_ONESHOT);
+	listener_kick(l);
 }
 
 static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c,

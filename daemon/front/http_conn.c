@@ -22,6 +22,8 @@ static void listener_prio(struct listener *l)
 		sd_event_source_set_priority(l->io, prio);
 	if (l->timer)
 		sd_event_source_set_priority(l->timer, prio);
+	if (l->again)
+		sd_event_source_set_priority(l->again, prio);
 }
 
 void conn_unfresh(struct conn *cn)
@@ -73,18 +75,35 @@ void conn_wait_headers(struct conn *cn)
 }
 
 
+/*
+ * libmicrohttpd's wake-up: its next timeout, or at once when it holds
+ * work already (a pipelined request read with the one before, an answer
+ * that came later, a stream's event). "At once" is the defer source,
+ * not a timer due now: sd-event gives a timer its default accuracy,
+ * 250 ms, and wakes it anywhere in that window, which served a
+ * pipelined request every 0.25 s (issue 38).
+ */
 static void listener_rearm(struct listener *l)
 {
 	MHD_UNSIGNED_LONG_LONG ms;
 	uint64_t now;
 
-	if (sym_MHD_get_timeout(l->mhd, &ms) == MHD_YES) {
+	if (sym_MHD_get_timeout(l->mhd, &ms) != MHD_YES) {
+		sd_event_source_set_enabled(l->timer, SD_EVENT_OFF);
+	} else if (!ms) {
+		sd_event_source_set_enabled(l->timer, SD_EVENT_OFF);
+		listener_kick(l);
+	} else {
 		sd_event_now(l->m->event, CLOCK_MONOTONIC, &now);
 		sd_event_source_set_time(l->timer, now + ms * 1000);
 		sd_event_source_set_enabled(l->timer, SD_EVENT_ONESHOT);
-	} else {
-		sd_event_source_set_enabled(l->timer, SD_EVENT_OFF);
 	}
+}
+
+void listener_kick(struct listener *l)
+{
+	if (l->again)
+		sd_event_source_set_enabled(l->again, SD_EVENT_ONESHOT);
 }
 
 static int on_io(sd_event_source *s, int fd, uint32_t revents, void *ud)
@@ -103,6 +122,12 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *ud)
 {
 	(void)s;
 	(void)usec;
+	return on_io(NULL, -1, 0, ud);
+}
+
+static int on_again(sd_event_source *s, void *ud)
+{
+	(void)s;
 	return on_io(NULL, -1, 0, ud);
 }
 
@@ -508,6 +533,10 @@ int listener_start(struct manager *m, struct http *h,
 			      on_timer, l);
 	if (r < 0)
 		return r;
+	r = sd_event_add_defer(m->event, &l->again, on_again, l);
+	if (r < 0)
+		return r;
+	sd_event_source_set_enabled(l->again, SD_EVENT_OFF);
 	r = sd_event_add_io(m->event, &l->accept_io, l->fd, EPOLLIN,
 			    on_accept, l);
 	if (r < 0)
@@ -528,6 +557,7 @@ void listener_stop(struct listener *l)
 	l->accept_io = sd_event_source_disable_unref(l->accept_io);
 	l->io = sd_event_source_disable_unref(l->io);
 	l->timer = sd_event_source_disable_unref(l->timer);
+	l->again = sd_event_source_disable_unref(l->again);
 	if (l->mhd)
 		sym_MHD_stop_daemon(l->mhd); /* closes its connections */
 	l->mhd = NULL;

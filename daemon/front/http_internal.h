@@ -49,6 +49,7 @@ struct listener {
 	struct accept_pause pause;
 	sd_event_source *io;
 	sd_event_source *timer;
+	sd_event_source *again; /* libmicrohttpd again, at the next turn */
 	unsigned int n_fresh; /* connections before their first reply */
 	char *unix_path;      /* to unlink at stop */
 };
@@ -150,6 +151,9 @@ void conn_wait_headers(struct conn *cn);
 int read_pem(const char *path, char **out);
 int listener_start(struct manager *m, struct http *h,
 		   struct listener *l, const char *addr);
+/* libmicrohttpd runs again at the next turn of the loop (a suspended
+ * connection was resumed, or work is buffered). */
+void listener_kick(struct listener *l);
 void listener_stop(struct listener *l);
 
 /* The sweep of connections past their header deadline, and the face's
