@@ -9,8 +9,10 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <utlist.h>
 
 #include "http_internal.h"
+#include "http_screen.h"
 #include "log.h"
 #include "sysd.h"
 
@@ -146,7 +148,85 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 	log_debug("libmicrohttpd: %s", buf);
 }
 
+/* ---- lingering closes ---- */
+
+static void linger_end(struct lingering *lg)
+{
+	struct http *h = lg->h;
+
+	DL_DELETE(h->lingering, lg);
+	h->n_lingering--;
+	sd_event_source_disable_unref(lg->io);
+	close(lg->fd);
+	free(lg);
+}
+
+static int on_linger(sd_event_source *s, int fd, uint32_t revents, void *ud)
+{
+	struct lingering *lg = ud;
+	char buf[16384];
+
+	(void)s;
+	(void)revents;
+	for (int i = 0; i < 16; i++) {
+		ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return 0;
+		if (n <= 0)
+			break; /* the client has closed: so do we */
+		lg->drained += (size_t)n;
+		if (lg->drained > HTTP_LINGER_BYTES)
+			break;
+	}
+	linger_end(lg);
+	return 0;
+}
+
+/* fd (taken), its side shut down already: read what still comes, then
+ * close it. */
+static void linger_start(struct http *h, sd_event *event, int fd)
+{
+	struct lingering *lg = NULL;
+	uint64_t now;
+
+	if (h->n_lingering < h->max_conns)
+		lg = calloc(1, sizeof(*lg));
+	if (!lg) {
+		close(fd);
+		return;
+	}
+	lg->h = h;
+	lg->fd = fd;
+	if (sd_event_add_io(event, &lg->io, fd, EPOLLIN | EPOLLRDHUP,
+			    on_linger, lg) < 0) {
+		close(fd);
+		free(lg);
+		return;
+	}
+	sd_event_now(event, CLOCK_MONOTONIC, &now);
+	lg->until = now + HTTP_LINGER_USEC;
+	DL_APPEND(h->lingering, lg);
+	h->n_lingering++;
+}
+
 /* ---- connections: accepting, counting, deadlines ---- */
+
+/* libmicrohttpd closes a connection it answered early (a body over the
+ * limit, http.c): a copy of its fd lingers. This is called before its
+ * close() (MHD_cleanup_connections), after its shutdown(SHUT_WR). */
+static void conn_linger(struct conn *cn)
+{
+	const union MHD_ConnectionInfo *ci = sym_MHD_get_connection_info(
+		cn->c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	int fd;
+
+	if (!ci || ci->connect_fd < 0)
+		return;
+	fd = fcntl(ci->connect_fd, F_DUPFD_CLOEXEC, 3);
+	if (fd >= 0)
+		linger_start(cn->l->h, cn->l->m->event, fd);
+}
 
 static void on_connection(void *cls, struct MHD_Connection *c,
 			  void **socket_context,
@@ -176,6 +256,8 @@ static void on_connection(void *cls, struct MHD_Connection *c,
 	}
 	if (!cn)
 		return;
+	if (cn->linger && !cn->l->tls)
+		conn_linger(cn);
 	conn_unlist(cn);
 	conn_unfresh(cn);
 	h->n_conns--;
@@ -185,6 +267,172 @@ static void on_connection(void *cls, struct MHD_Connection *c,
 	}
 	free(cn);
 	*socket_context = NULL;
+}
+
+/* An error answer written on a fresh socket: its buffer takes it
+ * whole, or nothing (plain HTTP only). */
+static void answer_direct(int fd, unsigned int status, const char *reason,
+			  const char *code, const char *why, bool head)
+{
+	char body[384], msg[640];
+	int n;
+
+	snprintf(body, sizeof(body),
+		 "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}", code,
+		 why);
+	n = snprintf(msg, sizeof(msg),
+		     "HTTP/1.1 %u %s\r\n"
+		     "Content-Type: application/json\r\n"
+		     "Connection: close\r\nContent-Length: %zu\r\n"
+		     "\r\n%s",
+		     status, reason, strlen(body), head ? "" : body);
+	(void)!send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* A peer with no connection left is forgotten. */
+static void peer_put(struct http *h, struct peer *p)
+{
+	if (p && !p->n) {
+		HASH_DEL(h->peers, p);
+		free(p);
+	}
+}
+
+/* ---- first request heads, judged before libmicrohttpd has them ---- */
+
+/* pd is done with; its fd is returned, or closed (keep false). */
+static int pending_end(struct pending *pd, bool keep)
+{
+	struct http *h = pd->l->h;
+	int fd = pd->fd;
+
+	DL_DELETE(h->pending, pd);
+	h->n_pending--;
+	sd_event_source_disable_unref(pd->io);
+	if (pd->peer)
+		pd->peer->n--;
+	peer_put(h, pd->peer);
+	free(pd);
+	if (!keep) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* To libmicrohttpd, which reads everything from the start. */
+static void pending_pass(struct pending *pd)
+{
+	struct listener *l = pd->l;
+	struct http *h = l->h;
+	struct sockaddr_storage sa = pd->sa;
+	socklen_t len = pd->len;
+	struct peer *p = pd->peer;
+	int fd;
+
+	/* Held for the connection being added (on_connection). */
+	if (p)
+		p->n++;
+	fd = pending_end(pd, true);
+	if (p)
+		p->n--;
+	h->adding = p;
+	/* MHD closes fd when it cannot take it. */
+	if (sym_MHD_add_connection(l->mhd, fd, (struct sockaddr *)&sa, len) !=
+	    MHD_YES)
+		log_debug("%s: libmicrohttpd did not take a connection",
+			  l->addr);
+	h->adding = NULL;
+	peer_put(h, p);
+	listener_kick(l);
+}
+
+static void pending_reject(struct pending *pd, const struct screen_result *r)
+{
+	struct listener *l = pd->l;
+	int fd;
+
+	log_debug("%s: a request refused before libmicrohttpd: %u %s", l->addr,
+		  r->status, r->message);
+	fd = pending_end(pd, true);
+	answer_direct(fd, r->status, r->reason, r->code, r->message, r->head);
+	shutdown(fd, SHUT_WR);
+	linger_start(l->h, l->m->event, fd);
+}
+
+static int on_first_bytes(sd_event_source *s, int fd, uint32_t revents,
+			  void *ud)
+{
+	struct pending *pd = ud;
+	char buf[HTTP_SCREEN_WINDOW];
+	struct screen_result r;
+	ssize_t n;
+
+	(void)s;
+	n = recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return 0;
+	if (n <= 0) {
+		/* closed (or broken) before a byte */
+		pending_end(pd, false);
+		return 0;
+	}
+	switch (http_screen(buf, (size_t)n, HTTP_MAX_BODY, &r)) {
+	case SCREEN_MORE:
+		if ((size_t)n == sizeof(buf)) {
+			http_screen_too_long(&r);
+			pending_reject(pd, &r);
+		} else if (revents & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+			/* A head cut short: libmicrohttpd reads it, and
+			 * closes as it would. */
+			pending_pass(pd);
+		}
+		break;
+	case SCREEN_PASS:
+		pending_pass(pd);
+		break;
+	case SCREEN_REJECT:
+		pending_reject(pd, &r);
+		break;
+	}
+	return 0;
+}
+
+/* fd (taken) waits for its first bytes; p: its address's count, or
+ * NULL. Edge-triggered: a peek leaves the bytes readable, and the next
+ * event is the next bytes. */
+static void pending_start(struct listener *l, int fd,
+			  const struct sockaddr *sa, socklen_t len,
+			  struct peer *p)
+{
+	struct http *h = l->h;
+	struct pending *pd = calloc(1, sizeof(*pd));
+
+	if (!pd || sd_event_add_io(l->m->event, &pd->io, fd,
+				   EPOLLIN | EPOLLRDHUP | EPOLLET,
+				   on_first_bytes, pd) < 0) {
+		free(pd);
+		close(fd);
+		peer_put(h, p);
+		return;
+	}
+	/* A new connection's first request goes first (PRIO_FRESH). */
+	sd_event_source_set_priority(pd->io, PRIO_FRESH);
+	pd->l = l;
+	pd->fd = fd;
+	pd->peer = p;
+	if (p)
+		p->n++;
+	memcpy(&pd->sa, sa, len);
+	pd->len = len;
+	sd_event_now(l->m->event, CLOCK_MONOTONIC, &pd->since);
+	DL_APPEND(h->pending, pd);
+	h->n_pending++;
+}
+
+unsigned int conns_open(const struct http *h)
+{
+	return h->n_conns + h->n_pending;
 }
 
 /* Often enough for the header deadline, and for libmicrohttpd to
@@ -217,6 +465,15 @@ static int on_sweep(sd_event_source *s, uint64_t usec, void *ud)
 			  cn->l->addr,
 			  (unsigned long long)(h->header_timeout / 1000000));
 	}
+	while (h->pending && h->pending->since + h->header_timeout <= now) {
+		h->timed_out++;
+		log_debug("%s: request headers not in within %llu s, closing",
+			  h->pending->l->addr,
+			  (unsigned long long)(h->header_timeout / 1000000));
+		pending_end(h->pending, false);
+	}
+	while (h->lingering && h->lingering->until <= now)
+		linger_end(h->lingering);
 	if (h->hooks.sweep)
 		h->hooks.sweep(h->hooks.ud, now);
 	sd_event_source_set_time(s, now + sweep_interval(h));
@@ -231,24 +488,10 @@ static int on_sweep(sd_event_source *s, uint64_t usec, void *ud)
 static void refuse(struct listener *l, int fd, const char *code,
 		   const char *why)
 {
-	char body[384], msg[640];
-	int n;
-
 	l->h->refused++;
 	log_notice("%s: refused a connection: %s", l->addr, why);
-	if (!l->tls) {
-		snprintf(body, sizeof(body),
-			 "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}",
-			 code, why);
-		n = snprintf(msg, sizeof(msg),
-			     "HTTP/1.1 503 Service Unavailable\r\n"
-			     "Content-Type: application/json\r\n"
-			     "Connection: close\r\nContent-Length: %zu\r\n"
-			     "\r\n%s",
-			     strlen(body), body);
-		/* A fresh socket's buffer takes it whole, or nothing. */
-		(void)!send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
-	}
+	if (!l->tls)
+		answer_direct(fd, 503, "Service Unavailable", code, why, false);
 	close(fd);
 }
 
@@ -301,14 +544,14 @@ static void accept_one(struct listener *l, int fd, struct sockaddr *sa,
 	struct peer *p = NULL;
 	char why[160];
 
-	if (h->n_conns >= h->max_conns) {
+	if (conns_open(h) >= h->max_conns) {
 		/* Connections that have ended may wait for libmicrohttpd to
 		 * notice: let it, before saying no. */
 		for (size_t i = 0; i < h->n; i++)
 			if (h->l[i].mhd)
 				sym_MHD_run(h->l[i].mhd);
 	}
-	if (h->n_conns >= h->max_conns) {
+	if (conns_open(h) >= h->max_conns) {
 		snprintf(why, sizeof(why),
 			 "the daemon has %u REST connections, its limit "
 			 "(daemon.http.max_connections)",
@@ -328,13 +571,15 @@ static void accept_one(struct listener *l, int fd, struct sockaddr *sa,
 				 "limit (daemon.http.max_connections_per_"
 				 "address)",
 				 h->per_address);
-			if (!p->n) {
-				HASH_DEL(h->peers, p);
-				free(p);
-			}
+			peer_put(h, p);
 			refuse(l, fd, "too_many_connections", why);
 			return;
 		}
+	}
+	if (!l->tls) {
+		/* Its first request is judged first (http_screen.h). */
+		pending_start(l, fd, sa, len, p);
+		return;
 	}
 	h->adding = p;
 	/* MHD closes fd when it cannot take it. */
@@ -343,10 +588,7 @@ static void accept_one(struct listener *l, int fd, struct sockaddr *sa,
 			  l->addr);
 	}
 	h->adding = NULL;
-	if (p && !p->n) {
-		HASH_DEL(h->peers, p);
-		free(p);
-	}
+	peer_put(h, p);
 }
 
 #define ACCEPT_BATCH 64
@@ -392,6 +634,13 @@ int conns_start(struct manager *m, struct http *h,
 				       sweep_interval(h), 100000, on_sweep, h);
 
 	return r < 0 ? r : sd_event_source_set_enabled(h->sweep, SD_EVENT_ON);
+}
+
+void conns_stop(struct http *h)
+{
+	h->sweep = sd_event_source_disable_unref(h->sweep);
+	while (h->lingering)
+		linger_end(h->lingering);
 }
 
 /* Does a process still listen on this unix socket? */
@@ -553,6 +802,12 @@ int listener_start(struct manager *m, struct http *h,
 
 void listener_stop(struct listener *l)
 {
+	struct pending *pd, *tmp;
+
+	if (l->h)
+		DL_FOREACH_SAFE(l->h->pending, pd, tmp)
+			if (pd->l == l)
+				pending_end(pd, false);
 	accept_pause_done(&l->pause);
 	l->accept_io = sd_event_source_disable_unref(l->accept_io);
 	l->io = sd_event_source_disable_unref(l->io);

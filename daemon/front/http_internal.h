@@ -18,6 +18,7 @@
 #include "mhd.h"
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <systemd/sd-event.h>
 #include <uthash.h>
 
@@ -70,8 +71,47 @@ struct conn {
 	struct peer *peer;
 	uint64_t since;
 	bool waiting;
-	bool fresh; /* no reply yet */
+	bool fresh;  /* no reply yet */
+	bool linger; /* answered before its body was read: see lingering */
 };
+
+/*
+ * A connection accepted on a plain (not TLS) listener, before
+ * libmicrohttpd has it: its first request head is peeked at and judged
+ * (http_screen.h) as its bytes come, then the connection goes to
+ * libmicrohttpd, which reads it all itself, or is answered here. It
+ * counts towards the caps, and is closed when header_timeout passes.
+ */
+struct pending {
+	struct pending *prev, *next; /* utlist: oldest first */
+	struct listener *l;
+	int fd;
+	sd_event_source *io;
+	struct peer *peer;
+	uint64_t since;
+	struct sockaddr_storage sa;
+	socklen_t len;
+};
+
+/*
+ * A connection answered before its request was read whole (a refused
+ * head, a body over the limit): closed at once, the bytes the client
+ * still sends would make the kernel reset the connection, and the reset
+ * can reach the client before it has read the answer. Its side is shut
+ * down, and what comes is read and thrown away until the client closes,
+ * for HTTP_LINGER_USEC or HTTP_LINGER_BYTES at most.
+ */
+struct lingering {
+	struct lingering *prev, *next; /* utlist: oldest first */
+	struct http *h;
+	int fd;
+	sd_event_source *io;
+	uint64_t until;
+	size_t drained;
+};
+
+#define HTTP_LINGER_USEC (2 * 1000000ULL)
+#define HTTP_LINGER_BYTES (1024 * 1024)
 
 /*
  * A new connection's first request is served before the control
@@ -130,6 +170,10 @@ struct http {
 	unsigned long long refused, timed_out;
 	uint64_t header_timeout; /* usec */
 	struct conn *wait_head, *wait_tail;
+	struct pending *pending;     /* oldest first */
+	unsigned int n_pending;
+	struct lingering *lingering; /* oldest first */
+	unsigned int n_lingering;
 	sd_event_source *sweep;
 	struct conn_hooks hooks;
 	struct peer *peers;
@@ -160,6 +204,11 @@ void listener_stop(struct listener *l);
  * hooks for it and for the listeners started after. */
 int conns_start(struct manager *m, struct http *h,
 		const struct conn_hooks *hooks);
+/* The sweep ends, and the lingering connections are closed (after
+ * every listener_stop()). */
+void conns_stop(struct http *h);
+/* Connections open: libmicrohttpd's and those not yet handed to it. */
+unsigned int conns_open(const struct http *h);
 
 /* http_stream.c */
 /* Whether the events streams hold their share of the connections. */
