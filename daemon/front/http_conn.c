@@ -133,21 +133,6 @@ static int on_again(sd_event_source *s, void *ud)
 	return on_io(NULL, -1, 0, ud);
 }
 
-/* libmicrohttpd's own complaints (a peer gone, a socket option a unix
- * socket does not have): for debugging, and counted when they repeat. */
-static void on_mhd_log(void *cls, const char *fmt, va_list ap)
-{
-	char buf[512];
-	size_t n;
-
-	(void)cls;
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	n = strlen(buf);
-	while (n && buf[n - 1] == '\n')
-		buf[--n] = '\0';
-	log_debug("libmicrohttpd: %s", buf);
-}
-
 /* ---- lingering closes ---- */
 
 static void linger_end(struct lingering *lg)
@@ -296,6 +281,77 @@ static void peer_put(struct http *h, struct peer *p)
 		HASH_DEL(h->peers, p);
 		free(p);
 	}
+}
+
+/*
+ * libmicrohttpd 0.9.75 answers a Content-Length it cannot read (-1,
+ * abc, past 2^64) with two response heads: parse_connection_headers()
+ * queues its error answer and builds its head (transmit_error_response),
+ * then the MHD_CONNECTION_HEADERS_RECEIVED case of
+ * MHD_connection_handle_idle() sets the state back to
+ * MHD_CONNECTION_HEADERS_PROCESSED, and the head is built again. The
+ * first request of a plain connection never gets there (http_screen.h);
+ * a later one on a kept-alive connection does, and libmicrohttpd's log
+ * line, written before either head, is all we hear of it. The
+ * connection is the one whose headers are in (REQUEST_HEADER_SIZE is
+ * known from MHD_CONNECTION_HEADERS_RECEIVED on) but not yet handed to
+ * us (still on the header list): it is answered here, once, and its
+ * sending side shut down, so that libmicrohttpd's heads go nowhere and
+ * it closes the connection (which lingers). On TLS nothing can be said
+ * outside libmicrohttpd's session: the connection is just closed.
+ */
+static void bad_length_later(struct listener *l, bool too_large)
+{
+	for (struct conn *cn = l->h->wait_head; cn; cn = cn->next) {
+		const union MHD_ConnectionInfo *ci;
+
+		if (cn->l != l || !sym_MHD_get_connection_info(
+					  cn->c,
+					  MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE))
+			continue;
+		ci = sym_MHD_get_connection_info(
+			cn->c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		if (!ci)
+			return;
+		if (l->tls) {
+			shutdown(ci->connect_fd, SHUT_RDWR);
+			return;
+		}
+		if (too_large)
+			answer_direct(ci->connect_fd, 413, "Content Too Large",
+				      "body_too_large",
+				      "the request's Content-Length is over "
+				      "the body limit",
+				      false);
+		else
+			answer_direct(ci->connect_fd, 400, "Bad Request",
+				      "bad_request",
+				      "Content-Length is not a number", false);
+		shutdown(ci->connect_fd, SHUT_WR);
+		cn->linger = true;
+		log_debug("%s: a later request's Content-Length refused",
+			  l->addr);
+		return;
+	}
+}
+
+/* libmicrohttpd's own complaints (a peer gone, a socket option a unix
+ * socket does not have): for debugging, and counted when they repeat.
+ * Two of them are acted on (bad_length_later). */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char buf[512];
+	size_t n;
+
+	if (strstr(fmt, "`Content-Length' header"))
+		bad_length_later(cls, false);
+	else if (strstr(fmt, "'Content-Length' header"))
+		bad_length_later(cls, true);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	n = strlen(buf);
+	while (n && buf[n - 1] == '\n')
+		buf[--n] = '\0';
+	log_debug("libmicrohttpd: %s", buf);
 }
 
 /* ---- first request heads, judged before libmicrohttpd has them ---- */
@@ -761,7 +817,7 @@ int listener_start(struct manager *m, struct http *h,
 	 * is only a backstop. */
 	l->mhd = sym_MHD_start_daemon(
 		flags, 0, NULL, NULL, h->hooks.request, l,
-		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, l,
 		MHD_OPTION_CONNECTION_LIMIT, h->max_conns + 1,
 		MHD_OPTION_CONNECTION_TIMEOUT,
 		(unsigned int)m->config->daemon.http_idle_timeout,

@@ -120,18 +120,27 @@ def parse(data, is_head=False):
 def exchange(d, data, want=None, timeout=10, unix=False, sock=None,
              head=False):
     """Send data as it is; read until the daemon closes, or until want
-    responses are in. [(status, headers, body)], and whether the
-    connection was closed. Any byte that is not part of a whole response
-    fails the test (two heads for one request show up so)."""
+    responses are in, all within timeout seconds (not a measure of speed:
+    a bound far above what it takes, far below the daemon's own timeouts
+    and the stalls of issue 38). [(status, headers, body)], and whether
+    the connection was closed. Any byte that is not part of a whole
+    response fails the test (two heads for one request show up so)."""
     s = sock or d.connect(timeout, unix)
+    deadline = time.monotonic() + timeout
     try:
         if data:
+            s.settimeout(timeout)
             s.sendall(data)
         got, closed = b"", False
         while True:
             answers, rest = parse(got, head)
             if want is not None and len(answers) >= want and not rest:
                 break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"{len(answers)} answers within "
+                                     f"{timeout} s, not {want}")
+            s.settimeout(left)
             chunk = s.recv(65536)
             if not chunk:
                 closed = True
