@@ -438,9 +438,10 @@ static int on_first_bytes(sd_event_source *s, int fd, uint32_t revents,
 		if ((size_t)n == sizeof(buf)) {
 			http_screen_too_long(&r);
 			pending_reject(pd, &r);
-		} else if (revents & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-			/* A head cut short: libmicrohttpd reads it, and
-			 * closes as it would. */
+		} else if ((revents & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) ||
+			   ++pd->looks >= HTTP_SCREEN_LOOKS) {
+			/* A head cut short (libmicrohttpd reads it, and
+			 * closes as it would), or trickling in. */
 			pending_pass(pd);
 		}
 		break;

@@ -89,9 +89,15 @@ struct pending {
 	sd_event_source *io;
 	struct peer *peer;
 	uint64_t since;
+	unsigned int looks; /* peeks so far: HTTP_SCREEN_LOOKS at most */
 	struct sockaddr_storage sa;
 	socklen_t len;
 };
+
+/* Each look peeks and judges the head from its start again: a head that
+ * comes in more pieces than this goes to libmicrohttpd as it is, so that
+ * a client trickling bytes costs the loop no more than a few windows. */
+#define HTTP_SCREEN_LOOKS 32
 
 /*
  * A connection answered before its request was read whole (a refused

@@ -163,6 +163,23 @@ def test_one_head_for_a_bad_content_length_later_on_a_connection(
     assert d.get("/v1/health")[0] == 200
 
 
+def test_one_head_for_a_bad_content_length_trickled_in(rdmad):
+    """A first head that comes in more pieces than are judged goes to
+    libmicrohttpd unjudged; its bad Content-Length still gets one
+    answer."""
+    d = rdmad()
+    s = d.connect(T)
+    try:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for b in (b"GET /v1/health HTTP/1.1\r\nHost: x\r\n"
+                  b"Content-Length: -1\r\n\r\n"):
+            s.send(bytes([b]))
+            time.sleep(0.002)
+        one_error(*exchange(d, b"", sock=s, timeout=T), 400, "bad_request")
+    finally:
+        s.close()
+
+
 MALFORMED = [
     # (name, bytes, status)
     ("no version", b"GET /v1/health\r\n\r\n", 400),
