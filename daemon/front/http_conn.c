@@ -175,7 +175,10 @@ static void linger_start(struct http *h, sd_event *event, int fd)
 	struct lingering *lg = NULL;
 	uint64_t now;
 
-	if (h->n_lingering < h->max_conns)
+	/* A lingering connection is still open, and holds its share of
+	 * the descriptors: within the cap (one over it for a moment, while
+	 * libmicrohttpd's copy closes). */
+	if (h->n_conns + h->n_pending + h->n_lingering <= h->max_conns)
 		lg = calloc(1, sizeof(*lg));
 	if (!lg) {
 		close(fd);
@@ -489,7 +492,7 @@ static void pending_start(struct listener *l, int fd,
 
 unsigned int conns_open(const struct http *h)
 {
-	return h->n_conns + h->n_pending;
+	return h->n_conns + h->n_pending + h->n_lingering;
 }
 
 /* Often enough for the header deadline, and for libmicrohttpd to

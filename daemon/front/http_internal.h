@@ -213,7 +213,8 @@ int conns_start(struct manager *m, struct http *h,
 /* The sweep ends, and the lingering connections are closed (after
  * every listener_stop()). */
 void conns_stop(struct http *h);
-/* Connections open: libmicrohttpd's and those not yet handed to it. */
+/* Connections open: libmicrohttpd's, those not yet handed to it, and
+ * those lingering. */
 unsigned int conns_open(const struct http *h);
 
 /* http_stream.c */
