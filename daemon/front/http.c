@@ -457,6 +457,7 @@ static void http_on_completed(void *cls, struct MHD_Connection *c, void **state,
 	    ci->socket_context) {
 		conn_unfresh(ci->socket_context);
 		conn_wait_headers(ci->socket_context);
+		conn_request_done(ci->socket_context);
 	}
 	if (req) {
 		if (req->waiting)

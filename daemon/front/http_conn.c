@@ -133,71 +133,6 @@ static int on_again(sd_event_source *s, void *ud)
 	return on_io(NULL, -1, 0, ud);
 }
 
-/* ---- lingering closes ---- */
-
-static void linger_end(struct lingering *lg)
-{
-	struct http *h = lg->h;
-
-	DL_DELETE(h->lingering, lg);
-	h->n_lingering--;
-	sd_event_source_disable_unref(lg->io);
-	close(lg->fd);
-	free(lg);
-}
-
-static int on_linger(sd_event_source *s, int fd, uint32_t revents, void *ud)
-{
-	struct lingering *lg = ud;
-	char buf[16384];
-
-	(void)s;
-	(void)revents;
-	for (int i = 0; i < 16; i++) {
-		ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
-			return 0;
-		if (n <= 0)
-			break; /* the client has closed: so do we */
-		lg->drained += (size_t)n;
-		if (lg->drained > HTTP_LINGER_BYTES)
-			break;
-	}
-	linger_end(lg);
-	return 0;
-}
-
-/* fd (taken), its side shut down already: read what still comes, then
- * close it. */
-static void linger_start(struct http *h, sd_event *event, int fd)
-{
-	struct lingering *lg = NULL;
-	uint64_t now;
-
-	/* A lingering connection is still open, and holds its share of
-	 * the descriptors: within the cap (one over it for a moment, while
-	 * libmicrohttpd's copy closes). */
-	if (h->n_conns + h->n_pending + h->n_lingering <= h->max_conns)
-		lg = calloc(1, sizeof(*lg));
-	if (!lg) {
-		close(fd);
-		return;
-	}
-	lg->h = h;
-	lg->fd = fd;
-	if (sd_event_add_io(event, &lg->io, fd, EPOLLIN | EPOLLRDHUP,
-			    on_linger, lg) < 0) {
-		close(fd);
-		free(lg);
-		return;
-	}
-	sd_event_now(event, CLOCK_MONOTONIC, &now);
-	lg->until = now + HTTP_LINGER_USEC;
-	DL_APPEND(h->lingering, lg);
-	h->n_lingering++;
-}
-
 /* ---- connections: accepting, counting, deadlines ---- */
 
 /* libmicrohttpd closes a connection it answered early (a body over the
@@ -234,6 +169,8 @@ static void on_connection(void *cls, struct MHD_Connection *c,
 		cn->peer = h->adding;
 		if (cn->peer)
 			cn->peer->n++;
+		cn->tracked = h->adding_tracked;
+		cn->length = h->adding_length;
 		h->n_conns++;
 		conn_wait_headers(cn);
 		cn->fresh = true;
@@ -246,6 +183,7 @@ static void on_connection(void *cls, struct MHD_Connection *c,
 		return;
 	if (cn->linger && !cn->l->tls)
 		conn_linger(cn);
+	cn->next_io = sd_event_source_disable_unref(cn->next_io);
 	conn_unlist(cn);
 	conn_unfresh(cn);
 	h->n_conns--;
@@ -257,34 +195,6 @@ static void on_connection(void *cls, struct MHD_Connection *c,
 	*socket_context = NULL;
 }
 
-/* An error answer written on a fresh socket: its buffer takes it
- * whole, or nothing (plain HTTP only). */
-static void answer_direct(int fd, unsigned int status, const char *reason,
-			  const char *code, const char *why, bool head)
-{
-	char body[384], msg[640];
-	int n;
-
-	snprintf(body, sizeof(body),
-		 "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}", code,
-		 why);
-	n = snprintf(msg, sizeof(msg),
-		     "HTTP/1.1 %u %s\r\n"
-		     "Content-Type: application/json\r\n"
-		     "Connection: close\r\nContent-Length: %zu\r\n"
-		     "\r\n%s",
-		     status, reason, strlen(body), head ? "" : body);
-	(void)!send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
-}
-
-/* A peer with no connection left is forgotten. */
-static void peer_put(struct http *h, struct peer *p)
-{
-	if (p && !p->n) {
-		HASH_DEL(h->peers, p);
-		free(p);
-	}
-}
 
 /*
  * libmicrohttpd 0.9.75 answers a Content-Length it cannot read (-1,
@@ -292,9 +202,11 @@ static void peer_put(struct http *h, struct peer *p)
  * queues its error answer and builds its head (transmit_error_response),
  * then the MHD_CONNECTION_HEADERS_RECEIVED case of
  * MHD_connection_handle_idle() sets the state back to
- * MHD_CONNECTION_HEADERS_PROCESSED, and the head is built again. The
- * first request of a plain connection never gets there (http_screen.h);
- * a later one on a kept-alive connection does, and libmicrohttpd's log
+ * MHD_CONNECTION_HEADERS_PROCESSED, and the head is built again. A head
+ * judged before libmicrohttpd reads it never gets there (http_early.c);
+ * one it reads unjudged does (a first head that trickled in; a later one
+ * where it is not known where it starts: after a pipelined request or a
+ * chunked body, on a unix socket, on TLS), and libmicrohttpd's log
  * line, written before either head, is all we hear of it. The
  * connection is the one whose headers are in (REQUEST_HEADER_SIZE is
  * known from MHD_CONNECTION_HEADERS_RECEIVED on) but not yet handed to
@@ -355,139 +267,6 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 	while (n && buf[n - 1] == '\n')
 		buf[--n] = '\0';
 	log_debug("libmicrohttpd: %s", buf);
-}
-
-/* ---- first request heads, judged before libmicrohttpd has them ---- */
-
-/* pd is done with; its fd is returned, or closed (keep false). */
-static int pending_end(struct pending *pd, bool keep)
-{
-	struct http *h = pd->l->h;
-	int fd = pd->fd;
-
-	DL_DELETE(h->pending, pd);
-	h->n_pending--;
-	sd_event_source_disable_unref(pd->io);
-	if (pd->peer)
-		pd->peer->n--;
-	peer_put(h, pd->peer);
-	free(pd);
-	if (!keep) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-/* To libmicrohttpd, which reads everything from the start. */
-static void pending_pass(struct pending *pd)
-{
-	struct listener *l = pd->l;
-	struct http *h = l->h;
-	struct sockaddr_storage sa = pd->sa;
-	socklen_t len = pd->len;
-	struct peer *p = pd->peer;
-	int fd;
-
-	/* Held for the connection being added (on_connection). */
-	if (p)
-		p->n++;
-	fd = pending_end(pd, true);
-	if (p)
-		p->n--;
-	h->adding = p;
-	/* MHD closes fd when it cannot take it. */
-	if (sym_MHD_add_connection(l->mhd, fd, (struct sockaddr *)&sa, len) !=
-	    MHD_YES)
-		log_debug("%s: libmicrohttpd did not take a connection",
-			  l->addr);
-	h->adding = NULL;
-	peer_put(h, p);
-	listener_kick(l);
-}
-
-static void pending_reject(struct pending *pd, const struct screen_result *r)
-{
-	struct listener *l = pd->l;
-	int fd;
-
-	log_debug("%s: a request refused before libmicrohttpd: %u %s", l->addr,
-		  r->status, r->message);
-	fd = pending_end(pd, true);
-	answer_direct(fd, r->status, r->reason, r->code, r->message, r->head);
-	shutdown(fd, SHUT_WR);
-	linger_start(l->h, l->m->event, fd);
-}
-
-static int on_first_bytes(sd_event_source *s, int fd, uint32_t revents,
-			  void *ud)
-{
-	struct pending *pd = ud;
-	char buf[HTTP_SCREEN_WINDOW];
-	struct screen_result r;
-	ssize_t n;
-
-	(void)s;
-	n = recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return 0;
-	if (n <= 0) {
-		/* closed (or broken) before a byte */
-		pending_end(pd, false);
-		return 0;
-	}
-	switch (http_screen(buf, (size_t)n, HTTP_MAX_BODY, &r)) {
-	case SCREEN_MORE:
-		if ((size_t)n == sizeof(buf)) {
-			http_screen_too_long(&r);
-			pending_reject(pd, &r);
-		} else if ((revents & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) ||
-			   ++pd->looks >= HTTP_SCREEN_LOOKS) {
-			/* A head cut short (libmicrohttpd reads it, and
-			 * closes as it would), or trickling in. */
-			pending_pass(pd);
-		}
-		break;
-	case SCREEN_PASS:
-		pending_pass(pd);
-		break;
-	case SCREEN_REJECT:
-		pending_reject(pd, &r);
-		break;
-	}
-	return 0;
-}
-
-/* fd (taken) waits for its first bytes; p: its address's count, or
- * NULL. Edge-triggered: a peek leaves the bytes readable, and the next
- * event is the next bytes. */
-static void pending_start(struct listener *l, int fd,
-			  const struct sockaddr *sa, socklen_t len,
-			  struct peer *p)
-{
-	struct http *h = l->h;
-	struct pending *pd = calloc(1, sizeof(*pd));
-
-	if (!pd || sd_event_add_io(l->m->event, &pd->io, fd,
-				   EPOLLIN | EPOLLRDHUP | EPOLLET,
-				   on_first_bytes, pd) < 0) {
-		free(pd);
-		close(fd);
-		peer_put(h, p);
-		return;
-	}
-	/* A new connection's first request goes first (PRIO_FRESH). */
-	sd_event_source_set_priority(pd->io, PRIO_FRESH);
-	pd->l = l;
-	pd->fd = fd;
-	pd->peer = p;
-	if (p)
-		p->n++;
-	memcpy(&pd->sa, sa, len);
-	pd->len = len;
-	sd_event_now(l->m->event, CLOCK_MONOTONIC, &pd->since);
-	DL_APPEND(h->pending, pd);
-	h->n_pending++;
 }
 
 unsigned int conns_open(const struct http *h)

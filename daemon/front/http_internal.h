@@ -11,6 +11,10 @@
  *                  needs of the face (a request, a request done, a
  *                  turn of its sweep) it calls through the conn_hooks
  *                  given to conns_start()
+ *   http_early.c   what is answered before libmicrohttpd: request heads
+ *                  judged before it reads them (http_screen.c, which
+ *                  calls nothing), answers on the socket, lingering
+ *                  closes
  */
 #ifndef RDMAD_HTTP_INTERNAL_H
 #define RDMAD_HTTP_INTERNAL_H
@@ -73,6 +77,16 @@ struct conn {
 	bool waiting;
 	bool fresh;  /* no reply yet */
 	bool linger; /* answered before its body was read: see lingering */
+	/*
+	 * Where its next request starts, while that is known: then the
+	 * next head is judged before libmicrohttpd reads it, as a first
+	 * one is (http_conn.c, conn_request_done).
+	 */
+	bool tracked;
+	uint64_t used;   /* the bytes of its requests done */
+	uint64_t length; /* the bytes of the request in hand */
+	unsigned int looks;
+	sd_event_source *next_io;
 };
 
 /*
@@ -184,6 +198,8 @@ struct http {
 	struct conn_hooks hooks;
 	struct peer *peers;
 	struct peer *adding; /* the peer of the connection being added */
+	bool adding_tracked; /* its first request's length is known: */
+	uint64_t adding_length;
 	char *cert, *key;    /* PEM, for TLS */
 };
 
@@ -206,6 +222,28 @@ int listener_start(struct manager *m, struct http *h,
 void listener_kick(struct listener *l);
 void listener_stop(struct listener *l);
 
+/* http_early.c */
+/* Its request is done and it is kept alive: its next head is judged
+ * before libmicrohttpd reads it, where it is known where it starts. */
+void conn_request_done(struct conn *cn);
+/* fd (taken) waits for its first bytes, which are judged before
+ * libmicrohttpd has it; p: its address's count, or NULL. */
+void pending_start(struct listener *l, int fd, const struct sockaddr *sa,
+		   socklen_t len, struct peer *p);
+/* pd is done with; its fd is returned, or closed (keep false). */
+int pending_end(struct pending *pd, bool keep);
+/* An error answer written on a fresh socket (plain HTTP only); head: to
+ * a HEAD request, without its body. */
+void answer_direct(int fd, unsigned int status, const char *reason,
+		   const char *code, const char *why, bool head);
+/* fd (taken), its sending side shut down already: what still comes is
+ * read, then it is closed. */
+void linger_start(struct http *h, sd_event *event, int fd);
+void linger_end(struct lingering *lg);
+/* A peer with no connection left is forgotten. */
+void peer_put(struct http *h, struct peer *p);
+
+/* http_conn.c */
 /* The sweep of connections past their header deadline, and the face's
  * hooks for it and for the listeners started after. */
 int conns_start(struct manager *m, struct http *h,

@@ -239,6 +239,8 @@ enum screen_verdict http_screen(const char *buf, size_t len,
 	bool first = true;
 
 	r->head = false;
+	r->sized = false;
+	r->length = 0;
 	/* Empty lines before the request line are taken (RFC 9112, 2.2). */
 	while (s < end && (*s == '\n' || (*s == '\r' && s + 1 < end &&
 					  s[1] == '\n')))
@@ -265,6 +267,10 @@ enum screen_verdict http_screen(const char *buf, size_t len,
 				hd.why = "the request line is not METHOD TARGET "
 					 "HTTP/1.x";
 		} else if (lf && !n) {
+			r->sized = !hd.n_te;
+			r->length = (unsigned long long)(lf + 1 -
+							 (const unsigned char *)buf) +
+				    hd.cl;
 			return head_done(&hd, max_body, r);
 		} else {
 			bad = field_line(s, n, lf != NULL, &hd);

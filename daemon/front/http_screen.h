@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The first request of a REST connection, read (peeked) before
- * libmicrohttpd sees the connection: what libmicrohttpd 0.9.75 answers
- * badly or not at all is answered here, at once, with one response head
- * (issue 38):
+ * A request head of a REST connection, read (peeked) before
+ * libmicrohttpd reads it (http_early.c: a connection's first, before
+ * libmicrohttpd has the connection, and a later one where it is known
+ * where it starts): what libmicrohttpd 0.9.75 answers badly or not at
+ * all is answered there, at once, with one response head (issue 38):
  *
  *   - a request line that is not HTTP (binary bytes, a TLS hello on the
  *     plain port): libmicrohttpd waits for a line end, up to the header
@@ -44,6 +45,10 @@ struct screen_result {
 	const char *code;    /* the error document's code */
 	char message[128];   /* its message (no byte that JSON escapes) */
 	bool head;           /* a HEAD request: the answer has no body */
+	/* SCREEN_PASS: the request's bytes, empty lines before it, head
+	 * and body, when its head says (sized: no Transfer-Encoding). */
+	bool sized;
+	unsigned long long length;
 };
 
 /*

@@ -180,6 +180,48 @@ def test_one_head_for_a_bad_content_length_trickled_in(rdmad):
         s.close()
 
 
+@pytest.mark.parametrize("data,status", [
+    (b"\x00\x01\x02\xff", 400),
+    (b"GET /v1/health HTTP/1.1\r\n\r\n", 400),
+    (b"GET /v1/health HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip"
+     b"\r\n\r\n", 501),
+    (b"POST /v1/reload HTTP/1.1\r\nHost: x\r\nContent-Length: 70000"
+     b"\r\n\r\n", 413)])
+def test_a_later_malformed_head_on_a_kept_alive_connection(rdmad, data,
+                                                           status):
+    """After requests that were answered (one with a body), the next
+    head is judged too, where it is known where it starts: a client that
+    waits for each answer."""
+    d = rdmad()
+    s = d.connect(T)
+    try:
+        for req in (GET, b"POST /v1/reload HTTP/1.1\r\nHost: x\r\n"
+                    b"Content-Length: 2\r\n\r\n{}", GET):
+            answers, closed = exchange(d, req, want=1, sock=s, timeout=T)
+            assert answers[0][0] in (200, 403) and not closed
+        one_error(*exchange(d, data, sock=s, timeout=T), status)
+    finally:
+        s.close()
+    assert d.get("/v1/health")[0] == 200
+
+
+def test_later_heads_of_a_pipelining_client_are_not_misjudged(rdmad):
+    """Where libmicrohttpd holds bytes of the next request already, the
+    next head is not judged from the middle: pipelined requests cut at
+    every few bytes are all answered."""
+    d = rdmad()
+    s = d.connect(T)
+    try:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        data = GET * 20
+        for i in range(0, len(data), 7):
+            s.send(data[i:i + 7])
+        answers, closed = exchange(d, b"", want=20, sock=s, timeout=T)
+        assert [a[0] for a in answers] == [200] * 20 and not closed
+    finally:
+        s.close()
+
+
 MALFORMED = [
     # (name, bytes, status)
     ("no version", b"GET /v1/health\r\n\r\n", 400),

@@ -161,12 +161,40 @@ static void test_too_long_and_head(void **state)
 	assert_false(r.head);
 }
 
+/* A head that passes says how many bytes its request is: what the
+ * front end counts to know where the next request starts. */
+static void test_length(void **state)
+{
+	static const char post[] = "\r\n" POST "Content-Length: 2\r\n\r\n{}";
+	static const char two[] = GET "\r\n" GET "\r\n";
+	static const char chunked[] = POST "Transfer-Encoding: chunked\r\n\r\n";
+	struct screen_result r;
+
+	(void)state;
+	assert_int_equal(http_screen(post, sizeof(post) - 1, MAX_BODY, &r),
+			 SCREEN_PASS);
+	assert_true(r.sized);
+	assert_int_equal(r.length, sizeof(post) - 1);
+	/* Not the body yet: the head says how long it is. */
+	assert_int_equal(http_screen(post, sizeof(post) - 3, MAX_BODY, &r),
+			 SCREEN_PASS);
+	assert_int_equal(r.length, sizeof(post) - 1);
+	assert_int_equal(http_screen(two, sizeof(two) - 1, MAX_BODY, &r),
+			 SCREEN_PASS);
+	assert_int_equal(r.length, (sizeof(two) - 1) / 2);
+	assert_int_equal(http_screen(chunked, sizeof(chunked) - 1, MAX_BODY,
+				     &r),
+			 SCREEN_PASS);
+	assert_false(r.sized);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_whole),
 		cmocka_unit_test(test_cut),
 		cmocka_unit_test(test_too_long_and_head),
+		cmocka_unit_test(test_length),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
