@@ -12,6 +12,7 @@
 #include <linux/tcp.h> /* tcpi_bytes_received, which glibc's lacks */
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -87,10 +88,11 @@ void linger_start(struct http *h, sd_event *event, int fd)
 	h->n_lingering++;
 }
 
-/* An error answer written on a fresh socket: its buffer takes it
- * whole, or nothing (plain HTTP only). */
+/* An error answer written on a socket with nothing else to send (a new
+ * connection, or one whose answers are out): its buffer takes it whole,
+ * or nothing (plain HTTP only). */
 void answer_direct(int fd, unsigned int status, const char *reason,
-			  const char *code, const char *why, bool head)
+		   const char *code, const char *why, bool head)
 {
 	char body[384], msg[640];
 	int n;
@@ -115,6 +117,7 @@ void peer_put(struct http *h, struct peer *p)
 		free(p);
 	}
 }
+
 /* ---- later request heads, judged where it is known where they start ---- */
 
 /*
@@ -369,9 +372,8 @@ static int on_first_bytes(sd_event_source *s, int fd, uint32_t revents,
 /* fd (taken) waits for its first bytes; p: its address's count, or
  * NULL. Edge-triggered: a peek leaves the bytes readable, and the next
  * event is the next bytes. */
-void pending_start(struct listener *l, int fd,
-			  const struct sockaddr *sa, socklen_t len,
-			  struct peer *p)
+void pending_start(struct listener *l, int fd, const struct sockaddr *sa,
+		   socklen_t len, struct peer *p)
 {
 	struct http *h = l->h;
 	struct pending *pd = calloc(1, sizeof(*pd));
