@@ -210,7 +210,7 @@ static int on_next_bytes(sd_event_source *s, int fd_, uint32_t revents,
 	switch (http_screen(buf, (size_t)n, HTTP_MAX_BODY, &r)) {
 	case SCREEN_MORE:
 		if ((size_t)n == sizeof(buf)) {
-			http_screen_too_long(&r);
+			http_screen_too_long(buf, (size_t)n, &r);
 			conn_next_reject(cn, fd, &r);
 		} else if ((revents & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) ||
 			   ++cn->looks >= HTTP_SCREEN_LOOKS) {
@@ -350,7 +350,7 @@ static int on_first_bytes(sd_event_source *s, int fd, uint32_t revents,
 	switch (http_screen(buf, (size_t)n, HTTP_MAX_BODY, &r)) {
 	case SCREEN_MORE:
 		if ((size_t)n == sizeof(buf)) {
-			http_screen_too_long(&r);
+			http_screen_too_long(buf, (size_t)n, &r);
 			pending_reject(pd, &r);
 		} else if ((revents & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) ||
 			   ++pd->looks >= HTTP_SCREEN_LOOKS) {

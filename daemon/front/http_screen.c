@@ -222,10 +222,19 @@ static enum screen_verdict head_done(const struct head *hd, size_t max_body,
 	return SCREEN_PASS;
 }
 
-void http_screen_too_long(struct screen_result *r)
+void http_screen_too_long(const char *buf, size_t len,
+			  struct screen_result *r)
 {
-	reject(r, 431, "Request Header Fields Too Large", "header_too_large",
-	       "");
+	const char *s = buf, *end = buf + len;
+
+	while (s < end && (*s == '\r' || *s == '\n'))
+		s++;
+	r->head = end - s >= 5 && !memcmp(s, "HEAD ", 5);
+	if (!memchr(s, '\n', (size_t)(end - s)))
+		reject(r, 414, "URI Too Long", "uri_too_long", "");
+	else
+		reject(r, 431, "Request Header Fields Too Large",
+		       "header_too_large", "");
 	snprintf(r->message, sizeof(r->message),
 		 "request heads are limited to %d bytes", HTTP_SCREEN_WINDOW);
 }

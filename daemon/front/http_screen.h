@@ -40,7 +40,7 @@ enum screen_verdict {
 };
 
 struct screen_result {
-	unsigned int status; /* 400, 413, 431, 501 or 505 */
+	unsigned int status; /* 400, 413, 414, 431, 501 or 505 */
 	const char *reason;  /* the status line's phrase */
 	const char *code;    /* the error document's code */
 	char message[128];   /* its message (no byte that JSON escapes) */
@@ -59,7 +59,9 @@ struct screen_result {
  */
 enum screen_verdict http_screen(const char *buf, size_t len,
 				size_t max_body, struct screen_result *r);
-/* The answer to a head that does not fit the window (431). */
-void http_screen_too_long(struct screen_result *r);
+/* The answer to a head buf[0..len) that fills the window without an
+ * end: 414 when its request line has not ended yet, else 431. */
+void http_screen_too_long(const char *buf, size_t len,
+			  struct screen_result *r);
 
 #endif

@@ -53,6 +53,10 @@ static void screen(const uint8_t *data, size_t size)
 		check(r.status == 400 || r.status == 413 || r.status == 501 ||
 			      r.status == 505,
 		      "screen: status");
+	}
+	if (v == SCREEN_MORE) {
+		http_screen_too_long((const char *)data, size, &r);
+		check(r.status == 414 || r.status == 431, "screen: too long");
 		check(r.message[0] && !strpbrk(r.message, "\"\\"),
 		      "screen: message");
 	}

@@ -254,6 +254,8 @@ MALFORMED = [
      b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
     ("a head over 16 KiB", b"GET / HTTP/1.1\r\nHost: x\r\nX: " +
      b"a" * 20000 + b"\r\n\r\n", 431),
+    ("a target over 16 KiB", b"GET /" + b"a" * 20000 +
+     b" HTTP/1.1\r\nHost: x\r\n\r\n", 414),
 ]
 
 

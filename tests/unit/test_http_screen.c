@@ -141,16 +141,20 @@ static void test_cut(void **state)
 	}
 }
 
-/* A head longer than the window is refused: 431, and HEAD's answer has
- * no body. */
+/* A head longer than the window is refused: 414 while its request line
+ * goes on, 431 after; and HEAD's answer has no body. */
 static void test_too_long_and_head(void **state)
 {
 	struct screen_result r;
 
 	(void)state;
-	http_screen_too_long(&r);
+	http_screen_too_long(GET "X-A: aaaa", sizeof(GET) + 8, &r);
 	assert_int_equal(r.status, 431);
 	assert_string_equal(r.code, "header_too_large");
+	http_screen_too_long("\r\nGET /aaaaaaaa", 15, &r);
+	assert_int_equal(r.status, 414);
+	assert_string_equal(r.code, "uri_too_long");
+	assert_false(r.head);
 	assert_int_equal(http_screen("HEAD / HTTP/1.1\r\nHost: x\r\n"
 				     "Content-Length: -1\r\n\r\n",
 				     48, MAX_BODY, &r),
