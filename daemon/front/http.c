@@ -380,6 +380,11 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c,
 		/* The headers are in: the header deadline is over. */
 		if (ci && ci->socket_context)
 			conn_headers_done(ci->socket_context);
+		/* A request refused before it was read (http_early.c), which
+		 * libmicrohttpd read all the same: not served. */
+		if (ci && ci->socket_context &&
+		    ((struct conn *)ci->socket_context)->refused)
+			return MHD_NO;
 		if (body_over_limit(c))
 			return too_large_now(c, ci ? ci->socket_context : NULL);
 		/* The first call only announces the request. */

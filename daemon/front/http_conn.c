@@ -171,6 +171,9 @@ static void on_connection(void *cls, struct MHD_Connection *c,
 			cn->peer->n++;
 		cn->tracked = h->adding_tracked;
 		cn->length = h->adding_length;
+		cn->bad = h->adding_bad;
+		cn->bad_after = h->adding_bad_after;
+		h->adding_bad = NULL;
 		h->n_conns++;
 		conn_wait_headers(cn);
 		cn->fresh = true;
@@ -184,6 +187,7 @@ static void on_connection(void *cls, struct MHD_Connection *c,
 	if (cn->linger && !cn->l->tls)
 		conn_linger(cn);
 	cn->next_io = sd_event_source_disable_unref(cn->next_io);
+	free(cn->bad);
 	conn_unlist(cn);
 	conn_unfresh(cn);
 	h->n_conns--;
@@ -224,6 +228,8 @@ static void bad_length_later(struct listener *l, bool too_large)
 					  cn->c,
 					  MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE))
 			continue;
+		if (cn->refused)
+			return; /* answered already (http_early.c) */
 		ci = sym_MHD_get_connection_info(
 			cn->c, MHD_CONNECTION_INFO_CONNECTION_FD);
 		if (!ci)
@@ -244,6 +250,7 @@ static void bad_length_later(struct listener *l, bool too_large)
 				      "Content-Length is not a number", false);
 		shutdown(ci->connect_fd, SHUT_WR);
 		cn->linger = true;
+		cn->refused = true;
 		log_debug("%s: a later request's Content-Length refused",
 			  l->addr);
 		return;

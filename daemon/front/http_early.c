@@ -186,6 +186,7 @@ static void conn_next_reject(struct conn *cn, int fd,
 	answer_direct(fd, r->status, r->reason, r->code, r->message, r->head);
 	shutdown(fd, SHUT_WR);
 	cn->linger = true;
+	cn->refused = true;
 	cn->tracked = false;
 }
 
@@ -231,6 +232,34 @@ static int on_next_bytes(sd_event_source *s, int fd_, uint32_t revents,
 	return 0;
 }
 
+/*
+ * A pipelined request judged bad in a connection's first bytes, whose
+ * turn has come: libmicrohttpd has sent the answers before it and not
+ * yet read it from its buffer (MHD_REQUEST_TERMINATED_COMPLETED_OK is
+ * told before the next request is parsed). It is answered here, and
+ * the sending side shut down: whatever libmicrohttpd makes of it goes
+ * nowhere, and it is not served (conn.refused).
+ */
+static void conn_bad_turn(struct conn *cn)
+{
+	const union MHD_ConnectionInfo *ci = sym_MHD_get_connection_info(
+		cn->c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	struct screen_result *r = cn->bad;
+
+	cn->bad = NULL;
+	if (ci) {
+		log_debug("%s: a pipelined request refused: %u %s",
+			  cn->l->addr, r->status, r->message);
+		answer_direct(ci->connect_fd, r->status, r->reason, r->code,
+			      r->message, r->head);
+		shutdown(ci->connect_fd, SHUT_WR);
+		cn->linger = true;
+		cn->refused = true;
+		cn->tracked = false;
+	}
+	free(r);
+}
+
 /* Where the next request starts is asked when its bytes come
  * (on_next_bytes), not here: one question per request. */
 void conn_request_done(struct conn *cn)
@@ -238,6 +267,9 @@ void conn_request_done(struct conn *cn)
 	const union MHD_ConnectionInfo *ci;
 	int fd;
 
+	cn->done++;
+	if (cn->bad && cn->done >= cn->bad_after)
+		conn_bad_turn(cn);
 	if (!cn->tracked || cn->l->tls)
 		return;
 	cn->used += cn->length;
@@ -285,9 +317,45 @@ int pending_end(struct pending *pd, bool keep)
 	return fd;
 }
 
+/*
+ * The requests after a first good one in the first bytes (a pipelining
+ * client), judged as far as their lengths are known: the first bad one,
+ * and how many come before it (*after), or NULL.
+ */
+static struct screen_result *pipelined_bad(const char *buf, size_t n,
+					   const struct screen_result *first,
+					   unsigned int *after)
+{
+	unsigned long long off = first->length;
+	bool sized = first->sized;
+	struct screen_result r, *bad;
+
+	for (unsigned int k = 1; sized && off < n && k < HTTP_SCREEN_PIPELINED;
+	     k++) {
+		switch (http_screen(buf + off, n - (size_t)off, HTTP_MAX_BODY,
+				    &r)) {
+		case SCREEN_MORE:
+			return NULL;
+		case SCREEN_PASS:
+			off += r.length;
+			sized = r.sized;
+			break;
+		case SCREEN_REJECT:
+			bad = malloc(sizeof(*bad));
+			if (bad) {
+				*bad = r;
+				*after = k;
+			}
+			return bad;
+		}
+	}
+	return NULL;
+}
+
 /* To libmicrohttpd, which reads everything from the start; r: the
- * judged head, or NULL. */
-static void pending_pass(struct pending *pd, const struct screen_result *r)
+ * judged head, or NULL; bad, after: see pipelined_bad (taken). */
+static void pending_pass(struct pending *pd, const struct screen_result *r,
+			 struct screen_result *bad, unsigned int after)
 {
 	struct listener *l = pd->l;
 	struct http *h = l->h;
@@ -305,6 +373,8 @@ static void pending_pass(struct pending *pd, const struct screen_result *r)
 	h->adding = p;
 	h->adding_tracked = r && r->sized;
 	h->adding_length = r ? r->length : 0;
+	h->adding_bad = bad;
+	h->adding_bad_after = after;
 	/* MHD closes fd when it cannot take it. */
 	if (sym_MHD_add_connection(l->mhd, fd, (struct sockaddr *)&sa, len) !=
 	    MHD_YES)
@@ -312,6 +382,8 @@ static void pending_pass(struct pending *pd, const struct screen_result *r)
 			  l->addr);
 	h->adding = NULL;
 	h->adding_tracked = false;
+	free(h->adding_bad); /* not taken by a connection */
+	h->adding_bad = NULL;
 	peer_put(h, p);
 	/* libmicrohttpd reads it at the next turn (listener_kick). */
 	sd_event_source_set_enabled(l->again, SD_EVENT_ONESHOT);
@@ -335,7 +407,8 @@ static int on_first_bytes(sd_event_source *s, int fd, uint32_t revents,
 {
 	struct pending *pd = ud;
 	char buf[HTTP_SCREEN_WINDOW];
-	struct screen_result r;
+	struct screen_result r, *bad;
+	unsigned int after = 0;
 	ssize_t n;
 
 	(void)s;
@@ -356,11 +429,12 @@ static int on_first_bytes(sd_event_source *s, int fd, uint32_t revents,
 			   ++pd->looks >= HTTP_SCREEN_LOOKS) {
 			/* A head cut short (libmicrohttpd reads it, and
 			 * closes as it would), or trickling in. */
-			pending_pass(pd, NULL);
+			pending_pass(pd, NULL, NULL, 0);
 		}
 		break;
 	case SCREEN_PASS:
-		pending_pass(pd, &r);
+		bad = pipelined_bad(buf, (size_t)n, &r, &after);
+		pending_pass(pd, &r, bad, after);
 		break;
 	case SCREEN_REJECT:
 		pending_reject(pd, &r);

@@ -77,6 +77,7 @@ struct conn {
 	bool waiting;
 	bool fresh;  /* no reply yet */
 	bool linger; /* answered before its body was read: see lingering */
+	bool refused; /* a request refused here: nothing more is served */
 	/*
 	 * Where its next request starts, while that is known: then the
 	 * next head is judged before libmicrohttpd reads it, as a first
@@ -87,6 +88,10 @@ struct conn {
 	uint64_t length; /* the bytes of the request in hand */
 	unsigned int looks;
 	sd_event_source *next_io;
+	/* A pipelined request found bad in the first bytes, answered when
+	 * the bad_after requests before it are done. */
+	unsigned int done, bad_after;
+	struct screen_result *bad;
 };
 
 /*
@@ -164,6 +169,12 @@ struct stream {
 	bool ending; /* the last words are out: end of stream next */
 };
 
+struct screen_result;
+
+/* Requests after the first that are judged in the first bytes of a
+ * connection (a pipelining client), at most. */
+#define HTTP_SCREEN_PIPELINED 64
+
 /* Events streams at most: a share of the connections, so that
  * subscribers never hold every one. */
 #define HTTP_STREAMS_SHARE 2
@@ -200,6 +211,8 @@ struct http {
 	struct peer *adding; /* the peer of the connection being added */
 	bool adding_tracked; /* its first request's length is known: */
 	uint64_t adding_length;
+	struct screen_result *adding_bad; /* and a bad one after it */
+	unsigned int adding_bad_after;
 	char *cert, *key;    /* PEM, for TLS */
 };
 

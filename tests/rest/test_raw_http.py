@@ -222,6 +222,27 @@ def test_later_heads_of_a_pipelining_client_are_not_misjudged(rdmad):
         s.close()
 
 
+@pytest.mark.parametrize("bad,status", [
+    (b"\x00\x01\x02\xff", 400),
+    (b"GET /v1/health HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
+     400),
+    (b"POST /v1/reload HTTP/1.1\r\n\r\n", 400),
+    (b"GET /v1/health HTTP/2.0\r\nHost: x\r\n\r\n", 505)])
+def test_a_malformed_request_pipelined_after_good_ones(rdmad, bad, status):
+    """Sent in one go: the good requests before it are answered, it gets
+    its one answer in its turn, and nothing after it is served."""
+    d = rdmad()
+    for unix in (False, True):
+        answers, closed = exchange(
+            d, GET + b"POST /v1/reload HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Length: 2\r\n\r\n{}" + GET + bad + GET,
+            timeout=T, unix=unix)
+        assert [a[0] for a in answers] == [200, 403, 200, status], answers
+        assert answers[3][2]["error"]["message"]
+        assert closed
+    assert d.get("/v1/health")[0] == 200
+
+
 MALFORMED = [
     # (name, bytes, status)
     ("no version", b"GET /v1/health\r\n\r\n", 400),
