@@ -4,7 +4,8 @@ against the daemon on this host: pipelined requests are answered without
 waiting for a later wake-up; a Content-Length over the limit, a request
 line that is not HTTP and other malformed heads are answered at once,
 with one response head; whatever the head says, one request gets one
-answer.
+answer: as a connection's first request, after requests answered, and
+pipelined after good ones.
 
 No speed is asserted: "at once" is an answer within 5 s, where
 libmicrohttpd alone answered after the header timeout (10 s), the idle
