@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -294,6 +296,55 @@ static enum MHD_Result events_start(struct listener *l,
 	return ret;
 }
 
+/*
+ * A request whose Content-Length is over the limit is answered at its
+ * headers, not after a body that would be refused anyway (or never
+ * comes: issue 38). libmicrohttpd takes a response queued this early
+ * and then reads nothing more of the connection, which it closes after
+ * the answer; the connection lingers (http_conn.c) so that the body on
+ * its way does not reset it before the client has read the answer.
+ * The first request of a plain connection was judged so before
+ * libmicrohttpd had it (http_screen.h); this is for the requests after
+ * it, and for TLS.
+ */
+static bool body_over_limit(struct MHD_Connection *c)
+{
+	const char *cl = sym_MHD_lookup_connection_value(
+		c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	unsigned long long n;
+	char *end;
+
+	if (!cl)
+		return false;
+	errno = 0;
+	n = strtoull(cl, &end, 10);
+	/* libmicrohttpd has read it as a number already. */
+	return errno == ERANGE || n > HTTP_MAX_BODY;
+}
+
+static enum MHD_Result too_large_now(struct MHD_Connection *c,
+				     struct conn *cn)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+	unsigned int status;
+
+	resp = json_answer(413,
+			   api_error("body_too_large",
+				     "request bodies are limited to %d bytes",
+				     HTTP_MAX_BODY),
+			   &status);
+	if (!resp)
+		return MHD_NO;
+	sym_MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION,
+				    "close");
+	ret = sym_MHD_queue_response(c, status, resp);
+	sym_MHD_destroy_response(resp);
+	if (ret == MHD_YES && cn)
+		cn->linger = true;
+	return ret;
+}
+
 /* The answer that came later: the connection is served again. */
 static void on_later(struct api_later *later, int status, json_t *reply)
 {
@@ -306,8 +357,7 @@ static void on_later(struct api_later *later, int status, json_t *reply)
 	req->answered = true;
 	sym_MHD_resume_connection(req->c);
 	/* Served at the next turn of the loop. */
-	sd_event_source_set_time(l->timer, 1);
-	sd_event_source_set_enabled(l->timer, SD_EVENT_ONESHOT);
+	listener_kick(l);
 }
 
 static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c,
@@ -330,6 +380,13 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c,
 		/* The headers are in: the header deadline is over. */
 		if (ci && ci->socket_context)
 			conn_headers_done(ci->socket_context);
+		/* A request refused before it was read (http_early.c), which
+		 * libmicrohttpd read all the same: not served. */
+		if (ci && ci->socket_context &&
+		    ((struct conn *)ci->socket_context)->refused)
+			return MHD_NO;
+		if (body_over_limit(c))
+			return too_large_now(c, ci ? ci->socket_context : NULL);
 		/* The first call only announces the request. */
 		req = calloc(1, sizeof(*req));
 		if (!req)
@@ -405,6 +462,7 @@ static void http_on_completed(void *cls, struct MHD_Connection *c, void **state,
 	    ci->socket_context) {
 		conn_unfresh(ci->socket_context);
 		conn_wait_headers(ci->socket_context);
+		conn_request_done(ci->socket_context);
 	}
 	if (req) {
 		if (req->waiting)
@@ -428,7 +486,7 @@ static void http_front_stats(void *ud, struct front_stats *out)
 {
 	struct http *h = ud;
 
-	*out = (struct front_stats){ .open = h->n_conns,
+	*out = (struct front_stats){ .open = conns_open(h),
 				     .refused = h->refused,
 				     .timed_out = h->timed_out };
 }
@@ -518,7 +576,7 @@ void http_stop(struct manager *m)
 			sym_MHD_run(h->l[i].mhd);
 	for (size_t i = 0; i < h->n; i++)
 		listener_stop(&h->l[i]);
-	h->sweep = sd_event_source_disable_unref(h->sweep);
+	conns_stop(h);
 	while (h->cache)
 		cached_free(h, h->cache);
 	free(h->l);

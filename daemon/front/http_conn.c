@@ -9,8 +9,10 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <utlist.h>
 
 #include "http_internal.h"
+#include "http_screen.h"
 #include "log.h"
 #include "sysd.h"
 
@@ -22,6 +24,8 @@ static void listener_prio(struct listener *l)
 		sd_event_source_set_priority(l->io, prio);
 	if (l->timer)
 		sd_event_source_set_priority(l->timer, prio);
+	if (l->again)
+		sd_event_source_set_priority(l->again, prio);
 }
 
 void conn_unfresh(struct conn *cn)
@@ -73,18 +77,35 @@ void conn_wait_headers(struct conn *cn)
 }
 
 
+/*
+ * libmicrohttpd's wake-up: its next timeout, or at once when it holds
+ * work already (a pipelined request read with the one before, an answer
+ * that came later, a stream's event). "At once" is the defer source,
+ * not a timer due now: sd-event gives a timer its default accuracy,
+ * 250 ms, and wakes it anywhere in that window, which served a
+ * pipelined request every 0.25 s (issue 38).
+ */
 static void listener_rearm(struct listener *l)
 {
 	MHD_UNSIGNED_LONG_LONG ms;
 	uint64_t now;
 
-	if (sym_MHD_get_timeout(l->mhd, &ms) == MHD_YES) {
+	if (sym_MHD_get_timeout(l->mhd, &ms) != MHD_YES) {
+		sd_event_source_set_enabled(l->timer, SD_EVENT_OFF);
+	} else if (!ms) {
+		sd_event_source_set_enabled(l->timer, SD_EVENT_OFF);
+		listener_kick(l);
+	} else {
 		sd_event_now(l->m->event, CLOCK_MONOTONIC, &now);
 		sd_event_source_set_time(l->timer, now + ms * 1000);
 		sd_event_source_set_enabled(l->timer, SD_EVENT_ONESHOT);
-	} else {
-		sd_event_source_set_enabled(l->timer, SD_EVENT_OFF);
 	}
+}
+
+void listener_kick(struct listener *l)
+{
+	if (l->again)
+		sd_event_source_set_enabled(l->again, SD_EVENT_ONESHOT);
 }
 
 static int on_io(sd_event_source *s, int fd, uint32_t revents, void *ud)
@@ -106,22 +127,29 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *ud)
 	return on_io(NULL, -1, 0, ud);
 }
 
-/* libmicrohttpd's own complaints (a peer gone, a socket option a unix
- * socket does not have): for debugging, and counted when they repeat. */
-static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+static int on_again(sd_event_source *s, void *ud)
 {
-	char buf[512];
-	size_t n;
-
-	(void)cls;
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	n = strlen(buf);
-	while (n && buf[n - 1] == '\n')
-		buf[--n] = '\0';
-	log_debug("libmicrohttpd: %s", buf);
+	(void)s;
+	return on_io(NULL, -1, 0, ud);
 }
 
 /* ---- connections: accepting, counting, deadlines ---- */
+
+/* libmicrohttpd closes a connection it answered early (a body over the
+ * limit, http.c): a copy of its fd lingers. This is called before its
+ * close() (MHD_cleanup_connections), after its shutdown(SHUT_WR). */
+static void conn_linger(struct conn *cn)
+{
+	const union MHD_ConnectionInfo *ci = sym_MHD_get_connection_info(
+		cn->c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	int fd;
+
+	if (!ci || ci->connect_fd < 0)
+		return;
+	fd = fcntl(ci->connect_fd, F_DUPFD_CLOEXEC, 3);
+	if (fd >= 0)
+		linger_start(cn->l->h, cn->l->m->event, fd);
+}
 
 static void on_connection(void *cls, struct MHD_Connection *c,
 			  void **socket_context,
@@ -141,6 +169,11 @@ static void on_connection(void *cls, struct MHD_Connection *c,
 		cn->peer = h->adding;
 		if (cn->peer)
 			cn->peer->n++;
+		cn->tracked = h->adding_tracked;
+		cn->length = h->adding_length;
+		cn->bad = h->adding_bad;
+		cn->bad_after = h->adding_bad_after;
+		h->adding_bad = NULL;
 		h->n_conns++;
 		conn_wait_headers(cn);
 		cn->fresh = true;
@@ -151,6 +184,10 @@ static void on_connection(void *cls, struct MHD_Connection *c,
 	}
 	if (!cn)
 		return;
+	if (cn->linger && !cn->l->tls)
+		conn_linger(cn);
+	cn->next_io = sd_event_source_disable_unref(cn->next_io);
+	free(cn->bad);
 	conn_unlist(cn);
 	conn_unfresh(cn);
 	h->n_conns--;
@@ -160,6 +197,88 @@ static void on_connection(void *cls, struct MHD_Connection *c,
 	}
 	free(cn);
 	*socket_context = NULL;
+}
+
+
+/*
+ * libmicrohttpd 0.9.75 answers a Content-Length it cannot read (-1,
+ * abc, past 2^64) with two response heads: parse_connection_headers()
+ * queues its error answer and builds its head (transmit_error_response),
+ * then the MHD_CONNECTION_HEADERS_RECEIVED case of
+ * MHD_connection_handle_idle() sets the state back to
+ * MHD_CONNECTION_HEADERS_PROCESSED, and the head is built again. A head
+ * judged before libmicrohttpd reads it never gets there (http_early.c);
+ * one it reads unjudged does (a first head that trickled in; a later one
+ * where it is not known where it starts: after a pipelined request or a
+ * chunked body, on a unix socket, on TLS), and libmicrohttpd's log
+ * line, written before either head, is all we hear of it. The
+ * connection is the one whose headers are in (REQUEST_HEADER_SIZE is
+ * known from MHD_CONNECTION_HEADERS_RECEIVED on) but not yet handed to
+ * us (still on the header list): it is answered here, once, and its
+ * sending side shut down, so that libmicrohttpd's heads go nowhere and
+ * it closes the connection (which lingers). On TLS nothing can be said
+ * outside libmicrohttpd's session: the connection is just closed.
+ */
+static void bad_length_later(struct listener *l, bool too_large)
+{
+	for (struct conn *cn = l->h->wait_head; cn; cn = cn->next) {
+		const union MHD_ConnectionInfo *ci;
+
+		if (cn->l != l || !sym_MHD_get_connection_info(
+					  cn->c,
+					  MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE))
+			continue;
+		if (cn->refused)
+			return; /* answered already (http_early.c) */
+		ci = sym_MHD_get_connection_info(
+			cn->c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		if (!ci)
+			return;
+		if (l->tls) {
+			shutdown(ci->connect_fd, SHUT_RDWR);
+			return;
+		}
+		if (too_large)
+			answer_direct(ci->connect_fd, 413, "Content Too Large",
+				      "body_too_large",
+				      "the request's Content-Length is over "
+				      "the body limit",
+				      false);
+		else
+			answer_direct(ci->connect_fd, 400, "Bad Request",
+				      "bad_request",
+				      "Content-Length is not a number", false);
+		shutdown(ci->connect_fd, SHUT_WR);
+		cn->linger = true;
+		cn->refused = true;
+		log_debug("%s: a later request's Content-Length refused",
+			  l->addr);
+		return;
+	}
+}
+
+/* libmicrohttpd's own complaints (a peer gone, a socket option a unix
+ * socket does not have): for debugging, and counted when they repeat.
+ * Two of them are acted on (bad_length_later). */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char buf[512];
+	size_t n;
+
+	if (strstr(fmt, "`Content-Length' header"))
+		bad_length_later(cls, false);
+	else if (strstr(fmt, "'Content-Length' header"))
+		bad_length_later(cls, true);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	n = strlen(buf);
+	while (n && buf[n - 1] == '\n')
+		buf[--n] = '\0';
+	log_debug("libmicrohttpd: %s", buf);
+}
+
+unsigned int conns_open(const struct http *h)
+{
+	return h->n_conns + h->n_pending + h->n_lingering;
 }
 
 /* Often enough for the header deadline, and for libmicrohttpd to
@@ -192,6 +311,15 @@ static int on_sweep(sd_event_source *s, uint64_t usec, void *ud)
 			  cn->l->addr,
 			  (unsigned long long)(h->header_timeout / 1000000));
 	}
+	while (h->pending && h->pending->since + h->header_timeout <= now) {
+		h->timed_out++;
+		log_debug("%s: request headers not in within %llu s, closing",
+			  h->pending->l->addr,
+			  (unsigned long long)(h->header_timeout / 1000000));
+		pending_end(h->pending, false);
+	}
+	while (h->lingering && h->lingering->until <= now)
+		linger_end(h->lingering);
 	if (h->hooks.sweep)
 		h->hooks.sweep(h->hooks.ud, now);
 	sd_event_source_set_time(s, now + sweep_interval(h));
@@ -206,24 +334,10 @@ static int on_sweep(sd_event_source *s, uint64_t usec, void *ud)
 static void refuse(struct listener *l, int fd, const char *code,
 		   const char *why)
 {
-	char body[384], msg[640];
-	int n;
-
 	l->h->refused++;
 	log_notice("%s: refused a connection: %s", l->addr, why);
-	if (!l->tls) {
-		snprintf(body, sizeof(body),
-			 "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}",
-			 code, why);
-		n = snprintf(msg, sizeof(msg),
-			     "HTTP/1.1 503 Service Unavailable\r\n"
-			     "Content-Type: application/json\r\n"
-			     "Connection: close\r\nContent-Length: %zu\r\n"
-			     "\r\n%s",
-			     strlen(body), body);
-		/* A fresh socket's buffer takes it whole, or nothing. */
-		(void)!send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
-	}
+	if (!l->tls)
+		answer_direct(fd, 503, "Service Unavailable", code, why, false);
 	close(fd);
 }
 
@@ -276,14 +390,14 @@ static void accept_one(struct listener *l, int fd, struct sockaddr *sa,
 	struct peer *p = NULL;
 	char why[160];
 
-	if (h->n_conns >= h->max_conns) {
+	if (conns_open(h) >= h->max_conns) {
 		/* Connections that have ended may wait for libmicrohttpd to
 		 * notice: let it, before saying no. */
 		for (size_t i = 0; i < h->n; i++)
 			if (h->l[i].mhd)
 				sym_MHD_run(h->l[i].mhd);
 	}
-	if (h->n_conns >= h->max_conns) {
+	if (conns_open(h) >= h->max_conns) {
 		snprintf(why, sizeof(why),
 			 "the daemon has %u REST connections, its limit "
 			 "(daemon.http.max_connections)",
@@ -303,13 +417,15 @@ static void accept_one(struct listener *l, int fd, struct sockaddr *sa,
 				 "limit (daemon.http.max_connections_per_"
 				 "address)",
 				 h->per_address);
-			if (!p->n) {
-				HASH_DEL(h->peers, p);
-				free(p);
-			}
+			peer_put(h, p);
 			refuse(l, fd, "too_many_connections", why);
 			return;
 		}
+	}
+	if (!l->tls) {
+		/* Its first request is judged first (http_screen.h). */
+		pending_start(l, fd, sa, len, p);
+		return;
 	}
 	h->adding = p;
 	/* MHD closes fd when it cannot take it. */
@@ -318,10 +434,7 @@ static void accept_one(struct listener *l, int fd, struct sockaddr *sa,
 			  l->addr);
 	}
 	h->adding = NULL;
-	if (p && !p->n) {
-		HASH_DEL(h->peers, p);
-		free(p);
-	}
+	peer_put(h, p);
 }
 
 #define ACCEPT_BATCH 64
@@ -367,6 +480,13 @@ int conns_start(struct manager *m, struct http *h,
 				       sweep_interval(h), 100000, on_sweep, h);
 
 	return r < 0 ? r : sd_event_source_set_enabled(h->sweep, SD_EVENT_ON);
+}
+
+void conns_stop(struct http *h)
+{
+	h->sweep = sd_event_source_disable_unref(h->sweep);
+	while (h->lingering)
+		linger_end(h->lingering);
 }
 
 /* Does a process still listen on this unix socket? */
@@ -487,7 +607,7 @@ int listener_start(struct manager *m, struct http *h,
 	 * is only a backstop. */
 	l->mhd = sym_MHD_start_daemon(
 		flags, 0, NULL, NULL, h->hooks.request, l,
-		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, l,
 		MHD_OPTION_CONNECTION_LIMIT, h->max_conns + 1,
 		MHD_OPTION_CONNECTION_TIMEOUT,
 		(unsigned int)m->config->daemon.http_idle_timeout,
@@ -508,6 +628,10 @@ int listener_start(struct manager *m, struct http *h,
 			      on_timer, l);
 	if (r < 0)
 		return r;
+	r = sd_event_add_defer(m->event, &l->again, on_again, l);
+	if (r < 0)
+		return r;
+	sd_event_source_set_enabled(l->again, SD_EVENT_OFF);
 	r = sd_event_add_io(m->event, &l->accept_io, l->fd, EPOLLIN,
 			    on_accept, l);
 	if (r < 0)
@@ -524,10 +648,17 @@ int listener_start(struct manager *m, struct http *h,
 
 void listener_stop(struct listener *l)
 {
+	struct pending *pd, *tmp;
+
+	if (l->h)
+		DL_FOREACH_SAFE(l->h->pending, pd, tmp)
+			if (pd->l == l)
+				pending_end(pd, false);
 	accept_pause_done(&l->pause);
 	l->accept_io = sd_event_source_disable_unref(l->accept_io);
 	l->io = sd_event_source_disable_unref(l->io);
 	l->timer = sd_event_source_disable_unref(l->timer);
+	l->again = sd_event_source_disable_unref(l->again);
 	if (l->mhd)
 		sym_MHD_stop_daemon(l->mhd); /* closes its connections */
 	l->mhd = NULL;

@@ -11,6 +11,10 @@
  *                  needs of the face (a request, a request done, a
  *                  turn of its sweep) it calls through the conn_hooks
  *                  given to conns_start()
+ *   http_early.c   what is answered before libmicrohttpd: request heads
+ *                  judged before it reads them (http_screen.c, which
+ *                  calls nothing), answers on the socket, lingering
+ *                  closes
  */
 #ifndef RDMAD_HTTP_INTERNAL_H
 #define RDMAD_HTTP_INTERNAL_H
@@ -18,6 +22,7 @@
 #include "mhd.h"
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <systemd/sd-event.h>
 #include <uthash.h>
 
@@ -49,6 +54,7 @@ struct listener {
 	struct accept_pause pause;
 	sd_event_source *io;
 	sd_event_source *timer;
+	sd_event_source *again; /* libmicrohttpd again, at the next turn */
 	unsigned int n_fresh; /* connections before their first reply */
 	char *unix_path;      /* to unlink at stop */
 };
@@ -69,8 +75,68 @@ struct conn {
 	struct peer *peer;
 	uint64_t since;
 	bool waiting;
-	bool fresh; /* no reply yet */
+	bool fresh;  /* no reply yet */
+	bool linger; /* answered before its body was read: see lingering */
+	bool refused; /* a request refused here: nothing more is served */
+	/*
+	 * Where its next request starts, while that is known: then the
+	 * next head is judged before libmicrohttpd reads it, as a first
+	 * one is (http_conn.c, conn_request_done).
+	 */
+	bool tracked;
+	uint64_t used;   /* the bytes of its requests done */
+	uint64_t length; /* the bytes of the request in hand */
+	unsigned int looks;
+	sd_event_source *next_io;
+	/* A pipelined request found bad in the first bytes, answered when
+	 * the bad_after requests before it are done. */
+	unsigned int done, bad_after;
+	struct screen_result *bad;
 };
+
+/*
+ * A connection accepted on a plain (not TLS) listener, before
+ * libmicrohttpd has it: its first request head is peeked at and judged
+ * (http_screen.h) as its bytes come, then the connection goes to
+ * libmicrohttpd, which reads it all itself, or is answered here. It
+ * counts towards the caps, and is closed when header_timeout passes.
+ */
+struct pending {
+	struct pending *prev, *next; /* utlist: oldest first */
+	struct listener *l;
+	int fd;
+	sd_event_source *io;
+	struct peer *peer;
+	uint64_t since;
+	unsigned int looks; /* peeks so far: HTTP_SCREEN_LOOKS at most */
+	struct sockaddr_storage sa;
+	socklen_t len;
+};
+
+/* Each look peeks and judges the head from its start again: a head that
+ * comes in more pieces than this goes to libmicrohttpd as it is, so that
+ * a client trickling bytes costs the loop no more than a few windows. */
+#define HTTP_SCREEN_LOOKS 32
+
+/*
+ * A connection answered before its request was read whole (a refused
+ * head, a body over the limit): closed at once, the bytes the client
+ * still sends would make the kernel reset the connection, and the reset
+ * can reach the client before it has read the answer. Its side is shut
+ * down, and what comes is read and thrown away until the client closes,
+ * for HTTP_LINGER_USEC or HTTP_LINGER_BYTES at most.
+ */
+struct lingering {
+	struct lingering *prev, *next; /* utlist: oldest first */
+	struct http *h;
+	int fd;
+	sd_event_source *io;
+	uint64_t until;
+	size_t drained;
+};
+
+#define HTTP_LINGER_USEC (2 * 1000000ULL)
+#define HTTP_LINGER_BYTES (1024 * 1024)
 
 /*
  * A new connection's first request is served before the control
@@ -103,6 +169,12 @@ struct stream {
 	bool ending; /* the last words are out: end of stream next */
 };
 
+struct screen_result;
+
+/* Requests after the first that are judged in the first bytes of a
+ * connection (a pipelining client), at most. */
+#define HTTP_SCREEN_PIPELINED 64
+
 /* Events streams at most: a share of the connections, so that
  * subscribers never hold every one. */
 #define HTTP_STREAMS_SHARE 2
@@ -129,10 +201,18 @@ struct http {
 	unsigned long long refused, timed_out;
 	uint64_t header_timeout; /* usec */
 	struct conn *wait_head, *wait_tail;
+	struct pending *pending;     /* oldest first */
+	unsigned int n_pending;
+	struct lingering *lingering; /* oldest first */
+	unsigned int n_lingering;
 	sd_event_source *sweep;
 	struct conn_hooks hooks;
 	struct peer *peers;
 	struct peer *adding; /* the peer of the connection being added */
+	bool adding_tracked; /* its first request's length is known: */
+	uint64_t adding_length;
+	struct screen_result *adding_bad; /* and a bad one after it */
+	unsigned int adding_bad_after;
 	char *cert, *key;    /* PEM, for TLS */
 };
 
@@ -150,12 +230,43 @@ void conn_wait_headers(struct conn *cn);
 int read_pem(const char *path, char **out);
 int listener_start(struct manager *m, struct http *h,
 		   struct listener *l, const char *addr);
+/* libmicrohttpd runs again at the next turn of the loop (a suspended
+ * connection was resumed, or work is buffered). */
+void listener_kick(struct listener *l);
 void listener_stop(struct listener *l);
 
+/* http_early.c */
+/* Its request is done and it is kept alive: its next head is judged
+ * before libmicrohttpd reads it, where it is known where it starts. */
+void conn_request_done(struct conn *cn);
+/* fd (taken) waits for its first bytes, which are judged before
+ * libmicrohttpd has it; p: its address's count, or NULL. */
+void pending_start(struct listener *l, int fd, const struct sockaddr *sa,
+		   socklen_t len, struct peer *p);
+/* pd is done with; its fd is returned, or closed (keep false). */
+int pending_end(struct pending *pd, bool keep);
+/* An error answer written on a fresh socket (plain HTTP only); head: to
+ * a HEAD request, without its body. */
+void answer_direct(int fd, unsigned int status, const char *reason,
+		   const char *code, const char *why, bool head);
+/* fd (taken), its sending side shut down already: what still comes is
+ * read, then it is closed. */
+void linger_start(struct http *h, sd_event *event, int fd);
+void linger_end(struct lingering *lg);
+/* A peer with no connection left is forgotten. */
+void peer_put(struct http *h, struct peer *p);
+
+/* http_conn.c */
 /* The sweep of connections past their header deadline, and the face's
  * hooks for it and for the listeners started after. */
 int conns_start(struct manager *m, struct http *h,
 		const struct conn_hooks *hooks);
+/* The sweep ends, and the lingering connections are closed (after
+ * every listener_stop()). */
+void conns_stop(struct http *h);
+/* Connections open: libmicrohttpd's, those not yet handed to it, and
+ * those lingering. */
+unsigned int conns_open(const struct http *h);
 
 /* http_stream.c */
 /* Whether the events streams hold their share of the connections. */

@@ -15,8 +15,7 @@ static void stream_wake(struct stream *st)
 	st->suspended = false;
 	sym_MHD_resume_connection(st->c);
 	/* Served at the next turn of the loop. */
-	sd_event_source_set_time(st->l->timer, 1);
-	sd_event_source_set_enabled(st->l->timer, SD_EVENT_ONESHOT);
+	listener_kick(st->l);
 }
 
 static void on_stream_event(void *ud, const json_t *ev)

@@ -8,6 +8,12 @@
  * Input: one byte of flags (bit 0: the body was cut at the limit, bit 1:
  * no Authorization header), then "METHOD\nURL\nAUTHORIZATION\nBODY".
  * The token is "secret".
+ *
+ * The whole input, as the first bytes of a connection, also goes
+ * through http_screen() (the first request head, judged before
+ * libmicrohttpd reads it): a verdict, and for a refusal a status and a
+ * message that can go into JSON as they are; every prefix of a head it
+ * passes is good so far (never refused).
  */
 #include <string.h>
 
@@ -15,6 +21,7 @@
 #include "fuzz_util.h"
 #include "fuzz_manager.h"
 #include "http.h"
+#include "http_screen.h"
 #include "mhd.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -36,6 +43,30 @@ static struct manager *setup(void)
 	return m;
 }
 
+static void screen(const uint8_t *data, size_t size)
+{
+	struct screen_result r;
+	enum screen_verdict v;
+
+	v = http_screen((const char *)data, size, 65536, &r);
+	if (v == SCREEN_REJECT) {
+		check(r.status == 400 || r.status == 413 || r.status == 501 ||
+			      r.status == 505,
+		      "screen: status");
+	}
+	if (v == SCREEN_MORE) {
+		http_screen_too_long((const char *)data, size, &r);
+		check(r.status == 414 || r.status == 431, "screen: too long");
+		check(r.message[0] && !strpbrk(r.message, "\"\\"),
+		      "screen: message");
+	}
+	if (v == SCREEN_PASS)
+		for (size_t n = 0; n < size; n++)
+			check(http_screen((const char *)data, n, 65536, &r) !=
+				      SCREEN_REJECT,
+			      "screen: a prefix of a good head refused");
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct manager *m = setup();
@@ -45,6 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	unsigned int status = 0;
 	bool shared = false;
 
+	screen(data, size);
 	if (size < 1)
 		return 0;
 	method = take_line(&p, end);
