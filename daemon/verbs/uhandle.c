@@ -19,9 +19,14 @@
 /* The attributes one call carries, at most. */
 #define MAX_ATTRS 5
 
+/* The header and its attributes, one block (the header ends in a
+ * flexible array of them). */
 struct call {
-	struct ib_uverbs_ioctl_hdr hdr;
-	struct ib_uverbs_attr attrs[MAX_ATTRS];
+	union {
+		struct ib_uverbs_ioctl_hdr hdr;
+		uint8_t space[sizeof(struct ib_uverbs_ioctl_hdr) +
+			      MAX_ATTRS * sizeof(struct ib_uverbs_attr)];
+	};
 };
 
 static void call_init(struct call *c, uint16_t object, uint16_t method)
@@ -31,7 +36,7 @@ static void call_init(struct call *c, uint16_t object, uint16_t method)
 
 static void add_attr(struct call *c, uint16_t id, uint16_t len, uint64_t data)
 {
-	c->attrs[c->hdr.num_attrs++] = (struct ib_uverbs_attr){
+	c->hdr.attrs[c->hdr.num_attrs++] = (struct ib_uverbs_attr){
 		.attr_id = id,
 		.len = len,
 		.flags = UVERBS_ATTR_F_MANDATORY,
@@ -42,7 +47,7 @@ static void add_attr(struct call *c, uint16_t id, uint16_t len, uint64_t data)
 static int call_raw(int fd, struct call *c)
 {
 	c->hdr.length = (uint16_t)(sizeof(c->hdr) +
-				   c->hdr.num_attrs * sizeof(c->attrs[0]));
+				   c->hdr.num_attrs * sizeof(c->hdr.attrs[0]));
 	if (ioctl(fd, RDMA_VERBS_IOCTL, c) < 0)
 		return errno == ENOTTY || errno == EPROTONOSUPPORT ? -EOPNOTSUPP
 								    : -errno;
@@ -77,25 +82,24 @@ static int driver_of(int fd, uint32_t *id)
 			return 0;
 		}
 	for (uint32_t d = 0; d < DRIVER_IDS; d++) {
-		struct call c = { .hdr = { .object_id = UVERBS_OBJECT_DEVICE,
-					   .method_id =
-						   UVERBS_METHOD_INFO_HANDLES,
-					   .driver_id = d } };
+		struct call c;
 		int r;
 
-		c.attrs[c.hdr.num_attrs++] = (struct ib_uverbs_attr){
+		call_init(&c, UVERBS_OBJECT_DEVICE, UVERBS_METHOD_INFO_HANDLES);
+		c.hdr.driver_id = d;
+		c.hdr.attrs[c.hdr.num_attrs++] = (struct ib_uverbs_attr){
 			.attr_id = UVERBS_ATTR_INFO_OBJECT_ID,
 			.len = sizeof(uint64_t),
 			.flags = UVERBS_ATTR_F_MANDATORY,
 			.data = UVERBS_OBJECT_PD,
 		};
-		c.attrs[c.hdr.num_attrs++] = (struct ib_uverbs_attr){
+		c.hdr.attrs[c.hdr.num_attrs++] = (struct ib_uverbs_attr){
 			.attr_id = UVERBS_ATTR_INFO_TOTAL_HANDLES,
 			.len = sizeof(total),
 			.flags = UVERBS_ATTR_F_MANDATORY,
 			.data = (uintptr_t)&total,
 		};
-		c.attrs[c.hdr.num_attrs++] = (struct ib_uverbs_attr){
+		c.hdr.attrs[c.hdr.num_attrs++] = (struct ib_uverbs_attr){
 			.attr_id = UVERBS_ATTR_INFO_HANDLES_LIST,
 			.len = sizeof(h),
 			.flags = UVERBS_ATTR_F_MANDATORY,
@@ -247,6 +251,6 @@ int uhandle_query_mr(int cmd_fd, uint32_t h, uint32_t *lkey, uint32_t *rkey)
 	/* Optional (a kernel before 5.19 has no IOVA to give). */
 	add_attr(&c, UVERBS_ATTR_QUERY_MR_RESP_IOVA, sizeof(iova),
 		 (uintptr_t)&iova);
-	c.attrs[4].flags = 0;
+	c.hdr.attrs[4].flags = 0;
 	return call_run(cmd_fd, &c);
 }
