@@ -28,7 +28,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
 
 from conftest import BUILD, PLUGIN, TIMEOUT
 from testkubelet import is_extended_resource_name
