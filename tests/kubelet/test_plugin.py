@@ -30,7 +30,7 @@ from pathlib import Path
 
 
 from conftest import BUILD, PLUGIN, TIMEOUT
-from testkubelet import is_extended_resource_name
+from testkubelet import Kubelet, is_extended_resource_name
 
 U = "Unhealthy"
 GOCLIENT = BUILD / "tests" / "kubelet" / "goclient"
@@ -202,6 +202,27 @@ def test_a_slow_register_is_sent_once(rdmad, kubelet, plugin):
     assert kubelet.register_calls == ["rdmad.io/p0"], p.log()
     assert kubelet.health("rdmad.io/p0") == {"p0-0": U}
     assert not kubelet.stale
+
+
+def test_kubelet_replaced_while_register_hangs(rdmad, kubelet, plugin):
+    """A kubelet that never answers Register is replaced by a new one (a
+    restart that left the old process hanging): the plugin gives up the
+    Register under way, serves its socket again (the new kubelet removed
+    it) and registers with the new kubelet at once."""
+    kubelet.register_delay = 300
+    d = rdmad("p0")
+    p = plugin(d, "--shares", "1")
+    kubelet.wait(lambda: kubelet.register_calls, "a first Register")
+    new = Kubelet(kubelet.dir).start()
+    try:
+        new.wait(lambda: new.registered("rdmad.io/p0") is not None and
+                 new.health("rdmad.io/p0") == {"p0-0": U},
+                 "p0 to register with the new kubelet", 20)
+        assert new.register_calls == ["rdmad.io/p0"], p.log()
+        new.check()
+    finally:
+        new.stop()
+        kubelet.stopped.set()
 
 
 def test_one_bad_socket_stays_its_own(rdmad, kubelet, plugin, tmp_path):

@@ -192,6 +192,7 @@ class Kubelet:
         self.allocated = {}  # resource -> {ID: (pod, container)}
         self.register_delay = 0.0
         self.refuse = None  # a reason: every Register is refused with it
+        self.stopped = threading.Event()
         self.server = None
 
     # -- the kubelet's life
@@ -215,9 +216,11 @@ class Kubelet:
         server.add_insecure_port("unix:" + self.sock)
         server.start()
         self.server = server
+        self.stopped.clear()
         return self
 
     def stop(self):
+        self.stopped.set()
         if self.server:
             self.server.stop(0)
             self.server = None
@@ -281,7 +284,7 @@ class Kubelet:
             context.abort(grpc.StatusCode.UNKNOWN,
                           f"cannot connect to {req.endpoint!r}")
         if self.register_delay:
-            time.sleep(self.register_delay)
+            self.stopped.wait(self.register_delay)
         with self.cond:
             self.registrations.append(req.resource_name)
             self.cond.notify_all()
