@@ -24,6 +24,7 @@ behaviour (testkubelet.py), not from the plugin.
 
 import json
 import os
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -156,17 +157,26 @@ def test_register_again_when_the_stream_ends(rdmad, kubelet, plugin):
 
 
 def test_kubelet_away_and_back(rdmad, kubelet, plugin):
-    """The kubelet stops (its socket goes) and comes back later: the
-    plugin registers again, once."""
+    """The kubelet stops, leaving its socket behind with nobody on it
+    (unreachable: a Register fails at once), and comes back later: the
+    plugin registers again at once, once."""
     d = rdmad("p0")
     p = plugin(d, "--shares", "1")
     kubelet.wait(lambda: kubelet.registrations == ["rdmad.io/p0"],
                  "p0 to register")
     kubelet.stop()
-    time.sleep(3)
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(kubelet.sock)
+    dead.close()
+    p.wait_log("rdmad.io/p0: the kubelet refused or did not answer "
+               "Register (UNAVAILABLE")
+    time.sleep(4)
+    t0 = time.monotonic()
     kubelet.start()
     kubelet.wait(lambda: kubelet.registered("rdmad.io/p0") is not None,
                  "p0 to register with the kubelet back")
+    # Not after the backoff's next turn: the kubelet's socket is new.
+    assert time.monotonic() - t0 < 3, p.log()
     time.sleep(1)
     assert kubelet.register_calls == ["rdmad.io/p0"] * 2, p.log()
 
