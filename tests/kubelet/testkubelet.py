@@ -165,6 +165,8 @@ class Client:
             if not self.dropped:
                 k._note(f"{self.resource}: ListAndWatch ended: "
                         f"{e.code().name} {e.details()}", error=False)
+        except ValueError:  # closed before it began: the kubelet stopped
+            pass
         finally:
             self.ended = True
             k._disconnected(self)
