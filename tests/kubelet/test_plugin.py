@@ -5,8 +5,9 @@ kubelet's device manager does with a plugin, written from its
 behaviour (testkubelet.py), not from the plugin.
 
 - A ListAndWatch stream the kubelet ends (its socket untouched) is
-  followed by a new Register; so are a kubelet restart and a kubelet
-  that was away.
+  followed by a new Register; so is a kubelet that was away (its socket
+  left behind, unanswered), and a new kubelet while the old one hangs
+  in Register.
 - A refused Register is tried again less and less often, and says so.
 - A kubelet that answers Register after 12 s gets one Register.
 - Resource names: a table whose answers are the upstream rules
