@@ -36,7 +36,8 @@ class HostDaemon:
             f'{{ name = "d{i}"; match = {{ ibdev = "absent{i}"; }}; }}'
             for i in range(2))
         body = ",\n".join(
-            f'{{ name = "{p}"; device = "d{i % 2}"; pd = ( {{ name = "a"; }} ); }}'
+            f'{{ name = "{p}"; device = "d{i % 2}"; '
+            f'pd = ( {{ name = "a"; }} ); }}'
             for i, p in enumerate(profiles))
         self.conf = self.dir / "rdmad.conf"
         self.conf.write_text(
