@@ -209,6 +209,11 @@ def test_register_health_reload(rdmad, tmp_path, kubelet, plugin):
     wait_health(kubelet, p, "rdmad.io/waits", {"waits-0": U})
     assert sorted(kubelet.registrations) == [
         "example.com/fast", "rdmad.io/p0", "rdmad.io/waits"]
+    # Soft-RoCE's devices have no parent device: no NUMA node, no
+    # topology (the kernel's sysfs, not the plugin, says so).
+    numa = Path("/sys/class/infiniband/rxe0/device/numa_node")
+    assert not numa.exists() or int(numa.read_text()) < 0
+    assert kubelet.topology["rdmad.io/p0"] == {"p0-0": None, "p0-1": None}
     # The options the kubelet keeps (GetDevicePluginOptions' answer): no
     # GetPreferredAllocation, every share being the same.
     assert not kubelet.listed("rdmad.io/p0").options \
