@@ -36,7 +36,9 @@ from conftest import BUILD, ROOT, TOKEN, free_port
 sys.path.insert(0, str(ROOT / "tests" / "kubelet"))
 from testkubelet import Kubelet  # noqa: E402
 
-PLUGIN = ROOT / "kubelet" / "rdmad-kubelet"
+# RDMAD_KUBELET_BIN: another rdmad-kubelet (an installed one).
+PLUGIN = Path(os.environ.get("RDMAD_KUBELET_BIN",
+                             ROOT / "kubelet" / "rdmad-kubelet")).resolve()
 ATTACH = BUILD / "examples" / "attach"
 PATTERN_WRITER = BUILD / "tests" / "pattern_writer"
 GOCLIENT = BUILD / "tests" / "kubelet" / "goclient"
