@@ -224,7 +224,34 @@ unit: $(UNIT_BIN) $(FUZZ_REPLAY)
 HELPERS := $(B)/tests/loopback $(B)/tests/devwatch_probe \
 	$(B)/tests/event_client $(B)/tests/pattern_writer \
 	$(B)/tests/nums_client $(B)/tests/shared_rdma $(B)/tests/mcast_peer \
-	$(B)/tests/kubelet/api_pb2.py
+	$(B)/tests/kubelet/api_pb2.py $(B)/tests/kubelet/goclient \
+	$(B)/tests/kubelet/cdiresolve
+
+# The Go programs of tests/kubelet/, built offline from Debian's packaged
+# Go modules (/usr/share/gocode, GOPATH mode: no module proxy, no
+# vendoring), their build cache in build/. goclient's messages and
+# client stub are generated from the upstream api.proto by Debian's
+# protoc-gen-go and protoc-gen-go-grpc, into build/ beside it: never
+# committed.
+GO_ENV := GO111MODULE=off GOPATH=/usr/share/gocode GOPROXY=off GOFLAGS= \
+	GOCACHE="$(CURDIR)/$(B)/gocache"
+GOCLIENT_SRC := $(B)/tests/kubelet/goclient-src
+
+$(B)/tests/kubelet/goclient: tests/kubelet/goclient/main.go \
+		tests/kubelet/api.proto
+	@rm -rf $(GOCLIENT_SRC) && mkdir -p $(GOCLIENT_SRC)
+	protoc -Itests/kubelet --go_out=$(GOCLIENT_SRC) \
+		--go_opt=paths=source_relative,Mapi.proto=rdmad/goclient\;main \
+		--go-grpc_out=$(GOCLIENT_SRC) \
+		--go-grpc_opt=paths=source_relative,Mapi.proto=rdmad/goclient\;main \
+		tests/kubelet/api.proto
+	cp tests/kubelet/goclient/main.go $(GOCLIENT_SRC)/
+	cd $(GOCLIENT_SRC) && $(GO_ENV) go build -o "$(CURDIR)/$@" .
+
+$(B)/tests/kubelet/cdiresolve: tests/kubelet/cdiresolve/main.go
+	@mkdir -p $(dir $@)
+	cd tests/kubelet/cdiresolve && $(GO_ENV) go build \
+		-o "$(CURDIR)/$@" main.go
 
 $(B)/tests/loopback: tests/integration/helpers/loopback.c \
 		$(B)/daemon/verbs/qpstate.o $(B)/daemon/verbs/selftest.o

@@ -10,7 +10,10 @@
  *   - the control socket's directory, bound read-only (connecting to a
  *     unix socket needs no write access to the mount), so that the
  *     socket stays reachable across a daemon restart that binds it anew;
- *   - RDMAD_SOCKET and RDMAD_PROFILE.
+ *   - RDMAD_SOCKET and RDMAD_PROFILE, and RDMAD_PROFILE_<NAME> (the
+ *     profile's name in upper case, '_' for what is not a letter or a
+ *     digit): a container given two profiles gets RDMAD_PROFILE from one
+ *     of them, and both of the per-profile variables.
  *
  * The allow list still decides: the container's process gets only what
  * its uid is admitted to, seen by SO_PEERCRED as for any client.
@@ -32,11 +35,16 @@
 #include "log.h"
 #include "manager.h"
 
-/* The oldest version that has what we write: hostPath-less device nodes
- * and device names beginning with a digit (0.5.0); dots in device names
- * need 0.6.0. The oldest is what most engines in the field read. */
-#define CDI_VERSION "0.5.0"
-#define CDI_VERSION_DOTS "0.6.0"
+/* The oldest version that can say what we write, as the CDI project's
+ * own library decides it (its MinimumRequiredVersion): env, device nodes
+ * without hostPath and mounts without type are 0.3.0's; a device name
+ * beginning with something other than a letter needs 0.5.0. Dots in a
+ * device name need nothing newer (0.6.0 allowed them in the kind's
+ * class, which ours, "profile", has none of). The oldest is what most
+ * engines in the field read: a library of 0.5.x (Debian 12's podman)
+ * refuses a whole file that says 0.6.0. */
+#define CDI_VERSION "0.3.0"
+#define CDI_VERSION_DIGIT "0.5.0"
 
 #define RDMA_CM_PATH "/dev/infiniband/rdma_cm"
 
@@ -77,11 +85,31 @@ static bool profile_has_device(const struct profile *p)
 		p->state == PROFILE_CREATING);
 }
 
+/* RDMAD_PROFILE_<NAME>=<name>: NAME upper case, '_' for the rest. */
+static char *profile_env(const char *name)
+{
+	char *s;
+
+	if (asprintf(&s, "RDMAD_PROFILE_%s=%s", name, name) < 0)
+		return NULL;
+	for (char *c = s + strlen("RDMAD_PROFILE_"); *c != '='; c++) {
+		if (*c >= 'a' && *c <= 'z')
+			*c = (char)(*c - 'a' + 'A');
+		else if (!((*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9')))
+			*c = '_';
+	}
+	return s;
+}
+
 static json_t *device_json(const struct profile *p, const char *socket,
 			   const char *socket_dir, bool rdma_cm)
 {
+	_cleanup_free_ char *own_env = profile_env(p->conf->name);
 	char uverbs[PATH_MAX];
 	json_t *nodes, *edits;
+
+	if (!own_env)
+		return NULL;
 
 	snprintf(uverbs, sizeof(uverbs), "/dev/infiniband/%s",
 		 p->ctx->device->dev_name);
@@ -90,9 +118,9 @@ static json_t *device_json(const struct profile *p, const char *socket,
 		json_array_append_new(nodes,
 				      json_pack("{s:s}", "path", RDMA_CM_PATH));
 	edits = json_pack(
-		"{s:[s+, s+], s:o*, s:[{s:s, s:s, s:[s, s, s, s]}]}", "env",
+		"{s:[s+, s+, s], s:o*, s:[{s:s, s:s, s:[s, s, s, s]}]}", "env",
 		"RDMAD_SOCKET=", socket, "RDMAD_PROFILE=", p->conf->name,
-		"deviceNodes", nodes, "mounts", "hostPath", socket_dir,
+		own_env, "deviceNodes", nodes, "mounts", "hostPath", socket_dir,
 		"containerPath", socket_dir, "options", "bind", "ro", "nosuid",
 		"nodev");
 	return edits ? json_pack("{s:s, s:o}", "name", p->conf->name,
@@ -104,7 +132,7 @@ json_t *cdi_spec_json(struct manager *m, const char *socket)
 {
 	_cleanup_free_ char *dir_buf = strdup(socket);
 	json_t *devices = json_array(), *spec;
-	bool dots = false, rdma_cm;
+	bool digit = false, rdma_cm;
 	const char *dir;
 
 	if (!dir_buf || !devices) {
@@ -126,14 +154,15 @@ json_t *cdi_spec_json(struct manager *m, const char *socket)
 			json_decref(devices);
 			return NULL;
 		}
-		dots |= strchr(p->conf->name, '.') != NULL;
+		digit |= !((p->conf->name[0] >= 'a' && p->conf->name[0] <= 'z') ||
+			   (p->conf->name[0] >= 'A' && p->conf->name[0] <= 'Z'));
 	}
 	if (!json_array_size(devices)) {
 		json_decref(devices);
 		return NULL;
 	}
 	spec = json_pack("{s:s, s:s, s:o}", "cdiVersion",
-			 dots ? CDI_VERSION_DOTS : CDI_VERSION, "kind",
+			 digit ? CDI_VERSION_DIGIT : CDI_VERSION, "kind",
 			 CDI_KIND, "devices", devices);
 	return spec;
 }

@@ -225,6 +225,13 @@ print(a.shares, a.prefix)
         capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == [opts["--shares"], "rdmad.io"]
+    # And pass its own --check (resource names as the kubelet takes
+    # them, socket paths that fit), with the example's profile.
+    r = subprocess.run(["/usr/bin/python3",
+                        str(ROOT / "kubelet" / "rdmad-kubelet"), "--check",
+                        "--profile", "ingest", *argv[1:]],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "options OK" in r.stdout, r.stderr
 
     pod = d[("Pod", "ingest-reader")]
     (w,) = pod["spec"]["containers"]

@@ -1,24 +1,30 @@
 # SPDX-License-Identifier: MIT
 """rdmad-kubelet (kubelet/), the kubelet's device plugin for profiles,
-against a test kubelet (tests/kubelet/testkubelet.py) speaking the
-upstream deviceplugin v1beta1 proto: registration; health that follows a
-device's removal and return, and a reload that removes a profile (its
-resource empties and its endpoint closes), one update per change;
-registration again after the kubelet restarts; every share Unhealthy
-while rdmad is down and Healthy again after it restarts; Allocate's
-answer (CDI name, device nodes, mounts, environment: those of rdmad's
-CDI specification) given to podman as the kubelet gives it to a runtime,
-and the unmodified client in the container attaching and moving data.
-The test kubelet refuses what the kubelet would (a bad resource name,
-duplicate device IDs), and every test fails on such a message."""
+against a test kubelet (tests/kubelet/testkubelet.py) that behaves as
+the kubelet's device manager does, on soft-RoCE: registration; health
+that follows a device's removal and return, and a reload that removes a
+profile (its resource empties and its endpoint closes), one update per
+change; registration again after the kubelet restarts; every share
+Unhealthy while rdmad is down and Healthy again after it restarts; the
+NUMA node of each device (Device.topology), off with --no-topology; one
+profile whose socket cannot be made left out alone while the others stay
+Healthy; Allocate's answer (the CDI name alone; --no-cdi: the device
+nodes, mounts and environment) read by the Go client (grpc-go) too, its
+CDI names resolved by the CDI project's library as a runtime does, and
+given to podman as the kubelet gives it to a runtime: the unmodified
+client in the container attaches and moves data; the same answer
+replayed from the kubelet's checkpoint after a reload moved the profile
+to the other device reaches the profile's device of now.
+Registration, recovery, names and the wire without a device:
+tests/kubelet/test_plugin.py, on the host."""
 
+import json
 import os
 import shlex
 import signal
 import subprocess
 import sys
 import time
-from concurrent import futures
 from pathlib import Path
 
 import grpc
@@ -28,11 +34,15 @@ import podman
 from conftest import BUILD, ROOT, TOKEN, free_port
 
 sys.path.insert(0, str(ROOT / "tests" / "kubelet"))
-from testkubelet import Kubelet, pb  # noqa: E402
+from testkubelet import Kubelet  # noqa: E402
 
-PLUGIN = ROOT / "kubelet" / "rdmad-kubelet"
+# RDMAD_KUBELET_BIN: another rdmad-kubelet (an installed one).
+PLUGIN = Path(os.environ.get("RDMAD_KUBELET_BIN",
+                             ROOT / "kubelet" / "rdmad-kubelet")).resolve()
 ATTACH = BUILD / "examples" / "attach"
 PATTERN_WRITER = BUILD / "tests" / "pattern_writer"
+GOCLIENT = BUILD / "tests" / "kubelet" / "goclient"
+CDIRESOLVE = BUILD / "tests" / "kubelet" / "cdiresolve"
 DATAPATH = ROOT / "examples" / "datapath.py"
 TIMEOUT = 60  # TCG is slow
 H, U = "Healthy", "Unhealthy"
@@ -158,9 +168,17 @@ def spec_edits(path, profile):
     return spec["kind"], dev["containerEdits"]
 
 
-def check_allocation(c, kind, edits, profile):
-    """ContainerAllocateResponse c says what the CDI device says."""
+def check_cdi_only(c, kind, profile):
+    """ContainerAllocateResponse c names the profile's CDI device and
+    no device path (the kubelet's checkpoint replays it as it is)."""
     assert [x.name for x in c.cdi_devices] == [f"{kind}={profile}"]
+    assert not c.devices and not c.mounts and not c.envs, c
+
+
+def check_allocation(c, kind, edits, profile):
+    """ContainerAllocateResponse c (--no-cdi) says what the CDI device
+    says, and names no CDI device."""
+    assert not c.cdi_devices
     assert dict(c.envs) == dict(e.split("=", 1) for e in edits["env"])
     assert [(x.host_path, x.container_path, x.permissions)
             for x in c.devices] == [
@@ -172,66 +190,7 @@ def check_allocation(c, kind, edits, profile):
         for m in edits["mounts"]]
 
 
-# ---- the test kubelet itself: it refuses what the kubelet refuses
-
-class FakePlugin:
-    """A plugin that says what it is told to, for the test kubelet."""
-
-    def __init__(self, path, devices):
-        self.devices = devices
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        self.server.add_generic_rpc_handlers((
-            grpc.method_handlers_generic_handler("v1beta1.DevicePlugin", {
-                "GetDevicePluginOptions": grpc.unary_unary_rpc_method_handler(
-                    lambda r, c: pb.DevicePluginOptions(),
-                    request_deserializer=pb.Empty.FromString,
-                    response_serializer=(
-                        pb.DevicePluginOptions.SerializeToString)),
-                "ListAndWatch": grpc.unary_stream_rpc_method_handler(
-                    self._law, request_deserializer=pb.Empty.FromString,
-                    response_serializer=(
-                        pb.ListAndWatchResponse.SerializeToString))}),))
-        self.server.add_insecure_port("unix:" + str(path))
-        self.server.start()
-
-    def _law(self, request, context):
-        yield pb.ListAndWatchResponse(devices=[
-            pb.Device(ID=i, health=h) for i, h in self.devices])
-        while context.is_active():
-            time.sleep(0.1)
-
-
-def register(k, name, endpoint):
-    with grpc.insecure_channel("unix:" + k.sock) as ch:
-        ch.unary_unary("/v1beta1.Registration/Register",
-                       request_serializer=pb.RegisterRequest.SerializeToString,
-                       response_deserializer=pb.Empty.FromString)(
-            pb.RegisterRequest(version="v1beta1", endpoint=endpoint,
-                               resource_name=name), timeout=10)
-
-
-def test_test_kubelet_refuses_what_the_kubelet_refuses(kubelet):
-    fake = FakePlugin(Path(kubelet.dir) / "fake.sock",
-                      [("a", H), ("a", U)])
-    try:
-        for bad in ("noslash", "kubernetes.io/x", "Ex.com/x",
-                    "example.com/-x", "example.com/" + "x" * 64):
-            with pytest.raises(grpc.RpcError) as e:
-                register(kubelet, bad, "fake.sock")
-            assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        with pytest.raises(grpc.RpcError):
-            register(kubelet, "example.com/x", "../fake.sock")
-        assert len(kubelet.errors) == 6
-        kubelet.errors.clear()
-        # Accepted, but its list repeats an ID: a failure of the test.
-        register(kubelet, "example.com/x", "fake.sock")
-        kubelet.wait(lambda: kubelet.errors, "the duplicate ID to be seen")
-        with pytest.raises(AssertionError, match="duplicate device IDs"):
-            kubelet.check()
-        kubelet.errors.clear()
-    finally:
-        fake.server.stop(0)
-
+# ---- the test kubelet
 
 def test_plugin_and_test_kubelet_speak_one_proto():
     """kubelet/api.proto and tests/kubelet/api.proto: one upstream file."""
@@ -252,23 +211,26 @@ def test_register_health_reload(rdmad, tmp_path, kubelet, plugin):
     wait_health(kubelet, p, "rdmad.io/waits", {"waits-0": U})
     assert sorted(kubelet.registrations) == [
         "example.com/fast", "rdmad.io/p0", "rdmad.io/waits"]
-    assert kubelet.plugins["rdmad.io/p0"].options \
+    # Soft-RoCE's devices have no parent device: no NUMA node, no
+    # topology (the kernel's sysfs, not the plugin, says so).
+    numa = Path("/sys/class/infiniband/rxe0/device/numa_node")
+    assert not numa.exists() or int(numa.read_text()) < 0
+    assert kubelet.topology["rdmad.io/p0"] == {"p0-0": None, "p0-1": None}
+    # The options the kubelet keeps (GetDevicePluginOptions' answer): no
+    # GetPreferredAllocation, every share being the same.
+    assert not kubelet.listed("rdmad.io/p0").options \
         .get_preferred_allocation_available
     n_p0 = kubelet.n_updates("rdmad.io/p0")
     n_p1 = kubelet.n_updates("example.com/fast")
     assert (n_p0, n_p1) == (1, 1), kubelet.updates
 
-    # GetPreferredAllocation: what must be, then the lowest numbered.
-    assert kubelet.preferred("rdmad.io/p0", ["p0-1", "p0-0"], [], 1) == \
-        ["p0-0"]
-    assert kubelet.preferred("rdmad.io/p0", ["p0-1", "p0-0"], ["p0-1"],
-                             1) == ["p0-1"]
-
-    # Allocate: the CDI device and what it holds.
-    kind, edits = spec_edits(tmp_path / "cdi" / "rdmad.json", "p0")
-    resp = kubelet.allocate("rdmad.io/p0", ["p0-0"], ["p0-1"])
-    for c in resp.container_responses:
-        check_allocation(c, kind, edits, "p0")
+    # Allocate: the CDI device's name, nothing else; one container per
+    # call, as the kubelet asks.
+    kind, _ = spec_edits(tmp_path / "cdi" / "rdmad.json", "p0")
+    check_cdi_only(kubelet.admit("rdmad.io/p0", 1, pod="a"), kind, "p0")
+    check_cdi_only(kubelet.admit("rdmad.io/p0", 1, pod="b"), kind, "p0")
+    with pytest.raises(AssertionError, match="unavailable"):
+        kubelet.admit("rdmad.io/p0", 1, pod="c")  # both shares are held
     with pytest.raises(grpc.RpcError) as e:
         kubelet.allocate("rdmad.io/waits", ["waits-0"])
     assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
@@ -292,6 +254,7 @@ def test_register_health_reload(rdmad, tmp_path, kubelet, plugin):
     wait_health(kubelet, p, "example.com/fast", all_(p1, H))
     quiet(kubelet, "example.com/fast", n_p1 + 2)
 
+    fast = kubelet.listed("example.com/fast")
     # A reload removes p1 and waits: their resources empty, their
     # streams end, their endpoints close; p0 sees no update at all.
     d.conf.write_text(daemon_section(tmp_path, d.port,
@@ -301,8 +264,7 @@ def test_register_health_reload(rdmad, tmp_path, kubelet, plugin):
     assert status == 200, body
     wait_health(kubelet, p, "example.com/fast", {})
     wait_health(kubelet, p, "rdmad.io/waits", {})
-    kubelet.wait(lambda: kubelet.plugins["example.com/fast"].ended,
-                 "p1's stream to end")
+    kubelet.wait(lambda: fast.ended, "p1's stream to end")
     deadline = time.monotonic() + TIMEOUT
     gone = [Path(kubelet.dir) / f"rdmad-{x}.sock" for x in ("p1", "waits")]
     while any(g.exists() for g in gone) and time.monotonic() < deadline:
@@ -354,31 +316,6 @@ def test_rdmad_restart(rdmad, tmp_path, kubelet, plugin):
     assert kubelet.registrations.count("rdmad.io/p0") == 1
 
 
-def test_names_the_kubelet_refuses_are_not_sent(rdmad, tmp_path, kubelet,
-                                                plugin):
-    """A resource name the kubelet would refuse is never registered: the
-    plugin says so and goes on with the others; a bad --resource is an
-    error at start."""
-    r = subprocess.run(["/usr/bin/python3", str(PLUGIN), "--resource",
-                        "p0=Example.com/x"], capture_output=True, text=True,
-                       timeout=TIMEOUT)
-    assert r.returncode == 2 and "is not a DNS subdomain" in r.stderr, \
-        r.stderr
-    d = start_rdmad(rdmad, tmp_path)
-    p = plugin(d, "--prefix", "kubernetes.io", "--shares", "1",
-               "--resource", "p0=example.com/p0")
-    wait_health(kubelet, p, "example.com/p0", {"p0-0": H})
-    deadline = time.monotonic() + TIMEOUT
-    while "profile waits: resource name" not in p.log() and \
-            time.monotonic() < deadline:
-        time.sleep(0.1)
-    log = p.log()
-    for name in ("p1", "waits"):
-        assert f"profile {name}: resource name 'kubernetes.io/{name}' is " \
-            "not one the kubelet accepts" in log, log
-    assert kubelet.registrations == ["example.com/p0"]
-
-
 def runtime_args(c):
     """What a runtime is given for ContainerAllocateResponse c, as podman
     options: the CDI devices, and the device nodes, mounts and
@@ -397,17 +334,114 @@ def runtime_args(c):
     return args
 
 
+def uverbs_of(ibdev):
+    """The uverbs node of ibdev, as the kernel's sysfs says."""
+    for u in Path("/sys/class/infiniband_verbs").iterdir():
+        f = u / "ibdev"
+        if f.exists() and f.read_text().strip() == ibdev:
+            return f"/dev/infiniband/{u.name}"
+    raise AssertionError(f"no uverbs device for {ibdev}")
+
+
+def go_client(endpoint, *ids):
+    r = subprocess.run([str(GOCLIENT), str(endpoint), *ids],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout)
+
+
+def cdi_resolve(spec_dir, *names):
+    """names resolved by the CDI project's library (0.5.2), as a
+    runtime of its age resolves them."""
+    r = subprocess.run([str(CDIRESOLVE), str(spec_dir), *names],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout)
+
+
+def test_topology_isolation_wire_and_cdi(rdmad, tmp_path, kubelet, plugin):
+    """Device.topology from the devices' sysfs (a sysfs tree of the
+    test's: soft-RoCE has no parent device, no NUMA node), gone with
+    --no-topology; p1's socket cannot be made: p1 alone is left out, the
+    others stay Healthy, unflapping; the Go client reads the same lists
+    and Allocate answers; the CDI names of two profiles, resolved by
+    the CDI library, give both profiles' device nodes and variables,
+    from a spec of the oldest version that can say it."""
+    sysfs = tmp_path / "sys"
+    for ibdev, node in (("rxe0", "1"), ("rxe1", "-1")):
+        f = sysfs / "class" / "infiniband" / ibdev / "device" / "numa_node"
+        f.parent.mkdir(parents=True)
+        f.write_text(node + "\n")
+    text = PROFILES.replace(
+        '  { name = "waits";',
+        '  { name = "9lives"; device = "d1"; pd = ( { name = "n"; } ); },\n'
+        '  { name = "waits";')
+    d = start_rdmad(rdmad, tmp_path, text)
+    (Path(kubelet.dir) / "rdmad-p1.sock").mkdir()
+    p = plugin(d, "--shares", "1", "--sysfs", str(sysfs))
+    wait_health(kubelet, p, "rdmad.io/p0", {"p0-0": H})
+    wait_health(kubelet, p, "rdmad.io/9lives", {"9lives-0": H})
+    wait_health(kubelet, p, "rdmad.io/waits", {"waits-0": U})
+    assert kubelet.topology["rdmad.io/p0"] == {"p0-0": [1]}
+    assert kubelet.topology["rdmad.io/9lives"] == {"9lives-0": None}
+    n = kubelet.n_updates("rdmad.io/p0")
+    time.sleep(3)
+    assert kubelet.n_updates("rdmad.io/p0") == n
+    assert "rdmad.io/p1" not in kubelet.register_calls
+    assert "rdmad.io/p1: cannot remove" in p.log(), p.log()
+    assert "every share is Unhealthy" not in p.log(), p.log()
+
+    # The Go client: the same list, and Allocate's answer.
+    ep = kubelet.listed("rdmad.io/p0").endpoint
+    out = go_client(ep, "p0-0")
+    assert out["devices"] == [{"ID": "p0-0", "health": H, "numa": 1}]
+    assert out["allocate"]["cdi_devices"] == ["rdmad.io/profile=p0"]
+    assert out["allocate"]["devices"] == [] == out["allocate"]["mounts"]
+    assert not out["allocate"]["envs"]
+
+    # A container with both profiles: their nodes, and both variables.
+    cdi_dir = tmp_path / "cdi"
+    spec = json.loads((cdi_dir / "rdmad.json").read_text())
+    # CDI's MinimumRequiredVersion: a device name beginning with a digit
+    # is 0.5.0's; nothing else here is newer than 0.3.0.
+    assert spec["cdiVersion"] == "0.5.0"
+    res = cdi_resolve(cdi_dir, "rdmad.io/profile=p0",
+                      "rdmad.io/profile=9lives")
+    assert res["spec_errors"] == {} and res["unresolved"] == [], res
+    assert not res.get("error"), res
+    nodes = {n["path"] for n in res["device_nodes"]}
+    assert {uverbs_of("rxe0"), uverbs_of("rxe1")} <= nodes, res
+    assert {"RDMAD_PROFILE_P0=p0", "RDMAD_PROFILE_9LIVES=9lives"} <= \
+        set(res["env"]), res
+    (m,) = {(x["source"], x["destination"]) for x in res["mounts"]}
+    assert m == (str(tmp_path), str(tmp_path))
+    assert {"nosuid", "nodev", "ro"} <= set(res["mounts"][0]["options"])
+
+    # --no-topology, and --no-cdi's answer: the CDI device's contents.
+    assert p.stop() == 0
+    p = plugin(d, "--shares", "1", "--sysfs", str(sysfs), "--no-topology",
+               "--no-cdi", "--profile", "p0")
+    kubelet.wait(lambda: kubelet.registrations.count("rdmad.io/p0") == 2,
+                 "the second plugin's registration")
+    kubelet.listed("rdmad.io/p0")
+    kubelet.wait(lambda: kubelet.topology["rdmad.io/p0"] == {"p0-0": None},
+                 "no topology")
+    kind, edits = spec_edits(cdi_dir / "rdmad.json", "p0")
+    check_allocation(kubelet.admit("rdmad.io/p0", 1), kind, edits, "p0")
+
+
 @pytest.mark.container
-def test_pod_attaches_with_what_allocate_returned(rdmad, kubelet, plugin):
+def test_pod_attaches_and_a_replay_follows_the_profile(rdmad, kubelet,
+                                                       plugin):
     podman.need_podman()
     tmp = podman.workdir()
     try:
         d = start_rdmad(rdmad, tmp, cdi=None)  # /run/cdi: podman's
         p = plugin(d, "--shares", "2", "--profile", "p0")
         wait_health(kubelet, p, "rdmad.io/p0", all_(["p0-0", "p0-1"], H))
-        (c,) = kubelet.allocate("rdmad.io/p0", ["p0-1"]).container_responses
-        kind, edits = spec_edits("/run/cdi/rdmad.json", "p0")
-        check_allocation(c, kind, edits, "p0")
+        c = kubelet.admit("rdmad.io/p0", 1, pod="pod")
+        kind, _ = spec_edits("/run/cdi/rdmad.json", "p0")
+        check_cdi_only(c, kind, "p0")
 
         # A remote peer (another context on rxe0) RDMA-writes into p0's
         # MR; the pod's client reads it, then writes bytes of its own.
@@ -436,6 +470,37 @@ def test_pod_attaches_with_what_allocate_returned(rdmad, kubelet, plugin):
                            capture_output=True, text=True, timeout=TIMEOUT)
         assert r.returncode == 0, r.stderr
         assert '"written in a pod"' in r.stdout, r.stdout
+
+        # A reload moves p0 onto rxe1. The container restarts: the
+        # kubelet gives the runtime the answer its checkpoint holds,
+        # asking no plugin; the container reaches p0's device of now,
+        # and no other.
+        d.conf.write_text(d.conf.read_text().replace(
+            'name = "p0"; device = "d0"', 'name = "p0"; device = "d1"'))
+        status, body = d.request("POST", "/v1/reload")
+        assert status == 200, body
+        want = uverbs_of("rxe1")
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            _, edits = spec_edits("/run/cdi/rdmad.json", "p0")
+            if edits["deviceNodes"][0]["path"] == want:
+                break
+            time.sleep(0.1)
+        wait_health(kubelet, p, "rdmad.io/p0", all_(["p0-0", "p0-1"], H))
+        replayed = kubelet.replay("pod", "c", "rdmad.io/p0")
+        assert replayed == c
+        r = subprocess.run(
+            podman.run_argv(tmp, ["--network", "none",
+                                  *runtime_args(replayed)],
+                            ["sh", "-c", "ls /dev/infiniband; exec "
+                             + shlex.quote(str(ATTACH))]),
+            capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        lines = r.stdout.splitlines()
+        assert sorted(lines[:2]) == sorted(
+            [os.path.basename(want), "rdma_cm"]), r.stdout
+        assert lines[2].startswith("profile p0: local mode, device rxe1"), \
+            r.stdout
         assert d.stop() == 0
     finally:
         podman.remove(tmp)
