@@ -396,14 +396,6 @@ int manager_new(struct config *config, struct manager **out)
 
 /* ---- what the orphan scans ask of the manager (orphans.h) ---- */
 
-static struct profile *const *orphans_profiles(void *ud, size_t *n)
-{
-	struct manager *m = ud;
-
-	*n = m->n_profiles;
-	return m->profiles;
-}
-
 static bool orphans_attached(void *ud, const char *profile, pid_t pid)
 {
 	const struct manager_sessions *s = &((struct manager *)ud)->sessions;
@@ -449,7 +441,7 @@ int manager_start(struct manager *m)
 			 "devices are seen as the kernel announces them",
 			 devwatch_udev_control());
 	r = orphans_new(&(struct orphans_owner){ .event = m->event,
-						 .profiles = orphans_profiles,
+						 .profiles = manager_profiles_of,
 						 .attached = orphans_attached,
 						 .retire = orphans_retire,
 						 .may_retire = manager_may_retire,

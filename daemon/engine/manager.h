@@ -218,6 +218,9 @@ json_t *manager_adopted_json(struct manager *m);
 /* manager_check.c's, for manager.c: the checks start and stop. */
 void manager_check_start(struct manager *m);
 void manager_check_stop(struct manager *m);
+/* The running profiles, for the scans' and checks' owners (ud: the
+ * manager). */
+struct profile *const *manager_profiles_of(void *ud, size_t *n);
 /* The orphan scans' owner: daemon.orphans = "retire"? */
 bool manager_may_retire(void *ud);
 /* Is ibdev used by a profile? */

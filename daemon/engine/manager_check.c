@@ -8,7 +8,7 @@
 #include "manager.h"
 #include "reconcile.h"
 
-static struct profile *const *reconcile_profiles(void *ud, size_t *n)
+struct profile *const *manager_profiles_of(void *ud, size_t *n)
 {
 	struct manager *m = ud;
 
@@ -63,7 +63,7 @@ void manager_check_start(struct manager *m)
 {
 	int r = reconcile_new(
 		&(struct reconcile_owner){ .event = m->event,
-					   .profiles = reconcile_profiles,
+					   .profiles = manager_profiles_of,
 					   .paused = reconcile_paused,
 					   .holders = reconcile_holders,
 					   .ud = m },

@@ -383,6 +383,9 @@ static void sort_all(struct orphans *o)
 	struct profile *const *profiles = o->owner.profiles(o->owner.ud, &n);
 	struct reclaim_census census;
 	bool waiting = false;
+	uint64_t now = 0;
+
+	sd_event_now(o->owner.event, CLOCK_MONOTONIC, &now);
 
 	for (size_t i = 0; i < n; i++) {
 		struct profile *p = profiles[i];
@@ -416,7 +419,8 @@ static void sort_all(struct orphans *o)
 			waiting |= reclaim_end(
 				p, &census,
 				o->owner.attached(o->owner.ud, p->conf->name,
-						  0));
+						  0),
+				now);
 		if (p->ctx_kept && !p->kept_scanned && !profile_busy(p)) {
 			p->kept_scanned = true;
 			p->kept_orphans = v.n_orphan;

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
 #include <stdio.h>
-#include <time.h>
 
 #include "log.h"
 #include "mcast.h"
@@ -34,13 +33,6 @@ static void sets_clear(struct sets *s)
 	for (int k = 0; k < UH_KINDS; k++)
 		free(s->h[k]);
 	*s = (struct sets){ .n = { 0 } };
-}
-
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 static void sets_add(void *ud, enum uhandle_kind k, uint32_t h)
@@ -82,8 +74,7 @@ static bool own(const struct profile *p, struct sets *s)
 				mcast_handles(o->u.mcast, sets_add, s);
 		}
 	for (int k = 0; k < UH_KINDS; k++)
-		if (s->n[k])
-			qsort(s->h[k], s->n[k], sizeof(uint32_t), cmp_u32);
+		uhandle_sort(s->h[k], s->n[k]);
 	return !s->short_of_memory;
 }
 
@@ -104,14 +95,6 @@ static bool list_all(int fd, struct sets *s)
 		s->cap[k] = s->n[k];
 	}
 	return true;
-}
-
-static uint64_t now_usec(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
 static bool shareable(const struct profile *p)
@@ -223,7 +206,7 @@ static bool settle(struct profile *p, struct reclaim *r, uint32_t **now_h,
 }
 
 bool reclaim_end(struct profile *p, const struct reclaim_census *c,
-		 bool attached)
+		 bool attached, uint64_t now)
 {
 	struct reclaim *r = p->reclaim;
 	struct sets second = { .n = { 0 } }, ours = { .n = { 0 } };
@@ -247,7 +230,7 @@ bool reclaim_end(struct profile *p, const struct reclaim_census *c,
 		now_n[k] = leftovers(r, &second, &ours, k, c, quiet, now_h[k]);
 	}
 	if (ok)
-		waiting = settle(p, r, now_h, now_n, now_usec());
+		waiting = settle(p, r, now_h, now_n, now);
 	for (int k = 0; k < UH_KINDS; k++)
 		free(now_h[k]);
 	sets_clear(&second);

@@ -48,12 +48,12 @@ struct reclaim_census {
 void reclaim_begin(struct profile *p);
 /*
  * The scan's dumps are in (census; attached: a session is attached to
- * p): the second look, and what has been a leftover long enough is
- * destroyed. Returns true while leftovers wait for a later scan, or
+ * p; now: the loop's CLOCK_MONOTONIC usec): the second look, and what
+ * has been a leftover long enough is destroyed. Returns true while leftovers wait for a later scan, or
  * when some were destroyed (a later scan shows the context as it is).
  */
 bool reclaim_end(struct profile *p, const struct reclaim_census *c,
-		 bool attached);
+		 bool attached, uint64_t now);
 /* Leftovers the last scan saw and could not tell from a live client's. */
 unsigned int reclaim_stuck(const struct profile *p);
 void reclaim_free(struct profile *p);

@@ -5,8 +5,6 @@
  * a round here is one ioctl per kind a context holds (and a few MR
  * queries), cheap enough to run every second and before each ATTACH.
  */
-#include <time.h>
-
 #include "log.h"
 #include "objects.h"
 #include "profile.h"
@@ -31,14 +29,6 @@ static void tables_clear(struct tables *t)
 {
 	for (int k = 0; k < UH_KINDS; k++)
 		free(t->h[k]);
-}
-
-static uint64_t now_usec(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
 /* Is o's handle missing from the kernel's table? -errno: cannot tell. */
@@ -120,10 +110,11 @@ int reconcile_profile(struct reconcile *rc, struct profile *p,
 {
 	_cleanup_free_ struct object **lost = NULL;
 	struct tables t = { .listed = { false } };
-	uint64_t now = now_usec();
+	uint64_t now = 0;
 	size_t n = 0;
 	int r = 0, fd;
 
+	sd_event_now(rc->owner.event, CLOCK_MONOTONIC, &now);
 	if (!checkable(p) || (p->checked && now - p->checked < max_age))
 		return 0;
 	fd = p->ctx->cmd_fd;

@@ -214,6 +214,12 @@ int uhandle_list(int cmd_fd, enum uhandle_kind k, uint32_t **out, size_t *n,
 	}
 }
 
+void uhandle_sort(uint32_t *list, size_t n)
+{
+	if (n)
+		qsort(list, n, sizeof(*list), cmp_u32);
+}
+
 int uhandle_in(const uint32_t *list, size_t n, uint32_t h)
 {
 	return n && bsearch(&h, list, n, sizeof(*list), cmp_u32) != NULL;

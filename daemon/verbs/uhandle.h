@@ -61,6 +61,8 @@ const char *uhandle_kind_name(enum uhandle_kind k);
  */
 int uhandle_list(int cmd_fd, enum uhandle_kind k, uint32_t **out, size_t *n,
 		 int *complete);
+/* Sort a list of handles, for uhandle_in(). */
+void uhandle_sort(uint32_t *list, size_t n);
 /* Is h in the sorted list? */
 int uhandle_in(const uint32_t *list, size_t n, uint32_t h);
 /* Destroy the object of kind k with handle h in the file of cmd_fd. 0,
