@@ -176,6 +176,7 @@ static const struct bad_case bad_cases[] = {
 	{ "uc with remote read", PROFILE("pd = ( { name = \"a\"; } );\ncq = ( { name = \"c\"; } );\nqp = ( { name = \"q\"; pd = \"a\"; type = \"uc\"; send_cq = \"c\"; recv_cq = \"c\"; access = [ \"remote_read\" ]; } );"), 5, "a UC QP allows remote_write only" },
 	{ "value error names its object", PROFILE("cq = ( { name = \"c7\"; cqe = -3; } );"), 3, "cq 'c7': 'cqe' = -3 is out of range" },
 	{ "bad log level", "daemon = {\n log_level = \"loud\"; };", 2, "daemon: 'log_level' = 'loud' is not one of error" },
+	{ "bad orphans policy", "daemon = {\n orphans = \"drop\"; };", 2, "daemon: 'orphans' = 'drop' is not \"keep\" or \"retire\"" },
 	{ "too many workers", "daemon = {\n workers = 5000; };", 2, "daemon: 'workers' = 5000 is out of range [0, 1024]" },
 	{ "negative workers", "daemon = {\n workers = -1; };", 2, "daemon: 'workers' = -1 is out of range [0, 1024]" },
 	{ "listen not strings", "daemon = { http = { listen = [ 1 ]; }; };", 1, "must hold strings only" },
@@ -248,6 +249,8 @@ static void test_good(void **state)
 	assert_string_equal(cfg->daemon.listen[1], "[::1]:10");
 	assert_string_equal(cfg->daemon.log_level, "debug");
 	assert_int_equal(cfg->daemon.workers, 3);
+	/* Not given: leftovers that cannot be reclaimed are kept. */
+	assert_string_equal(cfg->daemon.orphans, "keep");
 	assert_string_equal(cfg->daemon.cdi_spec, ""); /* off */
 	assert_string_equal(cfg->daemon.runtime_dir, "/run/rdmad");
 	assert_int_equal(cfg->n_devices, 1);
