@@ -47,9 +47,29 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wpointer-arith -Wstrict-prototypes \
 CFLAGS ?= -O2 -g
 # daemon/ by layer: front ends, control layer, engine, model, verbs edge.
 DAEMON_DIRS := daemon daemon/front daemon/api daemon/engine daemon/model daemon/verbs
-DAEMON_INC := $(DAEMON_DIRS:%=-I%)
 CFLAGS += -std=gnu11 $(WARN) -fPIC -D_GNU_SOURCE -DRDMAD_VERSION='"$(VERSION)"' \
-	-DRDMAD_SYSCONFDIR='"$(SYSCONFDIR)"' $(DAEMON_INC) -Iproto -Iclient
+	-DRDMAD_SYSCONFDIR='"$(SYSCONFDIR)"'
+# Include paths by component: a file finds the headers of its own folder
+# (the compiler looks there first) and of the layers below it, never
+# those above. common/ is the bottom of all; proto/ sits on it; client/
+# on proto/; in daemon/ each layer sees the ones below it (verbs: the
+# daemon's root helpers; model: verbs; engine: model and proto/; api:
+# engine; front: api). client/ and proto/ cannot find a daemon/ header,
+# nor verbs/ a model/ one: an include that climbs fails to compile.
+INC_common := -Icommon
+INC_proto := -Iproto $(INC_common)
+INC_client := -Iclient $(INC_proto)
+INC_daemon := -Idaemon $(INC_common)
+INC_daemon/verbs := -Idaemon/verbs $(INC_daemon)
+INC_daemon/model := -Idaemon/model $(INC_daemon/verbs)
+INC_daemon/engine := -Idaemon/engine $(INC_daemon/model) -Iproto
+INC_daemon/api := -Idaemon/api $(INC_daemon/engine)
+INC_daemon/front := -Idaemon/front $(INC_daemon/api)
+# What wires or tests them all (main.c, tests, benchmarks, examples).
+INC_ALL := $(INC_daemon/front) -Iclient
+INC_daemon/main.c := $(INC_ALL)
+# The include flags of source file $(1).
+inc = $(or $(INC_$(1)),$(INC_$(patsubst %/,%,$(dir $(1)))),$(INC_ALL))
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 # libmicrohttpd is opened when REST listens (daemon/front/mhd.c), not
 # linked: its header is used, its library is not on the link line.
@@ -106,7 +126,7 @@ $(B)/tests/kubelet/api_pb2.py: tests/kubelet/api.proto
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(call inc,$<) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
 
 # The install paths built into the programs and rdmad.pc: what uses
 # them is rebuilt when one changes.
@@ -126,11 +146,11 @@ $(B)/daemon/api/openapi.o $(B)/asan/daemon/api/openapi.o \
 
 $(B)/asan/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SAN) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
+	$(CC) $(CFLAGS) $(SAN) $(call inc,$<) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
 
 $(B)/tsan/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(TSAN) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
+	$(CC) $(CFLAGS) $(TSAN) $(call inc,$<) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
 
 $(B)/rdmad: $(B)/daemon/main.o $(DAEMON_OBJ) $(PROTO_OBJ)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
@@ -149,7 +169,7 @@ $(B)/tsan-tests/test_workers: tests/unit/test_workers.c \
 		$(B)/tsan/daemon/engine/workers.o $(B)/tsan/daemon/log.o \
 		$(B)/tsan/daemon/utf8.o
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(TSAN) $(PKG_CFLAGS) -Itests/unit -o $@ $^ \
+	$(CC) $(CFLAGS) $(TSAN) $(INC_ALL) $(PKG_CFLAGS) -Itests/unit -o $@ $^ \
 		$(PKG_LIBS) -lcmocka
 
 tsan: $(B)/rdmad-tsan $(B)/tsan-tests/test_workers
@@ -177,7 +197,7 @@ $(B)/rdmad.pc: client/rdmad.pc.in Makefile $(B)/paths
 
 $(B)/examples/%: examples/%.c $(B)/librdmad.so.0
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< -L$(B) -lrdmad \
+	$(CC) $(CFLAGS) $(INC_client) $(PKG_CFLAGS) -o $@ $< -L$(B) -lrdmad \
 		-Wl,-rpath,'$$ORIGIN/..' $(shell pkg-config --libs libibverbs)
 
 $(B)/rdmactl: $(B)/client/rdmactl.o $(CTL_OBJ) $(B)/librdmad.so
@@ -204,7 +224,7 @@ $(B)/dist/units: $(UNITS:%=systemd/%) $(B)/paths
 
 $(B)/tests/%: tests/unit/%.c $(ASAN_DAEMON_OBJ) $(ASAN_LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SAN) $(PKG_CFLAGS) -Itests/unit -o $@ $^ \
+	$(CC) $(CFLAGS) $(SAN) $(INC_ALL) $(PKG_CFLAGS) -Itests/unit -o $@ $^ \
 		$(PKG_LIBS) -lcmocka
 
 # The fuzz targets replay their seeds and past crashes (tests/fuzz/) as
@@ -215,7 +235,7 @@ FUZZ_REPLAY := $(patsubst tests/fuzz/fuzz_%.c,$(B)/tests/test_fuzz_%, \
 $(B)/tests/test_fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c \
 		$(ASAN_DAEMON_OBJ) $(ASAN_LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SAN) $(PKG_CFLAGS) -Itests/fuzz \
+	$(CC) $(CFLAGS) $(SAN) $(INC_ALL) $(PKG_CFLAGS) -Itests/fuzz \
 		-DFUZZ_TARGET='"fuzz_$*"' -o $@ $^ $(PKG_LIBS) -lcmocka
 
 unit: $(UNIT_BIN) $(FUZZ_REPLAY)
@@ -256,17 +276,17 @@ $(B)/tests/kubelet/cdiresolve: tests/kubelet/cdiresolve/main.go
 $(B)/tests/loopback: tests/integration/helpers/loopback.c \
 		$(B)/daemon/verbs/qpstate.o $(B)/daemon/verbs/selftest.o
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(CC) $(CFLAGS) $(INC_daemon/verbs) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(B)/tests/devwatch_probe: tests/integration/helpers/devwatch_probe.c \
 		$(B)/daemon/verbs/devwatch.o $(B)/daemon/verbs/uevent.o
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(CC) $(CFLAGS) $(INC_daemon/verbs) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(B)/tests/event_client: tests/integration/helpers/event_client.c \
 		$(B)/librdmad.so.0
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) -Iclient -o $@ $< -L$(B) -lrdmad \
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) $(INC_client) -o $@ $< -L$(B) -lrdmad \
 		-Wl,-rpath,'$$ORIGIN/..' $(shell pkg-config --libs libibverbs)
 
 $(B)/tests/pattern_writer $(B)/tests/nums_client $(B)/tests/shared_rdma \
@@ -274,7 +294,7 @@ $(B)/tests/pattern_writer $(B)/tests/nums_client $(B)/tests/shared_rdma \
 		$(B)/tests/%: \
 		tests/integration/helpers/%.c $(B)/librdmad.so.0
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) -Iclient -o $@ $< -L$(B) -lrdmad \
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) $(INC_client) -o $@ $< -L$(B) -lrdmad \
 		-Wl,-rpath,'$$ORIGIN/..' $(shell pkg-config --libs libibverbs)
 
 helpers: $(HELPERS)
@@ -287,7 +307,7 @@ helpers: $(HELPERS)
 FUZZ_CC := clang
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all \
 	-fno-omit-frame-pointer
-FUZZ_CFLAGS := -g -O1 -std=gnu11 -D_GNU_SOURCE -DMHD_SONAME='"$(MHD_SONAME)"' -DRDMAD_VERSION='"$(VERSION)"' $(DAEMON_INC) -Iproto \
+FUZZ_CFLAGS := -g -O1 -std=gnu11 -D_GNU_SOURCE -DMHD_SONAME='"$(MHD_SONAME)"' -DRDMAD_VERSION='"$(VERSION)"' \
 	-Itests/fuzz
 FUZZ_ALL := fuzz_config fuzz_image fuzz_api fuzz_http fuzz_proto fuzz_rdmanl fuzz_target \
 	fuzz_uevent
@@ -300,12 +320,12 @@ FUZZ_OBJ := $(DAEMON_SRC:%.c=$(B)/fuzz/obj/%.o) \
 $(B)/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
-		$(PKG_CFLAGS) -MMD -MP -c -o $@ $<
+		$(call inc,$<) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
 
 $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer $(PKG_CFLAGS) \
-		-o $@ $^ $(PKG_LIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer $(INC_ALL) \
+		$(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS)
 
 fuzz-build: $(FUZZ_ALL:%=$(B)/fuzz/%)
 

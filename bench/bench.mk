@@ -17,7 +17,6 @@ BENCH_LIBS_regserve := $(shell pkg-config --libs libibverbs 2>/dev/null) -lpthre
 # popb times the daemon's own population code.
 BENCH_LIBS_popb := -lpthread
 $(B)/bench/popb: $(B)/daemon/verbs/populate.o
-$(B)/bench/popb: PKG_CFLAGS += -Idaemon/verbs
 
 # Programs that speak rdmad's control protocol link its codec.
 BENCH_PROTO_USERS := $(B)/bench/ctlload $(B)/bench/probe
@@ -26,7 +25,7 @@ $(B)/bench/attachb: $(B)/librdmad.so.0
 
 $(B)/bench/%: bench/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP -o $@ $< \
+	$(CC) $(CFLAGS) $(call inc,$<) $(PKG_CFLAGS) -MMD -MP -o $@ $< \
 		$(filter %.o,$^) $(BENCH_LIBS_$*)
 
 bench-progs: $(BENCH_BINS)

@@ -11,7 +11,7 @@
 
 #include "asyncev.h"
 #include "devinfo.h"
-#include "devmatch.h"
+#include "verbs_spec.h"
 #include "events.h"
 #include "gid.h"
 #include "log.h"
@@ -142,7 +142,7 @@ static void reselect_gid(struct events *events, struct profile *p)
 	int idx = -1;
 	json_t *j;
 
-	if (devmatch_gid(p->ctx, p->dev, &idx, &gid) < 0)
+	if (devmatch_gid(p->ctx, devmatch_spec_of(p->dev), &idx, &gid) < 0)
 		idx = -1;
 	if (idx == p->gid_index &&
 	    (idx < 0 || !memcmp(&gid, &p->gid, sizeof(gid))))

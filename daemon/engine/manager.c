@@ -6,7 +6,7 @@
 
 #include "asyncev.h"
 #include "capcheck.h"
-#include "devmatch.h"
+#include "verbs_spec.h"
 #include "devwatch.h"
 #include "events.h"
 #include "log.h"
@@ -220,7 +220,7 @@ static void on_device(void *ud, const char *ibdev, enum devwatch_action a)
 			stop_profile(m, p, reason, true);
 			log_profile(p);
 		} else if (a == DEVWATCH_ADD && !p->ctx &&
-			   devmatch_matches(p->dev, ibdev)) {
+			   devmatch_matches(devmatch_spec_of(p->dev), ibdev)) {
 			start_profile(m, p);
 		}
 	}

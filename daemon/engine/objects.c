@@ -14,6 +14,7 @@
 #include "qpstate.h"
 #include "restore.h"
 #include "target.h"
+#include "verbs_spec.h"
 
 int object_fail(struct object *o, int err, const char *fmt, ...)
 {
@@ -50,12 +51,14 @@ static struct object *dep(struct profile *p, struct object *o,
 static int memory_obj_create(struct profile *p, struct object *o)
 {
 	const struct conf_memory *c = o->conf;
+	struct memory_spec spec = memory_spec_of(c);
 	char key[256], why[256];
 	int r;
 
 	/* The key under which a restart finds it again (fd store). */
 	snprintf(key, sizeof(key), "%s/%s", p->conf->name, c->name);
-	r = memory_create_keyed(c, key, &p->stop, &o->u.mem, why, sizeof(why));
+	r = memory_create_keyed(&spec, key, &p->stop, &o->u.mem, why,
+				sizeof(why));
 	if (r == -ECANCELED)
 		return object_fail(o, r, "its creation was cancelled");
 	if (r < 0 && why[0])

@@ -3,7 +3,7 @@
 #include <stdio.h>
 
 #include "devinfo.h"
-#include "devmatch.h"
+#include "verbs_spec.h"
 #include "events.h"
 #include "log.h"
 #include "mcast.h"
@@ -266,12 +266,13 @@ static int profile_open(struct profile *p)
 {
 	int r;
 
-	r = devmatch_find(p->dev, p->ibdev, sizeof(p->ibdev));
+	r = devmatch_find(devmatch_spec_of(p->dev), p->ibdev,
+			  sizeof(p->ibdev));
 	if (r < 0) {
 		char what[256];
 
 		p->ibdev[0] = '\0';
-		devmatch_describe(p->dev, what, sizeof(what));
+		devmatch_describe(devmatch_spec_of(p->dev), what, sizeof(what));
 		profile_set_state(p, PROFILE_PENDING,
 				  "no RDMA device matches device '%s' (%s)",
 				  p->dev->name, what);
@@ -299,7 +300,8 @@ static int profile_open(struct profile *p)
 				  p->ibdev, strerror(-r));
 		return r;
 	}
-	if (devmatch_gid(p->ctx, p->dev, &p->gid_index, &p->gid) < 0)
+	if (devmatch_gid(p->ctx, devmatch_spec_of(p->dev), &p->gid_index,
+			 &p->gid) < 0)
 		p->gid_index = -1;
 	p->import_err = devinfo_probe_import(p->ctx);
 	return 0;

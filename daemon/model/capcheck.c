@@ -4,7 +4,7 @@
 #include "capcheck.h"
 #include "cmaddr.h"
 #include "devinfo.h"
-#include "devmatch.h"
+#include "verbs_spec.h"
 #include "hostmem.h"
 #include "hugepages.h"
 #include "qpstate.h"
@@ -292,7 +292,8 @@ void capcheck_config(struct config *c, FILE *skipped)
 		struct tried tried = { 0 };
 		struct caps caps = { .ibdev = ibdev };
 
-		if (devmatch_find(d, ibdev, sizeof(ibdev)) < 0) {
+		if (devmatch_find(devmatch_spec_of(d), ibdev,
+				  sizeof(ibdev)) < 0) {
 			/* Absent: checked when it appears. */
 			if (skipped)
 				say_skipped(c, d, skipped);

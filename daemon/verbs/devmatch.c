@@ -95,30 +95,30 @@ static bool driver_matches(sd_device *dev, const char *want)
 	       sd_device_get_driver(parent, &drv) >= 0 && streq(drv, want);
 }
 
-bool devmatch_matches(const struct conf_device *d, const char *ibdev)
+bool devmatch_matches(struct devmatch_spec d, const char *ibdev)
 {
 	_cleanup_(sd_device_unrefp) sd_device *dev = NULL;
 
-	if (d->ibdev && !streq(d->ibdev, ibdev))
+	if (d.ibdev && !streq(d.ibdev, ibdev))
 		return false;
 	if (sd_device_new_from_subsystem_sysname(&dev, "infiniband", ibdev) < 0)
 		return false;
-	if (d->guid && !guid_matches(dev, d->guid))
+	if (d.guid && !guid_matches(dev, d.guid))
 		return false;
-	if (d->netdev && !netdev_matches(dev, d->netdev))
+	if (d.netdev && !netdev_matches(dev, d.netdev))
 		return false;
-	if (d->pci && !pci_matches(dev, d->pci))
+	if (d.pci && !pci_matches(dev, d.pci))
 		return false;
-	if (d->driver && !driver_matches(dev, d->driver))
+	if (d.driver && !driver_matches(dev, d.driver))
 		return false;
 	return true;
 }
 
-void devmatch_describe(const struct conf_device *d, char *buf, size_t len)
+void devmatch_describe(struct devmatch_spec d, char *buf, size_t len)
 {
 	const char *keys[] = { "ibdev", "guid", "netdev", "pci", "driver" };
-	const char *vals[] = { d->ibdev, d->guid, d->netdev, d->pci,
-			       d->driver };
+	const char *vals[] = { d.ibdev, d.guid, d.netdev, d.pci,
+			       d.driver };
 	size_t off = 0;
 
 	buf[0] = '\0';
@@ -180,7 +180,7 @@ static int list_names(sd_device_enumerator **en, const char ***out,
 	return 0;
 }
 
-int devmatch_find(const struct conf_device *d, char *ibdev, size_t len)
+int devmatch_find(struct devmatch_spec d, char *ibdev, size_t len)
 {
 	_cleanup_(sd_device_enumerator_unrefp) sd_device_enumerator *en = NULL;
 	_cleanup_free_ const char **names = NULL;
@@ -221,24 +221,18 @@ static bool is_v4_mapped(const union ibv_gid *g)
 }
 
 static bool gid_fits(const struct ibv_gid_entry *e,
-		     const struct conf_device *d)
+		     const struct devmatch_spec *d)
 {
-	static const enum ibv_gid_type types[] = {
-		[GIDK_IB] = IBV_GID_TYPE_IB,
-		[GIDK_ROCE_V1] = IBV_GID_TYPE_ROCE_V1,
-		[GIDK_ROCE_V2] = IBV_GID_TYPE_ROCE_V2,
-	};
-
-	if (d->gid_type != GIDK_ANY && e->gid_type != types[d->gid_type])
+	if (d->gid_type >= 0 && e->gid_type != (uint32_t)d->gid_type)
 		return false;
-	if (d->gid_family == GIDF_IPV4 && !is_v4_mapped(&e->gid))
+	if (d->gid_family == DEVMATCH_IPV4 && !is_v4_mapped(&e->gid))
 		return false;
-	if (d->gid_family == GIDF_IPV6 && is_v4_mapped(&e->gid))
+	if (d->gid_family == DEVMATCH_IPV6 && is_v4_mapped(&e->gid))
 		return false;
 	return true;
 }
 
-int devmatch_gid(struct ibv_context *ctx, const struct conf_device *d,
+int devmatch_gid(struct ibv_context *ctx, struct devmatch_spec d,
 		 int *index, union ibv_gid *gid)
 {
 	struct ibv_port_attr pattr;
@@ -248,13 +242,13 @@ int devmatch_gid(struct ibv_context *ctx, const struct conf_device *d,
 	ssize_t n;
 	int best = -1;
 
-	if (ibv_query_device(ctx, &attr) || ibv_query_port(ctx, d->port, &pattr))
+	if (ibv_query_device(ctx, &attr) || ibv_query_port(ctx, d.port, &pattr))
 		return -errno ? -errno : -EIO;
-	if (d->gid_index >= 0) {
-		if (d->gid_index >= pattr.gid_tbl_len ||
-		    ibv_query_gid(ctx, d->port, d->gid_index, gid))
+	if (d.gid_index >= 0) {
+		if (d.gid_index >= pattr.gid_tbl_len ||
+		    ibv_query_gid(ctx, d.port, d.gid_index, gid))
 			return -ENOENT;
-		*index = d->gid_index;
+		*index = d.gid_index;
 		return 0;
 	}
 	/* One table for every port. */
@@ -275,10 +269,10 @@ int devmatch_gid(struct ibv_context *ctx, const struct conf_device *d,
 		bool preferred = e->gid_type == IBV_GID_TYPE_ROCE_V2 &&
 				 is_v4_mapped(&e->gid);
 
-		if (e->port_num != (uint32_t)d->port || !gid_fits(e, d))
+		if (e->port_num != (uint32_t)d.port || !gid_fits(e, &d))
 			continue;
-		if (best < 0 || (d->gid_type == GIDK_ANY &&
-				 d->gid_family == GIDF_ANY && preferred &&
+		if (best < 0 || (d.gid_type < 0 &&
+				 d.gid_family == DEVMATCH_ANY_FAMILY && preferred &&
 				 !(t[best].gid_type == IBV_GID_TYPE_ROCE_V2 &&
 				   is_v4_mapped(&t[best].gid))))
 			best = (int)i;

@@ -3,9 +3,34 @@
 #ifndef RDMAD_DEVMATCH_H
 #define RDMAD_DEVMATCH_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <infiniband/verbs.h>
 
-#include "config.h"
+/* Which GIDs of a port will do, by address family. */
+enum devmatch_family {
+	DEVMATCH_ANY_FAMILY,
+	DEVMATCH_IPV4,
+	DEVMATCH_IPV6,
+};
+
+/*
+ * What a device is chosen by: verbs/ knows no configuration, and the
+ * layers above translate theirs into this (model/verbs_spec.h). Small, and
+ * passed by value, so that a caller builds it in the call.
+ */
+struct devmatch_spec {
+	/* The matchers: each given (not NULL) must hold. */
+	const char *ibdev;
+	const char *guid;
+	const char *netdev;
+	const char *pci;
+	const char *driver;
+	int port;
+	int gid_index; /* -1: chosen by type and family */
+	int gid_type;  /* an enum ibv_gid_type, or -1: any */
+	enum devmatch_family gid_family;
+};
 
 /*
  * The first device (in name order) that can be opened (has a uverbs
@@ -21,23 +46,23 @@
  * name to ibdev. Returns 0, -ENODEV, or -errno when the devices cannot
  * be listed.
  */
-int devmatch_find(const struct conf_device *d, char *ibdev, size_t len);
+int devmatch_find(struct devmatch_spec d, char *ibdev, size_t len);
 
 /* Is ibdev among the devices devmatch_find() picks from? */
 bool devmatch_openable(const char *ibdev);
 
 /* "ibdev rxe0, netdev veth0": the matchers of d, for messages. */
-void devmatch_describe(const struct conf_device *d, char *buf, size_t len);
+void devmatch_describe(struct devmatch_spec d, char *buf, size_t len);
 
 /* Does the device named ibdev satisfy d's matchers? */
-bool devmatch_matches(const struct conf_device *d, const char *ibdev);
+bool devmatch_matches(struct devmatch_spec d, const char *ibdev);
 
 /*
  * The GID of d's port to use: the index given, or the first entry whose
  * type and family match (any when not given; with neither, RoCE v2 IPv4
  * is preferred, then the first valid entry). Returns 0 or -ENOENT.
  */
-int devmatch_gid(struct ibv_context *ctx, const struct conf_device *d,
+int devmatch_gid(struct ibv_context *ctx, struct devmatch_spec d,
 		 int *index, union ibv_gid *gid);
 
 #endif

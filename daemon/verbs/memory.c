@@ -19,15 +19,15 @@
 #define MFD_HUGE_SHIFT 26
 #endif
 
-static int memory_open(const struct conf_memory *m)
+static int memory_open(const struct memory_spec *m)
 {
 	int fd;
 
 	switch (m->backing) {
-	case MEM_MEMFD:
+	case MEMORY_MEMFD:
 		fd = memfd_create(m->name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 		break;
-	case MEM_HUGETLB:
+	case MEMORY_HUGETLB:
 		/* MFD_HUGE_*: log2 of the page size, above MFD_HUGE_SHIFT. */
 		fd = memfd_create(m->name,
 				  MFD_CLOEXEC | MFD_HUGETLB |
@@ -37,7 +37,7 @@ static int memory_open(const struct conf_memory *m)
 							     << MFD_HUGE_SHIFT
 						   : 0));
 		break;
-	case MEM_FILE:
+	case MEMORY_FILE:
 		/* The operator named this path: do not follow a link
 		 * someone put there instead. */
 		fd = open(m->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
@@ -95,12 +95,12 @@ void memory_keep_done(void (*gone)(const char *key))
 
 /* A kept memfd of this key and type of the right size, or -1. Only
  * memfds: a file backing keeps its contents by itself. */
-static int take_kept(const struct conf_memory *m, const char *key)
+static int take_kept(const struct memory_spec *m, const char *key)
 {
 	struct stat st;
 	int fd = -1;
 
-	if (!key || (m->backing != MEM_MEMFD && m->backing != MEM_HUGETLB))
+	if (!key || (m->backing != MEMORY_MEMFD && m->backing != MEMORY_HUGETLB))
 		return -1;
 	pthread_mutex_lock(&kept_lock);
 	for (size_t i = 0; i < n_kept; i++)
@@ -115,7 +115,7 @@ static int take_kept(const struct conf_memory *m, const char *key)
 	return fd;
 }
 
-int memory_create(const struct conf_memory *m, struct memory *mem)
+int memory_create(const struct memory_spec *m, struct memory *mem)
 {
 	return memory_create_keyed(m, NULL, NULL, mem, NULL, 0);
 }
@@ -138,11 +138,11 @@ static int say(char *why, size_t size, int err, const char *fmt, ...)
  * paged out: a population past what the host has ends in the OOM
  * killer, so it is refused first. Hugetlb memory has its own pool, a
  * file's pages their file. */
-static int check_room(const struct conf_memory *m, char *why, size_t size)
+static int check_room(const struct memory_spec *m, char *why, size_t size)
 {
 	struct hostmem h;
 
-	if ((m->backing != MEM_ANONYMOUS && m->backing != MEM_MEMFD) ||
+	if ((m->backing != MEMORY_ANONYMOUS && m->backing != MEMORY_MEMFD) ||
 	    hostmem_read(&h) < 0 || m->size <= h.available + h.swap_free)
 		return 0;
 	return say(why, size, -ENOMEM,
@@ -153,9 +153,9 @@ static int check_room(const struct conf_memory *m, char *why, size_t size)
 
 /* Anonymous memory, private (a client never maps it), on a huge page
  * boundary when huge pages may back it. */
-static void *map_anonymous(const struct conf_memory *m)
+static void *map_anonymous(const struct memory_spec *m)
 {
-	uint64_t huge = m->thp != CONF_FALSE ? hostmem_thp_size() : 0;
+	uint64_t huge = m->no_thp ? 0 : hostmem_thp_size();
 	size_t len = m->size;
 	char *p, *aligned;
 
@@ -175,7 +175,7 @@ static void *map_anonymous(const struct conf_memory *m)
 
 /* A file or memfd of m's size; a file's blocks reserved, so that a
  * registration never finds the filesystem full under a client. */
-static int size_file(const struct conf_memory *m, int fd, char *why,
+static int size_file(const struct memory_spec *m, int fd, char *why,
 		     size_t size)
 {
 	struct stat st;
@@ -185,7 +185,7 @@ static int size_file(const struct conf_memory *m, int fd, char *why,
 	/* Grow a file to size, never cut what someone left there. */
 	if ((uint64_t)st.st_size < m->size && ftruncate(fd, (off_t)m->size) < 0)
 		return -errno;
-	if (m->backing != MEM_FILE || fallocate(fd, 0, 0, (off_t)m->size) == 0)
+	if (m->backing != MEMORY_FILE || fallocate(fd, 0, 0, (off_t)m->size) == 0)
 		return 0;
 	if (errno == EOPNOTSUPP)
 		return say(why, size, -EOPNOTSUPP,
@@ -198,29 +198,28 @@ static int size_file(const struct conf_memory *m, int fd, char *why,
 		   strerror(errno));
 }
 
-/* Transparent huge pages: asked for unless thp = false (anonymous
+/* Transparent huge pages: asked for unless refused (anonymous
  * memory and memfds; the policy decides whether they come). */
-static void advise(const struct conf_memory *m, void *addr)
+static void advise(const struct memory_spec *m, void *addr)
 {
 	/* The daemon forks only to read a configuration (validate.c), and
 	 * that child uses none of this: left out of it, 10k mappings are
 	 * neither copied at the fork nor torn down at the child's exit. A
 	 * refusal only costs that time. */
 	(void)madvise(addr, m->size, MADV_DONTFORK);
-	if (m->backing == MEM_ANONYMOUS || m->backing == MEM_MEMFD)
+	if (m->backing == MEMORY_ANONYMOUS || m->backing == MEMORY_MEMFD)
 		(void)madvise(addr, m->size,
-			      m->thp == CONF_FALSE ? MADV_NOHUGEPAGE
-						   : MADV_HUGEPAGE);
+			      m->no_thp ? MADV_NOHUGEPAGE : MADV_HUGEPAGE);
 }
 
 /* A large memory's stats, populated unless it came back from the
  * store (its pages are there). */
-static int fill(const struct conf_memory *m, void *addr, bool from_store,
+static int fill(const struct memory_spec *m, void *addr, bool from_store,
 		const atomic_bool *stop, struct memory *mem, char *why,
 		size_t size)
 {
 	struct memory_stats *st = calloc(1, sizeof(*st));
-	uint64_t page = m->backing == MEM_HUGETLB
+	uint64_t page = m->backing == MEMORY_HUGETLB
 				? (m->page_size ? m->page_size
 						: hugepages_default_size())
 				: 0;
@@ -250,7 +249,7 @@ static int fill(const struct conf_memory *m, void *addr, bool from_store,
 	return 0;
 }
 
-int memory_create_keyed(const struct conf_memory *m, const char *key,
+int memory_create_keyed(const struct memory_spec *m, const char *key,
 			const atomic_bool *stop, struct memory *mem,
 			char *why, size_t why_size)
 {
@@ -263,7 +262,7 @@ int memory_create_keyed(const struct conf_memory *m, const char *key,
 		why[0] = '\0';
 	if (m->size > SIZE_MAX)
 		return -EOVERFLOW;
-	if (m->backing != MEM_ANONYMOUS) {
+	if (m->backing != MEMORY_ANONYMOUS) {
 		fd = take_kept(m, key);
 		from_store = fd >= 0;
 	}
@@ -272,7 +271,7 @@ int memory_create_keyed(const struct conf_memory *m, const char *key,
 		if (r < 0)
 			return r;
 	}
-	if (m->backing == MEM_ANONYMOUS) {
+	if (m->backing == MEMORY_ANONYMOUS) {
 		addr = map_anonymous(m);
 	} else {
 		if (fd < 0)
@@ -286,7 +285,7 @@ int memory_create_keyed(const struct conf_memory *m, const char *key,
 		 * pool fails the creation, not a client with SIGBUS. A large
 		 * memory's are, on several threads (fill()). */
 		addr = mmap(NULL, m->size, PROT_READ | PROT_WRITE,
-			    MAP_SHARED | (m->backing == MEM_HUGETLB && !large
+			    MAP_SHARED | (m->backing == MEMORY_HUGETLB && !large
 						  ? MAP_POPULATE
 						  : 0),
 			    fd, 0);

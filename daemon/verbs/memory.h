@@ -5,8 +5,28 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
-#include "config.h"
+#include <stdint.h>
 #include "util.h"
+
+enum memory_backing {
+	MEMORY_MEMFD,
+	MEMORY_HUGETLB,
+	MEMORY_FILE,
+	MEMORY_ANONYMOUS,
+};
+
+/* What memory to make: verbs/ knows no configuration, and the layers
+ * above translate theirs into this (model/verbs_spec.h). */
+struct memory_spec {
+	const char *name; /* the memfd's name (/proc/PID/fd shows it) */
+	uint64_t size;
+	enum memory_backing backing;
+	const char *path; /* MEMORY_FILE */
+	uint64_t page_size; /* MEMORY_HUGETLB; 0: the host's default */
+	/* Transparent huge pages refused (anonymous, memfd); otherwise
+	 * asked for, and the host's policy decides. */
+	bool no_thp;
+};
 
 /*
  * What a large memory (populate_large(): more than 64 MiB) says of itself: its
@@ -34,7 +54,7 @@ struct memory {
 
 /* Create and map the memory of m. Returns 0 or -errno; *mem untouched on
  * failure. */
-int memory_create(const struct conf_memory *m, struct memory *mem);
+int memory_create(const struct memory_spec *m, struct memory *mem);
 /*
  * The same, reusing a kept fd of this key (see memory_keep()) when its
  * size is m's: what was in it is still there. key NULL: never. A large
@@ -42,7 +62,7 @@ int memory_create(const struct conf_memory *m, struct memory *mem);
  * *stop (may be NULL) ends that with -ECANCELED. On failure, why (may be
  * NULL) says more than the errno when it can ("" otherwise).
  */
-int memory_create_keyed(const struct conf_memory *m, const char *key,
+int memory_create_keyed(const struct memory_spec *m, const char *key,
 			const atomic_bool *stop, struct memory *mem,
 			char *why, size_t why_size);
 void memory_destroy(struct memory *mem);

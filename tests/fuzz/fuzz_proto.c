@@ -10,7 +10,7 @@
  * across inputs here), must agree with proto_decode on every input.
  *
  *   clang -g -O1 -std=gnu11 -D_GNU_SOURCE \
- *     -fsanitize=fuzzer,address,undefined -Idaemon -Iproto \
+ *     -fsanitize=fuzzer,address,undefined -Icommon -Iproto \
  *     proto/proto.c client/librdmad_reuse.c tests/fuzz/fuzz_proto.c -ljansson -o build/fuzz_proto
  *   build/fuzz_proto -max_len=70000 -max_total_time=60 CORPUS_DIR
  */

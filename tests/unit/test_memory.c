@@ -61,10 +61,10 @@ static void populate_stops_when_told(void **state)
 
 static void stats_for_large_memories_only(void **state)
 {
-	struct conf_memory big = { .name = "big", .size = 66 * MIB,
-				   .backing = MEM_MEMFD },
+	struct memory_spec big = { .name = "big", .size = 66 * MIB,
+				   .backing = MEMORY_MEMFD },
 			   small = { .name = "small", .size = 64 * MIB,
-				     .backing = MEM_MEMFD };
+				     .backing = MEMORY_MEMFD };
 	struct memory m = { .fd = -1 }, s = { .fd = -1 };
 	struct memory_stats *st, *held;
 	char why[256];
@@ -94,8 +94,8 @@ static void stats_for_large_memories_only(void **state)
 static void file_blocks_are_reserved(void **state)
 {
 	char dir[] = "/tmp/rdmad-test-memory.XXXXXX", path[64];
-	struct conf_memory f = { .name = "f", .size = 8 * MIB,
-				 .backing = MEM_FILE, .path = path };
+	struct memory_spec f = { .name = "f", .size = 8 * MIB,
+				 .backing = MEMORY_FILE, .path = path };
 	struct memory m = { .fd = -1 };
 	struct stat st;
 	char why[256];
@@ -123,7 +123,7 @@ static void file_blocks_are_reserved(void **state)
 static void more_than_is_free_fails_first(void **state)
 {
 	struct hostmem h;
-	struct conf_memory big = { .name = "huge", .backing = MEM_ANONYMOUS };
+	struct memory_spec big = { .name = "huge", .backing = MEMORY_ANONYMOUS };
 	struct memory m = { .fd = -1 };
 	char why[256];
 

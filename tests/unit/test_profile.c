@@ -71,12 +71,12 @@ static int count_fds(void)
 
 static void test_memory_backings(void **state)
 {
-	struct conf_memory c = { .name = "m", .size = 1 << 20 };
+	struct memory_spec c = { .name = "m", .size = 1 << 20 };
 	struct memory mem;
 	int before = count_fds();
 
 	(void)state;
-	c.backing = MEM_MEMFD;
+	c.backing = MEMORY_MEMFD;
 	assert_int_equal(memory_create(&c, &mem), 0);
 	assert_true(mem.fd >= 0);
 	assert_int_equal(fcntl(mem.fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
@@ -84,7 +84,7 @@ static void test_memory_backings(void **state)
 	memory_destroy(&mem);
 	assert_int_equal(mem.fd, -1);
 
-	c.backing = MEM_ANONYMOUS;
+	c.backing = MEMORY_ANONYMOUS;
 	assert_int_equal(memory_create(&c, &mem), 0);
 	assert_int_equal(mem.fd, -1);
 	((char *)mem.addr)[0] = 1;
@@ -95,8 +95,8 @@ static void test_memory_backings(void **state)
 static void test_memory_file(void **state)
 {
 	char dir[] = "/tmp/rdmad-mem-XXXXXX", path[128], link[128];
-	struct conf_memory c = { .name = "f", .size = 8192,
-				 .backing = MEM_FILE };
+	struct memory_spec c = { .name = "f", .size = 8192,
+				 .backing = MEMORY_FILE };
 	struct memory mem;
 	struct stat st;
 	int fd;
