@@ -67,7 +67,7 @@ INC_daemon/api := -Idaemon/api $(INC_daemon/engine)
 INC_daemon/front := -Idaemon/front $(INC_daemon/api)
 # What wires or tests them all (main.c, tests, benchmarks, examples).
 INC_ALL := $(INC_daemon/front) -Iclient
-INC_daemon/main.c := $(INC_ALL)
+INC_daemon/main.c := $(INC_daemon/front)
 # The include flags of source file $(1).
 inc = $(or $(INC_$(1)),$(INC_$(patsubst %/,%,$(dir $(1)))),$(INC_ALL))
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)

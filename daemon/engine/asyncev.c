@@ -142,7 +142,7 @@ static void reselect_gid(struct events *events, struct profile *p)
 	int idx = -1;
 	json_t *j;
 
-	if (devmatch_gid(p->ctx, devmatch_spec_of(p->dev), &idx, &gid) < 0)
+	if (devmatch_gid(p->ctx, devmatch_of(p->dev), &idx, &gid) < 0)
 		idx = -1;
 	if (idx == p->gid_index &&
 	    (idx < 0 || !memcmp(&gid, &p->gid, sizeof(gid))))

@@ -220,7 +220,7 @@ static void on_device(void *ud, const char *ibdev, enum devwatch_action a)
 			stop_profile(m, p, reason, true);
 			log_profile(p);
 		} else if (a == DEVWATCH_ADD && !p->ctx &&
-			   devmatch_matches(devmatch_spec_of(p->dev), ibdev)) {
+			   devmatch_matches(devmatch_of(p->dev), ibdev)) {
 			start_profile(m, p);
 		}
 	}

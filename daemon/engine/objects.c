@@ -51,30 +51,27 @@ static struct object *dep(struct profile *p, struct object *o,
 static int memory_obj_create(struct profile *p, struct object *o)
 {
 	const struct conf_memory *c = o->conf;
-	struct memory_spec spec = memory_spec_of(c);
+	struct memory_spec m = memory_of(c);
 	char key[256], why[256];
 	int r;
 
 	/* The key under which a restart finds it again (fd store). */
 	snprintf(key, sizeof(key), "%s/%s", p->conf->name, c->name);
-	r = memory_create_keyed(&spec, key, &p->stop, &o->u.mem, why,
-				sizeof(why));
+	r = memory_create_keyed(&m, key, &p->stop, &o->u.mem, why, sizeof(why));
 	if (r == -ECANCELED)
 		return object_fail(o, r, "its creation was cancelled");
 	if (r < 0 && why[0])
 		return object_fail(o, r, "cannot create %s memory: %s",
 				   mem_backing_name(c->backing), why);
 	if (r < 0 && c->backing == MEM_HUGETLB) {
-		uint64_t page = c->page_size ? c->page_size
-					     : hugepages_default_size();
+		uint64_t page = c->page_size ?: hugepages_default_size();
+		uint64_t pages = page ? (c->size + page - 1) / page : 0;
 
 		/* Most often a short pool: say which, and how to raise it. */
 		return object_fail(o, r, "cannot create hugetlb memory: %s: %s",
 				   strerror(-r),
-				   page ? hugepages_shortage(page,
-							     (c->size + page - 1) /
-								     page,
-							     why, sizeof(why))
+				   page ? hugepages_shortage(page, pages, why,
+							     sizeof(why))
 					: "this host has no huge pages");
 	}
 	if (r < 0)

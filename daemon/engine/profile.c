@@ -264,15 +264,14 @@ static struct ibv_context *open_numbered(struct profile *p)
 /* Find and open the device, select the GID, probe import. */
 static int profile_open(struct profile *p)
 {
-	int r;
+	struct devmatch_spec want = devmatch_of(p->dev);
+	int r = devmatch_find(want, p->ibdev, sizeof(p->ibdev));
 
-	r = devmatch_find(devmatch_spec_of(p->dev), p->ibdev,
-			  sizeof(p->ibdev));
 	if (r < 0) {
 		char what[256];
 
 		p->ibdev[0] = '\0';
-		devmatch_describe(devmatch_spec_of(p->dev), what, sizeof(what));
+		devmatch_describe(want, what, sizeof(what));
 		profile_set_state(p, PROFILE_PENDING,
 				  "no RDMA device matches device '%s' (%s)",
 				  p->dev->name, what);
@@ -300,8 +299,7 @@ static int profile_open(struct profile *p)
 				  p->ibdev, strerror(-r));
 		return r;
 	}
-	if (devmatch_gid(p->ctx, devmatch_spec_of(p->dev), &p->gid_index,
-			 &p->gid) < 0)
+	if (devmatch_gid(p->ctx, want, &p->gid_index, &p->gid) < 0)
 		p->gid_index = -1;
 	p->import_err = devinfo_probe_import(p->ctx);
 	return 0;

@@ -292,7 +292,7 @@ void capcheck_config(struct config *c, FILE *skipped)
 		struct tried tried = { 0 };
 		struct caps caps = { .ibdev = ibdev };
 
-		if (devmatch_find(devmatch_spec_of(d), ibdev,
+		if (devmatch_find(devmatch_of(d), ibdev,
 				  sizeof(ibdev)) < 0) {
 			/* Absent: checked when it appears. */
 			if (skipped)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "verbs_spec.h"
 
-struct devmatch_spec devmatch_spec_of(const struct conf_device *d)
+struct devmatch_spec devmatch_of(const struct conf_device *d)
 {
 	static const int types[] = {
 		[GIDK_IB] = IBV_GID_TYPE_IB,
@@ -27,7 +27,7 @@ struct devmatch_spec devmatch_spec_of(const struct conf_device *d)
 	};
 }
 
-struct memory_spec memory_spec_of(const struct conf_memory *c)
+struct memory_spec memory_of(const struct conf_memory *c)
 {
 	static const enum memory_backing backings[] = {
 		[MEM_MEMFD] = MEMORY_MEMFD,

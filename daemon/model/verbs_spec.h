@@ -12,9 +12,9 @@
 #include "memory.h"
 
 /* A device section's matchers and GID choice; its strings are d's. */
-struct devmatch_spec devmatch_spec_of(const struct conf_device *d);
+struct devmatch_spec devmatch_of(const struct conf_device *d);
 
 /* A memory object's backing; its strings are c's. */
-struct memory_spec memory_spec_of(const struct conf_memory *c);
+struct memory_spec memory_of(const struct conf_memory *c);
 
 #endif

@@ -36,9 +36,9 @@ static void device_keys(void **state)
 	    " gid = { index = 3; }; },"
 	    " { name = \"c\"; match = { netdev = \"eth0\"; };"
 	    " gid = { type = \"ib\"; }; } );");
-	struct devmatch_spec a = devmatch_spec_of(&c->devices[0]);
-	struct devmatch_spec b = devmatch_spec_of(&c->devices[1]);
-	struct devmatch_spec d = devmatch_spec_of(&c->devices[2]);
+	struct devmatch_spec a = devmatch_of(&c->devices[0]);
+	struct devmatch_spec b = devmatch_of(&c->devices[1]);
+	struct devmatch_spec d = devmatch_of(&c->devices[2]);
 
 	(void)state;
 	assert_string_equal(a.ibdev, "rxe0");
@@ -85,7 +85,7 @@ static void memory_keys(void **state)
 	(void)state;
 	assert_int_equal(c->profiles[0].n_objs[OBJ_MEMORY], 4);
 	for (int i = 0; i < 4; i++)
-		s[i] = memory_spec_of(&m[i]);
+		s[i] = memory_of(&m[i]);
 	assert_string_equal(s[0].name, "m");
 	assert_int_equal(s[0].size, 1 << 20);
 	assert_int_equal(s[0].backing, MEMORY_MEMFD);
