@@ -3,6 +3,9 @@
  * Talking to the service manager: readiness and progress (sd_notify), the
  * watchdog, and the sockets systemd passes (socket activation). Without
  * systemd (no NOTIFY_SOCKET, no LISTEN_FDS) all of it does nothing.
+ * A front end, the daemon's face to systemd: it hears the manager as the
+ * others do, they claim their passed sockets here, and nothing below
+ * front/ calls it.
  */
 #ifndef RDMAD_SYSD_H
 #define RDMAD_SYSD_H
