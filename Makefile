@@ -65,10 +65,12 @@ INC_daemon/model := -Idaemon/model $(INC_daemon/verbs)
 INC_daemon/engine := -Idaemon/engine $(INC_daemon/model) -Iproto
 INC_daemon/api := -Idaemon/api $(INC_daemon/engine)
 INC_daemon/front := -Idaemon/front $(INC_daemon/api)
-# What wires or tests them all (main.c, tests, benchmarks, examples).
-INC_ALL := $(INC_daemon/front) -Iclient
+# main.c wires every layer of the daemon; the unit and fuzz tests and
+# the benchmarks may reach anything (INC_ALL).
 INC_daemon/main.c := $(INC_daemon/front)
-# The include flags of source file $(1).
+INC_ALL := $(INC_daemon/front) -Iclient
+# The include flags of source file $(1): its own INC_ entry, else its
+# folder's, else INC_ALL. tests/structure reads the same table.
 inc = $(or $(INC_$(1)),$(INC_$(patsubst %/,%,$(dir $(1)))),$(INC_ALL))
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 # libmicrohttpd is opened when REST listens (daemon/front/mhd.c), not
