@@ -569,7 +569,7 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 	struct attach_view v = { 0 };
 	struct attachment *att, a = { 0 };
 	size_t n_fds = 0;
-	bool shared;
+	bool shared = false;
 	int r, sent = 0;
 
 	if (!name)
