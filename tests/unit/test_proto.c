@@ -329,7 +329,7 @@ static const struct bad_frame bad_frames[] = {
 	  0, -EBADMSG, false },
 	{ "version 0", PROTO_REQUEST, F_VERSION, 0, -1, 0, -EPROTONOSUPPORT,
 	  true },
-	{ "version 2", PROTO_REQUEST, F_VERSION, 2, -1, 0, -EPROTONOSUPPORT,
+	{ "version 3", PROTO_REQUEST, F_VERSION, 3, -1, 0, -EPROTONOSUPPORT,
 	  true },
 	{ "version big-endian 1", PROTO_REQUEST, F_VERSION, 0x0100, -1, 0,
 	  -EPROTONOSUPPORT, true },
@@ -813,9 +813,11 @@ static void test_negotiate(void **state)
 		uint16_t version;
 	} t[] = {
 		{ "{\"versions\":[1,1]}", 0, 1 },
-		{ "{\"versions\":[1,7]}", 0, 1 },
-		{ "{\"versions\":[1,65535]}", 0, 1 },
-		{ "{\"versions\":[2,3]}", -EPROTONOSUPPORT, 0 },
+		{ "{\"versions\":[1,2]}", 0, 2 },
+		{ "{\"versions\":[1,7]}", 0, 2 },
+		{ "{\"versions\":[1,65535]}", 0, 2 },
+		{ "{\"versions\":[2,3]}", 0, 2 },
+		{ "{\"versions\":[3,4]}", -EPROTONOSUPPORT, 0 },
 		{ "{\"versions\":[65535,65535]}", -EPROTONOSUPPORT, 0 },
 		{ "{\"versions\":[0,1]}", -EBADMSG, 0 },
 		{ "{\"versions\":[2,1]}", -EBADMSG, 0 },
@@ -853,7 +855,7 @@ static void test_negotiate(void **state)
 	assert_int_equal(m.type, PROTO_HELLO);
 	assert_int_equal(m.id, 42);
 	assert_int_equal(proto_negotiate(m.payload, &v), 0);
-	assert_int_equal(v, PROTO_VERSION);
+	assert_int_equal(v, PROTO_VERSION_MAX);
 	proto_msg_clear(&m);
 }
 
@@ -864,7 +866,8 @@ static void test_welcome(void **state)
 		int want;
 	} t[] = {
 		{ "{\"version\":1}", 0 },
-		{ "{\"version\":2}", -EPROTONOSUPPORT },
+		{ "{\"version\":2}", 0 },
+		{ "{\"version\":3}", -EPROTONOSUPPORT },
 		{ "{\"version\":0}", -EBADMSG },
 		{ "{\"version\":\"1\"}", -EBADMSG },
 		{ "{}", -EBADMSG },
@@ -1579,7 +1582,7 @@ static void test_sock_conversation(void **state)
 	assert_int_equal(r.type, PROTO_WELCOME);
 	assert_int_equal(r.id, 1);
 	assert_int_equal(proto_welcome_version(r.payload, &v), 0);
-	assert_int_equal(v, PROTO_VERSION);
+	assert_int_equal(v, PROTO_VERSION_MAX);
 	proto_msg_clear(&r);
 
 	/* A bad frame gets an ERROR that names its id. */
