@@ -333,3 +333,14 @@ int proto_recv_buf(int sock, struct proto_msg *m, uint8_t *buf, size_t cap)
 	proto_raw_clear(&raw);
 	return r;
 }
+
+int proto_recv(int sock, struct proto_msg *m)
+{
+	_cleanup_free_ uint8_t *buf = malloc(PROTO_RECV_BYTES);
+
+	if (!buf) {
+		proto_msg_init(m);
+		return -ENOMEM;
+	}
+	return proto_recv_buf(sock, m, buf, PROTO_RECV_BYTES);
+}

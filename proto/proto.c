@@ -545,17 +545,6 @@ static int take_fds(struct msghdr *mh, int *fds, size_t *n_fds)
 	return r;
 }
 
-int proto_recv(int sock, struct proto_msg *m)
-{
-	_cleanup_free_ uint8_t *buf = malloc(PROTO_RECV_BYTES);
-
-	if (!buf) {
-		proto_msg_init(m);
-		return -ENOMEM;
-	}
-	return proto_recv_buf(sock, m, buf, PROTO_RECV_BYTES);
-}
-
 int proto_recv_frame(int sock, uint8_t *buf, size_t cap, size_t *len,
 		     int fds[PROTO_MAX_FDS], size_t *n_fds)
 {

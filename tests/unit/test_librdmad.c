@@ -101,7 +101,8 @@ static void fake_recv(int sock, struct proto_msg *m, uint16_t type)
 static void fake_send(int sock, uint16_t type, uint32_t id, json_t *payload,
 		      const int *fds, size_t n_fds)
 {
-	struct proto_msg m = PROTO_MSG_INIT;
+	struct proto_msg m;
+	proto_msg_init(&m);
 	size_t i;
 
 	if (!payload)
