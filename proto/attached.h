@@ -58,6 +58,7 @@ struct proto_att_pd {
 struct proto_att_qp {
 	char *name;
 	char *type;	 /* "rc", "ud", "xrc_recv", ...; optional */
+	bool has_qp_num;
 	uint64_t qp_num; /* <= 0xffffff */
 	char *xrcd;	 /* an XRC target QP's domain (a name in "xrcd" or
 			    not: the client reports it when used), or NULL */
@@ -107,6 +108,7 @@ struct proto_att_imr {
 
 /* An AH's attributes (a joined multicast group's "ah"). */
 struct proto_att_ah {
+	bool has_handle;
 	uint64_t handle;
 	uint64_t port_num; /* 1..255 */
 	uint64_t dlid;	   /* <= 0xffff */
@@ -114,6 +116,7 @@ struct proto_att_ah {
 		traffic_class; /* each <= 255 */
 	uint64_t flow_label;   /* <= 0xfffff */
 	bool is_global;
+	bool has_dgid;
 	uint8_t dgid[16]; /* text as an IPv6 address (mgid's form) */
 };
 
@@ -130,7 +133,9 @@ struct proto_att_mcast {
 	char *name;
 	char *group;	  /* the address or GID configured; optional */
 	char *join;	  /* "full", "send_only", ...; optional */
-	char *join_state; /* "joined", "joining", "error" */
+	char *join_state; /* "joined", "joining", "error"; absent: not
+			     joined */
+	char *join_error; /* why the last join failed; optional */
 	bool has_mgid;
 	uint8_t mgid[16];
 	bool has_mlid;
