@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "attach_view.h"
+#include "attached.h"
+#include "mcast.h"
 #include "objects.h"
 #include "profile_index.h"
 
@@ -87,138 +89,183 @@ static bool attach_leased(const struct object *o, enum attach_part part)
 	return part != PART_NONE && part != PART_IMPLICIT_MR;
 }
 
-/* A ready QP or SRQ: its name, type and number (qp_num; srq_num for an
- * XRC SRQ, which senders name). */
-static json_t *attach_number(const struct object *o)
+/* Counted, then filled: each list's room, by part. */
+struct fill {
+	struct proto_attached *a;
+	size_t n[PART_MCAST + 1];
+	int n_fds;
+};
+
+static int fill_alloc(struct fill *f)
 {
-	json_t *j;
+	struct proto_attached *a = f->a;
+
+#define ROOM(list, part)                                                       \
+	(a->list = calloc(f->n[part] ? f->n[part] : 1, sizeof(*a->list)))
+	if (!ROOM(memory, PART_MEMORY) || !ROOM(xrcd, PART_XRCD) ||
+	    !ROOM(pd, PART_PD) || !ROOM(qp, PART_NUMBER) ||
+	    !ROOM(srq, PART_NUMBER) || !ROOM(dm, PART_DM) ||
+	    !ROOM(dm_mr, PART_DM_MR) || !ROOM(implicit_mr, PART_IMPLICIT_MR) ||
+	    !ROOM(mr, PART_MR) || !ROOM(mcast, PART_MCAST))
+		return -ENOMEM;
+#undef ROOM
+	return 0;
+}
+
+/* An MR (over memory or device memory) as ATTACHED gives it. */
+static int fill_mr(struct proto_att_mr *m, const struct object *o)
+{
+	const struct conf_mr *c = o->conf;
+	const struct ibv_mr *mr = o->u.mr.mr;
+
+	*m = (struct proto_att_mr){
+		.name = strdup(object_name(o)), .pd = strdup(c->pd),
+		.memory = c->memory ? strdup(c->memory) : NULL,
+		.dm = c->dm ? strdup(c->dm) : NULL,
+		.handle = mr->handle, .lkey = mr->lkey, .rkey = mr->rkey,
+		.length = mr->length, .offset = c->offset,
+		.iova = o->u.mr.iova, .zero_based = c->zero_based || c->dm,
+		.odp = c->odp, .access = c->access,
+	};
+	return m->name && m->pd && (m->memory || m->dm) ? 0 : -ENOMEM;
+}
+
+static int fill_number(struct proto_attached *a, const struct object *o)
+{
 	uint32_t num;
 
 	if (o->kind == OBJ_QP) {
 		const struct conf_qp *c = o->conf;
+		struct proto_att_qp *q = &a->qp[a->n_qp++];
 
-		j = json_pack("{s:s, s:s, s:I}", "name", object_name(o), "type",
-			      qp_kind_name(c->type), "qp_num",
-			      (json_int_t)o->u.qp.qp->qp_num);
-		if (j && c->xrcd)
-			json_object_set_new(j, "xrcd", json_string(c->xrcd));
-		return j;
+		*q = (struct proto_att_qp){
+			.name = strdup(object_name(o)),
+			.type = strdup(qp_kind_name(c->type)),
+			.qp_num = o->u.qp.qp->qp_num,
+			.xrcd = c->xrcd ? strdup(c->xrcd) : NULL,
+		};
+		return q->name && q->type && (q->xrcd || !c->xrcd) ? 0
+								  : -ENOMEM;
 	}
-	j = json_pack("{s:s, s:s}", "name", object_name(o), "type",
-		      srq_kind_name(((const struct conf_srq *)o->conf)->type));
-	if (j && !ibv_get_srq_num(o->u.srq, &num))
-		json_object_set_new(j, "srq_num", json_integer(num));
-	return j;
-}
+	struct proto_att_srq *q = &a->srq[a->n_srq++];
 
-/* An object as REST shows it, less what only REST needs: its kind (the
- * list says it), state (only ready objects are listed) and leases. */
-static json_t *attach_object_json(const struct object *o)
-{
-	json_t *j = object_json(o);
-
-	json_object_del(j, "kind");
-	json_object_del(j, "state");
-	json_object_del(j, "leases");
-	return j;
+	*q = (struct proto_att_srq){
+		.name = strdup(object_name(o)),
+		.type = strdup(srq_kind_name(
+			((const struct conf_srq *)o->conf)->type)),
+	};
+	if (!ibv_get_srq_num(o->u.srq, &num)) {
+		q->has_srq_num = true;
+		q->srq_num = num;
+	}
+	return q->name && q->type ? 0 : -ENOMEM;
 }
 
 /* An object of the profile as its part of ATTACHED. */
-static json_t *attach_part_json(const struct object *o, enum attach_part part,
-				int fd_index)
+static int fill_part(struct fill *f, const struct object *o,
+		     enum attach_part part)
 {
-	json_t *j, *doc;
+	struct proto_attached *a = f->a;
+	const char *name = object_name(o);
 
 	switch (part) {
-	case PART_MEMORY:
-		j = attach_object_json(o);
-		json_object_set_new(j, "fd", json_integer(fd_index));
-		return j;
-	case PART_XRCD:
-		return json_pack("{s:s, s:s, s:i}", "name", object_name(o),
-				 "file",
-				 ((const struct conf_xrcd *)o->conf)->file,
-				 "fd", fd_index);
+	case PART_MEMORY: {
+		const struct conf_memory *c = o->conf;
+		struct proto_att_memory *m = &a->memory[a->n_memory++];
+
+		*m = (struct proto_att_memory){
+			.name = strdup(name), .size = c->size,
+			.backing = strdup(mem_backing_name(c->backing)),
+			.fd = (uint64_t)f->n_fds++,
+		};
+		return m->name && m->backing ? 0 : -ENOMEM;
+	}
+	case PART_XRCD: {
+		struct proto_att_xrcd *x = &a->xrcd[a->n_xrcd++];
+
+		*x = (struct proto_att_xrcd){
+			.name = strdup(name),
+			.file = strdup(((const struct conf_xrcd *)o->conf)->file),
+			.fd = (uint64_t)f->n_fds++,
+		};
+		return x->name && x->file ? 0 : -ENOMEM;
+	}
 	case PART_PD:
-		return json_pack("{s:s, s:i}", "name", object_name(o), "handle",
-				 (int)o->u.pd->handle);
+		a->pd[a->n_pd] = (struct proto_att_pd){
+			.name = strdup(name), .handle = o->u.pd->handle
+		};
+		return a->pd[a->n_pd++].name ? 0 : -ENOMEM;
 	case PART_NUMBER:
-		return attach_number(o);
-	case PART_IMPLICIT_MR:
-		doc = object_json(o);
-		j = json_pack("{s:s, s:s, s:O}", "name", object_name(o), "pd",
-			      ((const struct conf_mr *)o->conf)->pd, "access",
-			      json_object_get(doc, "access"));
-		json_decref(doc);
-		return j;
-	default: /* DM, DM_MR, MR: as in REST, but what is the daemon's */
-		return attach_object_json(o);
+		return fill_number(a, o);
+	case PART_DM:
+		a->dm[a->n_dm] = (struct proto_att_dm){
+			.name = strdup(name), .handle = o->u.dm->handle,
+			.size = ((const struct conf_dm *)o->conf)->size,
+		};
+		return a->dm[a->n_dm++].name ? 0 : -ENOMEM;
+	case PART_DM_MR:
+		return fill_mr(&a->dm_mr[a->n_dm_mr++], o);
+	case PART_MR:
+		return fill_mr(&a->mr[a->n_mr++], o);
+	case PART_IMPLICIT_MR: {
+		const struct conf_mr *c = o->conf;
+		struct proto_att_imr *m = &a->implicit_mr[a->n_implicit_mr++];
+
+		*m = (struct proto_att_imr){ .name = strdup(name),
+					     .pd = strdup(c->pd),
+					     .access = c->access };
+		return m->name && m->pd ? 0 : -ENOMEM;
+	}
+	case PART_MCAST:
+		a->mcast[a->n_mcast].name = strdup(name);
+		if (!a->mcast[a->n_mcast].name)
+			return -ENOMEM;
+		return mcast_attached(o->u.mcast, &a->mcast[a->n_mcast++]);
+	default:
+		return 0;
 	}
 }
 
-/* The key of ATTACHED's list for an object's part. */
-static const char *attach_list(const struct object *o, enum attach_part part)
+int profile_attach_fill(struct profile *p, bool shared,
+			struct proto_attached *a)
 {
-	static const char *const lists[] = {
-		[PART_MEMORY] = "memory", [PART_XRCD] = "xrcd",
-		[PART_PD] = "pd",	  [PART_DM] = "dm",
-		[PART_DM_MR] = "dm_mr",	  [PART_IMPLICIT_MR] = "implicit_mr",
-		[PART_MR] = "mr",	  [PART_MCAST] = "mcast",
+	struct fill f = { .a = a, .n_fds = shared };
+	int r;
+
+	/* The context's cmd_fd is the message's first fd. */
+	*a = (struct proto_attached){
+		.profile = strdup(p->conf->name),
+		.mode = shared ? PROTO_ATTACH_SHARED : PROTO_ATTACH_LOCAL,
+		.ibdev = strdup(p->ibdev), .port = (uint64_t)p->dev->port,
+		.gid_index = (uint64_t)p->gid_index,
+		.has_import_capable = true, .import_capable = !p->import_err,
+		.import_error = p->import_err
+					? strdup(errno_desc(-p->import_err))
+					: NULL,
+		.has_cmd_fd = shared, .cmd_fd = 0,
 	};
+	if (!a->profile || !a->ibdev || (p->import_err && !a->import_error))
+		return -ENOMEM;
+	for (size_t i = 0; i < p->n_objects; i++)
+		f.n[attach_part(p, &p->objects[i], shared)]++;
+	r = fill_alloc(&f);
+	for (size_t i = 0; r == 0 && i < p->n_objects; i++) {
+		const struct object *o = &p->objects[i];
 
-	if (part == PART_NUMBER)
-		return o->kind == OBJ_QP ? "qp" : "srq";
-	return lists[part];
-}
-
-/* The list of doc called key, made on first use: a kind with nothing
- * ready is left out (clients read an absent list as an empty one, and
- * every key less is less for each attach to parse). */
-static json_t *attach_list_of(json_t *doc, const char *key)
-{
-	json_t *a = json_object_get(doc, key);
-
-	if (a || json_object_set_new(doc, key, json_array()) < 0)
-		return a;
-	return json_object_get(doc, key);
+		r = fill_part(&f, o, attach_part(p, o, shared));
+	}
+	return r;
 }
 
 char *profile_attach_text(struct profile *p, bool shared, size_t *len)
 {
-	json_t *doc = json_pack("{s:s, s:s, s:s, s:i, s:i, s:b}", "profile",
-				p->conf->name, "mode",
-				shared ? "shared" : "local", "ibdev", p->ibdev,
-				"port", p->dev->port, "gid_index", p->gid_index,
-				"import_capable", p->import_err == 0);
-	int n_fds = shared; /* the context's cmd_fd is the first */
+	struct proto_attached a;
 	char *text = NULL;
 
-	if (!doc)
-		return NULL;
-	if (p->import_err)
-		json_object_set_new(doc, "import_error",
-				    json_string(errno_desc(-p->import_err)));
-	if (shared)
-		json_object_set_new(doc, "cmd_fd", json_integer(0));
-	for (size_t i = 0; i < p->n_objects; i++) {
-		const struct object *o = &p->objects[i];
-		enum attach_part part = attach_part(p, o, shared);
-		json_t *j;
-
-		if (part == PART_NONE)
-			continue;
-		j = attach_part_json(o, part, n_fds);
-		if (!j || json_array_append_new(
-			      attach_list_of(doc, attach_list(o, part)), j) < 0)
-			goto out;
-		if (part == PART_MEMORY || part == PART_XRCD)
-			n_fds++;
-	}
-	text = json_dumps(doc, JSON_COMPACT);
-	if (text)
-		*len = strlen(text);
-out:
-	json_decref(doc);
+	if (profile_attach_fill(p, shared, &a) < 0 ||
+	    proto_attached_encode(&a, PROTO_ATTACHED_NO_ID, &text, len) < 0)
+		text = NULL;
+	proto_attached_free(&a);
 	return text;
 }
 

@@ -18,6 +18,7 @@
 #include "config.h"
 
 struct profile;
+struct proto_attached;
 
 /* One object an attachment holds, by incarnation. name is the
  * configuration's: copy it to keep it past the attach. */
@@ -49,6 +50,11 @@ struct attach_view {
  * profile_attach_generation() stays the same. NULL without memory.
  */
 char *profile_attach_text(struct profile *p, bool shared, size_t *len);
+/* The same as the typed ATTACHED (proto/attached.h): every string and
+ * list malloc'ed, for proto_attached_free() (also on failure). 0 or
+ * -ENOMEM. */
+int profile_attach_fill(struct profile *p, bool shared,
+			struct proto_attached *a);
 /* Changes whenever anything the text says may have changed, unique in
  * the daemon; leases, which the text does not show, leave it alone. */
 uint64_t profile_attach_generation(const struct profile *p);
