@@ -140,7 +140,9 @@ static int session_handle_one(struct session *s)
 		log_warn(r, "session %u (pid %d uid %u): bad message", s->id,
 			 (int)s->cred.pid, (unsigned int)s->cred.uid);
 		proto_msg_init(&e);
-		if (proto_error(&e, m.id, r) == 0)
+		/* Not between the frames of a message that waits: the
+		 * session ends with it unsent anyway. */
+		if (!s->out.head && proto_error(&e, m.id, r) == 0)
 			proto_send(s->fd, &e);
 		proto_msg_clear(&e);
 		proto_msg_clear(&m);
