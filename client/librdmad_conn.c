@@ -655,14 +655,14 @@ static void conn_freep(struct rdmad **c)
 
 /*
  * Send HELLO. Its answer is read with the first request's: the daemon
- * answers HELLO first, and a request sent before the WELCOME is framed
- * in the one version this library speaks. A library that speaks
- * several must know the daemon's choice before it frames the next
- * request, so it waits here.
+ * answers HELLO first, and a request sent before the WELCOME is one
+ * frame framed as version 1, which a daemon reads whichever version it
+ * chooses of those offered (version 2 differs only in messages of
+ * several frames, which only the daemon sends).
  */
 static int conn_hello(struct rdmad *c)
 {
-	struct proto_msg req, ans;
+	struct proto_msg req;
 	int r;
 
 	r = proto_hello(&req, 0);
@@ -670,12 +670,6 @@ static int conn_hello(struct rdmad *c)
 		return client_set_error(r, "out of memory");
 	r = client_conn_send(c, &req);
 	proto_msg_clear(&req);
-	if (r < 0 || PROTO_VERSION_MIN == PROTO_VERSION_MAX)
-		return r;
-	r = client_conn_await(c, c->last_id, "HELLO", &ans);
-	if (r == 0)
-		r = conn_welcome(c, &ans);
-	proto_msg_clear(&ans);
 	return r;
 }
 

@@ -246,9 +246,11 @@ void client_profile_free(struct rdmad_profile *p);
 int client_parse_attached(struct rdmad_profile *p, struct proto_msg *m,
 			  unsigned int flags);
 
-/* librdmad_mcast.c: the groups of ATTACHED's "mcast" list (optional:
- * daemons before 0.7 send none), and freeing them. */
-int client_parse_mcasts(struct rdmad_profile *p, const json_t *doc);
+/* librdmad_mcast.c: the joined groups of ATTACHED's "mcast" list
+ * (optional: daemons before 0.7 send none), their names taken out of a,
+ * and freeing them. */
+struct proto_attached;
+int client_mcasts_take(struct rdmad_profile *p, struct proto_attached *a);
 void client_mcasts_free(struct rdmad_profile *p);
 
 #endif
