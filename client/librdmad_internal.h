@@ -233,6 +233,10 @@ static inline void *client_mr_addr(const struct rdmad_profile *p,
 int client_reuse_decode(struct client_reuse *u, const uint8_t *buf,
 			size_t len, int *fds, size_t n_fds,
 			struct proto_msg *m);
+/* The same for a message received whole (proto_recv_raw), of one frame
+ * or several; raw keeps no fd, and is the caller's to clear. */
+int client_reuse_decode_raw(struct client_reuse *u, struct proto_raw *raw,
+			    struct proto_msg *m);
 void client_reuse_clear(struct client_reuse *u);
 
 /* librdmad_attached.c */
