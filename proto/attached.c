@@ -111,13 +111,30 @@ static int decode_fd(struct dctx *d, const json_t *v, uint64_t *out,
 		     const char *where, const char *key)
 {
 	if (!get_u64(v, 0, UINT32_MAX, out) || *out >= d->n_fds)
-		return fail(d, "%s%s is not the index of one of the %zu fds",
-			    where, key, d->n_fds);
+		return fail(d, "%s%s %lld of %zu", where, key,
+			    (long long)json_integer_value(v), d->n_fds);
 	if (d->fd_used[*out])
-		return fail(d, "%s%s: fd %llu is used twice", where, key,
+		return fail(d, "%s%s: fd %llu given twice", where, key,
 			    (unsigned long long)*out);
 	d->fd_used[*out] = 1;
 	return 0;
+}
+
+static int decode_access(struct dctx *d, const json_t *v, unsigned int *out,
+			 const char *where, const char *key)
+{
+	const json_t *e = NULL;
+	size_t i;
+
+	if (proto_access_parse(v, out) == 0)
+		return 0;
+	if (!json_is_array(v))
+		return fail(d, "%s%s is not a list", where, key);
+	json_array_foreach(v, i, e)
+		if (!proto_access_flag(json_string_value(e)))
+			break;
+	return fail(d, "%sunknown access '%.40s'", where,
+		    json_is_string(e) ? json_string_value(e) : "?");
 }
 
 static int decode_field(struct dctx *d, const json_t *v,
@@ -149,10 +166,7 @@ static int decode_field(struct dctx *d, const json_t *v,
 		*(bool *)at = json_is_true(v);
 		return 0;
 	case AT_ACCESS:
-		if (proto_access_parse(v, at) < 0)
-			return fail(d, "%s%s is not a list of access names",
-				    where, f->key);
-		return 0;
+		return decode_access(d, v, at, where, f->key);
 	case AT_FD:
 		return decode_fd(d, v, at, where, f->key);
 	case AT_GID:
@@ -167,8 +181,9 @@ static int decode_field(struct dctx *d, const json_t *v,
 		else if (s && strcmp(s, "local") == 0)
 			*(enum proto_attach_mode *)at = PROTO_ATTACH_LOCAL;
 		else
-			return fail(d, "%s%s is not \"shared\" or \"local\"",
-				    where, f->key);
+			return fail(d, "%s%s '%.20s' is not \"shared\" or "
+				    "\"local\"",
+				    where, f->key, s ? s : "");
 		return 0;
 	case AT_OBJ:
 		if (!json_is_object(v))

@@ -76,7 +76,7 @@
 #define PROTO_MAX_PAYLOAD (PROTO_MAX_FRAME - PROTO_HDR_SIZE)
 #define PROTO_MAX_FDS 32
 /* A whole message (multi-frame, version >= 2): payload bytes and fds. */
-#define PROTO_MAX_MESSAGE (64u * 1024 * 1024)
+#define PROTO_MAX_MESSAGE (64 * 1024 * 1024)
 #define PROTO_MAX_MESSAGE_FDS 4096
 /* Header flags. MORE: this frame is not the message's last one. */
 #define PROTO_FLAG_MORE 0x0001
