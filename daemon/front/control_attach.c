@@ -667,9 +667,23 @@ int control_report(struct session *s, uint32_t id, json_t *req)
 		return session_send_error(s, id, "bad_request",
 				  "REPORT is for local mode");
 	static const char ok[] = "{\"status\":200,\"body\":{}}";
+	json_t *mr = json_object_get(req, "mr");
 
-	json_decref(a->report);
-	a->report = json_incref(json_object_get(req, "mr"));
+	/* A report over one frame comes in parts: each REPORT after the
+	 * first says "append", and its list goes after the others. */
+	if (json_is_true(json_object_get(req, "append")) &&
+	    json_is_array(a->report) && json_is_array(mr)) {
+		if (json_array_size(a->report) + json_array_size(mr) >
+		    CONTROL_MAX_REPORT_MRS)
+			return session_send_error(
+				s, id, "too_large",
+				"a report lists at most %d MRs",
+				CONTROL_MAX_REPORT_MRS);
+		json_array_extend(a->report, mr);
+	} else {
+		json_decref(a->report);
+		a->report = json_incref(mr);
+	}
 	return session_send_text(s, PROTO_REPLY, id, ok, sizeof(ok) - 1);
 }
 

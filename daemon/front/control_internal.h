@@ -54,6 +54,9 @@ struct waiter {
 };
 
 #define CONTROL_MAX_WAITS_PER_SESSION 16
+/* What REPORTs of one attachment may list, all parts together: a bound
+ * on what a client makes the daemon keep, far above a profile's MRs. */
+#define CONTROL_MAX_REPORT_MRS (1 << 17)
 
 /*
  * A REPLY rendered once, for a document that changes only when the

@@ -67,6 +67,10 @@ _ACCESS = {
 _ACCESS_ON_DEMAND = 1 << 6  # IBV_ACCESS_ON_DEMAND: an mr with odp = true
 
 
+# MRs per REPORT: a few hundred fit one frame (about 100 bytes each).
+REPORT_MRS_PER_PART = 256
+
+
 class Error(Exception):
     """A failure of rdmad or of this client.
 
@@ -712,10 +716,15 @@ class Profile:
                            "length": d["length"]})
         # The daemon shows the keys in GET /v1/sessions; its answer
         # carries nothing needed here, and a refusal changes nothing.
+        # A list over one frame goes in parts of REPORT_MRS_PER_PART,
+        # each after the first with "append" (PROTOCOL.md, REPORT).
         try:
-            self._conn._exchange(proto.PROTO_REPORT,
-                                 {"attachment": self.attachment,
-                                  "mr": report})
+            for i in range(0, max(len(report), 1), REPORT_MRS_PER_PART):
+                self._conn._exchange(
+                    proto.PROTO_REPORT,
+                    {"attachment": self.attachment,
+                     "mr": report[i:i + REPORT_MRS_PER_PART],
+                     "append": i > 0})
         except Error as e:
             if e.code in ("daemon_gone", "timeout", "protocol_error",
                           "not_connected"):
