@@ -141,6 +141,7 @@ static int fill_number(struct proto_attached *a, const struct object *o)
 		*q = (struct proto_att_qp){
 			.name = strdup(object_name(o)),
 			.type = strdup(qp_kind_name(c->type)),
+			.has_qp_num = true,
 			.qp_num = o->u.qp.qp->qp_num,
 			.xrcd = c->xrcd ? strdup(c->xrcd) : NULL,
 		};

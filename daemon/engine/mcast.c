@@ -637,12 +637,14 @@ int mcast_attached(const struct mcast *m, struct proto_att_mcast *out)
 	out->qkey = m->qkey;
 	out->remote_qpn = m->remote_qpn;
 	out->ah = (struct proto_att_ah){
+		.has_handle = m->ah != NULL,
 		.handle = m->ah ? m->ah->handle : 0,
 		.port_num = a->port_num, .dlid = a->dlid, .sl = a->sl,
 		.src_path_bits = a->src_path_bits,
 		.static_rate = a->static_rate, .is_global = a->is_global,
 	};
 	if (a->is_global) {
+		out->ah.has_dgid = true;
 		memcpy(out->ah.dgid, a->grh.dgid.raw, sizeof(out->ah.dgid));
 		out->ah.sgid_index = a->grh.sgid_index;
 		out->ah.hop_limit = a->grh.hop_limit;
