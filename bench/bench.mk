@@ -20,7 +20,7 @@ $(B)/bench/popb: $(B)/daemon/verbs/populate.o
 
 # Programs that speak rdmad's control protocol link its codec.
 BENCH_PROTO_USERS := $(B)/bench/ctlload $(B)/bench/probe
-$(BENCH_PROTO_USERS): $(B)/proto/proto.o
+$(BENCH_PROTO_USERS): $(B)/proto/proto.o $(B)/proto/frames.o
 $(B)/bench/attachb: $(B)/librdmad.so.0
 
 $(B)/bench/%: bench/%.c

@@ -43,7 +43,7 @@ static inline int ctl_connect(const char *path)
  */
 static inline int ctl_hello(int fd, int check)
 {
-	struct proto_msg m = PROTO_MSG_INIT;
+	struct proto_msg m;
 	uint8_t buf[PROTO_MAX_FRAME];
 	int r;
 
@@ -66,9 +66,10 @@ static inline int ctl_hello(int fd, int check)
 static inline int ctl_request_bytes(const char *path, uint8_t *buf,
 				    size_t cap, size_t *len)
 {
-	struct proto_msg m = PROTO_MSG_INIT;
+	struct proto_msg m;
 	int r;
 
+	proto_msg_init(&m);
 	m.type = PROTO_REQUEST;
 	m.id = 2;
 	m.payload = json_pack("{s:s, s:s}", "method", "GET", "path", path);

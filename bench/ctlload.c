@@ -75,7 +75,7 @@ static void *client(void *arg)
 
 static int capture(const char *file)
 {
-	struct proto_msg m = PROTO_MSG_INIT;
+	struct proto_msg m;
 	uint8_t buf[PROTO_MAX_FRAME];
 	json_t *status;
 	ssize_t got;

@@ -319,19 +319,19 @@ static int open_device(struct rdmad_profile *p)
 	return 0;
 }
 
-/*
- * Tell the daemon the keys of this process's MRs. The answer is not
- * waited for: it carries nothing this process needs, and is read with
- * the next request's (conn_settle_one()).
- */
-static int report(struct rdmad_profile *p)
+/* MRs per REPORT: one frame holds a few hundred of them (about 100
+ * bytes each); a longer list goes in parts, each after the first with
+ * "append" (PROTOCOL.md, REPORT). */
+#define REPORT_MRS_PER_PART 256
+
+/* One REPORT of MRs [first, first + n). */
+static int report_part(struct rdmad_profile *p, size_t first, size_t n)
 {
 	struct proto_msg req;
 	json_t *mrs = json_array();
-	size_t i;
 	int r;
 
-	for (i = 0; mrs && i < p->n_mr; i++) {
+	for (size_t i = first; mrs && i < first + n; i++) {
 		const struct client_mr *mr = &p->mr[i];
 
 		if (json_array_append_new(
@@ -346,13 +346,35 @@ static int report(struct rdmad_profile *p)
 		}
 	}
 	r = client_request_msg(&req, PROTO_REPORT,
-			       mrs ? json_pack("{s:I, s:o}", "attachment",
-					       (json_int_t)p->attachment, "mr", mrs)
+			       mrs ? json_pack("{s:I, s:o, s:b}", "attachment",
+					       (json_int_t)p->attachment, "mr",
+					       mrs, "append", first > 0)
 			           : NULL);
 	if (r < 0)
 		return r;
 	r = client_conn_send(p->conn, &req);
 	proto_msg_clear(&req);
+	return r;
+}
+
+/*
+ * Tell the daemon the keys of this process's MRs. The answers are not
+ * waited for: they carry nothing this process needs, and are read with
+ * the next request's (conn_settle_one()).
+ */
+static int report(struct rdmad_profile *p)
+{
+	size_t first = 0;
+	int r;
+
+	do {
+		size_t n = p->n_mr - first < REPORT_MRS_PER_PART
+				   ? p->n_mr - first
+				   : REPORT_MRS_PER_PART;
+
+		r = report_part(p, first, n);
+		first += n;
+	} while (r >= 0 && first < p->n_mr);
 	return r;
 }
 

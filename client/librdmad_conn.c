@@ -218,24 +218,26 @@ static void event_take(struct rdmad *c, struct proto_msg *m)
  */
 static int conn_recv_msg(struct rdmad *c, struct proto_msg *m, uint16_t skip)
 {
-	int fds[PROTO_MAX_FDS];
-	size_t len, n_fds, plen;
+	struct proto_raw raw;
+	size_t plen;
 	int r;
 
 	proto_msg_init(m);
 	if (!c->rbuf && !(c->rbuf = malloc(PROTO_RECV_BYTES)))
 		return -ENOMEM;
-	r = proto_recv_frame(c->fd, c->rbuf, PROTO_RECV_BYTES, &len, fds,
-			     &n_fds);
-	if (r == -EMSGSIZE || r == -EBADMSG)
-		proto_frame_ids(c->rbuf, len, m);
-	if (r < 0)
-		return r;
-	if (skip && proto_frame_payload(c->rbuf, len, n_fds, skip, &plen)) {
-		proto_frame_ids(c->rbuf, len, m);
-		return 0;
+	/* One frame, or every frame of a message the daemon cut. */
+	r = proto_recv_raw(c->fd, c->rbuf, PROTO_RECV_BYTES, &raw);
+	if ((r == -EMSGSIZE || r == -EBADMSG || r == 0) &&
+	    raw.hdr.magic == PROTO_MAGIC) {
+		m->type = raw.hdr.type;
+		m->id = raw.hdr.id;
 	}
-	return client_reuse_decode(&c->reuse, c->rbuf, len, fds, n_fds, m);
+	if (r == 0 && skip && proto_raw_payload(&raw, skip, &plen))
+		m->flags = 0;
+	else if (r == 0)
+		r = client_reuse_decode_raw(&c->reuse, &raw, m);
+	proto_raw_clear(&raw);
+	return r;
 }
 
 static int conn_read(struct rdmad *c, struct proto_msg *m, bool block,
@@ -655,14 +657,14 @@ static void conn_freep(struct rdmad **c)
 
 /*
  * Send HELLO. Its answer is read with the first request's: the daemon
- * answers HELLO first, and a request sent before the WELCOME is framed
- * in the one version this library speaks. A library that speaks
- * several must know the daemon's choice before it frames the next
- * request, so it waits here.
+ * answers HELLO first, and a request sent before the WELCOME is one
+ * frame framed as version 1, which a daemon reads whichever version it
+ * chooses of those offered (version 2 differs only in messages of
+ * several frames, which only the daemon sends).
  */
 static int conn_hello(struct rdmad *c)
 {
-	struct proto_msg req, ans;
+	struct proto_msg req;
 	int r;
 
 	r = proto_hello(&req, 0);
@@ -670,12 +672,6 @@ static int conn_hello(struct rdmad *c)
 		return client_set_error(r, "out of memory");
 	r = client_conn_send(c, &req);
 	proto_msg_clear(&req);
-	if (r < 0 || PROTO_VERSION_MIN == PROTO_VERSION_MAX)
-		return r;
-	r = client_conn_await(c, c->last_id, "HELLO", &ans);
-	if (r == 0)
-		r = conn_welcome(c, &ans);
-	proto_msg_clear(&ans);
 	return r;
 }
 

@@ -233,6 +233,10 @@ static inline void *client_mr_addr(const struct rdmad_profile *p,
 int client_reuse_decode(struct client_reuse *u, const uint8_t *buf,
 			size_t len, int *fds, size_t n_fds,
 			struct proto_msg *m);
+/* The same for a message received whole (proto_recv_raw), of one frame
+ * or several; raw keeps no fd, and is the caller's to clear. */
+int client_reuse_decode_raw(struct client_reuse *u, struct proto_raw *raw,
+			    struct proto_msg *m);
 void client_reuse_clear(struct client_reuse *u);
 
 /* librdmad_attached.c */
@@ -246,9 +250,11 @@ void client_profile_free(struct rdmad_profile *p);
 int client_parse_attached(struct rdmad_profile *p, struct proto_msg *m,
 			  unsigned int flags);
 
-/* librdmad_mcast.c: the groups of ATTACHED's "mcast" list (optional:
- * daemons before 0.7 send none), and freeing them. */
-int client_parse_mcasts(struct rdmad_profile *p, const json_t *doc);
+/* librdmad_mcast.c: the joined groups of ATTACHED's "mcast" list
+ * (optional: daemons before 0.7 send none), their names taken out of a,
+ * and freeing them. */
+struct proto_attached;
+int client_mcasts_take(struct rdmad_profile *p, struct proto_attached *a);
 void client_mcasts_free(struct rdmad_profile *p);
 
 #endif

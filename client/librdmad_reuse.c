@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "librdmad_internal.h"
 
@@ -62,30 +63,54 @@ static void keep(struct client_reuse *u, const uint8_t *rest, size_t len,
 	u->doc = json_incref(doc);
 }
 
-int client_reuse_decode(struct client_reuse *u, const uint8_t *buf,
-			size_t len, int *fds, size_t n_fds,
-			struct proto_msg *m)
+int client_reuse_decode_raw(struct client_reuse *u, struct proto_raw *raw,
+			    struct proto_msg *m)
 {
 	const uint8_t *payload;
 	size_t plen, rest;
 	uint32_t id;
 	int r;
 
-	payload = proto_frame_payload(buf, len, n_fds, PROTO_ATTACHED, &plen);
+	payload = proto_raw_payload(raw, PROTO_ATTACHED, &plen);
 	if (!payload || !split_id(payload, plen, &id, &rest))
-		return proto_decode_frame(buf, len, fds, n_fds, m);
+		return proto_decode_raw(raw, m);
 	if (u->doc && u->doc->refcount == 1 && u->len == plen - rest &&
 	    memcmp(u->rest, payload + rest, u->len) == 0 &&
 	    json_object_set_new(u->doc, "attachment", json_integer(id)) == 0) {
-		proto_frame_ids(buf, len, m);
+		proto_msg_move(m, &raw->fds);
+		m->type = raw->hdr.type;
+		m->flags = 0;
+		m->id = raw->hdr.id;
 		m->payload = json_incref(u->doc);
-		memcpy(m->fds, fds, n_fds * sizeof(*fds));
-		m->n_fds = n_fds;
 		return 0;
 	}
-	r = proto_decode_frame(buf, len, fds, n_fds, m);
+	r = proto_decode_raw(raw, m);
 	if (r == 0)
 		keep(u, payload + rest, plen - rest, m->payload);
+	return r;
+}
+
+int client_reuse_decode(struct client_reuse *u, const uint8_t *buf,
+			size_t len, int *fds, size_t n_fds,
+			struct proto_msg *m)
+{
+	struct proto_raw raw = { .frame = buf, .frame_len = len };
+	int r;
+
+	proto_msg_init(&raw.fds);
+	proto_msg_init(m);
+	if (n_fds > PROTO_MAX_FDS) { /* not one frame's */
+		for (size_t i = 0; i < n_fds; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		return -EBADMSG;
+	}
+	if (len >= PROTO_HDR_SIZE)
+		proto_hdr_unpack(buf, &raw.hdr);
+	memcpy(raw.fds.fds, fds, n_fds * sizeof(*fds));
+	raw.fds.n_fds = n_fds;
+	r = client_reuse_decode_raw(u, &raw, m);
+	proto_raw_clear(&raw);
 	return r;
 }
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "proto.h"
+#include "proto_internal.h"
 #include "util.h"
 
 /* Linux >= 6.5; older C libraries do not name it. It carries an fd. */
@@ -14,7 +15,10 @@
 #define SCM_PIDFD 0x04
 #endif
 
-#define PROTO_FLAGS_KNOWN 0x0000
+uint16_t proto_flags_known(uint16_t version)
+{
+	return version >= PROTO_VERSION_FRAMES ? PROTO_FLAG_MORE : 0;
+}
 
 static const struct proto_type_info {
 	const char *name;
@@ -65,17 +69,69 @@ bool proto_type_has_fds(uint16_t type)
 
 void proto_msg_init(struct proto_msg *m)
 {
-	*m = (struct proto_msg)PROTO_MSG_INIT;
+	m->type = 0;
+	m->flags = 0;
+	m->id = 0;
+	m->payload = NULL;
+	m->fds = m->fds_inline;
+	m->n_fds = 0;
+	for (size_t i = 0; i < PROTO_MAX_FDS; i++)
+		m->fds_inline[i] = -1;
 }
 
 void proto_msg_clear(struct proto_msg *m)
 {
-	size_t i;
-
 	json_decref(m->payload);
-	for (i = 0; i < m->n_fds && i < PROTO_MAX_FDS; i++)
-		closep(&m->fds[i]);
+	if (m->fds) {
+		for (size_t i = 0; i < m->n_fds; i++)
+			closep(&m->fds[i]);
+		if (m->fds != m->fds_inline)
+			free(m->fds);
+	}
 	proto_msg_init(m);
+}
+
+void proto_msg_move(struct proto_msg *dst, struct proto_msg *src)
+{
+	proto_msg_init(dst);
+	dst->type = src->type;
+	dst->flags = src->flags;
+	dst->id = src->id;
+	dst->payload = src->payload;
+	dst->n_fds = src->n_fds;
+	if (src->fds && src->fds != src->fds_inline)
+		dst->fds = src->fds; /* the heap array changes hands */
+	else if (src->fds)
+		memcpy(dst->fds_inline, src->fds_inline,
+		       sizeof(dst->fds_inline));
+	src->payload = NULL;
+	src->fds = NULL;
+	src->n_fds = 0;
+	proto_msg_init(src);
+}
+
+int proto_msg_reserve_fds(struct proto_msg *m, size_t n)
+{
+	int *fds;
+
+	if (!m->fds)
+		proto_msg_init(m);
+	if (n <= PROTO_MAX_FDS && m->fds == m->fds_inline)
+		return 0;
+	if (m->fds != m->fds_inline) {
+		fds = realloc(m->fds, n * sizeof(*fds));
+		if (!fds)
+			return -ENOMEM;
+	} else {
+		fds = malloc(n * sizeof(*fds));
+		if (!fds)
+			return -ENOMEM;
+		memcpy(fds, m->fds_inline, m->n_fds * sizeof(*fds));
+	}
+	for (size_t i = m->n_fds; i < n; i++)
+		fds[i] = -1;
+	m->fds = fds;
+	return 0;
 }
 
 /* ---- header ---- */
@@ -184,14 +240,13 @@ static bool depth_ok(const uint8_t *p, size_t len)
 
 /* ---- codec ---- */
 
-/* The header of a frame of this build's version. */
-static void pack_header(uint8_t out[PROTO_HDR_SIZE], uint16_t type,
-			uint16_t flags, uint16_t n_fds, uint32_t id,
-			uint32_t length)
+void proto_pack_header(uint8_t out[PROTO_HDR_SIZE], uint16_t version,
+		       uint16_t type, uint16_t flags, uint16_t n_fds,
+		       uint32_t id, uint32_t length)
 {
 	struct proto_hdr h = {
 		.magic = PROTO_MAGIC,
-		.version = PROTO_VERSION,
+		.version = version,
 		.type = type,
 		.flags = flags,
 		.n_fds = n_fds,
@@ -202,13 +257,22 @@ static void pack_header(uint8_t out[PROTO_HDR_SIZE], uint16_t type,
 	proto_hdr_pack(&h, out);
 }
 
+/* The header of a single frame: version 1's framing, which every
+ * version reads (and the only one a peer yet to say HELLO does). */
+static void pack_header(uint8_t out[PROTO_HDR_SIZE], uint16_t type,
+			uint16_t flags, uint16_t n_fds, uint32_t id,
+			uint32_t length)
+{
+	proto_pack_header(out, PROTO_VERSION, type, flags, n_fds, id, length);
+}
+
 int proto_encode(const struct proto_msg *m, uint8_t *buf, size_t cap,
 		 size_t *len)
 {
 	const struct proto_type_info *t = type_info(m->type);
 	size_t room, n;
 
-	if (!t || (m->flags & ~PROTO_FLAGS_KNOWN))
+	if (!t || m->flags) /* a single frame: no flag */
 		return -EINVAL;
 	if (m->n_fds > PROTO_MAX_FDS || (m->n_fds && !t->fds))
 		return -EINVAL;
@@ -260,13 +324,46 @@ static int peek_header(const uint8_t *buf, size_t len, struct proto_hdr *h,
 	return 0;
 }
 
+int proto_check_header(const struct proto_hdr *h, size_t n_fds,
+		       size_t max_fds)
+{
+	const struct proto_type_info *t;
+
+	if (h->version < PROTO_VERSION_MIN || h->version > PROTO_VERSION_MAX)
+		return -EPROTONOSUPPORT;
+	t = type_info(h->type);
+	if (!t || (h->flags & ~proto_flags_known(h->version)))
+		return -EBADMSG;
+	if (h->n_fds != n_fds || n_fds > max_fds || (n_fds && !t->fds))
+		return -EBADMSG;
+	return 0;
+}
+
+int proto_decode_payload(const uint8_t *payload, size_t len, json_t **out)
+{
+	json_t *doc;
+
+	/* Before jansson sees it: its parser recurses once per level. */
+	if (!depth_ok(payload, len))
+		return -EBADMSG;
+	doc = json_loadb((const char *)payload, len, JSON_REJECT_DUPLICATES,
+			 NULL);
+	if (!doc)
+		return -EBADMSG; /* jansson reports no ENOMEM apart */
+	if (!json_is_object(doc)) {
+		json_decref(doc);
+		return -EBADMSG;
+	}
+	*out = doc;
+	return 0;
+}
+
 int proto_decode(const uint8_t *buf, size_t len, size_t n_fds_received,
 		 struct proto_msg *m)
 {
-	const struct proto_type_info *t;
-	const uint8_t *payload;
 	struct proto_hdr h;
 	json_t *doc;
+	int r;
 
 	proto_msg_init(m);
 	if (peek_header(buf, len, &h, m) < 0)
@@ -277,25 +374,16 @@ int proto_decode(const uint8_t *buf, size_t len, size_t n_fds_received,
 		return -EMSGSIZE;
 	if (h.length != len - PROTO_HDR_SIZE)
 		return -EBADMSG;
-	t = type_info(h.type);
-	if (!t || (h.flags & ~PROTO_FLAGS_KNOWN))
-		return -EBADMSG;
-	if (h.n_fds != n_fds_received || n_fds_received > PROTO_MAX_FDS ||
-	    (n_fds_received && !t->fds))
-		return -EBADMSG;
-
-	payload = buf + PROTO_HDR_SIZE;
-	/* Before jansson sees it: its parser recurses once per level. */
-	if (!depth_ok(payload, h.length))
-		return -EBADMSG;
-	doc = json_loadb((const char *)payload, h.length,
-			 JSON_REJECT_DUPLICATES, NULL);
-	if (!doc)
-		return -EBADMSG; /* jansson reports no ENOMEM apart */
-	if (!json_is_object(doc)) {
-		json_decref(doc);
-		return -EBADMSG;
-	}
+	r = proto_check_header(&h, n_fds_received, PROTO_MAX_FDS);
+	if (r < 0)
+		return r;
+	/* One frame of more: only proto_recv() puts them together, and a
+	 * peer that decodes frame by frame takes it for too large. */
+	if (h.flags & PROTO_FLAG_MORE)
+		return -EMSGSIZE;
+	r = proto_decode_payload(buf + PROTO_HDR_SIZE, h.length, &doc);
+	if (r < 0)
+		return r;
 	m->payload = doc;
 	m->n_fds = n_fds_received;
 	return 0;
@@ -457,17 +545,6 @@ static int take_fds(struct msghdr *mh, int *fds, size_t *n_fds)
 	return r;
 }
 
-int proto_recv(int sock, struct proto_msg *m)
-{
-	_cleanup_free_ uint8_t *buf = malloc(PROTO_RECV_BYTES);
-
-	if (!buf) {
-		proto_msg_init(m);
-		return -ENOMEM;
-	}
-	return proto_recv_buf(sock, m, buf, PROTO_RECV_BYTES);
-}
-
 int proto_recv_frame(int sock, uint8_t *buf, size_t cap, size_t *len,
 		     int fds[PROTO_MAX_FDS], size_t *n_fds)
 {
@@ -537,7 +614,7 @@ const uint8_t *proto_frame_payload(const uint8_t *buf, size_t len,
 	t = type_info(h.type);
 	if (h.type != type || !t || h.n_fds != n_fds ||
 	    n_fds > PROTO_MAX_FDS || (n_fds && !t->fds) ||
-	    (h.flags & ~PROTO_FLAGS_KNOWN) || h.version < PROTO_VERSION_MIN ||
+	    h.flags || h.version < PROTO_VERSION_MIN ||
 	    h.version > PROTO_VERSION_MAX || h.length != len - PROTO_HDR_SIZE)
 		return NULL;
 	*payload_len = h.length;
@@ -550,21 +627,6 @@ void proto_frame_ids(const uint8_t *buf, size_t len, struct proto_msg *m)
 
 	proto_msg_init(m);
 	peek_header(buf, len, &h, m);
-}
-
-int proto_recv_buf(int sock, struct proto_msg *m, uint8_t *buf, size_t cap)
-{
-	int fds[PROTO_MAX_FDS];
-	size_t len, n_fds;
-	int r;
-
-	proto_msg_init(m);
-	r = proto_recv_frame(sock, buf, cap, &len, fds, &n_fds);
-	if (r == -EMSGSIZE || r == -EBADMSG)
-		proto_frame_ids(buf, len, m);
-	if (r < 0)
-		return r;
-	return proto_decode_frame(buf, len, fds, n_fds, m);
 }
 
 /* ---- versions ---- */

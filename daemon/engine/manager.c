@@ -634,7 +634,7 @@ void manager_release(struct manager *m, const char *profile,
 	orphans_request(m->orphans);
 	if (o) {
 		profile_release(p, o);
-		profile_touch(p);
+		profile_touch_leases(p);
 		return;
 	}
 	/* Serials are unique in the daemon: at most one retired match. */

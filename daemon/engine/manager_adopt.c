@@ -149,7 +149,7 @@ static void adopt_one(struct manager *m, struct profile *p, const json_t *h,
 	}
 	a->next = m->adopted;
 	m->adopted = a;
-	profile_touch(p);
+	profile_touch_leases(p);
 	log_info("profile %s: adopted pid %d, a client of the previous run: "
 		 "%zu leases",
 		 p->conf->name, (int)a->pid, a->n_leases);

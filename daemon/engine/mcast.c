@@ -21,6 +21,7 @@
 #include <rdma/rdma_cma.h>
 #include <infiniband/ib.h>
 
+#include "attached.h"
 #include "events.h"
 #include "gid.h"
 #include "log.h"
@@ -603,6 +604,54 @@ void mcast_json(const struct mcast *m, json_t *j)
 	json_object_set_new(j, "qkey", json_integer(m->qkey));
 	json_object_set_new(j, "remote_qpn", json_integer(m->remote_qpn));
 	json_object_set_new(j, "ah", ah_json(m));
+}
+
+int mcast_attached(const struct mcast *m, struct proto_att_mcast *out)
+{
+	char text[INET6_ADDRSTRLEN];
+	const struct ibv_ah_attr *a = &m->ah_attr;
+
+	out->group = strdup(group_text(m, text, sizeof(text)));
+	out->join = strdup(mcast_join_name(m->join));
+	out->join_state = strdup(join_state_names[m->state]);
+	out->has_rejoins = true;
+	out->rejoins = m->rejoins;
+	out->qps = calloc(m->n_qps ? m->n_qps : 1, sizeof(*out->qps));
+	if (!out->group || !out->join || !out->join_state || !out->qps)
+		return -ENOMEM;
+	for (; out->n_qps < m->n_qps; out->n_qps++) {
+		struct proto_att_mcast_qp *q = &out->qps[out->n_qps];
+
+		q->name = strdup(m->qp_names[out->n_qps]);
+		if (!q->name)
+			return -ENOMEM;
+		q->qp_num = m->qps[out->n_qps]->qp_num;
+		q->attached = m->attached[out->n_qps];
+	}
+	if (m->state != JOIN_JOINED)
+		return 0;
+	out->has_mgid = out->has_mlid = out->has_qkey = true;
+	out->has_remote_qpn = out->has_ah = true;
+	memcpy(out->mgid, a->grh.dgid.raw, sizeof(out->mgid));
+	out->mlid = a->dlid;
+	out->qkey = m->qkey;
+	out->remote_qpn = m->remote_qpn;
+	out->ah = (struct proto_att_ah){
+		.has_handle = m->ah != NULL,
+		.handle = m->ah ? m->ah->handle : 0,
+		.port_num = a->port_num, .dlid = a->dlid, .sl = a->sl,
+		.src_path_bits = a->src_path_bits,
+		.static_rate = a->static_rate, .is_global = a->is_global,
+	};
+	if (a->is_global) {
+		out->ah.has_dgid = true;
+		memcpy(out->ah.dgid, a->grh.dgid.raw, sizeof(out->ah.dgid));
+		out->ah.sgid_index = a->grh.sgid_index;
+		out->ah.hop_limit = a->grh.hop_limit;
+		out->ah.traffic_class = a->grh.traffic_class;
+		out->ah.flow_label = a->grh.flow_label;
+	}
+	return 0;
 }
 
 void mcast_handles(const struct mcast *m,

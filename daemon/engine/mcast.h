@@ -25,6 +25,7 @@
 
 struct events;
 struct mcast;
+struct proto_att_mcast;
 
 /* How long a join may take before the group fails (an SA that does not
  * answer). */
@@ -66,6 +67,10 @@ uint64_t mcast_epoch(const struct mcast *m);
 /* The group's fields for its object's document, into j: mgid, mlid,
  * qkey, join, join_state, qps (each name, qp_num, attached), ah. */
 void mcast_json(const struct mcast *m, json_t *j);
+/* What ATTACHED says of the group, into out (its name aside): the
+ * strings and the list are malloc'ed, for proto_attached_free(). 0 or
+ * -ENOMEM. */
+int mcast_attached(const struct mcast *m, struct proto_att_mcast *out);
 /* The handle of the AH m made in the profile's context, if any. */
 void mcast_handles(const struct mcast *m,
 		   void (*add)(void *ud, enum uhandle_kind k, uint32_t h),

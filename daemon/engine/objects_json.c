@@ -8,32 +8,12 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
+#include "access.h"
 #include "gid.h"
 #include "mcast.h"
 #include "objects.h"
 #include "qpstate.h"
 #include "target.h"
-
-static json_t *access_json(unsigned int access)
-{
-	static const struct {
-		unsigned int flag;
-		const char *name;
-	} names[] = {
-		{ IBV_ACCESS_LOCAL_WRITE, "local_write" },
-		{ IBV_ACCESS_REMOTE_WRITE, "remote_write" },
-		{ IBV_ACCESS_REMOTE_READ, "remote_read" },
-		{ IBV_ACCESS_REMOTE_ATOMIC, "remote_atomic" },
-		{ IBV_ACCESS_MW_BIND, "mw_bind" },
-		{ IBV_ACCESS_RELAXED_ORDERING, "relaxed_ordering" },
-	};
-	json_t *a = json_array();
-
-	for (size_t i = 0; a && i < ARRAY_SIZE(names); i++)
-		if (access & names[i].flag)
-			json_array_append_new(a, json_string(names[i].name));
-	return a;
-}
 
 static const char *qp_state_str(enum ibv_qp_state s)
 {
@@ -291,7 +271,7 @@ static void mr_json(const struct object *o, json_t *j)
 	json_object_set_new(j, "zero_based", json_boolean(c->zero_based || c->dm));
 	if (c->odp)
 		json_object_set_new(j, "odp", json_true());
-	json_object_set_new(j, "access", access_json(c->access));
+	json_object_set_new(j, "access", proto_access_json(c->access));
 }
 
 static void mw_json(const struct object *o, json_t *j)

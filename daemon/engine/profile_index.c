@@ -49,10 +49,16 @@ const char *profile_state_name(enum profile_state s)
 	return profile_state_names[s];
 }
 
+/* One counter for both: a generation is unique in the daemon. */
+static uint64_t generations;
+
 void profile_touch(struct profile *p)
 {
-	static uint64_t generations;
+	p->generation = p->attach_generation = ++generations;
+}
 
+void profile_touch_leases(struct profile *p)
+{
 	p->generation = ++generations;
 }
 
@@ -76,6 +82,11 @@ struct object *profile_find(struct profile *p, enum obj_kind kind,
 struct object *profile_find_serial(struct profile *p, enum obj_kind kind,
 				   const char *name, uint64_t serial)
 {
+	struct object *o = profile_find(p, kind, name);
+
+	/* By the name index first: a detach of thousands of leases. */
+	if (o && o->serial == serial)
+		return o;
 	for (size_t i = 0; i < p->n_objects; i++)
 		if (p->objects[i].serial == serial &&
 		    p->objects[i].kind == kind && streq(object_name(&p->objects[i]), name))

@@ -208,6 +208,9 @@ struct profile {
 	 * unique in the daemon, so that a cached document never outlives
 	 * its profile. */
 	uint64_t generation;
+	/* The same, but for leases (which ATTACHED does not show): what
+	 * the control socket keeps ATTACHED by (attach_view.h). */
+	uint64_t attach_generation;
 	UT_hash_handle hh; /* the manager's index, by name */
 	struct asyncwatch *async; /* the context's async events */
 	/* Objects a reload removed while sessions held them. */
@@ -258,8 +261,11 @@ struct object *profile_find_serial(struct profile *p, enum obj_kind kind,
 struct object *profile_find(struct profile *p, enum obj_kind kind,
 			    const char *name);
 /* Something that shows in the profile's documents changed outside the
- * engine (a lease, a QP moved by hand). */
+ * engine (a QP moved by hand): both generations move. */
 void profile_touch(struct profile *p);
+/* Only leases changed: the REST documents' generation moves, ATTACHED's
+ * stays (an attach or detach does not make the next attach render). */
+void profile_touch_leases(struct profile *p);
 /* Is a creation under way? */
 static inline bool profile_busy(const struct profile *p)
 {

@@ -74,6 +74,7 @@ static void session_free(struct session *s)
 	else
 		epoll_ctl(c->ep, EPOLL_CTL_DEL, s->fd, NULL);
 	sd_event_source_disable_unref(s->hello_timer);
+	session_out_clear(s);
 	closep(&s->fd);
 	c->n_sessions--;
 	uid_count_put(c, s->cred.uid);
@@ -139,7 +140,9 @@ static int session_handle_one(struct session *s)
 		log_warn(r, "session %u (pid %d uid %u): bad message", s->id,
 			 (int)s->cred.pid, (unsigned int)s->cred.uid);
 		proto_msg_init(&e);
-		if (proto_error(&e, m.id, r) == 0)
+		/* Not between the frames of a message that waits: the
+		 * session ends with it unsent anyway. */
+		if (!s->out.head && proto_error(&e, m.id, r) == 0)
 			proto_send(s->fd, &e);
 		proto_msg_clear(&e);
 		proto_msg_clear(&m);
@@ -174,6 +177,8 @@ static int session_handle_one(struct session *s)
 				r = proto_send(s->fd, &w);
 			proto_msg_clear(&w);
 			s->welcomed = r == 0;
+			if (s->welcomed)
+				s->version = version;
 			if (s->welcomed)
 				s->hello_timer = sd_event_source_disable_unref(
 					s->hello_timer);
@@ -371,12 +376,14 @@ static int on_hello_timeout(sd_event_source *es, uint64_t usec, void *ud)
 static void refuse(struct control *c, int fd, const struct ucred *cred,
 		   const char *why)
 {
-	struct session tmp = { .c = c, .fd = fd, .cred = *cred };
+	struct session tmp = { .c = c, .fd = fd, .cred = *cred,
+			       .version = 1, .out = { .fd = -1 } };
 
 	c->refused++;
 	log_notice("control socket: refused a session of uid %u: %s",
 		   (unsigned int)cred->uid, why);
 	session_send_error(&tmp, 0, "too_many_sessions", "%s", why);
+	session_out_clear(&tmp); /* not waited for */
 	/* Closing a socket with unread messages resets it, and the client
 	 * may lose the ERROR: read what came already (a HELLO sent right
 	 * after connecting), closing any fds. */
@@ -419,6 +426,8 @@ static void accept_one(struct control *c, int cfd)
 	}
 	s->c = c;
 	s->fd = cfd;
+	s->version = 1;
+	s->out.fd = -1;
 	s->cred = cred;
 	s->id = ++c->next_session;
 	s->boost = SESSION_BOOST_MESSAGES;

@@ -4,9 +4,8 @@
 #include <time.h>
 
 #include "control_internal.h"
+#include "attach_view.h"
 #include "log.h"
-#include "mcast.h"
-#include "objects.h"
 #include "proto.h"
 
 const double control_attach_bucket_le[SESSION_ATTACH_BUCKETS] = {
@@ -29,19 +28,14 @@ void attachment_release(struct control *c, struct attachment *a)
 	*a = (struct attachment){ 0 };
 }
 
-static int lease(struct attachment *a, struct object *o)
+/* An attachment that never went out: its record only, nothing leased. */
+static void attachment_drop(struct attachment *a)
 {
-	struct lease *l = realloc(a->leases, (a->n_leases + 1) * sizeof(*l));
-
-	if (!l)
-		return -ENOMEM;
-	a->leases = l;
-	l[a->n_leases] = (struct lease){ o->kind, strdup(object_name(o)), o->serial };
-	if (!l[a->n_leases].name)
-		return -ENOMEM;
-	a->n_leases++;
-	o->leases++;
-	return 0;
+	for (size_t i = 0; i < a->n_leases; i++)
+		free(a->leases[i].name);
+	free(a->leases);
+	free(a->profile);
+	*a = (struct attachment){ 0 };
 }
 
 /* session_attach / session_detach on the stream: the fields of
@@ -64,55 +58,13 @@ void session_publish(struct session *s, const struct attachment *a,
 
 static int attach_one(struct session *s, uint32_t id, json_t *req);
 
-/* Whether the client reaches o (a ready QP or SRQ) by number, so that it
- * must not go under it (leased): an XRC target QP (ibv_open_qp() in its
- * XRC domain) or an XRC SRQ. */
-static bool number_leased(const struct object *o)
-{
-	if (o->kind == OBJ_QP)
-		return ((const struct conf_qp *)o->conf)->type == QPK_XRC_RECV;
-	return ((const struct conf_srq *)o->conf)->type == SRQK_XRC;
-}
-
-/* A ready QP or SRQ in an ATTACHED answer: its name, type and number
- * (qp_num; srq_num for an XRC SRQ, which senders name). */
-static json_t *attach_number(const struct object *o)
-{
-	json_t *j;
-	uint32_t num;
-
-	if (o->kind == OBJ_QP) {
-		const struct conf_qp *c = o->conf;
-
-		j = json_pack("{s:s, s:s, s:I}", "name", object_name(o), "type",
-			      qp_kind_name(c->type), "qp_num",
-			      (json_int_t)o->u.qp.qp->qp_num);
-		if (j && c->xrcd)
-			json_object_set_new(j, "xrcd", json_string(c->xrcd));
-		return j;
-	}
-	j = json_pack("{s:s, s:s}", "name", object_name(o), "type",
-		      srq_kind_name(((const struct conf_srq *)o->conf)->type));
-	if (j && !ibv_get_srq_num(o->u.srq, &num))
-		json_object_set_new(j, "srq_num", json_integer(num));
-	return j;
-}
-
 static int send_not_ready(struct session *s, uint32_t id,
 			  const struct profile *p, const char *why)
 {
-	char progress[96] = "";
+	_cleanup_free_ char *state = profile_state_sentence(p);
 
-	if (p->state == PROFILE_CREATING)
-		snprintf(progress, sizeof(progress),
-			 " (%zu of %zu objects, %llu of %llu bytes)",
-			 p->progress.objects, p->progress.objects_total,
-			 (unsigned long long)p->progress.bytes,
-			 (unsigned long long)p->progress.bytes_total);
-	return session_send_error(s, id, "not_ready", "%sprofile '%s' is %s%s%s%s",
-			  why ? why : "", p->conf->name,
-			  profile_state_name(p->state), progress,
-			  p->reason ? ": " : "", p->reason ? p->reason : "");
+	return session_send_error(s, id, "not_ready", "%s%s", why ? why : "",
+				  state ? state : "profile is not ready");
 }
 
 static void waiter_free(struct waiter *w)
@@ -195,7 +147,7 @@ static int wait_ready(struct session *s, uint32_t id, json_t *req,
  */
 static void sessions_notify(struct control *c, const struct manager_event *ev)
 {
-	const char *name = ev->profile->conf->name;
+	const char *name = profile_name(ev->profile);
 	bool lost = ev->kind == MANAGER_DEVICE_LOST;
 
 	for (struct session *s = c->sessions; s; s = s->next)
@@ -379,8 +331,7 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 		json_t *req;
 
 		next = w->next;
-		if (p && p->state != PROFILE_READY &&
-		    p->state != PROFILE_DEGRADED && p->state != PROFILE_FAILED)
+		if (p && !profile_settled_state(p))
 			continue;
 		req = json_incref(w->req);
 		waiter_free(w);
@@ -432,12 +383,13 @@ int control_attach(struct session *s, uint32_t id, json_t *req)
 
 /*
  * What ATTACHED says of a profile in one mode, but for the attachment's
- * id, as text: rendered once and sent again while nothing it says can
- * have changed (attach_signature()). Building the document was most of
- * an attach in the daemon, and attaching changes nothing in it.
+ * id, as text: rendered once and sent again while the profile's attach
+ * generation holds (profile_attach_generation(): the scheme REST's
+ * documents are kept by, http.c). Rendering was most of an attach in
+ * the daemon, and attaching changes nothing in it.
  */
 struct attach_text {
-	uint64_t sig;
+	uint64_t generation;
 	char *text; /* the object without "attachment": "{...}" */
 	size_t len;
 };
@@ -460,229 +412,23 @@ static void attach_cache_free(struct control *c)
 	}
 }
 
-static uint64_t mix(uint64_t h, uint64_t v)
-{
-	h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-	return h * 0xff51afd7ed558ccdull;
-}
-
-/* Everything ATTACHED in this mode depends on: the profile's context,
- * configuration and port, and each object's state, incarnation (serial)
- * and declaration (a reload gives every object a new one). */
-static uint64_t attach_signature(const struct profile *p, bool shared)
-{
-	uint64_t h = mix(shared, (uintptr_t)p->conf);
-
-	h = mix(h, (uintptr_t)p->ctx);
-	h = mix(h, (uint64_t)(int64_t)p->import_err);
-	h = mix(h, (uint64_t)(int64_t)p->gid_index);
-	h = mix(h, p->dev->port);
-	for (const char *d = p->ibdev; *d; d++)
-		h = mix(h, (unsigned char)*d);
-	for (size_t i = 0; i < p->n_objects; i++) {
-		const struct object *o = &p->objects[i];
-
-		h = mix(h, (uint64_t)o->state << 56 ^ o->serial);
-		h = mix(h, (uintptr_t)o->conf);
-		/* A group joined again is described again. */
-		if (o->kind == OBJ_MCAST && o->state == OBJ_READY)
-			h = mix(h, mcast_epoch(o->u.mcast));
-	}
-	return h;
-}
-
-/* How an object goes into ATTACHED, in one mode. The document and the
- * fds and leases taken for an attach come from walks over the objects in
- * the same order, so that an fd's index in the document is its place in
- * the message. */
-enum attach_part {
-	PART_NONE,	  /* not in ATTACHED */
-	PART_MEMORY,	  /* "memory", with its fd */
-	PART_XRCD,	  /* "xrcd", with an fd of its file (shared by inode) */
-	PART_PD,	  /* "pd", by handle */
-	PART_NUMBER,	  /* "qp" or "srq", by number */
-	PART_DM,	  /* "dm", imported in shared mode */
-	PART_DM_MR,	  /* "dm_mr" */
-	PART_IMPLICIT_MR, /* "implicit_mr": the client registers its own */
-	PART_MR,	  /* "mr", over a memory with an fd */
-	PART_MCAST,	  /* "mcast": a group's MGID, MLID, qkey and AH */
-};
-
-static enum attach_part attach_part(struct profile *p, const struct object *o,
-				    bool shared)
-{
-	const struct conf_mr *mr = o->conf;
-	struct object *m;
-
-	if (o->state != OBJ_READY)
-		return PART_NONE;
-	switch (o->kind) {
-	case OBJ_MEMORY:
-		return o->u.mem.fd >= 0 ? PART_MEMORY : PART_NONE;
-	case OBJ_XRCD:
-		return ((const struct conf_xrcd *)o->conf)->file ? PART_XRCD
-								 : PART_NONE;
-	case OBJ_PD:
-		return PART_PD;
-	case OBJ_MCAST:
-		return PART_MCAST;
-	case OBJ_QP:
-	case OBJ_SRQ:
-		return PART_NUMBER;
-	case OBJ_DM:
-		/* The context's: imported in shared mode (ibv_import_dm),
-		 * out of reach in local. */
-		return shared ? PART_DM : PART_NONE;
-	case OBJ_MR:
-		if (mr->dm)
-			return shared ? PART_DM_MR : PART_NONE;
-		/* Implicit: the daemon's covers the daemon's memory. */
-		if (!mr->memory)
-			return PART_IMPLICIT_MR;
-		m = profile_find(p, OBJ_MEMORY, mr->memory);
-		/* Anonymous memory is not shareable. */
-		return m && m->u.mem.fd >= 0 ? PART_MR : PART_NONE;
-	default:
-		return PART_NONE;
-	}
-}
-
-/* Whether the client holds what a part names, so that it must not go
- * under it (a lease). Of the numbers, only what a client reaches by
- * number: an XRC target QP (ibv_open_qp() in its XRC domain) or an XRC
- * SRQ. An implicit MR is the client's own, on the profile's PD. */
-static bool attach_leased(const struct object *o, enum attach_part part)
-{
-	if (part == PART_NUMBER)
-		return number_leased(o);
-	return part != PART_NONE && part != PART_IMPLICIT_MR;
-}
-
-/* An object as REST shows it, less what only REST needs: its kind (the
- * list says it), state (only ready objects are listed) and leases. */
-static json_t *attach_object_json(const struct object *o)
-{
-	json_t *j = object_json(o);
-
-	json_object_del(j, "kind");
-	json_object_del(j, "state");
-	json_object_del(j, "leases");
-	return j;
-}
-
-/* An object of the profile as its part of ATTACHED. */
-static json_t *attach_part_json(const struct object *o, enum attach_part part,
-				int fd_index)
-{
-	json_t *j, *doc;
-
-	switch (part) {
-	case PART_MEMORY:
-		j = attach_object_json(o);
-		json_object_set_new(j, "fd", json_integer(fd_index));
-		return j;
-	case PART_XRCD:
-		return json_pack("{s:s, s:s, s:i}", "name", object_name(o),
-				 "file",
-				 ((const struct conf_xrcd *)o->conf)->file,
-				 "fd", fd_index);
-	case PART_PD:
-		return json_pack("{s:s, s:i}", "name", object_name(o), "handle",
-				 (int)o->u.pd->handle);
-	case PART_NUMBER:
-		return attach_number(o);
-	case PART_IMPLICIT_MR:
-		doc = object_json(o);
-		j = json_pack("{s:s, s:s, s:O}", "name", object_name(o), "pd",
-			      ((const struct conf_mr *)o->conf)->pd, "access",
-			      json_object_get(doc, "access"));
-		json_decref(doc);
-		return j;
-	default: /* DM, DM_MR, MR: as in REST, but what is the daemon's */
-		return attach_object_json(o);
-	}
-}
-
-/* The key of ATTACHED's list for an object's part. */
-static const char *attach_list(const struct object *o, enum attach_part part)
-{
-	static const char *const lists[] = {
-		[PART_MEMORY] = "memory", [PART_XRCD] = "xrcd",
-		[PART_PD] = "pd",	  [PART_DM] = "dm",
-		[PART_DM_MR] = "dm_mr",	  [PART_IMPLICIT_MR] = "implicit_mr",
-		[PART_MR] = "mr",	  [PART_MCAST] = "mcast",
-	};
-
-	if (part == PART_NUMBER)
-		return o->kind == OBJ_QP ? "qp" : "srq";
-	return lists[part];
-}
-
-/* The list of doc called key, made on first use: a kind with nothing
- * ready is left out (clients read an absent list as an empty one, and
- * every key less is less for each attach to parse). */
-static json_t *attach_list_of(json_t *doc, const char *key)
-{
-	json_t *a = json_object_get(doc, key);
-
-	if (a || json_object_set_new(doc, key, json_array()) < 0)
-		return a;
-	return json_object_get(doc, key);
-}
-
-/* ATTACHED of p in this mode, but for "attachment": its text. */
-static char *attach_render(struct profile *p, bool shared)
-{
-	json_t *doc = json_pack("{s:s, s:s, s:s, s:i, s:i, s:b}", "profile",
-				p->conf->name, "mode",
-				shared ? "shared" : "local", "ibdev", p->ibdev,
-				"port", p->dev->port, "gid_index", p->gid_index,
-				"import_capable", p->import_err == 0);
-	int n_fds = shared; /* the context's cmd_fd is the first */
-	char *text = NULL;
-
-	if (!doc)
-		return NULL;
-	if (p->import_err)
-		json_object_set_new(doc, "import_error",
-				    json_string(errno_desc(-p->import_err)));
-	if (shared)
-		json_object_set_new(doc, "cmd_fd", json_integer(0));
-	for (size_t i = 0; i < p->n_objects; i++) {
-		const struct object *o = &p->objects[i];
-		enum attach_part part = attach_part(p, o, shared);
-		json_t *j;
-
-		if (part == PART_NONE)
-			continue;
-		j = attach_part_json(o, part, n_fds);
-		if (!j || json_array_append_new(
-			      attach_list_of(doc, attach_list(o, part)), j) < 0)
-			goto out;
-		if (part == PART_MEMORY || part == PART_XRCD)
-			n_fds++;
-	}
-	text = json_dumps(doc, JSON_COMPACT);
-out:
-	json_decref(doc);
-	return text;
-}
-
 /* ATTACHED's text of p in this mode: the one kept, or rendered again if
- * something it says may have changed. NULL when out of memory. */
+ * the generation moved. NULL when out of memory. */
 static const struct attach_text *attach_text(struct control *c,
 					     struct profile *p, bool shared)
 {
-	const char *name = p->conf->name;
-	uint64_t sig = attach_signature(p, shared);
+	const char *name = profile_name(p);
+	uint64_t generation = profile_attach_generation(p);
 	struct attach_cache *e;
 	struct attach_text *t;
+	size_t len = 0;
 	char *text;
 
 	HASH_FIND_STR(c->attach_cache, name, e);
-	if (e && e->mode[shared].text && e->mode[shared].sig == sig)
+	if (e && e->mode[shared].text &&
+	    e->mode[shared].generation == generation)
 		return &e->mode[shared];
-	text = attach_render(p, shared);
+	text = profile_attach_text(p, shared, &len);
 	if (!text)
 		return NULL;
 	if (!e) {
@@ -699,69 +445,132 @@ static const struct attach_text *attach_text(struct control *c,
 	}
 	t = &e->mode[shared];
 	free(t->text);
-	*t = (struct attach_text){ .sig = sig, .text = text,
-				   .len = strlen(text) };
+	*t = (struct attach_text){ .generation = generation, .text = text,
+				   .len = len };
 	return t;
 }
 
-/* What an attach takes of p: the fds of the message, in the document's
- * order, and a lease on each object it names. opened are the fds opened
- * for this message (XRC domains' files), to be closed once it is sent. */
-struct attach_take {
-	int fds[PROTO_MAX_FDS];
-	size_t n_fds;
-	int opened[PROTO_MAX_FDS];
-	size_t n_opened;
-};
-
-static int attach_take(struct profile *p, bool shared, struct attachment *a,
-		       struct attach_take *t)
+/* The attachment's own record of the view's leases (names copied: the
+ * configuration may go with a reload before the lease does). */
+static int attachment_leases(struct attachment *a, const struct attach_view *v)
 {
-	int r;
+	a->leases = calloc(v->n_leases ? v->n_leases : 1, sizeof(*a->leases));
+	if (!a->leases)
+		return -ENOMEM;
+	for (size_t i = 0; i < v->n_leases; i++) {
+		const struct attach_lease *l = &v->leases[i];
 
-	if (shared)
-		t->fds[t->n_fds++] = p->ctx->cmd_fd;
-	for (size_t i = 0; i < p->n_objects; i++) {
-		struct object *o = &p->objects[i];
-		enum attach_part part = attach_part(p, o, shared);
-		int fd = -1;
-
-		if (part == PART_MEMORY) {
-			fd = o->u.mem.fd;
-		} else if (part == PART_XRCD) {
-			fd = open(((const struct conf_xrcd *)o->conf)->file,
-				  O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-			if (fd < 0)
-				return -errno;
-			t->opened[t->n_opened++] = fd;
-		}
-		if (fd >= 0) {
-			if (t->n_fds == PROTO_MAX_FDS)
-				return -E2BIG;
-			t->fds[t->n_fds++] = fd;
-		}
-		if (attach_leased(o, part)) {
-			r = lease(a, o);
-			if (r < 0)
-				return r;
-		}
+		a->leases[i] = (struct lease){ l->kind, strdup(l->name),
+					       l->serial };
+		if (!a->leases[i].name)
+			return -ENOMEM;
+		a->n_leases++;
 	}
 	return 0;
+}
+
+/* A message too big for the session: what it would be, and why it does
+ * not go (never a part of it). */
+static int send_too_large(struct session *s, uint32_t id, const char *name,
+			  bool shared, size_t len, size_t n_fds)
+{
+	const char *mode = shared ? "shared" : "local";
+
+	if (s->version < PROTO_VERSION_FRAMES)
+		return session_send_error(
+			s, id, "too_large",
+			"ATTACHED of profile '%s' in %s mode is %zu bytes with "
+			"%zu fds, over one frame (%d bytes, %d fds): the "
+			"client must speak protocol version %d to attach it",
+			name, mode, len, n_fds, PROTO_MAX_PAYLOAD,
+			PROTO_MAX_FDS, PROTO_VERSION_FRAMES);
+	return session_send_error(
+		s, id, "too_large",
+		"ATTACHED of profile '%s' in %s mode is %zu bytes with %zu "
+		"fds, over what one message carries (%u bytes, %u fds)",
+		name, mode, len, n_fds, (unsigned int)PROTO_MAX_MESSAGE,
+		(unsigned int)PROTO_MAX_MESSAGE_FDS);
+}
+
+/* The mode an ATTACH asks for, decided: 1 with *shared set, else the
+ * answer sent (0, or the session's end). */
+static int attach_mode(struct session *s, uint32_t id, json_t *req,
+		       const struct profile *p, bool *shared)
+{
+	const char *mode = json_string_value(json_object_get(req, "mode"));
+	int import_err = profile_import_err(p);
+	int r;
+
+	if (!mode || streq(mode, "auto"))
+		*shared = import_err == 0;
+	else if (streq(mode, "shared") || streq(mode, "local"))
+		*shared = streq(mode, "shared");
+	else
+		return session_send_error(
+			s, id, "bad_request",
+			"mode \"%s\" is not auto, shared or local", mode);
+	if (!*shared || !import_err)
+		return 1;
+	r = session_send_error(s, id, "not_supported",
+			       "%s cannot share its context (%s): attach in "
+			       "local or auto mode",
+			       profile_ibdev(p), strerror(-import_err));
+	return r < 0 ? r : 0;
+}
+
+/* The profile is there and the session may attach: wait for it, or say
+ * why not (0 or the session's end), or 1 to go on. */
+static int attach_ready(struct session *s, uint32_t id, json_t *req,
+			struct profile *p)
+{
+	json_t *w = json_object_get(req, "wait_ms");
+
+	/* Its handles against the kernel's first, every time (a round of
+	 * the timer may have just missed it): what a client destroyed is
+	 * being made again then, and the profile is not ready. */
+	manager_check(s->c->m, p);
+	if (profile_attachable(p))
+		return 1;
+	if (w && (!json_is_integer(w) || json_integer_value(w) < -1))
+		return session_send_error(
+			s, id, "bad_request",
+			"\"wait_ms\" is a number of milliseconds, or -1 for no "
+			"limit");
+	if (json_integer_value(w) && !profile_failed(p))
+		return wait_ready(s, id, req, json_integer_value(w));
+	return send_not_ready(s, id, p, NULL);
+}
+
+/* Send the view as ATTACHED of attachment a: 0 once it is on its way,
+ * else the error (-EMSGSIZE: too large for the session). */
+static int attach_send(struct session *s, uint32_t id, struct attachment *a,
+		       const struct attach_text *doc,
+		       const struct attach_view *v)
+{
+	char head[64];
+	int n;
+
+	/* "{" "attachment":N "," and the rest of the kept object. */
+	n = snprintf(head, sizeof(head), "{\"attachment\":%u%s", a->id,
+		     doc->len > 2 ? "," : "");
+	return session_send_message(
+		s, PROTO_ATTACHED, id,
+		(struct iovec[]){ { head, (size_t)n },
+				  { doc->text + 1, doc->len - 1 } },
+		2, v->fds, v->n_fds);
 }
 
 static int attach_one(struct session *s, uint32_t id, json_t *req)
 {
 	struct control *c = s->c;
 	const char *name = json_string_value(json_object_get(req, "profile"));
-	const char *mode = json_string_value(json_object_get(req, "mode"));
 	struct profile *p = name ? manager_profile(c->m, name) : NULL;
 	const struct attach_text *doc;
-	struct attach_take t = { .n_fds = 0 };
+	struct attach_view v = { 0 };
 	struct attachment *att, a = { 0 };
-	struct iovec iov[2];
-	char head[64];
-	bool shared, socket_err = false;
-	int r, n;
+	size_t n_fds = 0;
+	bool shared = false;
+	int r, sent = 0;
 
 	if (!name)
 		return session_send_error(s, id, "bad_request",
@@ -769,46 +578,18 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 	if (!p)
 		return session_send_error(s, id, "not_found",
 					  "no profile '%s'", name);
-	if (!session_allowed(p->conf, s))
+	if (!session_allowed(p, s))
 		return session_send_error(
 			s, id, "forbidden",
 			"uid %u may not attach to profile '%s'",
 			(unsigned int)s->cred.uid, name);
-	/* Its handles against the kernel's first, every time (a round of
-	 * the timer may have just missed it): what a client destroyed is
-	 * being made again then, and the profile is not ready. */
-	manager_check(c->m, p);
-	if (!p->ctx || (p->state != PROFILE_READY &&
-			p->state != PROFILE_DEGRADED)) {
-		json_t *w = json_object_get(req, "wait_ms");
+	r = attach_ready(s, id, req, p);
+	if (r <= 0)
+		return r;
+	r = attach_mode(s, id, req, p, &shared);
+	if (r <= 0)
+		return r;
 
-		if (w && (!json_is_integer(w) || json_integer_value(w) < -1))
-			return session_send_error(
-				s, id, "bad_request",
-				"\"wait_ms\" is a number of milliseconds, or "
-				"-1 for no limit");
-		if (json_integer_value(w) && p->state != PROFILE_FAILED)
-			return wait_ready(s, id, req, json_integer_value(w));
-		return send_not_ready(s, id, p, NULL);
-	}
-	if (!mode)
-		mode = "auto";
-	if (streq(mode, "auto"))
-		shared = p->import_err == 0;
-	else if (streq(mode, "shared") || streq(mode, "local"))
-		shared = streq(mode, "shared");
-	else
-		return session_send_error(
-			s, id, "bad_request",
-			"mode \"%s\" is not auto, shared or local", mode);
-	if (shared && p->import_err)
-		return session_send_error(
-			s, id, "not_supported",
-			"%s cannot share its context (%s): attach in local or "
-			"auto mode",
-			p->ibdev, strerror(-p->import_err));
-
-	a.id = ++c->next_attachment;
 	a.shared = shared;
 	a.profile = strdup(name);
 	doc = attach_text(c, p, shared);
@@ -816,27 +597,31 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 	if (att)
 		s->att = att;
 	r = !a.profile || !doc || !att ? -ENOMEM
-				       : attach_take(p, shared, &a, &t);
+				       : profile_attach_view(p, shared, &v);
+	if (r == 0)
+		r = attachment_leases(&a, &v);
 	if (r == 0) {
-		/* "{" "attachment":N "," and the rest of the kept object. */
-		n = snprintf(head, sizeof(head), "{\"attachment\":%u%s", a.id,
-			     doc->len > 2 ? "," : "");
-		iov[0] = (struct iovec){ head, (size_t)n };
-		iov[1] = (struct iovec){ doc->text + 1, doc->len - 1 };
-		r = proto_send_textv(s->fd, PROTO_ATTACHED, id, iov, 2, t.fds,
-				     t.n_fds);
-		/* Any error but the size is the socket's: the session ends. */
-		socket_err = r < 0 && r != -EMSGSIZE;
+		a.id = ++c->next_attachment;
+		n_fds = v.n_fds;
+		r = attach_send(s, id, &a, doc, &v);
+		sent = r == 0 || r == -EMSGSIZE ? r : 1;
 	}
-	close_all(t.opened, t.n_opened);
+	/* Leased once the whole message is on its way; a session that
+	 * ends before it is sent releases them with its attachments. */
+	if (r == 0)
+		attach_view_lease(p, &v);
+	attach_view_clear(&v);
 	if (r < 0) {
-		attachment_release(c, &a);
-		return socket_err ? r
-				  : session_send_error(s, id, "internal",
-						       "cannot attach: %s",
-						       strerror(-r));
+		/* Nothing was leased: the record goes without a release. */
+		attachment_drop(&a);
+		if (sent > 0)
+			return r; /* the socket's: the session ends */
+		if (r == -EMSGSIZE)
+			return send_too_large(s, id, name, shared,
+					      doc->len + 16, n_fds);
+		return session_send_error(s, id, "internal",
+					  "cannot attach: %s", strerror(-r));
 	}
-	profile_touch(p);
 	s->att[s->n_att++] = a;
 	session_publish(s, &s->att[s->n_att - 1], "session_attach", NULL);
 	log_info("session %u (pid %d uid %u): attached to %s, %s mode", s->id,
@@ -882,9 +667,23 @@ int control_report(struct session *s, uint32_t id, json_t *req)
 		return session_send_error(s, id, "bad_request",
 				  "REPORT is for local mode");
 	static const char ok[] = "{\"status\":200,\"body\":{}}";
+	json_t *mr = json_object_get(req, "mr");
 
-	json_decref(a->report);
-	a->report = json_incref(json_object_get(req, "mr"));
+	/* A report over one frame comes in parts: each REPORT after the
+	 * first says "append", and its list goes after the others. */
+	if (json_is_true(json_object_get(req, "append")) &&
+	    json_is_array(a->report) && json_is_array(mr)) {
+		if (json_array_size(a->report) + json_array_size(mr) >
+		    CONTROL_MAX_REPORT_MRS)
+			return session_send_error(
+				s, id, "too_large",
+				"a report lists at most %d MRs",
+				CONTROL_MAX_REPORT_MRS);
+		json_array_extend(a->report, mr);
+	} else {
+		json_decref(a->report);
+		a->report = json_incref(mr);
+	}
 	return session_send_text(s, PROTO_REPLY, id, ok, sizeof(ok) - 1);
 }
 

@@ -54,6 +54,9 @@ struct waiter {
 };
 
 #define CONTROL_MAX_WAITS_PER_SESSION 16
+/* What REPORTs of one attachment may list, all parts together: a bound
+ * on what a client makes the daemon keep, far above a profile's MRs. */
+#define CONTROL_MAX_REPORT_MRS (1 << 17)
 
 /*
  * A REPLY rendered once, for a document that changes only when the
@@ -84,6 +87,38 @@ struct later {
 	uint32_t id;
 };
 
+/* A message the socket did not take at once: its payload and fds (dups,
+ * the queue's own), and the next of its frames to send. */
+struct outmsg {
+	struct outmsg *next;
+	uint16_t type;
+	uint32_t id;
+	char *payload;
+	size_t len;
+	int *fds;
+	size_t n_fds;
+	size_t frame, n_frames;
+};
+
+/*
+ * A session's output: what the socket does not take at once waits here
+ * and goes out as it drains (src, EPOLLOUT on a dup of the session's
+ * fd, as the event stream's: the fd itself is in an epoll set already).
+ * Nothing passes what waits, so that the frames of one message are
+ * never split by another message. Bounded: past CONTROL_OUT_MAX_BYTES
+ * an EVENT is dropped, and any other message ends the session.
+ */
+struct session_out {
+	struct outmsg *head, *tail;
+	size_t bytes;
+	int fd; /* -1 until a message waits */
+	sd_event_source *src;
+};
+
+/* Above any one message (PROTO_MAX_MESSAGE), which is taken whole if
+ * nothing waits: the bound is on what piles up behind it. */
+#define CONTROL_OUT_MAX_BYTES (8u * 1024 * 1024)
+
 struct session {
 	struct control *c;
 	struct session *next;
@@ -105,6 +140,9 @@ struct session {
 	size_t n_att;
 	struct subscription *sub; /* REQUEST GET /v1/events */
 	struct later *laters;	  /* REQUESTs answered later */
+	/* The version WELCOME chose (1 before): how messages are framed. */
+	uint16_t version;
+	struct session_out out;
 };
 
 /*
@@ -166,7 +204,26 @@ extern const double control_attach_bucket_le[SESSION_ATTACH_BUCKETS];
  * holds, with no directory lookup. */
 int session_read_groups(struct session *s);
 bool session_in_group(const struct session *s, gid_t gid);
-bool session_allowed(const struct conf_profile *p, const struct session *s);
+/* Whether s may attach to p (the profile's admit lists). */
+bool session_allowed(const struct profile *p, const struct session *s);
+/*
+ * Send a message of type and id, its payload the concatenation of parts,
+ * with fds: in one frame, or (version 2) as many as it takes. What the
+ * socket does not take at once waits in s->out (the fds duplicated).
+ * 0: sent or on its way. -EMSGSIZE: it does not fit one frame and the
+ * session speaks version 1, or it is over the protocol's caps (nothing
+ * sent). -EAGAIN: an EVENT dropped (the socket or the queue full).
+ * Else the session is over (-ENOBUFS: its queue is over its bound).
+ */
+int session_send_message(struct session *s, uint16_t type, uint32_t id,
+			 const struct iovec *parts, size_t n_parts,
+			 const int *fds, size_t n_fds);
+/* A dup of s's fd in *fd and an EPOLLOUT source on it, disabled: a
+ * writer that waits for the socket to drain. */
+int session_out_source(struct session *s, int *fd, sd_event_source **es,
+		       sd_event_io_handler_t handler, void *ud);
+/* Forget what waits to be sent (the session ends). */
+void session_out_clear(struct session *s);
 int session_send_json(struct session *s, uint16_t type, uint32_t id,
 		      json_t *payload, const int *fds, size_t n_fds);
 int session_send_text(struct session *s, uint16_t type, uint32_t id,

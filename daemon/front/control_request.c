@@ -164,7 +164,7 @@ int control_request(struct session *s, uint32_t id, json_t *req,
 	struct cached_reply *e;
 	struct later *lt;
 	uint64_t generation;
-	int status;
+	int status, r;
 
 	if (!ar.method || !ar.path)
 		return session_send_error(s, id, "bad_request",
@@ -197,10 +197,19 @@ int control_request(struct session *s, uint32_t id, json_t *req,
 		return 0;
 	}
 	free(lt);
-	return session_send_json(s, PROTO_REPLY, id,
-			 json_pack("{s:i, s:o}", "status", status, "body",
-				   reply),
-			 NULL, 0);
+	r = session_send_json(s, PROTO_REPLY, id,
+			      json_pack("{s:i, s:o}", "status", status, "body",
+					reply),
+			      NULL, 0);
+	/* Cut into frames from version 2 on; never a part of it. */
+	if (r == -EMSGSIZE)
+		return session_send_error(
+			s, id, "too_large",
+			"the REPLY to %s %s does not fit one frame (%d bytes): "
+			"the client must speak protocol version %d to get it",
+			ar.method, ar.path, PROTO_MAX_PAYLOAD,
+			PROTO_VERSION_FRAMES);
+	return r;
 }
 
 

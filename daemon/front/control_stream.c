@@ -1,6 +1,4 @@
 // SPDX-License-Identifier: MIT
-#include <fcntl.h>
-
 #include "control_internal.h"
 #include "log.h"
 #include "proto.h"
@@ -104,15 +102,11 @@ int control_subscribe(struct session *s, uint32_t id)
 		return -ENOMEM;
 	sub->s = s;
 	sub->id = id;
-	sub->out_fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 3);
-	r = sub->out_fd < 0 ? -errno : 0;
+	sub->out_fd = -1;
+	r = events_queue_init(&sub->q, EVENTS_QUEUE_DEFAULT);
 	if (r == 0)
-		r = events_queue_init(&sub->q, EVENTS_QUEUE_DEFAULT);
-	if (r == 0)
-		r = sd_event_add_io(c->m->event, &sub->out, sub->out_fd,
-				    EPOLLOUT, on_sub_writable, sub);
-	if (r == 0)
-		r = sd_event_source_set_enabled(sub->out, SD_EVENT_OFF);
+		r = session_out_source(s, &sub->out_fd, &sub->out,
+				       on_sub_writable, sub);
 	if (r == 0)
 		r = events_subscribe(c->m->events, on_stream_event, sub);
 	if (r < 0) {

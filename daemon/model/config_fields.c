@@ -15,6 +15,7 @@
 #include <string.h>
 #include <infiniband/verbs.h>
 
+#include "access.h"
 #include "config_internal.h"
 #include "log.h"
 
@@ -75,13 +76,11 @@ static const struct enum_name gid_family_names[] = {
 	{ NULL, 0 },
 };
 
+/* The protocol's one list of access names (proto/access.h). */
 const struct enum_name conf_access_names[] = {
-	{ "local_write", IBV_ACCESS_LOCAL_WRITE },
-	{ "remote_write", IBV_ACCESS_REMOTE_WRITE },
-	{ "remote_read", IBV_ACCESS_REMOTE_READ },
-	{ "remote_atomic", IBV_ACCESS_REMOTE_ATOMIC },
-	{ "mw_bind", IBV_ACCESS_MW_BIND },
-	{ "relaxed_ordering", IBV_ACCESS_RELAXED_ORDERING },
+#define ACCESS_ENTRY(n, f) { n, f },
+	PROTO_ACCESS_NAMES(ACCESS_ENTRY)
+#undef ACCESS_ENTRY
 	{ NULL, 0 },
 };
 

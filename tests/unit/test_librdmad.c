@@ -101,7 +101,8 @@ static void fake_recv(int sock, struct proto_msg *m, uint16_t type)
 static void fake_send(int sock, uint16_t type, uint32_t id, json_t *payload,
 		      const int *fds, size_t n_fds)
 {
-	struct proto_msg m = PROTO_MSG_INIT;
+	struct proto_msg m;
+	proto_msg_init(&m);
 	size_t i;
 
 	if (!payload)
@@ -412,7 +413,7 @@ static void test_connect_no_daemon(void **state)
  * the answer: the first request's call reads it, and fails with it.
  */
 enum hello_answer {
-	HELLO_VERSION_2,  /* WELCOME choosing a version we do not speak */
+	HELLO_VERSION_2,  /* WELCOME choosing a version we do not speak (3) */
 	HELLO_NO_VERSION, /* WELCOME without one */
 	HELLO_FRAME_V2,	  /* a WELCOME framed as version 2 */
 	HELLO_ERROR_ID0,  /* ERROR for no request: too many sessions */
@@ -453,9 +454,9 @@ static const struct hello_case {
 	{ "hello_hang_up_first", HELLO_HANG_UP, true, ECONNRESET,
 	  "before it answered REQUEST" },
 	{ "hello_refused", HELLO_REFUSED, false, EPROTONOSUPPORT,
-	  "this daemon speaks protocol versions 2 to 3" },
+	  "this daemon speaks protocol versions 3 to 4" },
 	{ "hello_refused_first", HELLO_REFUSED, true, EPROTONOSUPPORT,
-	  "this daemon speaks protocol versions 2 to 3" },
+	  "this daemon speaks protocol versions 3 to 4" },
 	{ "hello_busy_unread", HELLO_BUSY_UNREAD, false, ECONNREFUSED,
 	  "uid 1000 has 256 sessions already" },
 };
@@ -473,7 +474,7 @@ static void script_hello(int sock, const void *arg)
 	case HELLO_VERSION_2:
 		fake_send(
 		    sock, PROTO_WELCOME, m.id,
-		    json_pack("{s:i, s:s}", "version", 2, "server", "rdmad"),
+		    json_pack("{s:i, s:s}", "version", 3, "server", "rdmad"),
 		    NULL, 0);
 		break;
 	case HELLO_NO_VERSION:
@@ -482,7 +483,7 @@ static void script_hello(int sock, const void *arg)
 		break;
 	case HELLO_FRAME_V2:
 		h = (struct proto_hdr){.magic = PROTO_MAGIC,
-				       .version = 2,
+				       .version = 3,
 				       .type = PROTO_WELCOME,
 				       .id = m.id,
 				       .length = strlen(payload)};
@@ -508,7 +509,7 @@ static void script_hello(int sock, const void *arg)
 		break;
 	case HELLO_REFUSED:
 		fake_error(sock, m.id, "unsupported_version",
-			   "this daemon speaks protocol versions 2 to 3");
+			   "this daemon speaks protocol versions 3 to 4");
 		break;
 	case HELLO_BUSY_UNREAD:
 		fake_wait_queued(sock);
@@ -879,7 +880,7 @@ static const struct attached_case attached_cases[] = {
 	{ "fd_out_of_range", RDMAD_ATTACH_AUTO, "auto",
 	  HEAD("local") "\"memory\":[{\"name\":\"big\",\"size\":1048576,"
 		   "\"fd\":5}]}",
-	  EPROTO, "big: fd 5 of 3", true, false },
+	  EPROTO, "'big': fd 5 of 3", true, false },
 	{ "fd_twice", RDMAD_ATTACH_AUTO, "auto",
 	  HEAD("local") "\"memory\":[{\"name\":\"a\",\"size\":4096,\"fd\":0},"
 		   "{\"name\":\"b\",\"size\":4096,\"fd\":0}]}",

@@ -181,7 +181,8 @@ static void test_golden_header(void **state)
 		0x07, 0x00, 0x00, 0x00, /* length 7 */
 		'{',  '"',  'a',  '"',  ':', '1', '}',
 	};
-	struct proto_msg m = PROTO_MSG_INIT;
+	struct proto_msg m;
+	proto_msg_init(&m);
 	struct proto_hdr h;
 	uint8_t buf[64];
 	size_t len;
@@ -265,7 +266,9 @@ static const struct round_trip round_trips[] = {
 static void test_round_trip(void **state)
 {
 	const struct round_trip *c = *state;
-	struct proto_msg in = PROTO_MSG_INIT, out = PROTO_MSG_INIT;
+	struct proto_msg in, out;
+	proto_msg_init(&in);
+	proto_msg_init(&out);
 	json_t *want;
 	uint8_t *buf = malloc(PROTO_MAX_FRAME);
 	size_t len, i;
@@ -326,7 +329,7 @@ static const struct bad_frame bad_frames[] = {
 	  0, -EBADMSG, false },
 	{ "version 0", PROTO_REQUEST, F_VERSION, 0, -1, 0, -EPROTONOSUPPORT,
 	  true },
-	{ "version 2", PROTO_REQUEST, F_VERSION, 2, -1, 0, -EPROTONOSUPPORT,
+	{ "version 3", PROTO_REQUEST, F_VERSION, 3, -1, 0, -EPROTONOSUPPORT,
 	  true },
 	{ "version big-endian 1", PROTO_REQUEST, F_VERSION, 0x0100, -1, 0,
 	  -EPROTONOSUPPORT, true },
@@ -361,7 +364,8 @@ static const struct bad_frame bad_frames[] = {
 static void test_bad_frame(void **state)
 {
 	const struct bad_frame *c = *state;
-	struct proto_msg m = PROTO_MSG_INIT;
+	struct proto_msg m;
+	proto_msg_init(&m);
 	struct proto_hdr h;
 	uint8_t buf[64];
 	size_t len = make_frame(buf, sizeof(buf), c->type, 0, 77, "{}");
@@ -410,7 +414,8 @@ static void test_fds_forbidden(void **state)
 
 	(void)state;
 	for (t = PROTO_HELLO; t <= PROTO_EVENT; t++) {
-		struct proto_msg m = PROTO_MSG_INIT;
+		struct proto_msg m;
+		proto_msg_init(&m);
 		size_t len = make_frame(buf, sizeof(buf), t, 1, 1, "{}");
 		int want = t == PROTO_ATTACHED ? 0 : -EBADMSG;
 
@@ -486,7 +491,8 @@ static void test_payload(void **state)
 {
 	const struct bad_payload *c = *state;
 	size_t plen = c->len ? c->len : strlen(c->payload);
-	struct proto_msg m = PROTO_MSG_INIT;
+	struct proto_msg m;
+	proto_msg_init(&m);
 	struct proto_hdr h = {
 		.magic = PROTO_MAGIC,
 		.version = PROTO_VERSION,
@@ -512,7 +518,8 @@ static void decode_text(const char *payload, int want)
 {
 	size_t plen = strlen(payload);
 	uint8_t *buf = malloc(PROTO_HDR_SIZE + plen);
-	struct proto_msg m = PROTO_MSG_INIT;
+	struct proto_msg m;
+	proto_msg_init(&m);
 
 	assert_non_null(buf);
 	make_frame(buf, PROTO_HDR_SIZE + plen, PROTO_REQUEST, 0, 1, payload);
@@ -553,7 +560,8 @@ static void test_deep_json_not_parsed(void **state)
 	for (i = 0; i < ARRAY_SIZE(depths); i++) {
 		size_t n = depths[i], plen = 5 + n;
 		uint8_t *buf = malloc(PROTO_HDR_SIZE + plen);
-		struct proto_msg m = PROTO_MSG_INIT;
+		struct proto_msg m;
+		proto_msg_init(&m);
 		struct timespec t0, t1;
 		double ms;
 		int bracket;
@@ -606,7 +614,8 @@ static json_t *payload_of_frame_size(size_t total)
 static void test_frame_size_limits(void **state)
 {
 	uint8_t *buf = malloc(PROTO_MAX_FRAME + 2);
-	struct proto_msg m = PROTO_MSG_INIT, out;
+	struct proto_msg m, out;
+	proto_msg_init(&m);
 	size_t len;
 
 	(void)state;
@@ -710,7 +719,8 @@ static const struct bad_encode bad_encodes[] = {
 static void test_bad_encode(void **state)
 {
 	const struct bad_encode *c = *state;
-	struct proto_msg m = PROTO_MSG_INIT;
+	struct proto_msg m;
+	proto_msg_init(&m);
 	uint8_t buf[256];
 	size_t len = 12345;
 
@@ -803,9 +813,11 @@ static void test_negotiate(void **state)
 		uint16_t version;
 	} t[] = {
 		{ "{\"versions\":[1,1]}", 0, 1 },
-		{ "{\"versions\":[1,7]}", 0, 1 },
-		{ "{\"versions\":[1,65535]}", 0, 1 },
-		{ "{\"versions\":[2,3]}", -EPROTONOSUPPORT, 0 },
+		{ "{\"versions\":[1,2]}", 0, 2 },
+		{ "{\"versions\":[1,7]}", 0, 2 },
+		{ "{\"versions\":[1,65535]}", 0, 2 },
+		{ "{\"versions\":[2,3]}", 0, 2 },
+		{ "{\"versions\":[3,4]}", -EPROTONOSUPPORT, 0 },
 		{ "{\"versions\":[65535,65535]}", -EPROTONOSUPPORT, 0 },
 		{ "{\"versions\":[0,1]}", -EBADMSG, 0 },
 		{ "{\"versions\":[2,1]}", -EBADMSG, 0 },
@@ -843,7 +855,7 @@ static void test_negotiate(void **state)
 	assert_int_equal(m.type, PROTO_HELLO);
 	assert_int_equal(m.id, 42);
 	assert_int_equal(proto_negotiate(m.payload, &v), 0);
-	assert_int_equal(v, PROTO_VERSION);
+	assert_int_equal(v, PROTO_VERSION_MAX);
 	proto_msg_clear(&m);
 }
 
@@ -854,7 +866,8 @@ static void test_welcome(void **state)
 		int want;
 	} t[] = {
 		{ "{\"version\":1}", 0 },
-		{ "{\"version\":2}", -EPROTONOSUPPORT },
+		{ "{\"version\":2}", 0 },
+		{ "{\"version\":3}", -EPROTONOSUPPORT },
 		{ "{\"version\":0}", -EBADMSG },
 		{ "{\"version\":\"1\"}", -EBADMSG },
 		{ "{}", -EBADMSG },
@@ -935,7 +948,8 @@ static void test_errors(void **state)
 static void test_sock_three_fds(void **state)
 {
 	static const char *content[] = { "context", "ring buffer", "pd" };
-	struct proto_msg out = PROTO_MSG_INIT, in;
+	struct proto_msg out, in;
+	proto_msg_init(&out);
 	int before = count_fds(), sv[2], i;
 	struct stat a, b;
 
@@ -980,7 +994,8 @@ static void test_sock_three_fds(void **state)
 
 static void test_sock_max_fds(void **state)
 {
-	struct proto_msg out = PROTO_MSG_INIT, in;
+	struct proto_msg out, in;
+	proto_msg_init(&out);
 	int before = count_fds(), sv[2], i;
 	char s[16];
 
@@ -1074,7 +1089,8 @@ static void test_sock_send_text(void **state)
 /* The largest frame passes the socket; one byte more does not. */
 static void test_sock_frame_limit(void **state)
 {
-	struct proto_msg out = PROTO_MSG_INIT, in;
+	struct proto_msg out, in;
+	proto_msg_init(&out);
 	int before = count_fds(), sv[2];
 
 	(void)state;
@@ -1101,7 +1117,8 @@ static void test_sock_recv_buf(void **state)
 	static const size_t sizes[] = { 64, 4095, 4096, 4097, 20000,
 					PROTO_MAX_FRAME };
 	uint8_t *buf = malloc(PROTO_RECV_BYTES);
-	struct proto_msg out = PROTO_MSG_INIT, in;
+	struct proto_msg out, in;
+	proto_msg_init(&out);
 	int before = count_fds(), sv[2];
 
 	(void)state;
@@ -1307,7 +1324,8 @@ static void test_sock_oversize(void **state)
 {
 	size_t total = 70000, plen = total - PROTO_HDR_SIZE;
 	uint8_t *buf = malloc(total);
-	struct proto_msg out = PROTO_MSG_INIT, in;
+	struct proto_msg out, in;
+	proto_msg_init(&out);
 	int before = count_fds(), sv[2], fds[3], nums[3], i;
 
 	(void)state;
@@ -1421,7 +1439,8 @@ static void test_sock_bad(void **state)
  * with SO_PASSCRED is a bug, and what arrives on it is refused whole. */
 static void test_sock_passcred(void **state)
 {
-	struct proto_msg out = PROTO_MSG_INIT, in;
+	struct proto_msg out, in;
+	proto_msg_init(&out);
 	int before = count_fds(), sv[2], one = 1, nums[2];
 
 	(void)state;
@@ -1446,7 +1465,8 @@ static void test_sock_passcred(void **state)
 
 static void test_sock_eof(void **state)
 {
-	struct proto_msg out = PROTO_MSG_INIT, in;
+	struct proto_msg out, in;
+	proto_msg_init(&out);
 	int before = count_fds(), sv[2];
 
 	(void)state;
@@ -1470,7 +1490,8 @@ static void test_sock_eof(void **state)
 /* The peer closed with our message unread: the kernel says so. */
 static void test_sock_reset(void **state)
 {
-	struct proto_msg out = PROTO_MSG_INIT, in;
+	struct proto_msg out, in;
+	proto_msg_init(&out);
 	int before = count_fds(), sv[2];
 
 	(void)state;
@@ -1486,7 +1507,8 @@ static void test_sock_reset(void **state)
 
 static void test_sock_nonblocking(void **state)
 {
-	struct proto_msg out = PROTO_MSG_INIT, in;
+	struct proto_msg out, in;
+	proto_msg_init(&out);
 	int before = count_fds(), sv[2];
 
 	(void)state;
@@ -1504,7 +1526,8 @@ static void test_sock_nonblocking(void **state)
 
 static void test_sock_send_errors(void **state)
 {
-	struct proto_msg m = PROTO_MSG_INIT;
+	struct proto_msg m;
+	proto_msg_init(&m);
 	int before = count_fds(), sv[2];
 	char buf[8];
 
@@ -1559,7 +1582,7 @@ static void test_sock_conversation(void **state)
 	assert_int_equal(r.type, PROTO_WELCOME);
 	assert_int_equal(r.id, 1);
 	assert_int_equal(proto_welcome_version(r.payload, &v), 0);
-	assert_int_equal(v, PROTO_VERSION);
+	assert_int_equal(v, PROTO_VERSION_MAX);
 	proto_msg_clear(&r);
 
 	/* A bad frame gets an ERROR that names its id. */

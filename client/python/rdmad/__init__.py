@@ -38,7 +38,7 @@ import socket
 import stat
 import threading
 
-from . import proto
+from . import attached, proto
 
 __all__ = ["Error", "Connection", "Profile", "Group", "connect",
            "DEFAULT_SOCKET", "MODE_SHARED", "MODE_LOCAL"]
@@ -65,6 +65,10 @@ _ACCESS = {
     "relaxed_ordering": 1 << 20,
 }
 _ACCESS_ON_DEMAND = 1 << 6  # IBV_ACCESS_ON_DEMAND: an mr with odp = true
+
+
+# MRs per REPORT: a few hundred fit one frame (about 100 bytes each).
+REPORT_MRS_PER_PART = 256
 
 
 class Error(Exception):
@@ -215,9 +219,9 @@ class Connection:
                     f"answered {what}; connect again",
                     errno=errno.ECONNRESET)
 
-    def _recv(self, what):
-        """One message: (type, id, payload, fds); the fds are the
-        caller's. Every fd received is closed on any failure."""
+    def _recv_frame(self, what):
+        """One frame: (data, fds); the fds are the caller's. Every fd
+        received is closed on any failure."""
         cmsg_space = socket.CMSG_SPACE(proto.PROTO_MAX_FDS *
                                        ctypes.sizeof(ctypes.c_int))
         try:
@@ -248,20 +252,54 @@ class Connection:
             if len(data) < proto.PROTO_HDR_SIZE:
                 self._protocol(f"rdmad's answer to {what} is shorter "
                                f"than a header")
+        except BaseException:
+            _close_fds(fds)
+            raise
+        return data, fds
+
+    def _recv(self, what):
+        """One message, of one frame or several (PROTO_FLAG_MORE):
+        (type, id, payload, fds); the fds are the caller's. Every fd
+        received is closed on any failure."""
+        data, fds = self._recv_frame(what)
+        try:
             magic, version, mtype, mflags, n_fds, mid, length = \
                 proto.HEADER.unpack_from(data)
+            more = mflags & proto.PROTO_FLAG_MORE and \
+                version >= proto.PROTO_VERSION_FRAMES
             if magic != proto.PROTO_MAGIC or \
                     length != len(data) - proto.PROTO_HDR_SIZE or \
-                    n_fds != len(fds) or mflags != 0:
+                    n_fds != len(fds) or (mflags and not more) or \
+                    mflags & ~proto.PROTO_FLAG_MORE:
                 self._protocol(f"bad frame from rdmad answering {what}")
-            if self.version is not None and version != self.version:
+            # Single frames may be framed as version 1 in any session.
+            if self.version is not None and \
+                    not proto.PROTO_VERSION_MIN <= version <= self.version:
                 self._protocol(f"rdmad framed its answer to {what} as "
                                f"version {version}")
+            body = [data[proto.PROTO_HDR_SIZE:]]
+            size = len(body[0])
+            while more:
+                data, more_fds = self._recv_frame(what)
+                fds.extend(more_fds)
+                h = proto.HEADER.unpack_from(data)
+                more = h[3] & proto.PROTO_FLAG_MORE
+                size += len(data) - proto.PROTO_HDR_SIZE
+                if h[0] != proto.PROTO_MAGIC or h[1] != version or \
+                        h[2] != mtype or h[5] != mid or \
+                        h[6] != len(data) - proto.PROTO_HDR_SIZE or \
+                        h[4] != len(more_fds) or \
+                        h[3] & ~proto.PROTO_FLAG_MORE or \
+                        size > proto.PROTO_MAX_MESSAGE or \
+                        len(fds) > proto.PROTO_MAX_MESSAGE_FDS:
+                    self._protocol(f"bad continuation frame from rdmad "
+                                   f"answering {what}")
+                body.append(data[proto.PROTO_HDR_SIZE:])
             if fds and mtype != proto.PROTO_ATTACHED:
                 self._protocol(f"rdmad sent fds with "
                                f"{proto.type_name(mtype)}")
             try:
-                doc = json.loads(data[proto.PROTO_HDR_SIZE:])
+                doc = json.loads(b"".join(body))
             except ValueError:
                 doc = None
             if not isinstance(doc, dict):
@@ -521,6 +559,10 @@ class Profile:
         doc = self.document
         if not self._granted:
             self._malformed("no attachment id")
+        try:  # every check of PROTOCOL.md's tables, before any use
+            attached.decode(doc, len(self._fds))
+        except attached.Malformed as e:
+            self._malformed(str(e))
         if self.mode not in (MODE_SHARED, MODE_LOCAL):
             self._malformed(f"mode {self.mode!r}")
         if asked != "auto" and self.mode != asked:
@@ -577,13 +619,14 @@ class Profile:
                     names.count(p["name"]) > 1:
                 self._malformed(f"pd {p!r}")
         descs = []
+        seen = set()
         for m in doc.get("mr") or []:
             name = m.get("name")
             mem = self._maps.get(m.get("memory"))
             off, length = m.get("offset"), m.get("length")
-            if not isinstance(name, str) or \
-                    any(d["name"] == name for d in descs):
+            if not isinstance(name, str) or name in seen:
                 self._malformed(f"mr {name!r}")
+            seen.add(name)
             if m.get("pd") not in names or mem is None:
                 self._malformed(f"mr '{name}': no pd {m.get('pd')!r} or "
                                 f"memory {m.get('memory')!r}")
@@ -673,10 +716,15 @@ class Profile:
                            "length": d["length"]})
         # The daemon shows the keys in GET /v1/sessions; its answer
         # carries nothing needed here, and a refusal changes nothing.
+        # A list over one frame goes in parts of REPORT_MRS_PER_PART,
+        # each after the first with "append" (PROTOCOL.md, REPORT).
         try:
-            self._conn._exchange(proto.PROTO_REPORT,
-                                 {"attachment": self.attachment,
-                                  "mr": report})
+            for i in range(0, max(len(report), 1), REPORT_MRS_PER_PART):
+                self._conn._exchange(
+                    proto.PROTO_REPORT,
+                    {"attachment": self.attachment,
+                     "mr": report[i:i + REPORT_MRS_PER_PART],
+                     "append": i > 0})
         except Error as e:
             if e.code in ("daemon_gone", "timeout", "protocol_error",
                           "not_connected"):

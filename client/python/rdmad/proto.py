@@ -13,7 +13,14 @@ import struct
 PROTO_MAGIC = 0x444D4452
 #: The protocol versions this package speaks.
 PROTO_VERSION_MIN = 1
-PROTO_VERSION_MAX = 1
+PROTO_VERSION_MAX = 2
+#: The first version with messages of several frames.
+PROTO_VERSION_FRAMES = 2
+#: Header flag: this frame is not its message's last (version >= 2).
+PROTO_FLAG_MORE = 0x0001
+#: A whole message of several frames: payload bytes and fds, at most.
+PROTO_MAX_MESSAGE = 64 * 1024 * 1024
+PROTO_MAX_MESSAGE_FDS = 4096
 #: Header bytes, and the largest datagram (header and payload).
 PROTO_HDR_SIZE = 20
 PROTO_MAX_FRAME = 64 * 1024

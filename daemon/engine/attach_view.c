@@ -1,0 +1,411 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ATTACHED as the engine sees it (attach_view.h): which object goes into
+ * it in a mode and how, the document, the fds and the leases. The
+ * document and the view come from walks over the objects in the same
+ * order, so that an fd's index in the document is its place in the
+ * message.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "attach_view.h"
+#include "attached.h"
+#include "mcast.h"
+#include "objects.h"
+#include "profile_index.h"
+
+/* How an object goes into ATTACHED, in one mode. */
+enum attach_part {
+	PART_NONE,	  /* not in ATTACHED */
+	PART_MEMORY,	  /* "memory", with its fd */
+	PART_XRCD,	  /* "xrcd", with an fd of its file (shared by inode) */
+	PART_PD,	  /* "pd", by handle */
+	PART_NUMBER,	  /* "qp" or "srq", by number */
+	PART_DM,	  /* "dm", imported in shared mode */
+	PART_DM_MR,	  /* "dm_mr" */
+	PART_IMPLICIT_MR, /* "implicit_mr": the client registers its own */
+	PART_MR,	  /* "mr", over a memory with an fd */
+	PART_MCAST,	  /* "mcast": a group's MGID, MLID, qkey and AH */
+};
+
+static enum attach_part attach_part(struct profile *p, const struct object *o,
+				    bool shared)
+{
+	const struct conf_mr *mr = o->conf;
+	struct object *m;
+
+	if (o->state != OBJ_READY)
+		return PART_NONE;
+	switch (o->kind) {
+	case OBJ_MEMORY:
+		return o->u.mem.fd >= 0 ? PART_MEMORY : PART_NONE;
+	case OBJ_XRCD:
+		return ((const struct conf_xrcd *)o->conf)->file ? PART_XRCD
+								 : PART_NONE;
+	case OBJ_PD:
+		return PART_PD;
+	case OBJ_MCAST:
+		return PART_MCAST;
+	case OBJ_QP:
+	case OBJ_SRQ:
+		return PART_NUMBER;
+	case OBJ_DM:
+		/* The context's: imported in shared mode (ibv_import_dm),
+		 * out of reach in local. */
+		return shared ? PART_DM : PART_NONE;
+	case OBJ_MR:
+		if (mr->dm)
+			return shared ? PART_DM_MR : PART_NONE;
+		/* Implicit: the daemon's covers the daemon's memory. */
+		if (!mr->memory)
+			return PART_IMPLICIT_MR;
+		m = profile_find(p, OBJ_MEMORY, mr->memory);
+		/* Anonymous memory is not shareable. */
+		return m && m->u.mem.fd >= 0 ? PART_MR : PART_NONE;
+	default:
+		return PART_NONE;
+	}
+}
+
+/* Whether the client reaches o (a ready QP or SRQ) by number, so that it
+ * must not go under it (leased): an XRC target QP (ibv_open_qp() in its
+ * XRC domain) or an XRC SRQ. */
+static bool number_leased(const struct object *o)
+{
+	if (o->kind == OBJ_QP)
+		return ((const struct conf_qp *)o->conf)->type == QPK_XRC_RECV;
+	return ((const struct conf_srq *)o->conf)->type == SRQK_XRC;
+}
+
+/* Whether the client holds what a part names, so that it must not go
+ * under it (a lease). An implicit MR is the client's own, on the
+ * profile's PD. */
+static bool attach_leased(const struct object *o, enum attach_part part)
+{
+	if (part == PART_NUMBER)
+		return number_leased(o);
+	return part != PART_NONE && part != PART_IMPLICIT_MR;
+}
+
+/* Counted, then filled: each list's room, by part. */
+struct fill {
+	struct proto_attached *a;
+	size_t n[PART_MCAST + 1];
+	int n_fds;
+};
+
+static int fill_alloc(struct fill *f)
+{
+	struct proto_attached *a = f->a;
+
+#define ROOM(list, part)                                                       \
+	(a->list = calloc(f->n[part] ? f->n[part] : 1, sizeof(*a->list)))
+	if (!ROOM(memory, PART_MEMORY) || !ROOM(xrcd, PART_XRCD) ||
+	    !ROOM(pd, PART_PD) || !ROOM(qp, PART_NUMBER) ||
+	    !ROOM(srq, PART_NUMBER) || !ROOM(dm, PART_DM) ||
+	    !ROOM(dm_mr, PART_DM_MR) || !ROOM(implicit_mr, PART_IMPLICIT_MR) ||
+	    !ROOM(mr, PART_MR) || !ROOM(mcast, PART_MCAST))
+		return -ENOMEM;
+#undef ROOM
+	return 0;
+}
+
+/* An MR (over memory or device memory) as ATTACHED gives it. */
+static int fill_mr(struct proto_att_mr *m, const struct object *o)
+{
+	const struct conf_mr *c = o->conf;
+	const struct ibv_mr *mr = o->u.mr.mr;
+
+	*m = (struct proto_att_mr){
+		.name = strdup(object_name(o)), .pd = strdup(c->pd),
+		.memory = c->memory ? strdup(c->memory) : NULL,
+		.dm = c->dm ? strdup(c->dm) : NULL,
+		.handle = mr->handle, .lkey = mr->lkey, .rkey = mr->rkey,
+		.length = mr->length, .offset = c->offset,
+		.iova = o->u.mr.iova, .zero_based = c->zero_based || c->dm,
+		.odp = c->odp, .access = c->access,
+	};
+	return m->name && m->pd && (m->memory || m->dm) ? 0 : -ENOMEM;
+}
+
+static int fill_number(struct proto_attached *a, const struct object *o)
+{
+	uint32_t num;
+
+	if (o->kind == OBJ_QP) {
+		const struct conf_qp *c = o->conf;
+		struct proto_att_qp *q = &a->qp[a->n_qp++];
+
+		*q = (struct proto_att_qp){
+			.name = strdup(object_name(o)),
+			.type = strdup(qp_kind_name(c->type)),
+			.has_qp_num = true,
+			.qp_num = o->u.qp.qp->qp_num,
+			.xrcd = c->xrcd ? strdup(c->xrcd) : NULL,
+		};
+		return q->name && q->type && (q->xrcd || !c->xrcd) ? 0
+								  : -ENOMEM;
+	}
+	struct proto_att_srq *q = &a->srq[a->n_srq++];
+
+	*q = (struct proto_att_srq){
+		.name = strdup(object_name(o)),
+		.type = strdup(srq_kind_name(
+			((const struct conf_srq *)o->conf)->type)),
+	};
+	if (!ibv_get_srq_num(o->u.srq, &num)) {
+		q->has_srq_num = true;
+		q->srq_num = num;
+	}
+	return q->name && q->type ? 0 : -ENOMEM;
+}
+
+/* An object of the profile as its part of ATTACHED. */
+static int fill_part(struct fill *f, const struct object *o,
+		     enum attach_part part)
+{
+	struct proto_attached *a = f->a;
+	const char *name = object_name(o);
+
+	switch (part) {
+	case PART_MEMORY: {
+		const struct conf_memory *c = o->conf;
+		struct proto_att_memory *m = &a->memory[a->n_memory++];
+
+		*m = (struct proto_att_memory){
+			.name = strdup(name), .size = c->size,
+			.backing = strdup(mem_backing_name(c->backing)),
+			.fd = (uint64_t)f->n_fds++,
+		};
+		return m->name && m->backing ? 0 : -ENOMEM;
+	}
+	case PART_XRCD: {
+		struct proto_att_xrcd *x = &a->xrcd[a->n_xrcd++];
+
+		*x = (struct proto_att_xrcd){
+			.name = strdup(name),
+			.file = strdup(((const struct conf_xrcd *)o->conf)->file),
+			.fd = (uint64_t)f->n_fds++,
+		};
+		return x->name && x->file ? 0 : -ENOMEM;
+	}
+	case PART_PD:
+		a->pd[a->n_pd] = (struct proto_att_pd){
+			.name = strdup(name), .handle = o->u.pd->handle
+		};
+		return a->pd[a->n_pd++].name ? 0 : -ENOMEM;
+	case PART_NUMBER:
+		return fill_number(a, o);
+	case PART_DM:
+		a->dm[a->n_dm] = (struct proto_att_dm){
+			.name = strdup(name), .handle = o->u.dm->handle,
+			.size = ((const struct conf_dm *)o->conf)->size,
+		};
+		return a->dm[a->n_dm++].name ? 0 : -ENOMEM;
+	case PART_DM_MR:
+		return fill_mr(&a->dm_mr[a->n_dm_mr++], o);
+	case PART_MR:
+		return fill_mr(&a->mr[a->n_mr++], o);
+	case PART_IMPLICIT_MR: {
+		const struct conf_mr *c = o->conf;
+		struct proto_att_imr *m = &a->implicit_mr[a->n_implicit_mr++];
+
+		*m = (struct proto_att_imr){ .name = strdup(name),
+					     .pd = strdup(c->pd),
+					     .access = c->access };
+		return m->name && m->pd ? 0 : -ENOMEM;
+	}
+	case PART_MCAST:
+		a->mcast[a->n_mcast].name = strdup(name);
+		if (!a->mcast[a->n_mcast].name)
+			return -ENOMEM;
+		return mcast_attached(o->u.mcast, &a->mcast[a->n_mcast++]);
+	default:
+		return 0;
+	}
+}
+
+int profile_attach_fill(struct profile *p, bool shared,
+			struct proto_attached *a)
+{
+	struct fill f = { .a = a, .n_fds = shared };
+	int r;
+
+	/* The context's cmd_fd is the message's first fd. */
+	*a = (struct proto_attached){
+		.profile = strdup(p->conf->name),
+		.mode = shared ? PROTO_ATTACH_SHARED : PROTO_ATTACH_LOCAL,
+		.ibdev = strdup(p->ibdev), .port = (uint64_t)p->dev->port,
+		.gid_index = (uint64_t)p->gid_index,
+		.has_import_capable = true, .import_capable = !p->import_err,
+		.import_error = p->import_err
+					? strdup(errno_desc(-p->import_err))
+					: NULL,
+		.has_cmd_fd = shared, .cmd_fd = 0,
+	};
+	if (!a->profile || !a->ibdev || (p->import_err && !a->import_error))
+		return -ENOMEM;
+	for (size_t i = 0; i < p->n_objects; i++)
+		f.n[attach_part(p, &p->objects[i], shared)]++;
+	r = fill_alloc(&f);
+	for (size_t i = 0; r == 0 && i < p->n_objects; i++) {
+		const struct object *o = &p->objects[i];
+
+		r = fill_part(&f, o, attach_part(p, o, shared));
+	}
+	return r;
+}
+
+char *profile_attach_text(struct profile *p, bool shared, size_t *len)
+{
+	struct proto_attached a;
+	char *text = NULL;
+
+	if (profile_attach_fill(p, shared, &a) < 0 ||
+	    proto_attached_encode(&a, PROTO_ATTACHED_NO_ID, &text, len) < 0)
+		text = NULL;
+	proto_attached_free(&a);
+	return text;
+}
+
+uint64_t profile_attach_generation(const struct profile *p)
+{
+	return p->attach_generation;
+}
+
+void attach_view_clear(struct attach_view *v)
+{
+	for (size_t i = 0; i < v->n_opened; i++)
+		close(v->opened[i]);
+	free(v->fds);
+	free(v->opened);
+	free(v->leases);
+	*v = (struct attach_view){ 0 };
+}
+
+int profile_attach_view(struct profile *p, bool shared, struct attach_view *v)
+{
+	size_t n = p->n_objects + 1;
+
+	*v = (struct attach_view){ 0 };
+	v->fds = malloc(n * sizeof(*v->fds));
+	v->opened = malloc(n * sizeof(*v->opened));
+	v->leases = malloc(n * sizeof(*v->leases));
+	if (!v->fds || !v->opened || !v->leases) {
+		attach_view_clear(v);
+		return -ENOMEM;
+	}
+	if (shared)
+		v->fds[v->n_fds++] = p->ctx->cmd_fd;
+	for (size_t i = 0; i < p->n_objects; i++) {
+		struct object *o = &p->objects[i];
+		enum attach_part part = attach_part(p, o, shared);
+		int fd;
+
+		if (part == PART_MEMORY) {
+			v->fds[v->n_fds++] = o->u.mem.fd;
+		} else if (part == PART_XRCD) {
+			fd = open(((const struct conf_xrcd *)o->conf)->file,
+				  O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+			if (fd < 0) {
+				int r = -errno;
+
+				attach_view_clear(v);
+				return r;
+			}
+			v->opened[v->n_opened++] = fd;
+			v->fds[v->n_fds++] = fd;
+		}
+		if (attach_leased(o, part))
+			v->leases[v->n_leases++] = (struct attach_lease){
+				o->kind, object_name(o), o->serial
+			};
+	}
+	return 0;
+}
+
+void attach_view_lease(struct profile *p, const struct attach_view *v)
+{
+	for (size_t i = 0; i < v->n_leases; i++) {
+		const struct attach_lease *l = &v->leases[i];
+		struct object *o =
+			profile_find_serial(p, l->kind, l->name, l->serial);
+
+		if (o)
+			o->leases++;
+	}
+	profile_touch_leases(p);
+}
+
+/* ---- what the control layer asks before an attach ---- */
+
+const char *profile_name(const struct profile *p)
+{
+	return p->conf->name;
+}
+
+bool profile_attachable(const struct profile *p)
+{
+	return p->ctx &&
+	       (p->state == PROFILE_READY || p->state == PROFILE_DEGRADED);
+}
+
+bool profile_failed(const struct profile *p)
+{
+	return p->state == PROFILE_FAILED;
+}
+
+bool profile_settled_state(const struct profile *p)
+{
+	return p->state == PROFILE_READY || p->state == PROFILE_DEGRADED ||
+	       p->state == PROFILE_FAILED;
+}
+
+int profile_import_err(const struct profile *p)
+{
+	return p->import_err;
+}
+
+const char *profile_ibdev(const struct profile *p)
+{
+	return p->ibdev;
+}
+
+char *profile_state_sentence(const struct profile *p)
+{
+	char progress[96] = "", *text;
+
+	if (p->state == PROFILE_CREATING)
+		snprintf(progress, sizeof(progress),
+			 " (%zu of %zu objects, %llu of %llu bytes)",
+			 p->progress.objects, p->progress.objects_total,
+			 (unsigned long long)p->progress.bytes,
+			 (unsigned long long)p->progress.bytes_total);
+	if (asprintf(&text, "profile '%s' is %s%s%s%s", p->conf->name,
+		     profile_state_name(p->state), progress,
+		     p->reason ? ": " : "", p->reason ? p->reason : "") < 0)
+		return NULL;
+	return text;
+}
+
+bool profile_admits(const struct profile *p, uid_t uid, gid_t gid,
+		    const gid_t *groups, size_t n_groups)
+{
+	const struct conf_profile *c = p->conf;
+
+	if (uid == 0)
+		return true;
+	for (size_t i = 0; i < c->n_admit_uids; i++)
+		if (c->admit_uids[i] == uid)
+			return true;
+	for (size_t i = 0; i < c->n_admit_gids; i++) {
+		if (c->admit_gids[i] == gid)
+			return true;
+		for (size_t k = 0; k < n_groups; k++)
+			if (groups[k] == c->admit_gids[i])
+				return true;
+	}
+	return false;
+}

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What a client is given when it attaches to a profile (ATTACHED, proto/
+ * PROTOCOL.md), as the engine sees it: which objects are ready and
+ * shareable in a mode, the document that names them, the fds that go
+ * with it and the objects it leases. The control layer asks for it,
+ * sends it and keeps the leases; it reads no field of the engine or the
+ * model for an attach, only what is here.
+ */
+#ifndef RDMAD_ATTACH_VIEW_H
+#define RDMAD_ATTACH_VIEW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config.h"
+
+struct profile;
+struct proto_attached;
+
+/* One object an attachment holds, by incarnation. name is the
+ * configuration's: copy it to keep it past the attach. */
+struct attach_lease {
+	enum obj_kind kind;
+	const char *name;
+	uint64_t serial;
+};
+
+/*
+ * The fds and leases of one attach, in the document's order: fds[i] is
+ * the fd the document's index i names (the context's cmd_fd first in
+ * shared mode). opened are those the view opened itself (XRC domains'
+ * files): attach_view_clear() closes them; the others are the engine's,
+ * valid while the profile stays as it is (until the loop runs again).
+ */
+struct attach_view {
+	int *fds;
+	size_t n_fds;
+	int *opened;
+	size_t n_opened;
+	struct attach_lease *leases;
+	size_t n_leases;
+};
+
+/*
+ * ATTACHED of p in this mode but for its "attachment" key, as JSON text
+ * ("{...}", *len bytes, NUL-terminated): the same for every attach while
+ * profile_attach_generation() stays the same. NULL without memory.
+ */
+char *profile_attach_text(struct profile *p, bool shared, size_t *len);
+/* The same as the typed ATTACHED (proto/attached.h): every string and
+ * list malloc'ed, for proto_attached_free() (also on failure). 0 or
+ * -ENOMEM. */
+int profile_attach_fill(struct profile *p, bool shared,
+			struct proto_attached *a);
+/* Changes whenever anything the text says may have changed, unique in
+ * the daemon; leases, which the text does not show, leave it alone. */
+uint64_t profile_attach_generation(const struct profile *p);
+/* The fds and leases of an attach of p in this mode, matching the text.
+ * 0 or -errno (an XRC file that cannot be opened), v cleared on
+ * failure. */
+int profile_attach_view(struct profile *p, bool shared, struct attach_view *v);
+void attach_view_clear(struct attach_view *v);
+/* Take the view's leases (once it is on its way): each object stays
+ * while leased (manager_release() lets it go). */
+void attach_view_lease(struct profile *p, const struct attach_view *v);
+
+/* What the control layer asks of a profile before an attach. */
+const char *profile_name(const struct profile *p);
+/* Ready or degraded, with a context: ATTACH is answered now. */
+bool profile_attachable(const struct profile *p);
+/* Failed: an ATTACH waits for nothing. */
+bool profile_failed(const struct profile *p);
+/* Ready, degraded or failed: nothing more is coming for a waiter. */
+bool profile_settled_state(const struct profile *p);
+/* 0 if the context can be shared (imported), else -errno. */
+int profile_import_err(const struct profile *p);
+const char *profile_ibdev(const struct profile *p);
+/* "profile 'x' is creating (3 of 9 objects, ...): reason", for a
+ * not_ready answer; NULL without memory. */
+char *profile_state_sentence(const struct profile *p);
+/* Whether a peer of uid, gid and supplementary groups may attach. */
+bool profile_admits(const struct profile *p, uid_t uid, gid_t gid,
+		    const gid_t *groups, size_t n_groups);
+
+#endif
