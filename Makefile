@@ -53,7 +53,7 @@ CFLAGS += -std=gnu11 $(WARN) -fPIC -D_GNU_SOURCE -DRDMAD_VERSION='"$(VERSION)"' 
 # (the compiler looks there first) and of the layers below it, never
 # those above. common/ is the bottom of all; proto/ sits on it; client/
 # on proto/; in daemon/ each layer sees the ones below it (verbs: the
-# daemon's root helpers; model: verbs; engine: model and proto/; api:
+# daemon's root helpers; model: verbs and proto/; engine: model; api:
 # engine; front: api). client/ and proto/ cannot find a daemon/ header,
 # nor verbs/ a model/ one: an include that climbs fails to compile.
 INC_common := -Icommon
@@ -61,8 +61,8 @@ INC_proto := -Iproto $(INC_common)
 INC_client := -Iclient $(INC_proto)
 INC_daemon := -Idaemon $(INC_common)
 INC_daemon/verbs := -Idaemon/verbs $(INC_daemon)
-INC_daemon/model := -Idaemon/model $(INC_daemon/verbs)
-INC_daemon/engine := -Idaemon/engine $(INC_daemon/model) -Iproto
+INC_daemon/model := -Idaemon/model $(INC_daemon/verbs) -Iproto
+INC_daemon/engine := -Idaemon/engine $(INC_daemon/model)
 INC_daemon/api := -Idaemon/api $(INC_daemon/engine)
 INC_daemon/front := -Idaemon/front $(INC_daemon/api)
 # main.c wires every layer of the daemon; the unit and fuzz tests and
