@@ -224,12 +224,38 @@ static const char *const key_names[K_N] = {
 	"length", "iova", "access", "lkey",   "rkey",	"zero_based",
 };
 
-static int key_of(const char *k)
+static int key_of(const char *k, size_t len)
 {
 	for (int i = 0; i < K_N; i++)
-		if (streq(key_names[i], k))
+		if (strlen(key_names[i]) == len && !memcmp(key_names[i], k, len))
 			return i;
 	return -1;
+}
+
+/* The member name at s->p, as a key (-1: one not kept), without a copy
+ * unless it has escapes. */
+static int read_key(struct scan *s, int *k)
+{
+	_cleanup_free_ char *name = NULL;
+	const char *a;
+	bool esc;
+	int r;
+
+	ws(s);
+	a = s->p;
+	r = skip_string(s, &esc);
+	if (r < 0)
+		return r;
+	if (!esc) {
+		*k = key_of(a + 1, (size_t)(s->p - a - 2));
+		return 0;
+	}
+	s->p = a;
+	r = read_string(s, &name);
+	if (r < 0)
+		return r;
+	*k = key_of(name, strlen(name));
+	return 0;
 }
 
 static char **str_slot(struct restore_doc_entry *e, int k)
@@ -287,15 +313,13 @@ static int read_entry(struct scan *s, struct restore_doc_entry *e)
 	if (eat(s, '}'))
 		return 0;
 	do {
-		_cleanup_free_ char *key = NULL;
 		int k, r;
 
-		r = read_string(s, &key);
+		r = read_key(s, &k);
 		if (r < 0)
 			return r;
 		if (!eat(s, ':'))
 			return -EINVAL;
-		k = key_of(key);
 		if (k >= 0 && (seen & (1u << k)))
 			return -EINVAL;
 		if (k >= 0)
