@@ -11,7 +11,10 @@
  * at a time, without a tree; every other member of the top level (a few
  * small ones) is handed to jansson. Anything JSON allows is read
  * (whitespace, escapes, any order of members), so a document written by
- * another tool (a test's forgery) reads the same.
+ * another tool (a test's forgery) reads the same. What it refuses: what
+ * is not JSON, a member twice (at the top, or one it keeps in an entry);
+ * inside what it skips (an entry's other members) a bad escape, or bytes
+ * that are not UTF-8, pass unseen: they change nothing it keeps.
  */
 #ifndef RDMAD_RESTORE_DOC_H
 #define RDMAD_RESTORE_DOC_H
