@@ -12,9 +12,10 @@
  * small ones) is handed to jansson. Anything JSON allows is read
  * (whitespace, escapes, any order of members), so a document written by
  * another tool (a test's forgery) reads the same. What it refuses: what
- * is not JSON, a member twice (at the top, or one it keeps in an entry);
- * inside what it skips (an entry's other members) a bad escape, or bytes
- * that are not UTF-8, pass unseen: they change nothing it keeps.
+ * is not JSON, a member twice (at the top, or one it keeps in an entry).
+ * What passes unseen: a bad escape inside what it skips (an entry's other
+ * members), and bytes that are not UTF-8 in an entry's strings (a name
+ * that is not valid matches no declared one).
  */
 #ifndef RDMAD_RESTORE_DOC_H
 #define RDMAD_RESTORE_DOC_H
