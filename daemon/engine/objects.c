@@ -130,39 +130,21 @@ static void xrcd_destroy(struct object *o)
 
 /* ---- pd ---- */
 
-/*
- * Is pd a PD of the context? Importing a PD is no proof on every device
- * (rxe's import asks the kernel nothing), so a kernel call that needs the
- * handle is made: a type 1 window, allocated and freed. A device without
- * windows cannot tell: taken as usable (its first use would fail).
- */
-static bool pd_usable(struct ibv_pd *pd)
-{
-	struct ibv_mw *mw = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
-
-	if (mw)
-		return ibv_dealloc_mw(mw) == 0;
-	return errno == EOPNOTSUPP || errno == ENOSYS;
-}
-
 static int pd_create(struct profile *p, struct object *o)
 {
 	uint32_t handle;
+	bool kept;
 
 	/* The previous run's, by handle (restore.h): its MRs' keys too. */
-	if (restore_pd(p->restored, object_name(o), &handle)) {
-		o->u.pd = ibv_import_pd(p->ctx, handle);
-		if (o->u.pd && pd_usable(o->u.pd)) {
-			restore_claim(p->restored, "pd", object_name(o));
-			return 0;
-		}
+	o->u.pd = restore_pd(p->restored, p->ctx, object_name(o), &handle,
+			     &kept);
+	if (o->u.pd)
+		return 0;
+	if (kept)
 		log_warn(-errno, "profile %s: pd %s of the previous run "
 				 "(handle %u) cannot be taken back; making "
 				 "it again",
 			 p->conf->name, object_name(o), handle);
-		if (o->u.pd)
-			ibv_unimport_pd(o->u.pd);
-	}
 	o->u.pd = ibv_alloc_pd(p->ctx);
 	if (!o->u.pd)
 		return object_fail(o, errno, "ibv_alloc_pd: %s",

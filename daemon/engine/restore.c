@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,8 @@
 #include "log.h"
 #include "profile_index.h"
 #include "restore.h"
+#include "restore_doc.h"
+#include "uhandle.h"
 #include "util.h"
 
 #define STATE_VERSION 1
@@ -31,6 +34,8 @@ struct entry {
 	unsigned int access;
 	bool zero_based;
 	bool claimed; /* written by the one thread that creates it */
+	/* PDs: in the context's list of PDs when it was taken back? */
+	enum { RESTORE_UNKNOWN, RESTORE_LISTED, RESTORE_UNLISTED } listed;
 };
 
 struct restored {
@@ -130,7 +135,9 @@ static void restored_free(struct restored *r)
 	free(r);
 }
 
-static json_t *read_state(int fd)
+/* The state document's text, in *len bytes (the caller's to free);
+ * NULL when it cannot be read or is too big to be ours. */
+static char *read_state(int fd, size_t *len)
 {
 	struct stat st;
 	_cleanup_free_ char *buf = NULL;
@@ -150,50 +157,35 @@ static json_t *read_state(int fd)
 			return NULL;
 		got += (size_t)n;
 	}
-	return json_loadb(buf, got, JSON_REJECT_DUPLICATES, NULL);
+	*len = got;
+	return TAKE_PTR(buf);
 }
 
-static char *dup_str(const json_t *o, const char *key)
+/* An entry of the document, checked; its strings are taken. */
+static int add_entry(struct restored *r, struct restore_doc_entry *d)
 {
-	const char *s = json_string_value(json_object_get(o, key));
-
-	return s ? strdup(s) : NULL;
-}
-
-static int add_entry(struct restored *r, const json_t *o)
-{
-	const char *kind = json_string_value(json_object_get(o, "kind"));
-	const char *name = json_string_value(json_object_get(o, "name"));
-	json_t *h = json_object_get(o, "handle");
 	struct entry *e, *old;
 
-	if (!kind || !name || !json_is_integer(h) ||
-	    (strcmp(kind, "pd") && strcmp(kind, "mr")))
+	if (d->not_object || !d->kind || !d->name || !d->has_handle ||
+	    (strcmp(d->kind, "pd") && strcmp(d->kind, "mr")))
 		return -EINVAL;
 	e = calloc(1, sizeof(*e));
-	if (!e || asprintf(&e->key, "%s/%s", kind, name) < 0) {
+	if (!e || asprintf(&e->key, "%s/%s", d->kind, d->name) < 0) {
 		free(e);
 		return -ENOMEM;
 	}
-	e->kind = kind[0] == 'p' ? 'p' : 'm';
-	e->handle = (uint32_t)json_integer_value(h);
+	e->kind = d->kind[0] == 'p' ? 'p' : 'm';
+	e->handle = (uint32_t)d->handle;
 	if (e->kind == 'm') {
-		e->pd = dup_str(o, "pd");
-		e->memory = dup_str(o, "memory");
-		e->offset = (uint64_t)json_integer_value(
-		    json_object_get(o, "offset"));
-		e->length = (uint64_t)json_integer_value(
-		    json_object_get(o, "length"));
-		e->iova = (uint64_t)json_integer_value(
-		    json_object_get(o, "iova"));
-		e->access = (unsigned int)json_integer_value(
-		    json_object_get(o, "access"));
-		e->lkey = (uint32_t)json_integer_value(
-		    json_object_get(o, "lkey"));
-		e->rkey = (uint32_t)json_integer_value(
-		    json_object_get(o, "rkey"));
-		e->zero_based =
-		    json_is_true(json_object_get(o, "zero_based"));
+		e->pd = TAKE_PTR(d->pd);
+		e->memory = TAKE_PTR(d->memory);
+		e->offset = (uint64_t)d->offset;
+		e->length = (uint64_t)d->length;
+		e->iova = (uint64_t)d->iova;
+		e->access = (unsigned int)d->access;
+		e->lkey = (uint32_t)d->lkey;
+		e->rkey = (uint32_t)d->rkey;
+		e->zero_based = d->zero_based;
 		if (!e->pd || !e->memory) {
 			entry_free(e);
 			return -EINVAL;
@@ -209,17 +201,17 @@ static int add_entry(struct restored *r, const json_t *o)
 }
 
 /* The kept state of profile, on ibdev; NULL (and a reason) if unfit. */
-static struct restored *parse_state(json_t *doc, const char *ibdev,
-				    const char **why)
+static struct restored *parse_state(struct restore_doc *doc,
+				    const char *ibdev, const char **why)
 {
 	struct restored *r;
-	json_t *objs = json_object_get(doc, "objects"), *o, *tids;
-	const char *dev = json_string_value(json_object_get(doc, "ibdev"));
+	json_t *top = doc->rest, *o, *tids;
+	const char *dev = json_string_value(json_object_get(top, "ibdev"));
 	size_t i;
 
-	if (json_integer_value(json_object_get(doc, "version")) !=
+	if (json_integer_value(json_object_get(top, "version")) !=
 		STATE_VERSION ||
-	    !json_is_array(objs)) {
+	    !doc->has_objects) {
 		*why = "its state document is not one this version reads";
 		return NULL;
 	}
@@ -232,7 +224,7 @@ static struct restored *parse_state(json_t *doc, const char *ibdev,
 		*why = "out of memory";
 		return NULL;
 	}
-	tids = json_object_get(doc, "tids");
+	tids = json_object_get(top, "tids");
 	if (json_array_size(tids)) {
 		r->tids = calloc(json_array_size(tids), sizeof(*r->tids));
 		if (!r->tids) {
@@ -243,13 +235,13 @@ static struct restored *parse_state(json_t *doc, const char *ibdev,
 		json_array_foreach(tids, i, o)
 			r->tids[r->n_tids++] = (pid_t)json_integer_value(o);
 	}
-	if (json_is_array(json_object_get(doc, "holders")))
-		r->holders = json_incref(json_object_get(doc, "holders"));
-	r->ctxn = json_is_integer(json_object_get(doc, "ctxn"))
-			  ? json_integer_value(json_object_get(doc, "ctxn"))
+	if (json_is_array(json_object_get(top, "holders")))
+		r->holders = json_incref(json_object_get(top, "holders"));
+	r->ctxn = json_is_integer(json_object_get(top, "ctxn"))
+			  ? json_integer_value(json_object_get(top, "ctxn"))
 			  : -1;
-	json_array_foreach(objs, i, o) {
-		if (add_entry(r, o) < 0) {
+	for (i = 0; i < doc->n_entries; i++) {
+		if (add_entry(r, &doc->entries[i]) < 0) {
 			*why = "its state document is malformed";
 			restored_free(r);
 			return NULL;
@@ -258,22 +250,59 @@ static struct restored *parse_state(json_t *doc, const char *ibdev,
 	return r;
 }
 
+/* The state document kept in fd, parsed: NULL (and a reason) if unfit. */
+static struct restored *read_kept(int fd, const char *ibdev, const char **why)
+{
+	struct restore_doc doc;
+	struct restored *r;
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+
+	text = fd >= 0 ? read_state(fd, &len) : NULL;
+	if (!text || restore_doc_read(text, len, &doc) < 0) {
+		*why = "its state document is missing or unreadable";
+		return NULL;
+	}
+	r = parse_state(&doc, ibdev, why);
+	restore_doc_free(&doc);
+	return r;
+}
+
+/*
+ * Which kept PDs the context still has: one INFO_HANDLES listing of its
+ * PDs stands for a kernel call per PD (restore_pd()). A handle in that
+ * list names a PD of this very context; one not in it names none.
+ * Without the method, or with more PDs than one listing holds, nothing
+ * is known and each PD is checked as it is taken back.
+ */
+static void list_pds(struct restored *r, struct ibv_context *ctx)
+{
+	_cleanup_free_ uint32_t *pds = NULL;
+	struct entry *e, *tmp;
+	size_t n;
+	int complete;
+
+	if (uhandle_list(ctx->cmd_fd, UH_PD, &pds, &n, &complete) < 0 ||
+	    !complete)
+		return;
+	HASH_ITER(hh, r->by_key, e, tmp)
+		if (e->kind == 'p')
+			e->listed = uhandle_in(pds, n, e->handle)
+					    ? RESTORE_LISTED
+					    : RESTORE_UNLISTED;
+}
+
 struct restored *restore_take(const struct profile *p,
 			      struct ibv_context **ctx)
 {
 	struct kept *k = kept_find(p->conf->name, false);
 	struct restored *r;
 	const char *why = NULL;
-	json_t *doc;
 	int err = 0;
 
 	if (!k || k->ctx_fd < 0)
 		return NULL;
-	doc = k->state_fd >= 0 ? read_state(k->state_fd) : NULL;
-	r = doc ? parse_state(doc, p->ibdev, &why) : NULL;
-	json_decref(doc);
-	if (!r && !why)
-		why = "its state document is missing or unreadable";
+	r = read_kept(k->state_fd, p->ibdev, &why);
 	if (r) {
 		/* The context owns the fd from here, and closes it. */
 		*ctx = ibv_import_device(k->ctx_fd);
@@ -292,6 +321,7 @@ struct restored *restore_take(const struct profile *p,
 			r = NULL;
 		} else if (*ctx) {
 			k->ctx_fd = -1;
+			list_pds(r, *ctx);
 		} else {
 			err = errno ? -errno : -EOPNOTSUPP;
 			why = "it cannot be imported";
@@ -340,14 +370,47 @@ static struct entry *find(struct restored *r, const char *kind,
 	return e && !e->claimed ? e : NULL;
 }
 
-bool restore_pd(struct restored *r, const char *name, uint32_t *handle)
+/*
+ * Is pd a PD of the context? Importing a PD is no proof on every device
+ * (rxe's import asks the kernel nothing), so, where the context's list of
+ * PDs could not be had (list_pds()), a kernel call that needs the handle
+ * is made: a type 1 window, allocated and freed. A device without
+ * windows cannot tell: taken as usable (its first use would fail).
+ */
+static bool pd_usable(struct ibv_pd *pd)
+{
+	struct ibv_mw *mw = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+
+	if (mw)
+		return ibv_dealloc_mw(mw) == 0;
+	return errno == EOPNOTSUPP || errno == ENOSYS;
+}
+
+struct ibv_pd *restore_pd(struct restored *r, struct ibv_context *ctx,
+			  const char *name, uint32_t *handle, bool *was_kept)
 {
 	struct entry *e = find(r, "pd", name);
+	struct ibv_pd *pd;
 
+	*was_kept = e != NULL;
 	if (!e)
-		return false;
+		return NULL;
 	*handle = e->handle;
-	return true;
+	/* Not in the context's list: no PD of it, nothing to import. */
+	errno = ENOENT;
+	pd = e->listed != RESTORE_UNLISTED ? ibv_import_pd(ctx, e->handle)
+					   : NULL;
+	if (pd && (e->listed == RESTORE_LISTED || pd_usable(pd))) {
+		e->claimed = true;
+		return pd;
+	}
+	if (pd) {
+		int err = errno;
+
+		ibv_unimport_pd(pd);
+		errno = err;
+	}
+	return NULL;
 }
 
 bool restore_mr(struct restored *r, const char *name,
@@ -566,69 +629,93 @@ void restore_done(void (*gone)(const char *profile))
 }
 
 /* Our threads: RDMA netlink names an object's maker by thread. */
-static json_t *our_tids(void)
+static void put_tids(FILE *f)
 {
-	json_t *a = json_array();
 	DIR *d = opendir("/proc/self/task");
 	struct dirent *de;
+	const char *sep = "";
 
-	while (a && d && (de = readdir(d)))
-		if (de->d_name[0] != '.')
-			json_array_append_new(a,
-					      json_integer(atoi(de->d_name)));
+	putc('[', f);
+	while (d && (de = readdir(d)))
+		if (de->d_name[0] != '.') {
+			fprintf(f, "%s%d", sep, atoi(de->d_name));
+			sep = ",";
+		}
 	if (d)
 		closedir(d);
-	return a;
+	putc(']', f);
 }
 
-json_t *restore_state(const struct profile *p, json_t *holders)
+/* o's entry, when it is one the next run can take back. */
+static void put_object(FILE *f, const struct object *o, const char **sep)
 {
-	json_t *objs = json_array(), *doc;
+	const struct conf_mr *c = o->conf;
 
-	if (!p->ctx || !objs) {
-		json_decref(objs);
+	if (o->state != OBJ_READY)
+		return;
+	if (o->kind == OBJ_PD) {
+		fprintf(f, "%s{\"kind\":\"pd\",\"name\":", *sep);
+		restore_doc_str(f, object_name(o));
+		fprintf(f, ",\"handle\":%u}", o->u.pd->handle);
+	} else if (o->kind == OBJ_MR && o->u.mr.mr && c->memory) {
+		/* Over host memory only: device memory goes with its
+		 * context, and what is over it. */
+		fprintf(f, "%s{\"kind\":\"mr\",\"name\":", *sep);
+		restore_doc_str(f, c->name);
+		fprintf(f, ",\"handle\":%u,\"lkey\":%u,\"rkey\":%u,\"pd\":",
+			o->u.mr.mr->handle, o->u.mr.mr->lkey,
+			o->u.mr.mr->rkey);
+		restore_doc_str(f, c->pd);
+		fputs(",\"memory\":", f);
+		restore_doc_str(f, c->memory);
+		fprintf(f,
+			",\"offset\":%" PRIu64 ",\"length\":%zu,\"iova\":%" PRIu64
+			",\"access\":%u,\"zero_based\":%s}",
+			c->offset, o->u.mr.mr->length, o->u.mr.iova,
+			(unsigned int)c->access, c->zero_based ? "true" : "false");
+	} else {
+		return;
+	}
+	*sep = ",";
+}
+
+/* Written as text, not built as a tree of json_t: restore_doc.h. */
+char *restore_state(const struct profile *p, json_t *holders, size_t *len)
+{
+	char *text = NULL;
+	const char *sep = "";
+	size_t n = 0;
+	FILE *f;
+
+	if (!p->ctx)
+		return NULL;
+	f = open_memstream(&text, &n);
+	if (!f)
+		return NULL;
+	fprintf(f, "{\"version\":%d,\"ibdev\":", STATE_VERSION);
+	restore_doc_str(f, p->ibdev);
+	fputs(",\"tids\":", f);
+	put_tids(f);
+	if (p->ctxn >= 0)
+		fprintf(f, ",\"ctxn\":%" PRId64, p->ctxn);
+	if (holders) {
+		fputs(",\"holders\":", f);
+		if (json_dumpf(holders, f, JSON_COMPACT) < 0)
+			fputs("[]", f);
+	}
+	fputs(",\"objects\":[", f);
+	for (size_t i = 0; i < p->n_objects; i++)
+		put_object(f, &p->objects[i], &sep);
+	fputs("]}", f);
+	if (ferror(f)) {
+		fclose(f);
+		free(text);
 		return NULL;
 	}
-	for (size_t i = 0; i < p->n_objects; i++) {
-		const struct object *o = &p->objects[i];
-		json_t *j = NULL;
-
-		if (o->state != OBJ_READY)
-			continue;
-		if (o->kind == OBJ_PD) {
-			j = json_pack("{s:s, s:s, s:I}", "kind", "pd", "name",
-				      object_name(o), "handle",
-				      (json_int_t)o->u.pd->handle);
-		} else if (o->kind == OBJ_MR && o->u.mr.mr &&
-			   ((const struct conf_mr *)o->conf)->memory) {
-			/* Over host memory only: device memory goes with
-			 * its context, and what is over it. */
-			const struct conf_mr *c = o->conf;
-
-			j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:s, s:s, "
-				      "s:I, s:I, s:I, s:I, s:b}",
-				      "kind", "mr", "name", c->name, "handle",
-				      (json_int_t)o->u.mr.mr->handle, "lkey",
-				      (json_int_t)o->u.mr.mr->lkey, "rkey",
-				      (json_int_t)o->u.mr.mr->rkey, "pd",
-				      c->pd, "memory", c->memory, "offset",
-				      (json_int_t)c->offset, "length",
-				      (json_int_t)o->u.mr.mr->length, "iova",
-				      (json_int_t)o->u.mr.iova, "access",
-				      (json_int_t)c->access, "zero_based",
-				      c->zero_based);
-		}
-		if (j && json_array_append_new(objs, j) < 0) {
-			json_decref(objs);
-			return NULL;
-		}
+	if (fclose(f) != 0) {
+		free(text);
+		return NULL;
 	}
-	doc = json_pack("{s:i, s:s, s:o, s:o}", "version", STATE_VERSION,
-			"ibdev", p->ibdev, "tids", our_tids(), "objects",
-			objs);
-	if (doc && p->ctxn >= 0)
-		json_object_set_new(doc, "ctxn", json_integer(p->ctxn));
-	if (doc && holders)
-		json_object_set(doc, "holders", holders);
-	return doc;
+	*len = n;
+	return text;
 }

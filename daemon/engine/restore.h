@@ -6,8 +6,9 @@
  * While it runs, the daemon hands systemd's fd store, per profile, the
  * context's cmd_fd ("ctx/P") and a state document ("state/P": a memfd
  * holding {version, ibdev, tids, ctxn, objects: [{kind, name, handle,
- * ...}]}). At exit it destroys every object of such a profile but its
- * PDs and MRs, so that the context the store holds keeps exactly those.
+ * ...}]}; restore_doc.h reads it). At exit it destroys every object
+ * of such a profile but its PDs and MRs, so that the context the store
+ * holds keeps exactly those.
  * After a restart the profile imports the context (ibv_import_device)
  * and takes each PD and MR back by handle (ibv_import_pd/mr) when it is
  * declared the same way and its memory came back from the store too;
@@ -46,9 +47,17 @@ struct restored *restore_take(const struct profile *p,
  * (the caller's to free; NULL when none were recorded). */
 int64_t restore_ctxn(const struct restored *r);
 pid_t *restore_take_tids(struct restored *r, size_t *n);
-/* A PD of this name kept: its handle. Any thread; each name is asked
- * for by one thread only (its creation's). */
-bool restore_pd(struct restored *r, const char *name, uint32_t *handle);
+/*
+ * The PD of this name kept, imported into ctx and claimed, once it is
+ * known to be a PD of the context (the context's list of PDs has its
+ * handle; without such a list, a window can be made in it). NULL, and
+ * *was_kept false, when none of that name was kept; NULL, *was_kept
+ * true, errno set and *handle the kept one, when it cannot be taken
+ * back. Any thread; each name is asked for by one thread only (its
+ * creation's).
+ */
+struct ibv_pd *restore_pd(struct restored *r, struct ibv_context *ctx,
+			  const char *name, uint32_t *handle, bool *was_kept);
 /* What an MR must match to be taken back. */
 struct restore_mr {
 	const char *pd, *memory;
@@ -90,9 +99,10 @@ unsigned long long restore_start_time(pid_t pid);
 /* Start-up is over: drop what no profile took; gone(profile) hears of
  * each profile whose kept context went unused. */
 void restore_done(void (*gone)(const char *profile));
-/* p's state document, for the store: NULL when p has no context.
+/* p's state document, for the store: its text (the caller's to free)
+ * of *len bytes, NULL when p has no context (or out of memory).
  * holders (borrowed; NULL: none): the shared clients that hold its
  * objects, [{pid, start, uid, leases: [{kind, name}]}], so that the next
  * run keeps what they lease while they live. */
-json_t *restore_state(const struct profile *p, json_t *holders);
+char *restore_state(const struct profile *p, json_t *holders, size_t *len);
 #endif

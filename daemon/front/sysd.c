@@ -168,20 +168,16 @@ static bool store_ctx(const struct profile *p, json_t *holders)
 {
 	_cleanup_free_ char *text = NULL;
 	_cleanup_close_ int fd = -1;
-	json_t *doc;
-	size_t len;
+	size_t len = 0;
 	char msg[512];
 	int cmd_fd;
 
 	if (!p->ctx || p->import_err || p->state != PROFILE_READY)
 		return false;
-	doc = restore_state(p, holders);
-	text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
-	json_decref(doc);
+	text = restore_state(p, holders, &len);
 	fd = memfd_create("rdmad-state", MFD_CLOEXEC);
 	if (!text || fd < 0)
 		return false;
-	len = strlen(text);
 	if (write(fd, text, len) != (ssize_t)len)
 		return false;
 	/* systemd keeps one copy of a file however often it is sent, but
