@@ -289,7 +289,8 @@ FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all \
 	-fno-omit-frame-pointer
 FUZZ_CFLAGS := -g -O1 -std=gnu11 -D_GNU_SOURCE -DMHD_SONAME='"$(MHD_SONAME)"' -DRDMAD_VERSION='"$(VERSION)"' $(DAEMON_INC) -Iproto \
 	-Itests/fuzz
-FUZZ_ALL := fuzz_config fuzz_image fuzz_api fuzz_http fuzz_proto fuzz_rdmanl fuzz_target \
+FUZZ_ALL := fuzz_config fuzz_image fuzz_api fuzz_http fuzz_proto fuzz_attached \
+	fuzz_frames fuzz_rdmanl fuzz_target \
 	fuzz_uevent
 FUZZ_TARGETS ?= $(FUZZ_ALL)
 FUZZ_SECONDS ?= 60
