@@ -352,29 +352,30 @@ static int check_refs(struct dctx *d, const void *top)
 }
 
 /* An MR's bytes within what it is over (memory, device memory). */
+static int fits(struct dctx *d, const char *list, const struct proto_att_mr *mr,
+		const char *over, const char *over_name, uint64_t size)
+{
+	if (mr->offset < size && mr->length <= size - mr->offset)
+		return 0;
+	return fail(d,
+		    "%s '%.40s': offset and length do not fit %s '%.40s' "
+		    "(%llu bytes)",
+		    list, mr->name, over, over_name, (unsigned long long)size);
+}
+
 static int check_extents(struct dctx *d, const struct proto_attached *a)
 {
 	for (size_t i = 0; i < a->n_mr; i++) {
-		const struct proto_att_mr *mr = &a->mr[i];
-		const struct proto_att_memory *m = &a->memory[mr->memory_index];
+		const struct proto_att_memory *m = &a->memory[a->mr[i].memory_index];
 
-		if (mr->offset >= m->size || mr->length > m->size - mr->offset)
-			return fail(d,
-				    "mr '%.40s': offset and length do not fit "
-				    "memory '%.40s' (%llu bytes)",
-				    mr->name, m->name,
-				    (unsigned long long)m->size);
+		if (fits(d, "mr", &a->mr[i], "memory", m->name, m->size) < 0)
+			return d->err;
 	}
 	for (size_t i = 0; i < a->n_dm_mr; i++) {
-		const struct proto_att_mr *mr = &a->dm_mr[i];
-		const struct proto_att_dm *m = &a->dm[mr->dm_index];
+		const struct proto_att_dm *m = &a->dm[a->dm_mr[i].dm_index];
 
-		if (mr->offset >= m->size || mr->length > m->size - mr->offset)
-			return fail(d,
-				    "dm_mr '%.40s': offset and length do not "
-				    "fit dm '%.40s' (%llu bytes)",
-				    mr->name, m->name,
-				    (unsigned long long)m->size);
+		if (fits(d, "dm_mr", &a->dm_mr[i], "dm", m->name, m->size) < 0)
+			return d->err;
 	}
 	return 0;
 }
