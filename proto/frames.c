@@ -185,6 +185,8 @@ static int append(struct proto_raw *raw, size_t *cap, const uint8_t *p,
 {
 	if (raw->len + n > PROTO_MAX_MESSAGE)
 		return -EMSGSIZE;
+	if (n == 0) /* a frame of fds only; the heap may not be there yet */
+		return 0;
 	if (raw->len + n > *cap) {
 		size_t want = *cap ? *cap : PROTO_MAX_PAYLOAD * 4;
 		uint8_t *heap;
@@ -229,7 +231,7 @@ static int gather(int sock, uint8_t *buf, size_t cap, size_t len,
 			r = append(raw, &heap_cap, buf + PROTO_HDR_SIZE,
 				   h.length);
 	}
-	raw->payload = raw->heap;
+	raw->payload = raw->heap ? raw->heap : (const uint8_t *)"";
 	raw->hdr.length = (uint32_t)raw->len;
 	raw->hdr.n_fds = 0; /* the count is raw->fds.n_fds */
 	raw->hdr.flags &= ~PROTO_FLAG_MORE;
