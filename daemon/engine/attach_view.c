@@ -346,9 +346,12 @@ const char *profile_name(const struct profile *p)
 	return p->conf->name;
 }
 
+/* Ready, and with a GID: a port whose GID table lost every entry the
+ * profile's gid settings match (its address went) has none to give;
+ * ATTACHED says a GID index, never -1. */
 bool profile_attachable(const struct profile *p)
 {
-	return p->ctx &&
+	return p->ctx && p->gid_index >= 0 &&
 	       (p->state == PROFILE_READY || p->state == PROFILE_DEGRADED);
 }
 
@@ -376,6 +379,7 @@ const char *profile_ibdev(const struct profile *p)
 char *profile_state_sentence(const struct profile *p)
 {
 	char progress[96] = "", *text;
+	int r;
 
 	if (p->state == PROFILE_CREATING)
 		snprintf(progress, sizeof(progress),
@@ -383,11 +387,18 @@ char *profile_state_sentence(const struct profile *p)
 			 p->progress.objects, p->progress.objects_total,
 			 (unsigned long long)p->progress.bytes,
 			 (unsigned long long)p->progress.bytes_total);
-	if (asprintf(&text, "profile '%s' is %s%s%s%s", p->conf->name,
-		     profile_state_name(p->state), progress,
-		     p->reason ? ": " : "", p->reason ? p->reason : "") < 0)
-		return NULL;
-	return text;
+	if (p->ctx && p->gid_index < 0 &&
+	    (p->state == PROFILE_READY || p->state == PROFILE_DEGRADED))
+		r = asprintf(&text,
+			     "profile '%s' has no GID: no entry of %s port %d's "
+			     "GID table matches its gid settings (now)",
+			     p->conf->name, p->ibdev, p->dev->port);
+	else
+		r = asprintf(&text, "profile '%s' is %s%s%s%s", p->conf->name,
+			     profile_state_name(p->state), progress,
+			     p->reason ? ": " : "",
+			     p->reason ? p->reason : "");
+	return r < 0 ? NULL : text;
 }
 
 bool profile_admits(const struct profile *p, uid_t uid, gid_t gid,

@@ -17,6 +17,7 @@ import time
 import pytest
 
 from conftest import RDMACTL
+from rdmadproto import ATTACH, ATTACHED, ERROR, Client
 
 NETDEV = "veth0"
 
@@ -370,3 +371,52 @@ def test_gid_change_selects_the_gid_again(rdmad, veth_address):
     finally:
         mon.terminate()
         mon.wait()
+
+
+@pytest.fixture
+def veth_address_back():
+    yield
+    subprocess.run(["ip", "addr", "add", "192.0.2.1/24", "dev", NETDEV],
+                   stderr=subprocess.DEVNULL)
+
+
+def test_attach_refused_while_no_gid_matches(rdmad, veth_address_back):
+    """PROTOCOL.md: ATTACHED gives the GID index the profile uses, an
+    integer from 0. With the profile's RoCE v2 IPv4 address gone, no GID
+    of the port matches its gid settings: an ATTACH is answered
+    not_ready, saying so (never an ATTACHED without a usable index);
+    with the address back, it attaches with the index REST shows."""
+    conf = CONF.format(extra="").replace(
+        'match = { ibdev = "rxe0"; };',
+        'match = { ibdev = "rxe0"; };\n'
+        '              gid = { type = "roce_v2"; family = "ipv4"; };')
+    assert "family" in conf
+    d = rdmad(conf)
+    c = Client(d.sock)
+    t, doc, fds = c.call(ATTACH, {"profile": "p", "mode": "local"})
+    assert t == ATTACHED, doc
+    for fd in fds:
+        os.close(fd)
+    subprocess.run(["ip", "addr", "del", "192.0.2.1/24", "dev", NETDEV],
+                   check=True)
+    deadline = time.monotonic() + 30
+    while d.get("/v1/profiles/p")[1]["gid_index"] not in (None, -1):
+        assert time.monotonic() < deadline, "the GID never went"
+        time.sleep(0.2)
+    t, doc, fds = c.call(ATTACH, {"profile": "p", "mode": "local"})
+    assert t == ERROR and doc["error"]["code"] == "not_ready", doc
+    assert "GID" in doc["error"]["message"], doc
+    assert fds == []
+    subprocess.run(["ip", "addr", "add", "192.0.2.1/24", "dev", NETDEV],
+                   check=True)
+    deadline = time.monotonic() + 30
+    while True:
+        t, doc, fds = c.call(ATTACH, {"profile": "p", "mode": "local"})
+        for fd in fds:
+            os.close(fd)
+        if t == ATTACHED:
+            break
+        assert time.monotonic() < deadline, doc
+        time.sleep(0.2)
+    assert doc["gid_index"] == d.get("/v1/profiles/p")[1]["gid_index"] >= 0
+    c.close()
