@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -326,8 +327,22 @@ static int transport_error(int r, const char *what, int timeout_ms)
 					"(it speaks %d to %d)",
 					what, PROTO_VERSION_MIN,
 					PROTO_VERSION_MAX);
+	case -EMSGSIZE: {
+		/* The kernel cuts the fds of a datagram short when this
+		 * process may open no more (and says no more than that): a
+		 * big profile's memories can be more than the soft limit. */
+		struct rlimit rl = { 0 };
+
+		getrlimit(RLIMIT_NOFILE, &rl);
+		return client_set_error(r,
+					"bad answer from rdmad to %s: %s (if "
+					"it carried more fds than this process "
+					"may still open, raise RLIMIT_NOFILE: "
+					"the soft limit is %llu)",
+					what, proto_strerror(r),
+					(unsigned long long)rl.rlim_cur);
+	}
 	case -EBADMSG:
-	case -EMSGSIZE:
 		return client_set_error(r, "bad answer from rdmad to %s: %s",
 					what, proto_strerror(r));
 	default:

@@ -254,6 +254,40 @@ def test_librdmad_attaches_it(big, mode):
     assert leases(big, "r777") == 0
 
 
+def test_too_few_fds_left_says_so(big):
+    """A client that may open fewer fds than the profile's memories: the
+    kernel cuts the fds short (MSG_CTRUNC) and librdmad's attach fails,
+    naming RLIMIT_NOFILE, never with a profile missing memories; the
+    daemon keeps no lease for it."""
+    out = subprocess.run(["prlimit", "--nofile=40:40",
+                          str(BUILD / "tests" / "big_client"), big.sock,
+                          "big", "local"], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode != 0, out.stdout
+    assert "RLIMIT_NOFILE" in out.stderr, out.stderr
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and leases(big, "r0"):
+        time.sleep(0.1)
+    assert leases(big, "r0") == 0
+
+
+def test_too_few_fds_left_says_so_in_python(big):
+    """The same for the Python client: the attach raises, naming
+    RLIMIT_NOFILE."""
+    code = ("import sys; sys.path.insert(0, sys.argv[2]); import rdmad\n"
+            "c = rdmad.connect(sys.argv[1])\n"
+            "try:\n"
+            "    c.attach('big', mode='local')\n"
+            "except Exception as e:\n"
+            "    print(e); sys.exit(3)\n")
+    pkg = Path(__file__).resolve().parents[2] / "client" / "python"
+    out = subprocess.run(["prlimit", "--nofile=40:40", sys.executable, "-c",
+                          code, big.sock, str(pkg)], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "RLIMIT_NOFILE" in out.stdout, out.stdout
+
+
 @pytest.mark.needs_import
 def test_rdma_through_one_mr_in_shared_mode(big):
     """Data moves by RDMA through one of the 10,000 MRs, imported."""

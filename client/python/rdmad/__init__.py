@@ -34,6 +34,7 @@ import math
 import mmap
 import os
 import select
+import resource
 import socket
 import stat
 import threading
@@ -246,6 +247,14 @@ class Connection:
         try:
             if not data and not fds:
                 self._gone(what)
+            if flags & socket.MSG_CTRUNC and not other:
+                # The kernel cuts the fds short when this process may
+                # open no more: a big profile's memories can be more.
+                soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+                self._protocol(f"rdmad's answer to {what} carried more "
+                               f"fds than this process may still open: "
+                               f"raise RLIMIT_NOFILE (the soft limit is "
+                               f"{soft})")
             if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) or other:
                 self._protocol(f"rdmad's answer to {what} was truncated "
                                f"or carried unexpected control data")
