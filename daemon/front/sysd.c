@@ -162,6 +162,20 @@ static void unstore_kept_ctx(const char *profile)
 	unstore_ctx(profile);
 }
 
+/* fd to the store as prefix + name, in place of a file kept under that
+ * name before. systemd keeps one copy of a file however often it is
+ * sent, but a new context (one retired, or its device back) is another
+ * file under the same name: the old one goes first, or the next run
+ * could take it, and it would hold its objects for ever. */
+static bool store_named(const char *prefix, const char *name, int fd)
+{
+	char msg[512];
+
+	sd_notifyf(0, "FDSTOREREMOVE=1\nFDNAME=%s%s", prefix, name);
+	snprintf(msg, sizeof(msg), "FDSTORE=1\nFDNAME=%s%s", prefix, name);
+	return sd_pid_notify_with_fds(0, 0, msg, &fd, 1) > 0;
+}
+
 /* An import-capable context goes to the store with a document of its
  * PDs and MRs (restore.h): a restart takes them back, keys and all. */
 static bool store_ctx(const struct profile *p, json_t *holders)
@@ -169,8 +183,6 @@ static bool store_ctx(const struct profile *p, json_t *holders)
 	_cleanup_free_ char *text = NULL;
 	_cleanup_close_ int fd = -1;
 	size_t len = 0;
-	char msg[512];
-	int cmd_fd;
 
 	if (!p->ctx || p->import_err || p->state != PROFILE_READY)
 		return false;
@@ -180,26 +192,9 @@ static bool store_ctx(const struct profile *p, json_t *holders)
 		return false;
 	if (write(fd, text, len) != (ssize_t)len)
 		return false;
-	/* systemd keeps one copy of a file however often it is sent, but
-	 * a new context (one retired, or its device back) is another file
-	 * under the same name: the old one goes first, or the next run
-	 * could take it, and it would hold its objects for ever. */
-	cmd_fd = p->ctx->cmd_fd;
-	snprintf(msg, sizeof(msg),
-		 "FDSTOREREMOVE=1\nFDNAME=" RESTORE_FDNAME_CTX "%s",
-		 p->conf->name);
-	sd_notify(0, msg);
-	snprintf(msg, sizeof(msg), "FDSTORE=1\nFDNAME=" RESTORE_FDNAME_CTX "%s",
-		 p->conf->name);
-	if (sd_pid_notify_with_fds(0, 0, msg, &cmd_fd, 1) <= 0)
-		return false;
-	snprintf(msg, sizeof(msg),
-		 "FDSTOREREMOVE=1\nFDNAME=" RESTORE_FDNAME_STATE "%s",
-		 p->conf->name);
-	sd_notify(0, msg);
-	snprintf(msg, sizeof(msg), "FDSTORE=1\nFDNAME=" RESTORE_FDNAME_STATE "%s",
-		 p->conf->name);
-	return sd_pid_notify_with_fds(0, 0, msg, &fd, 1) > 0;
+	return store_named(RESTORE_FDNAME_CTX, p->conf->name,
+			   p->ctx->cmd_fd) &&
+	       store_named(RESTORE_FDNAME_STATE, p->conf->name, fd);
 }
 
 /* A memory object's fd goes to systemd's fd store (FileDescriptorStoreMax=
