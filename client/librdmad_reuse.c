@@ -103,7 +103,15 @@ int client_reuse_decode(struct client_reuse *u, const uint8_t *buf,
 		for (size_t i = 0; i < n_fds; i++)
 			if (fds[i] >= 0)
 				close(fds[i]);
-		return -EBADMSG;
+		/* Refused as proto_decode refuses it, in its order of
+		 * checks (a bad magic or version is said first); never 0:
+		 * its header check allows PROTO_MAX_FDS at most. */
+		r = proto_decode(buf, len, n_fds, m);
+		if (r == 0) {
+			proto_msg_clear(m);
+			r = -EBADMSG;
+		}
+		return r;
 	}
 	if (len >= PROTO_HDR_SIZE)
 		proto_hdr_unpack(buf, &raw.hdr);
