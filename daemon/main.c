@@ -225,6 +225,32 @@ static void raise_fd_limit(void)
 	}
 }
 
+/* The configuration the previous run stored, when path's files are
+ * still those it was read from (config_load_kept()); else NULL, and
+ * the files are loaded. */
+static struct config *load_kept(const char *path)
+{
+	_cleanup_free_ char *kept = NULL;
+	struct config *c = NULL;
+	size_t len = 0;
+	int r = sysd_take_config(&kept, &len);
+
+	if (r == -ENOENT)
+		return NULL;
+	if (r == 0)
+		r = config_load_kept(path, kept, len, &c);
+	if (r == 0)
+		log_info("%s: as the previous run loaded it (its files have "
+			 "the same bytes): not parsed again", path);
+	else if (r == -ESTALE)
+		log_info("%s: changed since the previous run (or another "
+			 "build of rdmad): parsing it", path);
+	else
+		log_warn(r, "the configuration the previous run stored "
+			    "cannot be read: parsing %s", path);
+	return c;
+}
+
 static int run(const struct options *o)
 {
 	_cleanup_(config_freep) struct config *config = NULL;
@@ -234,10 +260,21 @@ static int run(const struct options *o)
 	const char *failed = NULL;
 	int r;
 
-	r = config_load(o->config, &config);
-	if (r < 0) {
-		log_error(r, "cannot load %s", o->config);
-		return EX_OSERR;
+	/* What systemd passed (a restart: the fd store) is taken first: it
+	 * may hold the configuration as the previous run loaded it. */
+	if (!o->check && !o->dump) {
+		r = sysd_listen_init();
+		if (r < 0)
+			log_warn(r, "cannot take the fds systemd passed, "
+				    "ignoring");
+		config = load_kept(o->config);
+	}
+	if (!config) {
+		r = config_load(o->config, &config);
+		if (r < 0) {
+			log_error(r, "cannot load %s", o->config);
+			return EX_OSERR;
+		}
 	}
 	/* Limits against the devices present, before anything exists. */
 	if (!config->n_errors)
@@ -291,9 +328,6 @@ static int run(const struct options *o)
 		log_error(r, "cannot set up");
 		return EX_OSERR;
 	}
-	r = sysd_listen_init();
-	if (r < 0)
-		log_warn(r, "cannot take the sockets systemd passed, ignoring");
 	r = http_start(m, &failed);
 	if (r < 0) {
 		log_error(r, "cannot listen on %s", failed);

@@ -7,12 +7,14 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
+#include "config.h"
 #include "log.h"
 #include "manager.h"
 #include "memory.h"
@@ -25,6 +27,11 @@
 
 /* The fd store's name of a memory object's fd: FDNAME_MEM profile/memory. */
 #define FDNAME_MEM "mem/"
+/* The configuration as loaded (config_keep()): the next run takes it
+ * back instead of parsing files that did not change. */
+#define FDNAME_CONFIG "config"
+/* A kept configuration bigger than this is not ours. */
+#define CONFIG_KEPT_MAX ((size_t)256 << 20)
 
 /* While creation progresses, the start (or reload) may take this much
  * longer than TimeoutStartSec= from each step: a creation that stalls
@@ -40,6 +47,8 @@ struct passed {
 
 static struct passed *passed;
 static size_t n_passed;
+/* The previous run's configuration (FDNAME_CONFIG), until taken. */
+static int kept_config = -1;
 
 int sysd_listen_init(void)
 {
@@ -70,6 +79,14 @@ int sysd_listen_init(void)
 			free(names[i]);
 			continue;
 		}
+		if (streq(names[i], FDNAME_CONFIG)) {
+			fcntl(fd, F_SETFD, FD_CLOEXEC);
+			if (kept_config >= 0)
+				close(kept_config);
+			kept_config = fd;
+			free(names[i]);
+			continue;
+		}
 		/* A device context and what it holds (restore.h). */
 		if (!strncmp(names[i], RESTORE_FDNAME_CTX,
 			     strlen(RESTORE_FDNAME_CTX)) ||
@@ -85,6 +102,38 @@ int sysd_listen_init(void)
 	}
 	free(names);
 	return n;
+}
+
+int sysd_take_config(char **out, size_t *len)
+{
+	_cleanup_close_ int fd = TAKE_FD(kept_config);
+	_cleanup_free_ char *buf = NULL;
+	struct stat st;
+	size_t n = 0;
+
+	if (fd < 0)
+		return -ENOENT;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	/* A memfd: its size is its bytes. */
+	if (st.st_size <= 0 || st.st_size > (off_t)CONFIG_KEPT_MAX)
+		return -EFBIG;
+	buf = malloc((size_t)st.st_size);
+	if (!buf)
+		return -ENOMEM;
+	while (n < (size_t)st.st_size) {
+		ssize_t r = pread(fd, buf + n, (size_t)st.st_size - n,
+				  (off_t)n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? -errno : -EIO;
+		n += (size_t)r;
+	}
+	*out = TAKE_PTR(buf);
+	*len = n;
+	return 0;
 }
 
 /* Passed sockets come inheritable and blocking; ours are neither. */
@@ -361,9 +410,39 @@ struct sysd {
 	size_t last_objects;
 	uint64_t last_bytes;
 	bool ready;
+	/* The configuration in the store: that of this many reloads. */
+	bool config_stored;
+	unsigned int config_reloads;
 };
 
 static struct sysd sysd;
+
+/* The configuration to the store (config_keep()), once ready and again
+ * after each reload applied: the next run takes it back instead of
+ * parsing the same files again. Only a cost saved: a next run that does
+ * not find it, or finds it stale, parses. */
+static void store_config(struct sysd *s)
+{
+	_cleanup_free_ char *buf = NULL;
+	_cleanup_close_ int fd = -1;
+	size_t len = 0;
+	int r;
+
+	if (s->config_stored && s->config_reloads == s->m->reloads_applied)
+		return;
+	s->config_stored = true;
+	s->config_reloads = s->m->reloads_applied;
+	if (!getenv("NOTIFY_SOCKET"))
+		return;
+	r = config_keep(s->m->config, &buf, &len);
+	if (r == -ENOTSUP)
+		return; /* no build ID: no way to tell a next binary */
+	fd = r < 0 ? -1 : memfd_create("rdmad-config", MFD_CLOEXEC);
+	if (fd < 0 || write(fd, buf, len) != (ssize_t)len ||
+	    !store_named(FDNAME_CONFIG, "", fd))
+		log_debug("cannot store the configuration for a restart: %s",
+			  strerror(r < 0 ? -r : errno));
+}
 
 static void on_manager_event(void *ud, const struct manager_event *ev)
 {
@@ -417,6 +496,7 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 				&(struct log_ctx){.message_id = MSGID_READY},
 				"ready: %zu profiles", s->m->n_profiles);
 		s->ready = true;
+		store_config(s);
 		return;
 	case MANAGER_PROFILE_CHANGED:
 		/* Before the first READY=1 the store waits for it (above):

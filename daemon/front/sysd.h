@@ -23,6 +23,9 @@ int sysd_listen_init(void);
 int sysd_listen_take_unix(const char *name, int type, const char *path);
 /* A passed socket bound to this address (SOCK_STREAM), or -ENOENT. */
 int sysd_listen_take_inet(const struct sockaddr *sa, socklen_t len);
+/* The configuration the previous run stored (config_keep()), taken
+ * once: its bytes (to free), or -ENOENT when systemd passed none. */
+int sysd_take_config(char **out, size_t *len);
 /* Closes what no front end claimed (a warning each), once all started. */
 void sysd_listen_done(void);
 

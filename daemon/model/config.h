@@ -451,6 +451,22 @@ int config_image(const struct config *c, char **out, size_t *len);
  * are not an image (whatever they are, nothing is read past len),
  * -ENOMEM. */
 int config_from_image(const void *image, size_t len, struct config **out);
+/* Whether every file c was read from has the same bytes now (each read
+ * again and hashed; a directory, the names it gives). false for a
+ * config with errors or read from a string. */
+bool config_sources_same(const struct config *c);
+/*
+ * The configuration across a restart (config_kept.c): c as bytes (to
+ * free) for the fd store, stamped with this binary's build ID
+ * (-ENOTSUP when it has none; -EINVAL for a config with errors).
+ * config_load_kept() makes of them the configuration of path, when they
+ * come from this binary, name path, and every file they were read from
+ * has the same bytes now; else -ESTALE (load path as always), -EPROTO
+ * for bytes that are not such an image, -ENOMEM.
+ */
+int config_keep(const struct config *c, char **out, size_t *len);
+int config_load_kept(const char *path, const void *kept, size_t len,
+		     struct config **out);
 /* config_load() of a string; name is used in messages. */
 int config_load_string(const char *name, const char *text,
 		       struct config **out);

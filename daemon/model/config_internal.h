@@ -235,6 +235,11 @@ int parser_read(struct parser *p, const char *path, char **text,
  * the order they are read, recorded like parser_read(). */
 int parser_dir_seen(struct parser *p, const char *path, DIR *d,
 		    char *const *names, size_t n);
+/* The *.conf files of directory d (at dir) as "dir/name", in name
+ * order, not those whose name starts with a dot: what an include
+ * directory gives. 0 or -ENOMEM; free with config_names_free(). */
+int config_dir_names(DIR *d, const char *dir, char ***names, size_t *n);
+void config_names_free(char **names, size_t n);
 void config_sources_free(struct config *c);
 
 /* config_image.c: the image read into c (zeroed, its strings not

@@ -825,17 +825,11 @@ void parser_file(struct parser *p, const char *path, bool main_file)
 	parser_text(p, path, text, main_file);
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* Every *.conf of the include directory, in name order. */
 void parser_include(struct parser *p)
 {
 	const char *inc = p->c->daemon.include;
 	_cleanup_free_ char *dir = NULL;
-	struct dirent *de;
 	char **names = NULL;
 	size_t n = 0;
 	DIR *d;
@@ -864,31 +858,12 @@ void parser_include(struct parser *p)
 			     strerror(errno));
 		return;
 	}
-	while ((de = readdir(d))) {
-		size_t len = strlen(de->d_name);
-		char **nn;
-
-		if (len < 6 || de->d_name[0] == '.' ||
-		    !streq(de->d_name + len - 5, ".conf"))
-			continue;
-		nn = array_room(names, n, sizeof(*nn));
-		if (!nn || asprintf(&nn[n], "%s/%s", dir, de->d_name) < 0) {
-			names = nn ? nn : names;
-			p->oom = 1;
-			break;
-		}
-		names = nn;
-		n++;
-	}
-	if (n)
-		qsort(names, n, sizeof(*names), cmp_str);
+	if (config_dir_names(d, dir, &names, &n) < 0)
+		p->oom = 1;
 	if (!p->oom)
 		(void)parser_dir_seen(p, dir, d, names, n); /* sets p->stale */
 	closedir(d);
-	for (size_t i = 0; i < n; i++) {
-		if (!p->oom && !p->stale)
-			parser_file(p, names[i], false);
-		free(names[i]);
-	}
-	free(names);
+	for (size_t i = 0; i < n && !p->oom && !p->stale; i++)
+		parser_file(p, names[i], false);
+	config_names_free(names, n);
 }

@@ -179,29 +179,76 @@ int parser_read(struct parser *p, const char *path, char **text,
 	return 0;
 }
 
-int parser_dir_seen(struct parser *p, const char *path, DIR *d,
-		    char *const *names, size_t n)
+/* What a directory's source records: the names of its files, in order,
+ * each with its NUL. */
+static XXH128_hash_t names_digest(char *const *names, size_t n)
 {
 	XXH3_state_t *x = XXH3_createState();
-	XXH128_hash_t h;
-	struct stat st;
-	bool ok;
+	XXH128_hash_t h = { 0 };
 
-	if (!x) {
-		p->oom = 1;
-		return -ENOMEM;
-	}
+	if (!x)
+		return h;
 	XXH3_128bits_reset(x);
 	for (size_t i = 0; i < n; i++)
 		XXH3_128bits_update(x, names[i], strlen(names[i]) + 1);
 	h = XXH3_128bits_digest(x);
 	XXH3_freeState(x);
+	return h;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int config_dir_names(DIR *d, const char *dir, char ***out, size_t *n_out)
+{
+	struct dirent *de;
+	char **names = NULL;
+	size_t n = 0;
+
+	while ((de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+		char **nn;
+
+		if (len < 6 || de->d_name[0] == '.' ||
+		    !streq(de->d_name + len - 5, ".conf"))
+			continue;
+		nn = array_room(names, n, sizeof(*nn));
+		if (!nn || asprintf(&nn[n], "%s/%s", dir, de->d_name) < 0) {
+			names = nn ? nn : names;
+			config_names_free(names, n);
+			return -ENOMEM;
+		}
+		names = nn;
+		n++;
+	}
+	if (n)
+		qsort(names, n, sizeof(*names), cmp_str);
+	*out = names;
+	*n_out = n;
+	return 0;
+}
+
+void config_names_free(char **names, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+int parser_dir_seen(struct parser *p, const char *path, DIR *d,
+		    char *const *names, size_t n)
+{
+	struct stat st;
+	bool ok;
+
 	if (fstat(dirfd(d), &st) < 0) {
 		/* Nothing to hold its look against later: never known. */
 		p->stale = p->known != NULL;
 		return p->stale ? -ESTALE : -errno;
 	}
-	ok = source_seen(p, path, &st, h);
+	ok = source_seen(p, path, &st, names_digest(names, n));
 	return ok ? 0 : p->stale ? -ESTALE : -ENOMEM;
 }
 
@@ -223,6 +270,47 @@ bool config_sources_unchanged(const struct config *c)
 	for (size_t i = 0; i < c->n_sources; i++)
 		if (stat(c->sources[i].path, &st) < 0 ||
 		    !same_look(&c->sources[i], &st))
+			return false;
+	return true;
+}
+
+/* Whether the source s still has the bytes (a directory: the file names)
+ * it had when read. */
+static bool source_same(const struct conf_source *s)
+{
+	_cleanup_free_ char *text = NULL;
+	const char *why = NULL;
+	XXH128_hash_t h;
+	size_t len = 0;
+
+	if (S_ISDIR(s->mode)) {
+		DIR *d = opendir(s->path);
+		char **names = NULL;
+		size_t n = 0;
+		int r;
+
+		if (!d)
+			return false;
+		r = config_dir_names(d, s->path, &names, &n);
+		closedir(d);
+		if (r < 0)
+			return false;
+		h = names_digest(names, n);
+		config_names_free(names, n);
+	} else {
+		if (config_read_text(s->path, &text, &len, &why, NULL) < 0)
+			return false;
+		h = XXH3_128bits(text, len);
+	}
+	return s->digest[0] == h.low64 && s->digest[1] == h.high64;
+}
+
+bool config_sources_same(const struct config *c)
+{
+	if (!c || !c->n_sources || c->n_errors)
+		return false;
+	for (size_t i = 0; i < c->n_sources; i++)
+		if (!source_same(&c->sources[i]))
 			return false;
 	return true;
 }
