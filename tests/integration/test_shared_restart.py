@@ -243,3 +243,54 @@ def test_context_of_another_device_is_refused(store):
     assert len(kernel_mrs(after[("mr", "r")]["lkey"])) == 1
     b.stop()
 
+
+
+# The configuration as the previous run loaded it comes back from the
+# store (rdmad(8), RESTART): taken instead of parsing only while every
+# file it was read from has the same bytes; anything else is parsed.
+
+def test_unchanged_configuration_is_not_parsed_again(store):
+    a = store.run()
+    before = a.objects()
+    a.stop()
+    assert "config" in store.fds, sorted(store.fds)
+    b = store.run()
+    after = b.objects()
+    log = b.log()
+    assert "not parsed again" in log, log
+    assert set(after) == set(before)
+    for key in (("mr", "r"), ("mr", "s")):
+        assert after[key].get("restored") is True, after[key]
+    b.stop()
+
+
+def test_changed_configuration_is_parsed(store, tmp_path):
+    a = store.run()
+    a.stop()
+    conf = tmp_path / "rdmad.conf"
+    text = conf.read_text()
+    more = text.replace('{ name = "b"; } );', '{ name = "b"; }, '
+                        '{ name = "c"; } );')
+    assert more != text
+    conf.write_text(more)
+    b = store.run()
+    after = b.objects()
+    log = b.log()
+    assert "changed since the previous run" in log, log
+    assert "not parsed again" not in log, log
+    assert after[("pd", "c")]["state"] == "ready"
+    assert after[("mr", "r")].get("restored") is True
+    b.stop()
+
+
+def test_kept_configuration_that_is_not_one_is_parsed(store):
+    a = store.run()
+    a.stop()
+    fd = os.memfd_create("junk")
+    os.write(fd, b"not what config_keep() writes\0" + os.urandom(300))
+    store.put("config", fd)
+    b = store.run()
+    log = b.log()
+    assert "cannot be read: parsing" in log, log
+    assert ("pd", "a") in b.objects()
+    b.stop()

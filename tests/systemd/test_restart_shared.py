@@ -206,6 +206,9 @@ def test_restart_takes_back_every_registration_while_a_client_works(
                  "_PID=" + str(new_pid)).stdout
         assert "took back the device context" in log, log
         assert "context retired" not in log, log
+        # The same files: their configuration came back from the store,
+        # not parsed again.
+        assert "not parsed again" in log, log
     finally:
         client.kill()
         client.wait()
@@ -225,6 +228,9 @@ def test_changed_mr_is_made_again_and_its_old_registration_goes(started):
     for key in (("mr", "big"), ("mr", "m1"), ("mr", f"m{N_MR - 1}")):
         assert after[key].get("restored") is True, after[key]
         assert after[key]["lkey"] == before[key]["lkey"]
+    log = sh("journalctl", "--no-pager", "-u", "rdmad.service",
+             "_PID=" + str(main_pid())).stdout
+    assert "changed since the previous run" in log, log
 
 
 def test_sigkill_comes_back_the_same_way(started):
