@@ -19,6 +19,7 @@
 #include "http.h"
 #include "log.h"
 #include "manager.h"
+#include "restore.h"
 #include "sysd.h"
 
 struct options {
@@ -267,6 +268,8 @@ static int run(const struct options *o)
 		if (r < 0)
 			log_warn(r, "cannot take the fds systemd passed, "
 				    "ignoring");
+		/* The previous run's state documents are read meanwhile. */
+		restore_read_ahead();
 		config = load_kept(o->config);
 	}
 	if (!config) {

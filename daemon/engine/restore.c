@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <dirent.h>
+#include <pthread.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -39,6 +40,7 @@ struct entry {
 };
 
 struct restored {
+	char *ibdev; /* the device it was on */
 	struct entry *by_key;
 	pid_t *tids; /* the previous run's threads */
 	size_t n_tids;
@@ -52,10 +54,18 @@ struct restored {
 struct kept {
 	char *profile;
 	int ctx_fd, state_fd;
+	/* Its state document, read ahead (restore_read_ahead()): parsed,
+	 * or NULL and why not. */
+	struct restored *read;
+	const char *why;
 };
 
 static struct kept *kept;
 static size_t n_kept;
+/* The thread that reads the kept state documents while the daemon
+ * loads its configuration; joined before anything uses them. */
+static pthread_t reader;
+static bool reading;
 
 static struct kept *kept_find(const char *profile, bool add)
 {
@@ -132,6 +142,7 @@ static void restored_free(struct restored *r)
 	}
 	free(r->tids);
 	json_decref(r->holders);
+	free(r->ibdev);
 	free(r);
 }
 
@@ -200,9 +211,8 @@ static int add_entry(struct restored *r, struct restore_doc_entry *d)
 	return 0;
 }
 
-/* The kept state of profile, on ibdev; NULL (and a reason) if unfit. */
-static struct restored *parse_state(struct restore_doc *doc,
-				    const char *ibdev, const char **why)
+/* The kept state of a profile; NULL (and a reason) if unfit. */
+static struct restored *parse_state(struct restore_doc *doc, const char **why)
 {
 	struct restored *r;
 	json_t *top = doc->rest, *o, *tids;
@@ -211,16 +221,13 @@ static struct restored *parse_state(struct restore_doc *doc,
 
 	if (json_integer_value(json_object_get(top, "version")) !=
 		STATE_VERSION ||
-	    !doc->has_objects) {
+	    !doc->has_objects || !dev) {
 		*why = "its state document is not one this version reads";
 		return NULL;
 	}
-	if (!dev || strcmp(dev, ibdev)) {
-		*why = "it was on another device";
-		return NULL;
-	}
 	r = calloc(1, sizeof(*r));
-	if (!r) {
+	if (!r || !(r->ibdev = strdup(dev))) {
+		free(r);
 		*why = "out of memory";
 		return NULL;
 	}
@@ -251,7 +258,7 @@ static struct restored *parse_state(struct restore_doc *doc,
 }
 
 /* The state document kept in fd, parsed: NULL (and a reason) if unfit. */
-static struct restored *read_kept(int fd, const char *ibdev, const char **why)
+static struct restored *read_kept(int fd, const char **why)
 {
 	struct restore_doc doc;
 	struct restored *r;
@@ -263,9 +270,35 @@ static struct restored *read_kept(int fd, const char *ibdev, const char **why)
 		*why = "its state document is missing or unreadable";
 		return NULL;
 	}
-	r = parse_state(&doc, ibdev, why);
+	r = parse_state(&doc, why);
 	restore_doc_free(&doc);
 	return r;
+}
+
+static void *read_ahead(void *unused)
+{
+	(void)unused;
+	for (size_t i = 0; i < n_kept; i++)
+		if (kept[i].ctx_fd >= 0)
+			kept[i].read = read_kept(kept[i].state_fd,
+						 &kept[i].why);
+	return NULL;
+}
+
+void restore_read_ahead(void)
+{
+	if (!n_kept || reading)
+		return;
+	/* Without a thread, each is read when its profile takes it. */
+	reading = pthread_create(&reader, NULL, read_ahead, NULL) == 0;
+}
+
+/* The documents read ahead are there (or none was). */
+static void read_ahead_join(void)
+{
+	if (reading)
+		pthread_join(reader, NULL);
+	reading = false;
 }
 
 /*
@@ -300,9 +333,18 @@ struct restored *restore_take(const struct profile *p,
 	const char *why = NULL;
 	int err = 0;
 
+	read_ahead_join();
 	if (!k || k->ctx_fd < 0)
 		return NULL;
-	r = read_kept(k->state_fd, p->ibdev, &why);
+	r = TAKE_PTR(k->read);
+	why = k->why;
+	if (!r && !why)
+		r = read_kept(k->state_fd, &why);
+	if (r && !streq(r->ibdev, p->ibdev)) {
+		why = "it was on another device";
+		restored_free(r);
+		r = NULL;
+	}
 	if (r) {
 		/* The context owns the fd from here, and closes it. */
 		*ctx = ibv_import_device(k->ctx_fd);
@@ -617,7 +659,9 @@ size_t restore_finish(struct restored *r, struct ibv_context *ctx,
 
 void restore_done(void (*gone)(const char *profile))
 {
+	read_ahead_join();
 	for (size_t i = 0; i < n_kept; i++) {
+		restored_free(kept[i].read);
 		if ((kept[i].ctx_fd >= 0 || kept[i].state_fd >= 0) && gone)
 			gone(kept[i].profile);
 		kept_close(&kept[i]);

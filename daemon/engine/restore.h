@@ -37,6 +37,11 @@ struct restored;
  * profile name), for restore_take(). Takes fd (closed on failure).
  * -EINVAL when the name is neither. */
 int restore_keep(const char *name, int fd);
+/* Read the kept state documents on a thread of their own, while the
+ * daemon loads its configuration (6000 entries take a while under
+ * emulation); restore_take() and restore_done() wait for it. Once,
+ * after the last restore_keep(). */
+void restore_read_ahead(void);
 /* The context kept for p's profile, when it was on p->ibdev and imports:
  * *ctx is set and the kept handles are returned (the profile's until
  * restore_finish()). NULL when there is none (*ctx untouched); a kept
