@@ -14,12 +14,12 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
+#include "attach_view.h"
 #include "config.h"
+#include "handover.h"
 #include "log.h"
 #include "manager.h"
 #include "memory.h"
-#include "objects.h"
-#include "profile.h"
 #include "proto.h"
 #include "restore.h"
 #include "sysd.h"
@@ -232,30 +232,15 @@ static bool store_ctx(const struct profile *p, json_t *holders)
 	_cleanup_free_ char *text = NULL;
 	_cleanup_close_ int fd = -1;
 	size_t len = 0;
+	int cmd_fd = profile_kept_context(p, holders, &text, &len);
 
-	if (!p->ctx || p->import_err || p->state != PROFILE_READY)
+	if (cmd_fd < 0)
 		return false;
-	text = restore_state(p, holders, &len);
 	fd = memfd_create("rdmad-state", MFD_CLOEXEC);
-	if (!text || fd < 0)
+	if (fd < 0 || write(fd, text, len) != (ssize_t)len)
 		return false;
-	if (write(fd, text, len) != (ssize_t)len)
-		return false;
-	return store_named(RESTORE_FDNAME_CTX, p->conf->name,
-			   p->ctx->cmd_fd) &&
-	       store_named(RESTORE_FDNAME_STATE, p->conf->name, fd);
-}
-
-/* A memory object's fd goes to systemd's fd store (FileDescriptorStoreMax=
- * in the unit): after a restart it comes back in LISTEN_FDS, and the
- * memory is created from it with its contents. systemd drops a second
- * copy of the same fd, so sending again is harmless. */
-static bool stores(const struct object *o)
-{
-	const struct conf_memory *c = o->conf;
-
-	return o->kind == OBJ_MEMORY &&
-	       (c->backing == MEM_MEMFD || c->backing == MEM_HUGETLB);
+	return store_named(RESTORE_FDNAME_CTX, profile_name(p), cmd_fd) &&
+	       store_named(RESTORE_FDNAME_STATE, profile_name(p), fd);
 }
 
 /*
@@ -361,37 +346,44 @@ static int notify_with_fd(const char *msg, int fd)
 			     : notify_send_fd(msg, fd);
 }
 
+/* A memory object's fd goes to systemd's fd store (FileDescriptorStoreMax=
+ * in the unit): after a restart it comes back in LISTEN_FDS, and the
+ * memory is created from it with its contents. Only what is not there
+ * yet goes (stored_already()); removing goes by name. */
+struct memory_store {
+	const char *profile;
+	bool remove;
+};
+
+static void store_memory(void *ud, const char *memory, uint64_t serial,
+			 int fd)
+{
+	const struct memory_store *ms = ud;
+	char name[400], msg[512];
+
+	snprintf(name, sizeof(name), "%s/%s", ms->profile, memory);
+	if (ms->remove)
+		stored_forget(name);
+	else if (stored_already(name, serial))
+		return;
+	snprintf(msg, sizeof(msg), "%s=1\nFDNAME=" FDNAME_MEM "%s",
+		 ms->remove ? "FDSTOREREMOVE" : "FDSTORE", name);
+	if (ms->remove)
+		sd_notify(0, msg);
+	else if (notify_with_fd(msg, fd) < 0)
+		stored_forget(name); /* not there: try again */
+}
+
 static void store_profile(const struct profile *p, bool remove)
 {
+	struct memory_store ms = { .profile = profile_name(p),
+				   .remove = remove };
+
 	if (remove)
-		unstore_ctx(p->conf->name);
+		unstore_ctx(ms.profile);
 	else
 		store_ctx(p, NULL);
-	for (size_t i = 0; i < p->n_objects; i++) {
-		const struct object *o = &p->objects[i];
-		const struct conf_memory *c = o->conf;
-		char name[400], msg[512];
-		int fd;
-
-		/* Until it is ready, a worker may still be writing the
-		 * object: its fd is read only then. Removing goes by name. */
-		if (!stores(o) || (!remove && o->state != OBJ_READY))
-			continue;
-		fd = remove ? -1 : o->u.mem.fd;
-		if (!remove && fd < 0)
-			continue;
-		snprintf(name, sizeof(name), "%s/%s", p->conf->name, c->name);
-		if (remove)
-			stored_forget(name);
-		else if (stored_already(name, o->serial))
-			continue;
-		snprintf(msg, sizeof(msg), "%s=1\nFDNAME=" FDNAME_MEM "%s",
-			 remove ? "FDSTOREREMOVE" : "FDSTORE", name);
-		if (remove)
-			sd_notify(0, msg);
-		else if (notify_with_fd(msg, fd) < 0)
-			stored_forget(name); /* not there: try again */
-	}
+	profile_each_kept_memory(p, !remove, store_memory, &ms);
 }
 
 static void unstore_key(const char *key)
@@ -510,7 +502,7 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 		return;
 	case MANAGER_DEVICE_LOST:
 		/* That context is dead: nothing to take back. */
-		unstore_ctx(ev->profile->conf->name);
+		unstore_ctx(profile_name(ev->profile));
 		return;
 	}
 }
@@ -556,8 +548,7 @@ void sysd_stopping(void)
 		struct profile *p = sysd.m->profiles[i];
 		json_t *holders;
 
-		profile_hand_over(p);
-		if (!p->hand_over)
+		if (!profile_leave_context(p))
 			continue;
 		/* Who holds what now: the next run keeps what they lease
 		 * while they live (the leases outlive this process). */
@@ -566,7 +557,7 @@ void sysd_stopping(void)
 			log_warn(0, "profile %s: cannot store who holds its "
 				    "objects: the next run may destroy what "
 				    "its clients use",
-				 p->conf->name);
+				 profile_name(p));
 		json_decref(holders);
 	}
 }
