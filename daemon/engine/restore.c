@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <uthash.h>
 
@@ -147,29 +146,18 @@ static void restored_free(struct restored *r)
 }
 
 /* The state document's text, in *len bytes (the caller's to free);
- * NULL when it cannot be read or is too big to be ours. */
+ * NULL when it cannot be read or is too big to be ours. A memfd that the
+ * previous run wrote: read from its start. */
 static char *read_state(int fd, size_t *len)
 {
-	struct stat st;
-	_cleanup_free_ char *buf = NULL;
-	size_t got = 0;
+	char *text = NULL;
 
-	if (fstat(fd, &st) < 0 || st.st_size <= 0 ||
-	    (uint64_t)st.st_size > STATE_MAX)
+	if (lseek(fd, 0, SEEK_SET) < 0 ||
+	    read_all(fd, STATE_MAX, -1, &text, len) < 0 || !*len) {
+		free(text);
 		return NULL;
-	buf = malloc((size_t)st.st_size);
-	if (!buf)
-		return NULL;
-	while (got < (size_t)st.st_size) {
-		ssize_t n = pread(fd, buf + got, (size_t)st.st_size - got,
-				  (off_t)got);
-
-		if (n <= 0)
-			return NULL;
-		got += (size_t)n;
 	}
-	*len = got;
-	return TAKE_PTR(buf);
+	return text;
 }
 
 /* An entry of the document, checked; its strings are taken. */

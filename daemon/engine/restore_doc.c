@@ -65,6 +65,15 @@ static int skip_string(struct scan *s, bool *esc)
 	return -EINVAL;
 }
 
+/* Past the string after any white space: where it starts (its quote)
+ * in *start, whether it has escapes in *esc. */
+static int next_string(struct scan *s, const char **start, bool *esc)
+{
+	ws(s);
+	*start = s->p;
+	return skip_string(s, esc);
+}
+
 /* The string at s->p, its escapes undone by jansson (rare: names are
  * plain), in *out (malloc'd). */
 static int read_string(struct scan *s, char **out)
@@ -72,11 +81,8 @@ static int read_string(struct scan *s, char **out)
 	const char *a;
 	json_t *j;
 	bool esc;
-	int r;
+	int r = next_string(s, &a, &esc);
 
-	ws(s);
-	a = s->p;
-	r = skip_string(s, &esc);
 	if (r < 0)
 		return r;
 	if (!esc) {
@@ -239,11 +245,8 @@ static int read_key(struct scan *s, int *k)
 	_cleanup_free_ char *name = NULL;
 	const char *a;
 	bool esc;
-	int r;
+	int r = next_string(s, &a, &esc);
 
-	ws(s);
-	a = s->p;
-	r = skip_string(s, &esc);
 	if (r < 0)
 		return r;
 	if (!esc) {

@@ -7,7 +7,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -107,33 +106,13 @@ int sysd_listen_init(void)
 int sysd_take_config(char **out, size_t *len)
 {
 	_cleanup_close_ int fd = TAKE_FD(kept_config);
-	_cleanup_free_ char *buf = NULL;
-	struct stat st;
-	size_t n = 0;
 
 	if (fd < 0)
 		return -ENOENT;
-	if (fstat(fd, &st) < 0)
+	/* A memfd: written by the previous run, its offset at the end. */
+	if (lseek(fd, 0, SEEK_SET) < 0)
 		return -errno;
-	/* A memfd: its size is its bytes. */
-	if (st.st_size <= 0 || st.st_size > (off_t)CONFIG_KEPT_MAX)
-		return -EFBIG;
-	buf = malloc((size_t)st.st_size);
-	if (!buf)
-		return -ENOMEM;
-	while (n < (size_t)st.st_size) {
-		ssize_t r = pread(fd, buf + n, (size_t)st.st_size - n,
-				  (off_t)n);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return r < 0 ? -errno : -EIO;
-		n += (size_t)r;
-	}
-	*out = TAKE_PTR(buf);
-	*len = n;
-	return 0;
+	return read_all(fd, CONFIG_KEPT_MAX, -1, out, len);
 }
 
 /* Passed sockets come inheritable and blocking; ours are neither. */
