@@ -296,7 +296,7 @@ static void read_ahead_join(void)
  * Without the method, or with more PDs than one listing holds, nothing
  * is known and each PD is checked as it is taken back.
  */
-static void list_pds(struct restored *r, struct ibv_context *ctx)
+static bool list_pds(struct restored *r, struct ibv_context *ctx)
 {
 	_cleanup_free_ uint32_t *pds = NULL;
 	struct entry *e, *tmp;
@@ -305,12 +305,13 @@ static void list_pds(struct restored *r, struct ibv_context *ctx)
 
 	if (uhandle_list(ctx->cmd_fd, UH_PD, &pds, &n, &complete) < 0 ||
 	    !complete)
-		return;
+		return false;
 	HASH_ITER(hh, r->by_key, e, tmp)
 		if (e->kind == 'p')
 			e->listed = uhandle_in(pds, n, e->handle)
 					    ? RESTORE_LISTED
 					    : RESTORE_UNLISTED;
+	return true;
 }
 
 struct restored *restore_take(const struct profile *p,
@@ -351,7 +352,11 @@ struct restored *restore_take(const struct profile *p,
 			r = NULL;
 		} else if (*ctx) {
 			k->ctx_fd = -1;
-			list_pds(r, *ctx);
+			if (!list_pds(r, *ctx))
+				log_debug("profile %s: the context's PDs cannot "
+					  "be listed in one call: each kept PD "
+					  "is checked with a window",
+					  p->conf->name);
 		} else {
 			err = errno ? -errno : -EOPNOTSUPP;
 			why = "it cannot be imported";

@@ -49,12 +49,15 @@ static int find_build_id(struct dl_phdr_info *info, size_t size, void *ud)
 		const char *at = (const char *)(info->dlpi_addr + ph->p_vaddr);
 		const char *end = at + ph->p_memsz;
 
+		/* Notes are padded to their segment's alignment: 4, or 8. */
+		size_t pad = ph->p_align == 8 ? 7 : 3;
+
 		if (ph->p_type != PT_NOTE)
 			continue;
 		while ((size_t)(end - at) >= sizeof(ElfW(Nhdr))) {
 			const ElfW(Nhdr) *nh = (const void *)at;
-			size_t name = (nh->n_namesz + 3) & ~(size_t)3;
-			size_t desc = (nh->n_descsz + 3) & ~(size_t)3;
+			size_t name = (nh->n_namesz + pad) & ~pad;
+			size_t desc = (nh->n_descsz + pad) & ~pad;
 			const char *n = at + sizeof(*nh);
 
 			if ((size_t)(end - n) < name + desc)

@@ -84,6 +84,7 @@ def store(tmp_path):
         runs.append(r)
         return r
     port = free_port()
+    s.port = port
     s.run = run
     yield s
     for r in runs:
@@ -293,4 +294,38 @@ def test_kept_configuration_that_is_not_one_is_parsed(store):
     log = b.log()
     assert "cannot be read: parsing" in log, log
     assert ("pd", "a") in b.objects()
+    b.stop()
+
+
+def test_more_pds_than_one_listing_holds_are_each_checked(store, tmp_path):
+    """Past what one INFO_HANDLES call lists (16383 handles), the
+    context's PDs are not known at once: each kept PD is checked with a
+    memory window as it is taken back (rdmad(8): "on a kernel without
+    that listing"). A forged handle is refused that way too."""
+    n = 16400
+    pds = ", ".join(f'{{ name = "q{i}"; }}' for i in range(n))
+    (tmp_path / "rdmad.conf").write_text(
+        daemon_section(store.port, tmp_path) + f"""
+devices = ( {{ name = "d"; match = {{ ibdev = "{SHARED_DEV}"; }}; }} );
+profiles = ( {{ name = "p"; device = "d"; pd = ( {pds} ); }} );
+""")
+    a = store.run()
+    before = a.objects()
+    a.stop()
+    top = max(o["handle"] for o in before.values())
+
+    def change(o):
+        if o["name"] == "q1":
+            o["handle"] = top + 1000
+    forge(store, change)
+    b = store.run()
+    after = b.objects()
+    log = b.log()
+    assert "checked with a window" in log, log[-3000:]
+    assert "pd q1" in log and "previous run" in log, log[-3000:]
+    assert after[("pd", "q1")]["state"] == "ready"
+    assert after[("pd", "q1")]["handle"] != top + 1000
+    for name in ("q0", "q2", f"q{n // 2}", f"q{n - 1}"):
+        assert after[("pd", name)]["handle"] == \
+            before[("pd", name)]["handle"], name
     b.stop()
