@@ -178,7 +178,11 @@ def test_fd_store_keeps_memory_across_restart():
         os.pwrite(fd, pattern, 65536)
     finally:
         os.close(fd)
-    assert show("NFileDescriptorStore")["NFileDescriptorStore"] == "1"
+    # The memory's fd, and the configuration as it was loaded (sent
+    # right after READY=1: rdmad(8), SYSTEMD).
+    wait_for(lambda: show("NFileDescriptorStore")["NFileDescriptorStore"]
+             == "2", what="the memory and the configuration in the store")
+    cursor = journal("-n", "1")[-1]["__CURSOR"]
     sh("systemctl", "restart", "rdmad.service")
     new = int(show("MainPID")["MainPID"])
     assert new != pid
@@ -187,6 +191,9 @@ def test_fd_store_keeps_memory_across_restart():
         assert os.pread(fd, len(pattern), 65536) == pattern
     finally:
         os.close(fd)
+    assert any("not parsed again" in r.get("MESSAGE", "")
+               for r in journal("--after-cursor", cursor)), \
+        [r.get("MESSAGE") for r in journal("--after-cursor", cursor)]
     # A stop (not a restart) lets the memory go.
     sh("systemctl", "stop", "rdmad.socket", "rdmad.service")
     assert show("NFileDescriptorStore")["NFileDescriptorStore"] == "0"
