@@ -43,6 +43,11 @@ static int on_linger(sd_event_source *s, int fd, uint32_t revents, void *ud)
 
 	(void)s;
 	(void)revents;
+	/* At most 16 reads a turn, so that one client sending fast does not
+	 * hold the loop; what is left is read on the next turn (epoll is
+	 * level-triggered). Only the client's close, an error or the byte
+	 * bound end the linger early: ending it while bytes still come
+	 * would reset the connection before the client read its answer. */
 	for (int i = 0; i < 16; i++) {
 		ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
 
@@ -53,6 +58,8 @@ static int on_linger(sd_event_source *s, int fd, uint32_t revents, void *ud)
 		lg->drained += (size_t)n;
 		if (lg->drained > HTTP_LINGER_BYTES)
 			break;
+		if (i == 15)
+			return 0;
 	}
 	linger_end(lg);
 	return 0;

@@ -103,15 +103,22 @@ def test_content_length_over_the_limit_later_on_a_connection(rdmad):
         s.close()
 
 
-def test_a_body_over_the_limit_sent_whole_is_read_and_refused(rdmad):
+@pytest.mark.parametrize("kib", [300, 700, 1000])
+def test_a_body_over_the_limit_sent_whole_is_read_and_refused(rdmad, kib):
     """The answer comes at the head; the connection lingers while the body
-    comes, so that the client reads the answer, not a reset."""
+    comes, so that the client reads the answer, not a reset. Bodies far
+    past one turn of the linger's reads (16 x 16 KiB), up to near its
+    bound of 1 MiB, several times each: a linger that ends while bytes
+    still come resets the connection only when the client's writes keep
+    pace with the daemon's reads."""
     d = rdmad()
-    big = 300 * 1024
-    for unix in (False, True):
-        one_error(*exchange(d, b"POST /v1/reload HTTP/1.1\r\nHost: x\r\n"
-                            b"Content-Length: %d\r\n\r\n" % big + b"x" * big,
-                            timeout=T, unix=unix), 413, "body_too_large")
+    big = kib * 1024
+    for _ in range(4):
+        for unix in (False, True):
+            one_error(*exchange(d, b"POST /v1/reload HTTP/1.1\r\nHost: x\r\n"
+                                b"Content-Length: %d\r\n\r\n" % big
+                                + b"x" * big, timeout=T, unix=unix),
+                      413, "body_too_large")
 
 
 @pytest.mark.parametrize("data", [b"\x00\x01\x02\xff",
