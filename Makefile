@@ -331,7 +331,15 @@ $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
 
 fuzz-build: $(FUZZ_ALL:%=$(B)/fuzz/%)
 
-fuzz: $(FUZZ_TARGETS:%=$(B)/fuzz/%)
+# fuzz_image's committed seeds (the unit tests replay them), made again
+# when the image's format changes (test_config_kept says when).
+fuzz-image-seeds: $(B)/fuzz/fuzz_config
+	rm -f tests/fuzz/fuzz_image/*.img
+	RDMAD_FUZZ_IMAGES=tests/fuzz/fuzz_image $(B)/fuzz/fuzz_config \
+		-runs=0 tests/fuzz/fuzz_config
+
+# fuzz_image's seeds are the images fuzz_config makes of its own.
+fuzz: $(FUZZ_TARGETS:%=$(B)/fuzz/%) $(B)/fuzz/fuzz_config
 	tests/fuzz/run $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 deps:
@@ -454,7 +462,7 @@ bench:
 	$(MAKE) all bench-progs
 	bench/run --size "$(BENCH_SIZE)"
 
-.PHONY: all unit helpers tsan fuzz fuzz-build deps check stress \
+.PHONY: all unit helpers tsan fuzz fuzz-build fuzz-image-seeds deps check stress \
 	systemd-check demo clean install uninstall deb pkgcheck FORCE
 FORCE:
 -include $(shell find $(B) -path $(B)/deb -prune -o -name '*.d' -type f -print 2>/dev/null)

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "config.h"
 #include "fuzz_util.h"
@@ -173,6 +174,24 @@ static bool same_loc(const struct conf_loc *a, const struct conf_loc *b)
 				       streq(a->file, b->file)));
 }
 
+/* RDMAD_FUZZ_IMAGES=DIR: each image made is also written there, named
+ * by its hash. tests/fuzz/run makes fuzz_image's seeds so, from this
+ * target's seeds, with the code under test: never of an older format. */
+static void write_image(const char *img, size_t len)
+{
+	const char *dir = getenv("RDMAD_FUZZ_IMAGES");
+	char path[4096];
+	FILE *f;
+
+	if (!dir)
+		return;
+	snprintf(path, sizeof(path), "%s/%016llx.img", dir,
+		 (unsigned long long)XXH3_64bits(img, len));
+	f = fopen(path, "wbe");
+	check(f && fwrite(img, 1, len, f) == len && fclose(f) == 0,
+	      "writing an image to RDMAD_FUZZ_IMAGES");
+}
+
 /* The image a reading child hands the daemon (validate.c) loads back to
  * the same configuration, locations, files read and warnings included;
  * cut anywhere, it loads to nothing. */
@@ -184,6 +203,7 @@ static void check_image(const struct config *c)
 	json_t *a, *b;
 
 	check(config_image(c, &img, &len) == 0, "config_image");
+	write_image(img, len);
 	check(config_from_image(img, len, &again) == 0,
 	      "an image does not load");
 	a = config_json(c);

@@ -12,12 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "config.h"
+#include "util.h"
 
 #define MAIN_TEXT                                                              \
 	"daemon = { include = \"profiles.d\"; };\n"                            \
@@ -212,12 +214,50 @@ static void test_other_bytes(void **state)
 	tree_free(&t);
 }
 
+/* fuzz_image's committed seeds are images this code loads: else its
+ * replay (make unit) and its first inputs only try the refusal. */
+static void test_fuzz_seeds_load(void **state)
+{
+	const char *dir = "tests/fuzz/fuzz_image";
+	struct dirent *e;
+	size_t loaded = 0;
+	DIR *d = opendir(dir);
+
+	(void)state;
+	assert_non_null(d);
+	while ((e = readdir(d))) {
+		struct config *c = NULL;
+		char path[512], *img = NULL;
+		size_t len = 0;
+		size_t n = strlen(e->d_name);
+
+		if (n < 4 || strcmp(e->d_name + n - 4, ".img"))
+			continue;
+		int fd;
+
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		assert_true(fd >= 0);
+		assert_int_equal(read_all(fd, 1 << 20, -1, &img, &len), 0);
+		close(fd);
+		if (config_from_image(img, len, &c) != 0)
+			fail_msg("%s does not load: the image's format changed; "
+				 "make fuzz-image-seeds makes them again", path);
+		config_free(c);
+		free(img);
+		loaded++;
+	}
+	closedir(d);
+	assert_true(loaded > 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_same_files),
 		cmocka_unit_test(test_changed_files),
 		cmocka_unit_test(test_other_bytes),
+		cmocka_unit_test(test_fuzz_seeds_load),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
