@@ -240,9 +240,11 @@ static struct config *load_kept(const char *path)
 		return NULL;
 	if (r == 0)
 		r = config_load_kept(path, kept, len, &c);
-	if (r == 0)
+	if (r == 0) {
 		log_info("%s: as the previous run loaded it (its files have "
 			 "the same bytes): not parsed again", path);
+		sysd_config_reused();
+	}
 	else if (r == -ESTALE)
 		log_info("%s: changed since the previous run (or another "
 			 "build of rdmad): parsing it", path);

@@ -4,6 +4,7 @@
 #include "profile.h"
 #include "profile_index.h"
 #include "restore.h"
+#include "verbs_spec.h"
 
 void profile_each_kept_memory(const struct profile *p, bool ready,
 			      void (*each)(void *ud, const char *memory,
@@ -15,7 +16,7 @@ void profile_each_kept_memory(const struct profile *p, bool ready,
 		const struct conf_memory *c = o->conf;
 
 		if (o->kind != OBJ_MEMORY ||
-		    (c->backing != MEM_MEMFD && c->backing != MEM_HUGETLB))
+		    !memory_keepable(memory_of(c).backing))
 			continue;
 		if (!ready) {
 			each(ud, c->name, o->serial, -1);
@@ -37,6 +38,6 @@ int profile_kept_context(const struct profile *p, json_t *holders,
 
 bool profile_leave_context(struct profile *p)
 {
-	profile_hand_over(p);
+	p->hand_over = p->ctx && !p->import_err;
 	return p->hand_over;
 }

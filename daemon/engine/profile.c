@@ -881,11 +881,6 @@ void profile_lose_device(struct profile *p, const char *reason)
 	stop(p, reason, true);
 }
 
-void profile_hand_over(struct profile *p)
-{
-	p->hand_over = p->ctx && !p->import_err;
-}
-
 bool profile_retire(struct profile *p)
 {
 	profile_cancel_creation(p);

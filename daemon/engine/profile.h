@@ -28,9 +28,6 @@ void profile_stop(struct profile *p, const char *reason);
  * all, for the objects profile_start() builds over it again when the
  * device comes back. */
 void profile_lose_device(struct profile *p, const char *reason);
-/* The context lives on after us (the fd store holds it): the stop at
- * exit leaves its PDs and MRs in it for the next run (restore.h). */
-void profile_hand_over(struct profile *p);
 /*
  * Take over the running objects of old that next declares the same way
  * (same attributes, same dependencies), destroy the rest of old (children

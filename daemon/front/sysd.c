@@ -46,8 +46,10 @@ struct passed {
 
 static struct passed *passed;
 static size_t n_passed;
-/* The previous run's configuration (FDNAME_CONFIG), until taken. */
+/* The previous run's configuration (FDNAME_CONFIG), until taken; and
+ * whether this run loaded it (then the store has it already). */
 static int kept_config = -1;
+static bool config_reused;
 
 int sysd_listen_init(void)
 {
@@ -113,6 +115,11 @@ int sysd_take_config(char **out, size_t *len)
 	if (lseek(fd, 0, SEEK_SET) < 0)
 		return -errno;
 	return read_all(fd, CONFIG_KEPT_MAX, -1, out, len);
+}
+
+void sysd_config_reused(void)
+{
+	config_reused = true;
 }
 
 /* Passed sockets come inheritable and blocking; ours are neither. */
@@ -399,7 +406,10 @@ static void store_config(struct sysd *s)
 	size_t len = 0;
 	int r;
 
-	if (s->config_stored && s->config_reloads == s->m->reloads_applied)
+	/* What the store holds is this run's until a reload is applied:
+	 * the image this run was loaded from, or the one stored last. */
+	if ((s->config_stored || config_reused) &&
+	    s->config_reloads == s->m->reloads_applied)
 		return;
 	s->config_stored = true;
 	s->config_reloads = s->m->reloads_applied;

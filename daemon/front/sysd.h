@@ -26,6 +26,10 @@ int sysd_listen_take_inet(const struct sockaddr *sa, socklen_t len);
 /* The configuration the previous run stored (config_keep()), taken
  * once: its bytes (to free), or -ENOENT when systemd passed none. */
 int sysd_take_config(char **out, size_t *len);
+/* What sysd_take_config() gave is the configuration this run loaded:
+ * the store holds it already, and it is not stored again until a
+ * reload changes it. */
+void sysd_config_reused(void);
 /* Closes what no front end claimed (a warning each), once all started. */
 void sysd_listen_done(void);
 

@@ -93,14 +93,13 @@ void memory_keep_done(void (*gone)(const char *key))
 	pthread_mutex_unlock(&kept_lock);
 }
 
-/* A kept memfd of this key and type of the right size, or -1. Only
- * memfds: a file backing keeps its contents by itself. */
+/* A kept memfd of this key and type of the right size, or -1. */
 static int take_kept(const struct memory_spec *m, const char *key)
 {
 	struct stat st;
 	int fd = -1;
 
-	if (!key || (m->backing != MEMORY_MEMFD && m->backing != MEMORY_HUGETLB))
+	if (!key || !memory_keepable(m->backing))
 		return -1;
 	pthread_mutex_lock(&kept_lock);
 	for (size_t i = 0; i < n_kept; i++)
@@ -262,10 +261,8 @@ int memory_create_keyed(const struct memory_spec *m, const char *key,
 		why[0] = '\0';
 	if (m->size > SIZE_MAX)
 		return -EOVERFLOW;
-	if (m->backing != MEMORY_ANONYMOUS) {
-		fd = take_kept(m, key);
-		from_store = fd >= 0;
-	}
+	fd = take_kept(m, key);
+	from_store = fd >= 0;
 	if (large && !from_store) {
 		r = check_room(m, why, why_size);
 		if (r < 0)

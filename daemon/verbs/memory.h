@@ -52,6 +52,14 @@ struct memory {
 	_Atomic(struct memory_stats *) stats;
 };
 
+/* Whether memory of this backing outlives the process only through its
+ * fd, so that the fd store keeps it for the next run (memory_keep()):
+ * memfds. A file keeps its contents by itself; anonymous memory cannot. */
+static inline bool memory_keepable(enum memory_backing b)
+{
+	return b == MEMORY_MEMFD || b == MEMORY_HUGETLB;
+}
+
 /* Create and map the memory of m. Returns 0 or -errno; *mem untouched on
  * failure. */
 int memory_create(const struct memory_spec *m, struct memory *mem);

@@ -255,6 +255,7 @@ def test_unchanged_configuration_is_not_parsed_again(store):
     before = a.objects()
     a.stop()
     assert "config" in store.fds, sorted(store.fds)
+    stored = os.fstat(store.fds["config"]).st_ino
     b = store.run()
     after = b.objects()
     log = b.log()
@@ -263,11 +264,14 @@ def test_unchanged_configuration_is_not_parsed_again(store):
     for key in (("mr", "r"), ("mr", "s")):
         assert after[key].get("restored") is True, after[key]
     b.stop()
+    # The store had it already: the same memfd is left, not a copy.
+    assert os.fstat(store.fds["config"]).st_ino == stored
 
 
 def test_changed_configuration_is_parsed(store, tmp_path):
     a = store.run()
     a.stop()
+    stored = os.fstat(store.fds["config"]).st_ino
     conf = tmp_path / "rdmad.conf"
     text = conf.read_text()
     more = text.replace('{ name = "b"; } );', '{ name = "b"; }, '
@@ -282,6 +286,42 @@ def test_changed_configuration_is_parsed(store, tmp_path):
     assert after[("pd", "c")]["state"] == "ready"
     assert after[("mr", "r")].get("restored") is True
     b.stop()
+    # What the store holds now is the new configuration: a third run
+    # takes it back.
+    assert os.fstat(store.fds["config"]).st_ino != stored
+    c = store.run()
+    assert "not parsed again" in c.log(), c.log()
+    assert c.objects()[("pd", "c")]["state"] == "ready"
+    c.stop()
+
+
+def test_a_reload_after_a_start_from_the_kept_configuration_is_stored(
+        store, tmp_path):
+    """A run that took its configuration back from the store does not
+    store it again, but stores what a reload applies: the next run takes
+    that one back, not the first."""
+    a = store.run()
+    a.stop()
+    first = os.fstat(store.fds["config"]).st_ino
+    b = store.run()
+    assert "not parsed again" in b.log(), b.log()
+    conf = tmp_path / "rdmad.conf"
+    text = conf.read_text()
+    more = text.replace('{ name = "b"; } );', '{ name = "b"; }, '
+                        '{ name = "c"; } );')
+    assert more != text
+    conf.write_text(more)
+    status, body = b.d.request("POST", "/v1/reload")
+    assert status == 200, (body, b.log())
+    assert b.objects()[("pd", "c")]["state"] == "ready"
+    b.stop()
+    assert os.fstat(store.fds["config"]).st_ino != first
+    c = store.run()
+    log = c.log()
+    assert "not parsed again" in log, log
+    assert c.objects()[("pd", "c")]["state"] == "ready"
+    assert c.objects()[("mr", "r")].get("restored") is True
+    c.stop()
 
 
 def test_kept_configuration_that_is_not_one_is_parsed(store):
