@@ -74,7 +74,8 @@ struct manager_sessions {
 	/* Is process pid (0: any) attached to the profile? */
 	bool (*attached)(void *ud, const char *profile, pid_t pid);
 	/* What the shared attachments to the profile lease, by process:
-	 * [{pid, start, uid, leases: [{kind, name}]}] (restore.h). */
+	 * [{pid, start, uid, gid, leases: [{kind, name, serial}]}]
+	 * (restore.h). */
 	json_t *(*leases)(void *ud, const char *profile);
 	void *ud;
 };
@@ -211,8 +212,10 @@ void manager_adopt(struct manager *m, struct profile *p,
 		   manager_release_fn release);
 void manager_adopt_stop(struct manager *m);
 /* Who holds p's objects, sessions and adopted clients alike, for the
- * restart state (restore_state()). */
-json_t *manager_holders_json(struct manager *m, const struct profile *p);
+ * restart state (restore_state()): [{pid, start, uid, gid, leases:
+ * [{kind, name, handle}]}], handle where the lease is of a PD or MR. The
+ * sessions' (manager_sessions.leases) name the incarnation by serial. */
+json_t *manager_holders_json(struct manager *m, struct profile *p);
 /* The adopted clients, as GET /v1/sessions shows them. */
 json_t *manager_adopted_json(struct manager *m);
 /* manager_check.c's, for manager.c: the checks start and stop. */

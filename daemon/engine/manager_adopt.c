@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "manager.h"
+#include "objects.h"
 #include "restore.h"
 
 struct adopted_lease {
@@ -79,17 +80,29 @@ static int on_exit_of(sd_event_source *es, int fd, uint32_t revents,
 	return 0;
 }
 
-/* The object of kind and name a lease names: running, else draining. */
+/* Is o the incarnation of a lease that names handle (-1: none)? */
+static bool of_handle(const struct object *o, json_int_t handle)
+{
+	enum uhandle_kind k;
+	uint32_t h;
+
+	return handle < 0 || !object_handle(o, &k, &h) || h == handle;
+}
+
+/* The object of kind and name a lease names: running, else draining;
+ * the one of its handle, where it names one (a PD or MR of the previous
+ * run may drain beside a running one of the same name). */
 static struct object *leased(struct profile *p, enum obj_kind kind,
-			     const char *name)
+			     const char *name, json_int_t handle)
 {
 	struct object *o = profile_find(p, kind, name);
 
-	if (o && o->state == OBJ_READY)
+	if (o && o->state == OBJ_READY && of_handle(o, handle))
 		return o;
 	for (size_t i = 0; i < p->n_draining; i++)
 		if (p->draining[i].kind == kind &&
-		    streq(object_name(&p->draining[i]), name))
+		    streq(object_name(&p->draining[i]), name) &&
+		    of_handle(&p->draining[i], handle))
 			return &p->draining[i];
 	return NULL;
 }
@@ -135,9 +148,14 @@ static void adopt_one(struct manager *m, struct profile *p, const json_t *h,
 			json_string_value(json_object_get(l, "kind")) ?: "");
 		const char *name =
 			json_string_value(json_object_get(l, "name"));
-		struct object *o = k >= 0 && name
-					   ? leased(p, (enum obj_kind)k, name)
-					   : NULL;
+		const json_t *handle = json_object_get(l, "handle");
+		struct object *o =
+			k >= 0 && name
+				? leased(p, (enum obj_kind)k, name,
+					 json_is_integer(handle)
+						 ? json_integer_value(handle)
+						 : -1)
+				: NULL;
 		struct adopted_lease *al = &a->leases[a->n_leases];
 
 		if (!o || !(al->name = strdup(name)))
@@ -185,13 +203,47 @@ static json_t *leases_json(const struct adopted *a)
 
 	for (size_t i = 0; l && i < a->n_leases; i++)
 		json_array_append_new(
-			l, json_pack("{s:s, s:s}", "kind",
+			l, json_pack("{s:s, s:s, s:I}", "kind",
 				     obj_kind_name(a->leases[i].kind), "name",
-				     a->leases[i].name));
+				     a->leases[i].name, "serial",
+				     (json_int_t)a->leases[i].serial));
 	return l;
 }
 
-json_t *manager_holders_json(struct manager *m, const struct profile *p)
+/* A lease names the incarnation it holds by its serial, this run's; the
+ * next run knows a PD or MR by its handle instead (restore.c: held()). */
+static void leases_by_handle(struct profile *p, json_t *holders)
+{
+	json_t *h, *l;
+	size_t i, k;
+
+	json_array_foreach(holders, i, h)
+		json_array_foreach(json_object_get(h, "leases"), k, l) {
+			int kind = obj_kind_from_name(
+				json_string_value(json_object_get(l, "kind"))
+					?: "");
+			const char *name =
+				json_string_value(json_object_get(l, "name"));
+			const json_t *serial = json_object_get(l, "serial");
+			struct object *o =
+				(kind == OBJ_PD || kind == OBJ_MR) && name &&
+						json_is_integer(serial)
+					? profile_find_serial(
+						  p, (enum obj_kind)kind, name,
+						  (uint64_t)json_integer_value(
+							  serial))
+					: NULL;
+			enum uhandle_kind uk;
+			uint32_t handle;
+
+			if (o && object_handle(o, &uk, &handle))
+				json_object_set_new(l, "handle",
+						    json_integer(handle));
+			json_object_del(l, "serial");
+		}
+}
+
+json_t *manager_holders_json(struct manager *m, struct profile *p)
 {
 	const struct manager_sessions *s = &m->sessions;
 	json_t *out = s->leases ? s->leases(s->ud, p->conf->name) : NULL;
@@ -206,6 +258,8 @@ json_t *manager_holders_json(struct manager *m, const struct profile *p)
 					       (json_int_t)a->start, "uid",
 					       (int)a->uid, "gid", (int)a->gid,
 					       "leases", leases_json(a)));
+	if (out)
+		leases_by_handle(p, out);
 	return out;
 }
 

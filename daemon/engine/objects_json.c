@@ -364,6 +364,22 @@ static void (*const ready_json[OBJ_KIND_MAX])(const struct object *o,
 	[OBJ_MCAST] = mcast_obj_json,
 };
 
+/* A draining PD or MR: which kernel object it is (the incarnation that
+ * drains, maybe beside a running one of its name). */
+static void draining_json(const struct object *o, json_t *j)
+{
+	const struct ibv_mr *mr = o->kind == OBJ_MR ? o->u.mr.mr : NULL;
+
+	if (o->kind == OBJ_PD && o->u.pd)
+		SET_INT(j, "handle", o->u.pd->handle);
+	if (!mr)
+		return;
+	SET_INT(j, "handle", mr->handle);
+	SET_INT(j, "lkey", mr->lkey);
+	SET_INT(j, "rkey", mr->rkey);
+	SET_INT(j, "length", mr->length);
+}
+
 json_t *object_json(const struct object *o)
 {
 	json_t *j = json_pack("{s:s, s:s, s:s}", "kind",
@@ -372,10 +388,12 @@ json_t *object_json(const struct object *o)
 
 	if (!j)
 		return NULL;
-	/* A draining object outlived its configuration: only its name is
-	 * left of it. */
 	if (o->state == OBJ_READY && ready_json[o->kind])
 		ready_json[o->kind](o, j);
+	/* A draining object outlived its configuration: only its name is
+	 * left of it, and what the kernel's object says. */
+	if (o->state == OBJ_DRAINING)
+		draining_json(o, j);
 	/* Its job only ever sets the stats it shares, atomically. */
 	if (o->state == OBJ_CREATING && o->kind == OBJ_MEMORY)
 		memory_progress_json(o, j);

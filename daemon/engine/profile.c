@@ -806,10 +806,10 @@ int profile_add_draining(struct profile *p, struct object *o)
 	return 0;
 }
 
-/* Destroy the draining objects no session holds (all: every one),
- * children first. One that a held object may still depend on (held
- * objects of a later kind: kinds are in dependency order) waits for it:
- * a PD is not deallocated under its MR. */
+/* Destroy the draining objects no session holds (all: every one; PDs
+ * and MRs left to the next run drain on there), children first. One
+ * that a held object may depend on (held objects of a later kind: kinds
+ * are in dependency order) waits for it: no PD goes under its MR. */
 static void destroy_draining(struct profile *p, bool all)
 {
 	int held = -1; /* the latest kind still held */
@@ -824,12 +824,16 @@ static void destroy_draining(struct profile *p, bool all)
 
 			if ((int)o->kind != k || o->state != OBJ_DRAINING)
 				continue;
-			if (all || (!o->leases && k >= held)) {
+			if (!all && (o->leases || k < held))
+				continue;
+			if (all && p->hand_over &&
+			    (o->kind == OBJ_PD || o->kind == OBJ_MR))
+				object_hand_over(o);
+			else
 				object_destroy(o);
-				free(((struct conf_pd *)o->conf)->name);
-				free((void *)o->conf);
-				o->conf = NULL;
-			}
+			free(((struct conf_pd *)o->conf)->name);
+			free((void *)o->conf);
+			o->conf = NULL;
 		}
 	for (size_t i = 0; i < p->n_draining; i++)
 		if (p->draining[i].conf)
@@ -908,8 +912,9 @@ void profile_release(struct profile *p, struct object *o)
 {
 	if (o->leases)
 		o->leases--;
-	/* The last lease of a removed object: it goes now. */
-	if (o->state == OBJ_DRAINING && !o->leases)
+	/* The last lease of a removed object: it goes now; at an exit that
+	 * leaves the context to the next run, that run judges. */
+	if (o->state == OBJ_DRAINING && !o->leases && !p->hand_over)
 		destroy_draining(p, false);
 }
 

@@ -23,11 +23,18 @@
 
 /* One PD or MR of the previous run. */
 struct entry {
-	char *key; /* "pd/NAME" or "mr/NAME" */
+	/* "pd/NAME" or "mr/NAME"; one that drained: "pd#HANDLE", "mr#HANDLE"
+	 * (a name may drain in several incarnations, and beside a running
+	 * one). */
+	char *key;
 	UT_hash_handle hh;
+	char *name;
 	char kind; /* 'p' or 'm' */
+	/* It drained in the previous run: no declaration takes it back;
+	 * it goes on draining while a live holder leases it. */
+	bool draining;
 	uint32_t handle;
-	/* MRs: what the declaration must still say. */
+	/* MRs declared: what the declaration must still say. */
 	char *pd, *memory;
 	uint64_t offset, length, iova;
 	uint32_t lkey, rkey; /* 0: not in the state (not checked) */
@@ -40,7 +47,8 @@ struct entry {
 
 struct restored {
 	char *ibdev; /* the device it was on */
-	struct entry *by_key;
+	struct entry *by_key; /* what it declared */
+	struct entry *drained; /* what drained (entry.draining) */
 	pid_t *tids; /* the previous run's threads */
 	size_t n_tids;
 	int64_t ctxn;
@@ -124,6 +132,7 @@ static void kept_close(struct kept *k)
 static void entry_free(struct entry *e)
 {
 	free(e->key);
+	free(e->name);
 	free(e->pd);
 	free(e->memory);
 	free(e);
@@ -137,6 +146,10 @@ static void restored_free(struct restored *r)
 		return;
 	HASH_ITER(hh, r->by_key, e, tmp) {
 		HASH_DEL(r->by_key, e);
+		entry_free(e);
+	}
+	HASH_ITER(hh, r->drained, e, tmp) {
+		HASH_DEL(r->drained, e);
 		entry_free(e);
 	}
 	free(r->tids);
@@ -163,39 +176,46 @@ static char *read_state(int fd, size_t *len)
 /* An entry of the document, checked; its strings are taken. */
 static int add_entry(struct restored *r, struct restore_doc_entry *d)
 {
-	struct entry *e, *old;
+	struct entry *e, *old, **table = d->draining ? &r->drained : &r->by_key;
+	int n;
 
 	if (d->not_object || !d->kind || !d->name || !d->has_handle ||
 	    (strcmp(d->kind, "pd") && strcmp(d->kind, "mr")))
 		return -EINVAL;
 	e = calloc(1, sizeof(*e));
-	if (!e || asprintf(&e->key, "%s/%s", d->kind, d->name) < 0) {
+	n = !e ? -1
+	    : d->draining
+		    ? asprintf(&e->key, "%s#%u", d->kind, (uint32_t)d->handle)
+		    : asprintf(&e->key, "%s/%s", d->kind, d->name);
+	if (n < 0) {
 		free(e);
 		return -ENOMEM;
 	}
+	e->name = TAKE_PTR(d->name);
+	e->draining = d->draining;
 	e->kind = d->kind[0] == 'p' ? 'p' : 'm';
 	e->handle = (uint32_t)d->handle;
-	if (e->kind == 'm') {
+	e->lkey = (uint32_t)d->lkey;
+	e->rkey = (uint32_t)d->rkey;
+	if (e->kind == 'm' && !e->draining) {
 		e->pd = TAKE_PTR(d->pd);
 		e->memory = TAKE_PTR(d->memory);
 		e->offset = (uint64_t)d->offset;
 		e->length = (uint64_t)d->length;
 		e->iova = (uint64_t)d->iova;
 		e->access = (unsigned int)d->access;
-		e->lkey = (uint32_t)d->lkey;
-		e->rkey = (uint32_t)d->rkey;
 		e->zero_based = d->zero_based;
 		if (!e->pd || !e->memory) {
 			entry_free(e);
 			return -EINVAL;
 		}
 	}
-	HASH_FIND_STR(r->by_key, e->key, old);
+	HASH_FIND_STR(*table, e->key, old);
 	if (old) {
 		entry_free(e);
 		return -EINVAL;
 	}
-	HASH_ADD_KEYPTR(hh, r->by_key, e->key, strlen(e->key), e);
+	HASH_ADD_KEYPTR(hh, *table, e->key, strlen(e->key), e);
 	return 0;
 }
 
@@ -522,77 +542,124 @@ bool restore_holder_alive(const json_t *h)
 	return !now || !was || now == was;
 }
 
-/* Does a live holder lease kind/name? */
-static bool held(const struct restored *r, const char *kind, const char *name)
+/* Does a live holder lease e? A lease names its kind and name, and the
+ * handle of the incarnation it holds where it knows one: another
+ * incarnation of the name (one that drains beside a running one) is
+ * not e. */
+static bool held(const struct restored *r, const struct entry *e)
 {
-	const json_t *h, *l;
+	const char *kind = e->kind == 'p' ? "pd" : "mr";
+	const json_t *h, *l, *handle;
 	size_t i, k;
 
 	json_array_foreach(r->holders, i, h) {
 		if (!restore_holder_alive(h))
 			continue;
-		json_array_foreach(json_object_get(h, "leases"), k, l)
+		json_array_foreach(json_object_get(h, "leases"), k, l) {
+			handle = json_object_get(l, "handle");
 			if (streq(json_string_value(json_object_get(l, "kind"))
 					  ?: "",
 				  kind) &&
 			    streq(json_string_value(json_object_get(l, "name"))
 					  ?: "",
-				  name))
+				  e->name) &&
+			    (!json_is_integer(handle) ||
+			     json_integer_value(handle) == e->handle))
 				return true;
+		}
 	}
 	return false;
 }
 
+/* A held MR that nothing took back. */
+static bool mr_kept(const struct restored *r, const struct entry *e)
+{
+	return e->kind == 'm' && !e->claimed && held(r, e);
+}
+
 /* A PD is held with any MR of it that is held (the kernel keeps it
- * under the MR anyway). */
+ * under the MR anyway). Which PD an MR that drained is over is not
+ * written down: while one is held, every PD not taken back is kept (one
+ * no holder leases goes once the MRs do: destroy_draining()). */
 static bool pd_held(struct restored *r, const struct entry *pd)
 {
 	struct entry *e, *tmp;
 
-	if (held(r, "pd", pd->key + 3))
+	if (held(r, pd))
 		return true;
 	HASH_ITER(hh, r->by_key, e, tmp)
-		if (e->kind == 'm' && !e->claimed && streq(e->pd, pd->key + 3) &&
-		    held(r, "mr", e->key + 3))
+		if (mr_kept(r, e) && streq(e->pd, pd->name))
+			return true;
+	HASH_ITER(hh, r->drained, e, tmp)
+		if (mr_kept(r, e))
 			return true;
 	return false;
 }
 
-/* What live holders lease and the new run does not take back: imported
- * and handed to keep(), to drain until they let go. */
+/* A PD to import e (an MR) with: its own, else any of the context's
+ * (the kernel finds an MR by its handle; the PD only fills in ibv_mr). */
+static struct entry *pd_for(struct restored *r, const struct entry *e)
+{
+	struct entry *pd = e->pd ? entry_of(r, "pd", e->pd) : NULL, *tmp;
+
+	if (pd)
+		return pd;
+	HASH_ITER(hh, r->by_key, pd, tmp)
+		if (pd->kind == 'p')
+			return pd;
+	HASH_ITER(hh, r->drained, pd, tmp)
+		if (pd->kind == 'p')
+			return pd;
+	return NULL;
+}
+
+/* MR e of the context, imported: NULL (errno) when it cannot be. Its pd
+ * is not to be used: that import is gone. */
+static struct ibv_mr *import_mr(struct restored *r, struct ibv_context *ctx,
+				const struct entry *e)
+{
+	struct entry *pde = pd_for(r, e);
+	struct ibv_pd *pd = pde ? ibv_import_pd(ctx, pde->handle) : NULL;
+	struct ibv_mr *mr = pd ? ibv_import_mr(pd, e->handle) : NULL;
+	int err = errno;
+
+	if (pd)
+		ibv_unimport_pd(pd);
+	if (mr)
+		mr->pd = NULL;
+	errno = err;
+	return mr;
+}
+
+/* What live holders lease and the new run does not take back (declared
+ * otherwise now, or draining already): imported and handed to keep(),
+ * to drain until they let go. */
 static void keep_held(struct restored *r, struct ibv_context *ctx,
 		      restore_keep_fn keep, void *ud)
 {
-	struct entry *e, *tmp, *pde;
+	struct entry *tables[] = { r->by_key, r->drained }, *e, *tmp;
 
-	HASH_ITER(hh, r->by_key, e, tmp) {
-		struct ibv_pd *pd;
-		struct ibv_mr *mr;
+	for (size_t t = 0; t < ARRAY_SIZE(tables); t++)
+		HASH_ITER(hh, tables[t], e, tmp) {
+			struct ibv_mr *mr;
 
-		if (e->kind != 'm' || e->claimed || !held(r, "mr", e->key + 3))
-			continue;
-		pde = entry_of(r, "pd", e->pd);
-		pd = pde ? ibv_import_pd(ctx, pde->handle) : NULL;
-		mr = pd ? ibv_import_mr(pd, e->handle) : NULL;
-		if (pd)
-			ibv_unimport_pd(pd);
-		if (!mr)
-			continue; /* destroyed below, if it can be */
-		mr->pd = NULL; /* that import is gone: not to be used */
-		e->claimed = true;
-		keep(ud, "mr", e->key + 3, mr);
-	}
-	HASH_ITER(hh, r->by_key, e, tmp) {
-		struct ibv_pd *pd;
+			if (!mr_kept(r, e) || !(mr = import_mr(r, ctx, e)))
+				continue; /* destroyed below, if it can be */
+			e->claimed = true;
+			keep(ud, "mr", e->name, mr);
+		}
+	for (size_t t = 0; t < ARRAY_SIZE(tables); t++)
+		HASH_ITER(hh, tables[t], e, tmp) {
+			struct ibv_pd *pd;
 
-		if (e->kind != 'p' || e->claimed || !pd_held(r, e))
-			continue;
-		pd = ibv_import_pd(ctx, e->handle);
-		if (!pd)
-			continue;
-		e->claimed = true;
-		keep(ud, "pd", e->key + 3, pd);
-	}
+			if (e->kind != 'p' || e->claimed || !pd_held(r, e))
+				continue;
+			pd = ibv_import_pd(ctx, e->handle);
+			if (!pd)
+				continue;
+			e->claimed = true;
+			keep(ud, "pd", e->name, pd);
+		}
 }
 
 json_t *restore_holders(const struct restored *r)
@@ -603,49 +670,47 @@ json_t *restore_holders(const struct restored *r)
 size_t restore_finish(struct restored *r, struct ibv_context *ctx,
 		      restore_keep_fn keep, void *ud)
 {
-	struct entry *e, *tmp, *pde;
+	struct entry *tables[2], *e, *tmp;
 	size_t gone = 0;
 
 	if (!r)
 		return 0;
 	if (keep && r->holders)
 		keep_held(r, ctx, keep, ud);
-	/* MRs first: each needs a PD of the context to be imported into;
-	 * any imported PD will do for destroying it. */
-	HASH_ITER(hh, r->by_key, e, tmp) {
-		struct ibv_pd *pd;
-		struct ibv_mr *mr;
+	tables[0] = r->by_key;
+	tables[1] = r->drained;
+	/* MRs first: a PD goes only once no MR is over it. */
+	for (size_t t = 0; t < ARRAY_SIZE(tables); t++)
+		HASH_ITER(hh, tables[t], e, tmp) {
+			struct ibv_mr *mr;
 
-		if (e->kind != 'm' || e->claimed)
-			continue;
-		pde = entry_of(r, "pd", e->pd);
-		pd = pde ? ibv_import_pd(ctx, pde->handle) : NULL;
-		mr = pd ? ibv_import_mr(pd, e->handle) : NULL;
-		if (mr && ibv_dereg_mr(mr) == 0)
-			gone++;
-		else
-			log_warn(-errno, "cannot destroy mr %s of the previous "
-					 "run (handle %u)",
-				 e->key + 3, e->handle);
-		if (pd)
-			ibv_unimport_pd(pd);
-	}
-	HASH_ITER(hh, r->by_key, e, tmp) {
-		struct ibv_pd *pd;
-
-		if (e->kind != 'p' || e->claimed)
-			continue;
-		pd = ibv_import_pd(ctx, e->handle);
-		if (pd && ibv_dealloc_pd(pd) == 0) {
-			gone++;
-		} else {
-			log_warn(-errno, "cannot destroy pd %s of the previous "
-					 "run (handle %u)",
-				 e->key + 3, e->handle);
-			if (pd)
-				ibv_unimport_pd(pd);
+			if (e->kind != 'm' || e->claimed)
+				continue;
+			mr = import_mr(r, ctx, e);
+			if (mr && ibv_dereg_mr(mr) == 0)
+				gone++;
+			else
+				log_warn(-errno, "cannot destroy mr %s of the "
+						 "previous run (handle %u)",
+					 e->name, e->handle);
 		}
-	}
+	for (size_t t = 0; t < ARRAY_SIZE(tables); t++)
+		HASH_ITER(hh, tables[t], e, tmp) {
+			struct ibv_pd *pd;
+
+			if (e->kind != 'p' || e->claimed)
+				continue;
+			pd = ibv_import_pd(ctx, e->handle);
+			if (pd && ibv_dealloc_pd(pd) == 0) {
+				gone++;
+			} else {
+				log_warn(-errno, "cannot destroy pd %s of the "
+						 "previous run (handle %u)",
+					 e->name, e->handle);
+				if (pd)
+					ibv_unimport_pd(pd);
+			}
+		}
 	restored_free(r);
 	return gone;
 }
@@ -681,6 +746,26 @@ static void put_tids(FILE *f)
 	if (d)
 		closedir(d);
 	putc(']', f);
+}
+
+/* o (draining), when a PD or MR: the next run drains it on for its
+ * holders. What it was declared as is gone with its declaration. */
+static void put_draining(FILE *f, const struct object *o, const char **sep)
+{
+	const struct ibv_mr *mr = o->kind == OBJ_MR ? o->u.mr.mr : NULL;
+
+	if (o->state != OBJ_DRAINING || (o->kind == OBJ_PD && !o->u.pd) ||
+	    (o->kind != OBJ_PD && !mr))
+		return;
+	fprintf(f, "%s{\"kind\":\"%s\",\"name\":", *sep,
+		mr ? "mr" : "pd");
+	restore_doc_str(f, object_name(o));
+	fprintf(f, ",\"handle\":%u", mr ? mr->handle : o->u.pd->handle);
+	if (mr)
+		fprintf(f, ",\"lkey\":%u,\"rkey\":%u,\"length\":%zu", mr->lkey,
+			mr->rkey, mr->length);
+	fputs(",\"draining\":true}", f);
+	*sep = ",";
 }
 
 /* o's entry, when it is one the next run can take back. */
@@ -743,6 +828,8 @@ char *restore_state(const struct profile *p, json_t *holders, size_t *len)
 	fputs(",\"objects\":[", f);
 	for (size_t i = 0; i < p->n_objects; i++)
 		put_object(f, &p->objects[i], &sep);
+	for (size_t i = 0; i < p->n_draining; i++)
+		put_draining(f, &p->draining[i], &sep);
 	fputs("]}", f);
 	if (ferror(f)) {
 		fclose(f);

@@ -222,12 +222,14 @@ enum key {
 	K_LKEY,
 	K_RKEY, /* the integers end here */
 	K_ZERO_BASED,
+	K_DRAINING,
 	K_N,
 };
 
 static const char *const key_names[K_N] = {
 	"kind", "name",	  "pd",	  "memory", "handle", "offset",
 	"length", "iova", "access", "lkey",   "rkey",	"zero_based",
+	"draining",
 };
 
 static int key_of(const char *k, size_t len)
@@ -289,8 +291,9 @@ static int read_member(struct scan *s, struct restore_doc_entry *e, int k)
 	if (k <= K_MEMORY)
 		return *s->p == '"' ? read_string(s, str_slot(e, k))
 				    : skip_value(s);
-	if (k == K_ZERO_BASED) {
-		e->zero_based = *s->p == 't';
+	if (k == K_ZERO_BASED || k == K_DRAINING) {
+		*(k == K_ZERO_BASED ? &e->zero_based : &e->draining) =
+			*s->p == 't';
 		return skip_value(s);
 	}
 	if (*s->p != '-' && !is_digit(*s->p))

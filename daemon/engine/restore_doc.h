@@ -27,10 +27,10 @@
 /* One member of "objects", as read. A string member that is absent or
  * not a string is NULL (the reader's: may be taken, leaving NULL); an
  * integer one absent or not an integer is 0, as json_integer_value()
- * says; zero_based is true only when the member is true. */
+ * says; zero_based and draining are true only when the member is true. */
 struct restore_doc_entry {
 	char *kind, *name, *pd, *memory;
-	bool has_handle, zero_based;
+	bool has_handle, zero_based, draining;
 	json_int_t handle, offset, length, iova, access, lkey, rkey;
 	bool not_object; /* the member was not an object */
 };

@@ -733,11 +733,13 @@ static json_t *control_leases(void *ud, const char *profile)
 				continue;
 			for (size_t k = 0; k < t->n_leases; k++)
 				json_array_append_new(
-					l, json_pack("{s:s, s:s}", "kind",
+					l, json_pack("{s:s, s:s, s:I}", "kind",
 						     obj_kind_name(
 							     t->leases[k].kind),
-						     "name",
-						     t->leases[k].name));
+						     "name", t->leases[k].name,
+						     "serial",
+						     (json_int_t)t->leases[k]
+							     .serial));
 		}
 		if (json_array_size(l))
 			json_array_append_new(

@@ -7,8 +7,8 @@
  * The oracle is jansson, the library the reader stands in for: a
  * document jansson reads as an object with no member twice must be
  * read, and each entry of "objects" must say what jansson says of it
- * (the strings kept, the integers, zero_based, whether it is an
- * object). Whatever the input, nothing may crash or leak, and the
+ * (the strings kept, the integers, zero_based and draining, whether it
+ * is an object). Whatever the input, nothing may crash or leak, and the
  * reader may refuse only what is not JSON, not an object at the top,
  * or a member twice. jansson lets a NUL byte between tokens pass
  * (RFC 8259 does not): inputs with one are checked for crashes only.
@@ -57,6 +57,8 @@ static void check_entry(const struct restore_doc_entry *d, const json_t *e)
 	check(same_int(d->rkey, e, "rkey"), "rkey differs");
 	check(d->zero_based == json_is_true(json_object_get(e, "zero_based")),
 	      "zero_based differs");
+	check(d->draining == json_is_true(json_object_get(e, "draining")),
+	      "draining differs");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

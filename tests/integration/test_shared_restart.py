@@ -11,6 +11,9 @@ tests/systemd/test_restart_shared.py."""
 
 import ctypes
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -369,3 +372,123 @@ profiles = ( {{ name = "p"; device = "d"; pd = ( {pds} ); }} );
         assert after[("pd", name)]["handle"] == \
             before[("pd", name)]["handle"], name
     b.stop()
+
+
+# A shared client of profile p that holds what it attached until its
+# stdin closes: written from proto/PROTOCOL.md (rdmadproto.py), in a
+# process of its own, so that it outlives a run and is killed at will.
+HOLDER = """
+import sys
+sys.path.insert(0, sys.argv[2])
+from rdmadproto import ATTACH, ATTACHED, Client
+c = Client(sys.argv[1])
+t, doc, fds = c.call(ATTACH, {"profile": "p", "mode": "shared"})
+assert t == ATTACHED, doc
+print("attached", flush=True)
+sys.stdin.read()
+"""
+
+
+def holder(tmp):
+    h = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp / "rdmad.sock"),
+                          os.path.dirname(os.path.abspath(__file__))],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+    assert h.stdout.readline().strip() == "attached"
+    return h
+
+
+def mrs_named(run, name):
+    """{state: document} of the MRs of p named name."""
+    status, prof = run.d.get("/v1/profiles/p")
+    assert status == 200, prof
+    out = {}
+    for o in prof["objects"]:
+        if o["kind"] == "mr" and o["name"] == name:
+            assert o["state"] not in out, prof["objects"]
+            out[o["state"]] = o
+    return out
+
+
+def gone_with(h, lkey, run):
+    h.kill()
+    h.wait()
+    end = time.monotonic() + 20
+    while kernel_mrs(lkey) and time.monotonic() < end:
+        time.sleep(0.2)
+    assert not kernel_mrs(lkey), run.log()
+
+
+def test_restarts_while_an_mr_drains_keep_it_for_its_holder(store, tmp_path):
+    """A reload drops an MR a live client holds: it drains. Each of two
+    restarts hands it to the next run, which drains it on for the client
+    it adopts; it goes when the client does."""
+    a = store.run()
+    lkey = a.objects()[("mr", "s")]["lkey"]
+    h = holder(tmp_path)
+    try:
+        conf = tmp_path / "rdmad.conf"
+        text = conf.read_text()
+        dropped = text.replace(',\n         { name = "s"; pd = "b"; memory = "n"; }',
+                               "")
+        assert dropped != text
+        conf.write_text(dropped)
+        status, body = a.d.request("POST", "/v1/reload")
+        assert status == 200, (body, a.log())
+        assert mrs_named(a, "s").keys() == {"draining"}
+        a.stop()
+        for _ in range(2):
+            run = store.run()
+            drained = mrs_named(run, "s")
+            assert drained.keys() == {"draining"}, (drained, run.log())
+            assert drained["draining"]["lkey"] == lkey
+            assert drained["draining"]["length"] == 1 << 20
+            assert len(kernel_mrs(lkey)) == 1
+            assert "adopted pid %d" % h.pid in run.log()
+            run.stop()
+        run = store.run()
+        gone_with(h, lkey, run)
+        assert not mrs_named(run, "s")
+        assert run.objects()[("mr", "r")]["state"] == "ready"
+        run.stop()
+    finally:
+        h.kill()
+        h.wait()
+
+
+def test_a_restart_that_changes_a_held_mr_drains_the_old_one(store, tmp_path):
+    """A restart whose configuration declares a held MR otherwise: the
+    new one is made beside it, the old one drains for its holder, across
+    a second restart too (the holder's lease names the old one's handle,
+    not its namesake); it goes when the holder does."""
+    a = store.run()
+    old = a.objects()[("mr", "s")]
+    h = holder(tmp_path)
+    try:
+        a.stop()
+        conf = tmp_path / "rdmad.conf"
+        text = conf.read_text()
+        changed = text.replace('{ name = "s"; pd = "b"; memory = "n"; }',
+                               '{ name = "s"; pd = "b"; memory = "n"; '
+                               'length = "512K"; }')
+        assert changed != text
+        conf.write_text(changed)
+        new = None
+        for _ in range(2):
+            run = store.run()
+            both = mrs_named(run, "s")
+            assert both.keys() == {"ready", "draining"}, (both, run.log())
+            assert both["draining"]["lkey"] == old["lkey"]
+            assert both["ready"]["length"] == 512 << 10
+            assert new is None or both["ready"]["lkey"] == new["lkey"]
+            new = both["ready"]
+            assert len(kernel_mrs(old["lkey"])) == 1
+            run.stop()
+        run = store.run()
+        gone_with(h, old["lkey"], run)
+        assert mrs_named(run, "s").keys() == {"ready"}
+        assert mrs_named(run, "s")["ready"]["lkey"] == new["lkey"]
+        run.stop()
+    finally:
+        h.kill()
+        h.wait()

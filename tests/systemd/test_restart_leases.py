@@ -32,10 +32,10 @@ pytestmark = [
 PORT = 8470
 
 
-def config(with_spare=True):
-    spare = (''', { name = "spare"; pd = "main"; memory = "m";
-           offset = "8M"; length = "8M";
-           access = [ "local_write", "remote_write", "remote_read" ]; }'''
+def config(with_spare=True, spare_length="8M"):
+    spare = (f''', {{ name = "spare"; pd = "main"; memory = "m";
+           offset = "8M"; length = "{spare_length}";
+           access = [ "local_write", "remote_write", "remote_read" ]; }}'''
              if with_spare else "")
     return f"""
 daemon = {{ runtime_dir = "/run/rdmad"; control_socket = "/run/rdmad/rdmad.sock";
@@ -115,6 +115,36 @@ def mr(name):
                 if o["kind"] == "mr" and o["name"] == name)
 
 
+def mrs(name):
+    """{state: document} of the MRs named name (one may drain beside a
+    running one)."""
+    out = {}
+    for o in get("/v1/profiles/io")["objects"]:
+        if o["kind"] == "mr" and o["name"] == name:
+            assert o["state"] not in out, o
+            out[o["state"]] = o
+    return out
+
+
+def restart():
+    pid = main_pid()
+    sh("systemctl", "restart", "rdmad.service", timeout=300)
+    assert main_pid() != pid
+    ready()
+
+
+def reload(text):
+    write_config(text=text)
+    sh("systemctl", "reload", "rdmad.service", timeout=300)
+    ready()
+
+
+def goes_on(client):
+    k = progress(client)
+    assert progress(client) > k
+    assert client.poll() is None
+
+
 def test_two_restarts_under_traffic_keep_the_keys(started, units):
     before = mr("keep")
     client = stream(units, "keep")
@@ -173,3 +203,65 @@ def test_a_restart_that_drops_a_leased_mr_drains_it(started, units):
     assert not [o for o in get("/v1/profiles/io")["objects"]
                 if o["name"] == "spare"]
     assert mr("keep")["state"] == "ready"
+
+
+def test_restarts_while_an_mr_drains_keep_it_for_its_client(started,
+                                                             units):
+    """A reload drops the MR a client writes through: it drains for that
+    session. Two restarts follow: each run hands it to the next, which
+    drains it on for the client it adopts, until the client exits."""
+    reload(config())
+    spare = mr("spare")
+    client = stream(units, "spare")
+    try:
+        reload(config(with_spare=False))
+        assert mrs("spare").keys() == {"draining"}
+        for _ in range(2):
+            restart()
+            goes_on(client)
+            drained = mrs("spare")
+            assert drained.keys() == {"draining"}, drained
+            assert kernel_lkeys()[spare["lkey"]] == 1
+            adopted = [s for s in get("/v1/sessions") if s.get("adopted")]
+            assert [s["pid"] for s in adopted] == [client.pid], adopted
+    finally:
+        client.kill()
+        client.wait()
+    wait_for(lambda: kernel_lkeys()[spare["lkey"]] == 0, 20,
+             "the drained MR destroyed")
+    assert not mrs("spare")
+    assert mr("keep")["state"] == "ready"
+
+
+def test_a_restart_that_changes_a_leased_mr_drains_the_old_one(started,
+                                                               units):
+    """A restart whose configuration declares the MR a client writes
+    through otherwise (another length): the new one is made beside it,
+    and the old one drains for the client, across a second restart too;
+    the client's lease is on the old one, not on its namesake."""
+    reload(config())
+    old = mr("spare")
+    client = stream(units, "spare")
+    new = None
+    try:
+        write_config(text=config(spare_length="4M"))
+        for _ in range(2):
+            restart()
+            goes_on(client)
+            both = mrs("spare")
+            assert both.keys() == {"ready", "draining"}, both
+            assert both["draining"]["lkey"] == old["lkey"], both
+            assert both["ready"]["lkey"] != old["lkey"], both
+            assert both["ready"]["length"] == 4 << 20, both
+            assert kernel_lkeys()[old["lkey"]] == 1
+            # The new one is taken back by the second restart.
+            assert new is None or both["ready"]["lkey"] == new["lkey"]
+            new = both["ready"]
+    finally:
+        client.kill()
+        client.wait()
+    wait_for(lambda: kernel_lkeys()[old["lkey"]] == 0, 20,
+             "the old MR destroyed")
+    assert mrs("spare").keys() == {"ready"}
+    assert mr("spare")["lkey"] == new["lkey"]
+    assert kernel_lkeys()[new["lkey"]] == 1

@@ -34,7 +34,8 @@ static void test_reads_any_json_writer(void **state)
 		"\"length\": 4096, \"iova\": 140737488355328, \"access\": 7, "
 		"\"lkey\": 4294967295, \"rkey\": 1, \"zero_based\": true},\n"
 		"  {\"kind\": \"mr\", \"name\": \"s\", \"handle\": 1.5, "
-		"\"offset\": -1, \"zero_based\": false, \"pd\": 3},\n"
+		"\"offset\": -1, \"zero_based\": false, \"pd\": 3, "
+		"\"draining\": true},\n"
 		"  7\n"
 		"], \"version\": 1, \"tids\": [1, 2], \"holders\": "
 		"[{\"pid\": 9, \"leases\": [{\"kind\": \"mr\", \"name\": \"r\"}]}]}";
@@ -66,6 +67,8 @@ static void test_reads_any_json_writer(void **state)
 	assert_false(e->has_handle);
 	assert_int_equal(e->offset, -1);
 	assert_false(e->zero_based);
+	assert_true(e->draining);
+	assert_false(doc.entries[1].draining);
 	assert_null(e->pd);
 	assert_true(doc.entries[3].not_object);
 	/* The rest, as jansson reads it. */
