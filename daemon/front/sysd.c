@@ -408,8 +408,7 @@ static void store_config(struct sysd *s)
 
 	/* What the store holds is this run's until a reload is applied:
 	 * the image this run was loaded from, or the one stored last. */
-	if ((s->config_stored || config_reused) &&
-	    s->config_reloads == s->m->reloads_applied)
+	if (s->config_stored && s->config_reloads == s->m->reloads_applied)
 		return;
 	s->config_stored = true;
 	s->config_reloads = s->m->reloads_applied;
@@ -501,6 +500,9 @@ int sysd_start(struct manager *m)
 	int r;
 
 	sysd.m = m;
+	/* The store holds this run's configuration already: the image it
+	 * was loaded from. */
+	sysd.config_stored = config_reused;
 	/* sd-event pings at half of WatchdogSec= when the loop runs; a
 	 * loop stuck anywhere stops the pings, and systemd restarts us. */
 	r = sd_event_set_watchdog(m->event, true);

@@ -25,6 +25,17 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* x and y say the same (config_json()). */
+static bool same_config(const struct config *x, const struct config *y)
+{
+	json_t *a = config_json(x), *b = config_json(y);
+	bool same = a && b && json_equal(a, b);
+
+	json_decref(a);
+	json_decref(b);
+	return same;
+}
+
 /* What the fd store gave: any bytes are refused cleanly, or loaded. */
 static void load_kept_bytes(const uint8_t *data, size_t size)
 {
@@ -43,7 +54,6 @@ static void keep_and_take_back(const struct config *c)
 	struct config *k = NULL;
 	char *buf = NULL;
 	size_t len = 0;
-	json_t *a, *b;
 	int r = config_keep(c, &buf, &len);
 
 	check(r == 0 || r == -ENOTSUP, "config_keep");
@@ -51,14 +61,8 @@ static void keep_and_take_back(const struct config *c)
 		return; /* a build without an ID keeps nothing */
 	r = config_load_kept(c->path, buf, len, &k);
 	check(r == 0 || r == -ESTALE, "what config_keep() made is refused");
-	if (r == 0) {
-		a = config_json(c);
-		b = config_json(k);
-		check(a && b && json_equal(a, b),
-		      "a kept configuration comes back as another");
-		json_decref(a);
-		json_decref(b);
-	}
+	check(r != 0 || same_config(c, k),
+	      "a kept configuration comes back as another");
 	/* Every cut of it is refused cleanly. */
 	for (size_t cut = 0; cut < len; cut += 1 + len / 64)
 		load_kept_bytes((const uint8_t *)buf, cut);
@@ -71,7 +75,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct config *c = NULL, *again = NULL;
 	char *img = NULL;
 	size_t len = 0;
-	json_t *a, *b;
 	int r;
 
 	load_kept_bytes(data, size);
@@ -82,12 +85,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check(config_image(c, &img, &len) == 0, "config_image");
 	check(config_from_image(img, len, &again) == 0,
 	      "the image of a loaded image does not load");
-	a = config_json(c);
-	b = config_json(again);
-	check(a && b && json_equal(a, b),
+	check(same_config(c, again),
 	      "the image of a loaded image loads to another configuration");
-	json_decref(a);
-	json_decref(b);
 	keep_and_take_back(c);
 	config_free(again);
 	config_free(c);

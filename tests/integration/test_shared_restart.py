@@ -253,6 +253,16 @@ def test_context_of_another_device_is_refused(store):
 # store (rdmad(8), RESTART): taken instead of parsing only while every
 # file it was read from has the same bytes; anything else is parsed.
 
+def declare_pd_c(tmp):
+    """The configuration of the runs, with a third PD, c."""
+    conf = tmp / "rdmad.conf"
+    text = conf.read_text()
+    more = text.replace('{ name = "b"; } );', '{ name = "b"; }, '
+                        '{ name = "c"; } );')
+    assert more != text
+    conf.write_text(more)
+
+
 def test_unchanged_configuration_is_not_parsed_again(store):
     a = store.run()
     before = a.objects()
@@ -275,12 +285,7 @@ def test_changed_configuration_is_parsed(store, tmp_path):
     a = store.run()
     a.stop()
     stored = os.fstat(store.fds["config"]).st_ino
-    conf = tmp_path / "rdmad.conf"
-    text = conf.read_text()
-    more = text.replace('{ name = "b"; } );', '{ name = "b"; }, '
-                        '{ name = "c"; } );')
-    assert more != text
-    conf.write_text(more)
+    declare_pd_c(tmp_path)
     b = store.run()
     after = b.objects()
     log = b.log()
@@ -308,12 +313,7 @@ def test_a_reload_after_a_start_from_the_kept_configuration_is_stored(
     first = os.fstat(store.fds["config"]).st_ino
     b = store.run()
     assert "not parsed again" in b.log(), b.log()
-    conf = tmp_path / "rdmad.conf"
-    text = conf.read_text()
-    more = text.replace('{ name = "b"; } );', '{ name = "b"; }, '
-                        '{ name = "c"; } );')
-    assert more != text
-    conf.write_text(more)
+    declare_pd_c(tmp_path)
     status, body = b.d.request("POST", "/v1/reload")
     assert status == 200, (body, b.log())
     assert b.objects()[("pd", "c")]["state"] == "ready"
