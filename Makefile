@@ -8,6 +8,7 @@
 #   make pkgcheck build the packages, lintian, install them and attach
 
 VERSION := 0.1.0
+comma := ,
 B := build
 
 # Where make install puts things (DESTDIR is prepended to each).
@@ -227,7 +228,12 @@ $(B)/dist/units: $(UNITS:%=systemd/%) $(B)/paths
 $(B)/tests/%: tests/unit/%.c $(ASAN_DAEMON_OBJ) $(ASAN_LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SAN) $(INC_ALL) $(PKG_CFLAGS) -Itests/unit -o $@ $^ \
-		$(PKG_LIBS) -lcmocka
+		$(PKG_LIBS) -lcmocka $(WRAP_$*)
+
+# Unit tests that stand in for some verbs (a fake device's answers).
+WRAP_test_restore_stale := $(addprefix -Wl$(comma)--wrap=,ibv_import_device \
+	ibv_get_device_name ibv_close_device ibv_import_pd ibv_unimport_pd \
+	ibv_import_mr ibv_unimport_mr ibv_dereg_mr ibv_dealloc_pd)
 
 # The fuzz targets replay their seeds and past crashes (tests/fuzz/) as
 # unit tests, built with the daemon's compiler.

@@ -6,6 +6,7 @@
 
 #include "manager.h"
 #include "metrics.h"
+#include "restore.h"
 #include "reclaim.h"
 #include "target.h"
 
@@ -118,9 +119,15 @@ static void contexts(FILE *f, struct manager *m)
 		"# HELP rdmad_context_retirements_total Contexts closed and "
 		"opened afresh to free orphaned objects.\n"
 		"# TYPE rdmad_context_retirements_total counter\n"
-		"rdmad_context_retirements_total %llu\n",
+		"rdmad_context_retirements_total %llu\n"
+		"# HELP rdmad_stale_handles_total Handles the daemon was to "
+		"keep or destroy and did not make in this run, that named "
+		"another object by then (left alone).\n"
+		"# TYPE rdmad_stale_handles_total counter\n"
+		"rdmad_stale_handles_total{source=\"restore\"} %llu\n",
 		m->orphan_scans - m->orphan_scan_failures,
-		m->orphan_scan_failures, m->ctx_retirements);
+		m->orphan_scan_failures, m->ctx_retirements,
+		restore_stale_total());
 }
 
 /* One counter of a profile's faults, for each kind of the table. */

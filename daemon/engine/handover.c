@@ -27,17 +27,26 @@ void profile_each_kept_memory(const struct profile *p, bool ready,
 	}
 }
 
-int profile_kept_context(const struct profile *p, json_t *holders,
-			 char **text, size_t *len)
+bool profile_hands_over(const struct profile *p)
 {
-	if (!p->ctx || p->import_err || p->state != PROFILE_READY)
+	return p->ctx && !p->import_err;
+}
+
+int profile_kept_context(const struct profile *p, struct kept_context *out)
+{
+	/* Until what the previous run kept is judged (restore_finish()),
+	 * its document is the truth: this run's would not name it. */
+	if (!profile_hands_over(p) || p->restored)
 		return -1;
-	*text = restore_state(p, holders, len);
-	return *text ? p->ctx->cmd_fd : -1;
+	out->text = restore_state(p, NULL, &out->len);
+	out->ctxn = p->ctxn;
+	out->taken_back = p->ctx_kept;
+	out->cmd_fd = p->ctx->cmd_fd;
+	return out->text ? 0 : -1;
 }
 
 bool profile_leave_context(struct profile *p)
 {
-	p->hand_over = p->ctx && !p->import_err;
+	p->hand_over = profile_hands_over(p);
 	return p->hand_over;
 }

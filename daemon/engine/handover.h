@@ -23,12 +23,20 @@ void profile_each_kept_memory(const struct profile *p, bool ready,
 			      void (*each)(void *ud, const char *memory,
 					   uint64_t serial, int fd),
 			      void *ud);
-/* p's context for the store, when a restart can take it back (ready, on
- * a device that imports): its cmd_fd (p's: not to be closed) and the
- * state document (restore_state(), with holders when given) in *text,
- * to free. -1 when there is none, or the document cannot be written. */
-int profile_kept_context(const struct profile *p, json_t *holders,
-			 char **text, size_t *len);
+/* Does p have a context a restart can take back (on a device that
+ * imports)? Its leases are then worth keeping (manager_holders_json()). */
+bool profile_hands_over(const struct profile *p);
+/* p's context for the store, as it is now, in any state. */
+struct kept_context {
+	int cmd_fd;	 /* p's: not to be closed */
+	int64_t ctxn;	 /* the kernel's number of it, -1: unknown */
+	bool taken_back; /* the previous run's, which the store has */
+	char *text;	 /* the state document (restore_state()), to free */
+	size_t len;
+};
+/* 0, or -1 when there is none to keep, or the document cannot be written
+ * (or the previous run's is still the truth: until restore_finish()). */
+int profile_kept_context(const struct profile *p, struct kept_context *out);
 /* The stop at exit leaves p's context to the next run (its PDs and MRs
  * in it): true when it has one to leave. */
 bool profile_leave_context(struct profile *p);

@@ -310,6 +310,10 @@ static void on_profile_change(void *ud, struct profile *p,
 			populate_watch(m);
 		return;
 	}
+	if (what == PROFILE_LEASES) {
+		manager_announce(m, MANAGER_LEASES_CHANGED, p);
+		return;
+	}
 	if (what == PROFILE_PROGRESS) {
 		publish_progress(m, p, false);
 		manager_announce(m, MANAGER_PROGRESS, p);

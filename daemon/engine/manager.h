@@ -39,6 +39,10 @@ enum manager_event_kind {
 	MANAGER_DEVICE_LOST,
 	/* A reload is removing a profile (it drains what is leased). */
 	MANAGER_PROFILE_REMOVED,
+	/* Who holds what of a profile changed: a shared client's lease was
+	 * taken or ended, or one of the previous run's was adopted
+	 * (manager_holders_json() tells the new truth). */
+	MANAGER_LEASES_CHANGED,
 };
 
 struct manager_event {

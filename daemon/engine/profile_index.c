@@ -60,6 +60,10 @@ void profile_touch(struct profile *p)
 void profile_touch_leases(struct profile *p)
 {
 	p->generation = ++generations;
+	/* Who holds what must outlive us at every moment (the lease
+	 * record): said at once, not at the next settle. */
+	if (p->changed)
+		p->changed(p->changed_ud, p, PROFILE_LEASES);
 }
 
 /* The objects are the config's declarations, in its order: its name

@@ -157,6 +157,7 @@ enum profile_change {
 	PROFILE_STARTED,  /* a creation starts (progress.*_total known) */
 	PROFILE_PROGRESS, /* an object of the creation under way is done */
 	PROFILE_SETTLED,  /* the creation under way has ended */
+	PROFILE_LEASES,	  /* a lease was taken or ended (or adopted) */
 };
 typedef void (*profile_change_fn)(void *ud, struct profile *p,
 				  enum profile_change what);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <uthash.h>
 
+#include "durable.h"
 #include "log.h"
 #include "profile_index.h"
 #include "restore.h"
@@ -41,6 +42,7 @@ struct entry {
 	unsigned int access;
 	bool zero_based;
 	bool claimed; /* written by the one thread that creates it */
+	bool kept;    /* handed to keep() for a live holder */
 	/* PDs: in the context's list of PDs when it was taken back? */
 	enum { RESTORE_UNKNOWN, RESTORE_LISTED, RESTORE_UNLISTED } listed;
 };
@@ -52,15 +54,19 @@ struct restored {
 	pid_t *tids; /* the previous run's threads */
 	size_t n_tids;
 	int64_t ctxn;
-	/* The shared clients that held its objects when it stopped:
-	 * [{pid, start, uid, leases: [{kind, name}]}]. */
+	/* The shared clients that held its objects, as the lease record
+	 * said at the moment the previous run ended (or, from a run that
+	 * wrote none, its state document at its stop):
+	 * [{pid, start, uid, gid, leases: [{kind, name, handle}]}]. */
 	json_t *holders;
+	/* Handles that named another object than the entry's by now. */
+	size_t stale;
 };
 
 /* What systemd passed, by profile, until a profile takes it. */
 struct kept {
 	char *profile;
-	int ctx_fd, state_fd;
+	int ctx_fd, state_fd, lease_fd;
 	/* Its state document, read ahead (restore_read_ahead()): parsed,
 	 * or NULL and why not. */
 	struct restored *read;
@@ -89,7 +95,7 @@ static struct kept *kept_find(const char *profile, bool add)
 	kept = k;
 	k = &kept[n_kept];
 	*k = (struct kept){ .profile = strdup(profile), .ctx_fd = -1,
-			    .state_fd = -1 };
+			    .state_fd = -1, .lease_fd = -1 };
 	if (!k->profile)
 		return NULL;
 	n_kept++;
@@ -98,22 +104,26 @@ static struct kept *kept_find(const char *profile, bool add)
 
 int restore_keep(const char *name, int fd)
 {
-	size_t lc = strlen(RESTORE_FDNAME_CTX), ls = strlen(RESTORE_FDNAME_STATE);
-	bool is_ctx = !strncmp(name, RESTORE_FDNAME_CTX, lc);
-	bool is_state = !strncmp(name, RESTORE_FDNAME_STATE, ls);
+	static const char *const prefixes[] = { RESTORE_FDNAME_CTX,
+						RESTORE_FDNAME_STATE,
+						RESTORE_FDNAME_LEASE };
+	size_t i;
 	struct kept *k;
 	int *slot;
 
-	if (!is_ctx && !is_state) {
+	for (i = 0; i < ARRAY_SIZE(prefixes); i++)
+		if (!strncmp(name, prefixes[i], strlen(prefixes[i])))
+			break;
+	if (i == ARRAY_SIZE(prefixes)) {
 		close(fd);
 		return -EINVAL;
 	}
-	k = kept_find(name + (is_ctx ? lc : ls), true);
+	k = kept_find(name + strlen(prefixes[i]), true);
 	if (!k) {
 		close(fd);
 		return -ENOMEM;
 	}
-	slot = is_ctx ? &k->ctx_fd : &k->state_fd;
+	slot = i == 0 ? &k->ctx_fd : i == 1 ? &k->state_fd : &k->lease_fd;
 	if (*slot >= 0)
 		close(*slot);
 	*slot = fd;
@@ -126,7 +136,9 @@ static void kept_close(struct kept *k)
 		close(k->ctx_fd);
 	if (k->state_fd >= 0)
 		close(k->state_fd);
-	k->ctx_fd = k->state_fd = -1;
+	if (k->lease_fd >= 0)
+		close(k->lease_fd);
+	k->ctx_fd = k->state_fd = k->lease_fd = -1;
 }
 
 static void entry_free(struct entry *e)
@@ -158,19 +170,46 @@ static void restored_free(struct restored *r)
 	free(r);
 }
 
-/* The state document's text, in *len bytes (the caller's to free);
- * NULL when it cannot be read or is too big to be ours. A memfd that the
- * previous run wrote: read from its start. */
+/* A kept document's text, in *len bytes (the caller's to free); NULL
+ * when it cannot be read or is too big to be ours. A durable record
+ * (durable.h), or the plain text an older run wrote: read from its
+ * start. */
 static char *read_state(int fd, size_t *len)
 {
 	char *text = NULL;
+	int r = durable_read(fd, STATE_MAX, &text, len, NULL);
 
-	if (lseek(fd, 0, SEEK_SET) < 0 ||
+	if (r == 0 && *len)
+		return text;
+	free(text);
+	text = NULL;
+	if (r != -ENOENT || lseek(fd, 0, SEEK_SET) < 0 ||
 	    read_all(fd, STATE_MAX, -1, &text, len) < 0 || !*len) {
 		free(text);
 		return NULL;
 	}
 	return text;
+}
+
+/* The holders the lease record names ({version, holders}); NULL when
+ * there is none or it does not read (the state document's are used). */
+static json_t *read_leases(int fd)
+{
+	_cleanup_free_ char *text = NULL;
+	json_t *doc, *holders;
+	size_t len = 0;
+
+	if (fd < 0 || !(text = read_state(fd, &len)))
+		return NULL;
+	doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+	holders = json_object_get(doc, "holders");
+	if (json_integer_value(json_object_get(doc, "version")) !=
+		    STATE_VERSION ||
+	    !json_is_array(holders))
+		holders = NULL;
+	json_incref(holders);
+	json_decref(doc);
+	return holders;
 }
 
 /* An entry of the document, checked; its strings are taken. */
@@ -265,9 +304,11 @@ static struct restored *parse_state(struct restore_doc *doc, const char **why)
 	return r;
 }
 
-/* The state document kept in fd, parsed: NULL (and a reason) if unfit. */
-static struct restored *read_kept(int fd, const char **why)
+/* The state document kept in fd, parsed, with the holders of the lease
+ * record in lease_fd (-1: none): NULL (and a reason) if unfit. */
+static struct restored *read_kept(int fd, int lease_fd, const char **why)
 {
+	json_t *holders;
 	struct restore_doc doc;
 	struct restored *r;
 	_cleanup_free_ char *text = NULL;
@@ -280,6 +321,13 @@ static struct restored *read_kept(int fd, const char **why)
 	}
 	r = parse_state(&doc, why);
 	restore_doc_free(&doc);
+	/* The lease record is written at every change, the document's
+	 * holders only at a clean stop (and by older runs). */
+	holders = r ? read_leases(lease_fd) : NULL;
+	if (holders) {
+		json_decref(r->holders);
+		r->holders = holders;
+	}
 	return r;
 }
 
@@ -289,6 +337,7 @@ static void *read_ahead(void *unused)
 	for (size_t i = 0; i < n_kept; i++)
 		if (kept[i].ctx_fd >= 0)
 			kept[i].read = read_kept(kept[i].state_fd,
+						 kept[i].lease_fd,
 						 &kept[i].why);
 	return NULL;
 }
@@ -348,7 +397,7 @@ struct restored *restore_take(const struct profile *p,
 	r = TAKE_PTR(k->read);
 	why = k->why;
 	if (!r && !why)
-		r = read_kept(k->state_fd, &why);
+		r = read_kept(k->state_fd, k->lease_fd, &why);
 	if (r && !streq(r->ibdev, p->ibdev)) {
 		why = "it was on another device";
 		restored_free(r);
@@ -588,10 +637,10 @@ static bool pd_held(struct restored *r, const struct entry *pd)
 	if (held(r, pd))
 		return true;
 	HASH_ITER(hh, r->by_key, e, tmp)
-		if (mr_kept(r, e) && streq(e->pd, pd->name))
+		if ((e->kept || mr_kept(r, e)) && streq(e->pd, pd->name))
 			return true;
 	HASH_ITER(hh, r->drained, e, tmp)
-		if (mr_kept(r, e))
+		if (e->kept || mr_kept(r, e))
 			return true;
 	return false;
 }
@@ -631,6 +680,51 @@ static struct ibv_mr *import_mr(struct restored *r, struct ibv_context *ctx,
 	return mr;
 }
 
+/*
+ * Does the import of e's handle show e? uverbs hands a freed handle to
+ * the next object made in the file, so a document that is stale by now
+ * (an MR destroyed since, or lost and not made again) may name another
+ * process's MR by it: its keys tell. A document without keys (an older
+ * run's) is trusted, as that run trusted it.
+ */
+static unsigned long long stale_total;
+
+unsigned long long restore_stale_total(void)
+{
+	return stale_total;
+}
+
+static bool names_entry(struct restored *r, const struct entry *e,
+			const struct ibv_mr *mr)
+{
+	if ((!e->lkey && !e->rkey) ||
+	    (mr->lkey == e->lkey && mr->rkey == e->rkey &&
+	     (!e->length || mr->length == e->length)))
+		return true;
+	r->stale++;
+	stale_total++;
+	log_warn(0, "mr %s of the previous run: its handle %u names another "
+		    "MR now (lkey 0x%x, not 0x%x): left alone",
+		 e->name, e->handle, mr->lkey, e->lkey);
+	return false;
+}
+
+/* e's MR, imported, when its handle still names it; NULL otherwise
+ * (errno: ESTALE when it names another). */
+static struct ibv_mr *import_checked(struct restored *r,
+				     struct ibv_context *ctx,
+				     const struct entry *e)
+{
+	struct ibv_mr *mr = import_mr(r, ctx, e);
+
+	if (mr && !names_entry(r, e, mr)) {
+		ibv_unimport_mr(mr);
+		errno = ESTALE;
+		return NULL;
+	}
+	return mr;
+}
+
 /* What live holders lease and the new run does not take back (declared
  * otherwise now, or draining already): imported and handed to keep(),
  * to drain until they let go. */
@@ -643,9 +737,17 @@ static void keep_held(struct restored *r, struct ibv_context *ctx,
 		HASH_ITER(hh, tables[t], e, tmp) {
 			struct ibv_mr *mr;
 
-			if (!mr_kept(r, e) || !(mr = import_mr(r, ctx, e)))
+			if (!mr_kept(r, e))
+				continue;
+			mr = import_checked(r, ctx, e);
+			if (!mr) {
+				/* Another's by now: not ours to keep, nor
+				 * to destroy. */
+				if (errno == ESTALE)
+					e->claimed = true;
 				continue; /* destroyed below, if it can be */
-			e->claimed = true;
+			}
+			e->claimed = e->kept = true;
 			keep(ud, "mr", e->name, mr);
 		}
 	for (size_t t = 0; t < ARRAY_SIZE(tables); t++)
@@ -686,10 +788,10 @@ size_t restore_finish(struct restored *r, struct ibv_context *ctx,
 
 			if (e->kind != 'm' || e->claimed)
 				continue;
-			mr = import_mr(r, ctx, e);
+			mr = import_checked(r, ctx, e);
 			if (mr && ibv_dereg_mr(mr) == 0)
 				gone++;
-			else
+			else if (errno != ESTALE)
 				log_warn(-errno, "cannot destroy mr %s of the "
 						 "previous run (handle %u)",
 					 e->name, e->handle);
@@ -720,7 +822,9 @@ void restore_done(void (*gone)(const char *profile))
 	read_ahead_join();
 	for (size_t i = 0; i < n_kept; i++) {
 		restored_free(kept[i].read);
-		if ((kept[i].ctx_fd >= 0 || kept[i].state_fd >= 0) && gone)
+		if ((kept[i].ctx_fd >= 0 || kept[i].state_fd >= 0 ||
+		     kept[i].lease_fd >= 0) &&
+		    gone)
 			gone(kept[i].profile);
 		kept_close(&kept[i]);
 		free(kept[i].profile);

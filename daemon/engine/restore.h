@@ -32,6 +32,9 @@ struct restored;
 /* The fd store's names: FDNAME_CTX P and FDNAME_STATE P. */
 #define RESTORE_FDNAME_CTX "ctx/"
 #define RESTORE_FDNAME_STATE "state/"
+/* The lease record of a profile (durable.h: rewritten in place at each
+ * change): {version, holders: [...]}, who holds what in its context. */
+#define RESTORE_FDNAME_LEASE "lease/"
 
 /* Keep an fd systemd passed under name (one of the two prefixes and a
  * profile name), for restore_take(). Takes fd (closed on failure).
@@ -95,6 +98,10 @@ typedef void (*restore_keep_fn)(void *ud, const char *kind, const char *name,
 				void *obj);
 size_t restore_finish(struct restored *r, struct ibv_context *ctx,
 		      restore_keep_fn keep, void *ud);
+/* Handles of the previous run that named another object than the state
+ * document said, by the time they were to be kept or destroyed (left
+ * alone), since the start. */
+unsigned long long restore_stale_total(void);
 /* The previous run's holders (see restore_state()): a new reference. */
 json_t *restore_holders(const struct restored *r);
 /* Is the holder {pid, start} the process that held, alive? */

@@ -741,13 +741,16 @@ static json_t *control_leases(void *ud, const char *profile)
 						     (json_int_t)t->leases[k]
 							     .serial));
 		}
+		if (json_array_size(l) && !s->start_read) {
+			s->start = restore_start_time(s->cred.pid);
+			s->start_read = true;
+		}
 		if (json_array_size(l))
 			json_array_append_new(
 				out,
 				json_pack("{s:i, s:I, s:i, s:i, s:o}", "pid",
 					  (int)s->cred.pid, "start",
-					  (json_int_t)restore_start_time(
-						  s->cred.pid),
+					  (json_int_t)s->start,
 					  "uid", (int)s->cred.uid, "gid",
 					  (int)s->cred.gid, "leases", l));
 		else

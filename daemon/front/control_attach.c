@@ -570,7 +570,7 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 	struct attachment *att, a = { 0 };
 	size_t n_fds = 0;
 	bool shared = false;
-	int r, sent = 0;
+	int r;
 
 	if (!name)
 		return session_send_error(s, id, "bad_request",
@@ -600,29 +600,31 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 				       : profile_attach_view(p, shared, &v);
 	if (r == 0)
 		r = attachment_leases(&a, &v);
-	if (r == 0) {
-		a.id = ++c->next_attachment;
-		n_fds = v.n_fds;
-		r = attach_send(s, id, &a, doc, &v);
-		sent = r == 0 || r == -EMSGSIZE ? r : 1;
-	}
-	/* Leased once the whole message is on its way; a session that
-	 * ends before it is sent releases them with its attachments. */
-	if (r == 0)
-		attach_view_lease(p, &v);
-	attach_view_clear(&v);
 	if (r < 0) {
 		/* Nothing was leased: the record goes without a release. */
+		attach_view_clear(&v);
 		attachment_drop(&a);
-		if (sent > 0)
-			return r; /* the socket's: the session ends */
-		if (r == -EMSGSIZE)
-			return send_too_large(s, id, name, shared,
-					      doc->len + 16, n_fds);
 		return session_send_error(s, id, "internal",
 					  "cannot attach: %s", strerror(-r));
 	}
+	/* Leased, and so in the lease record that outlives us (sysd.c),
+	 * before the client has a handle: a crash right after the send
+	 * must not forget who holds what. A session that ends before the
+	 * message is all sent releases them with its attachments. */
+	a.id = ++c->next_attachment;
+	n_fds = v.n_fds;
 	s->att[s->n_att++] = a;
+	attach_view_lease(p, &v);
+	r = attach_send(s, id, &s->att[s->n_att - 1], doc, &v);
+	attach_view_clear(&v);
+	if (r < 0 && r != -EMSGSIZE)
+		return r; /* the socket's: the session ends, and releases */
+	if (r < 0) {
+		/* Nothing went: the leases end at once. */
+		attachment_release(c, &s->att[--s->n_att]);
+		return send_too_large(s, id, name, shared, doc->len + 16,
+				      n_fds);
+	}
 	session_publish(s, &s->att[s->n_att - 1], "session_attach", NULL);
 	log_info("session %u (pid %d uid %u): attached to %s, %s mode", s->id,
 		 (int)s->cred.pid, (unsigned int)s->cred.uid, name,

@@ -132,6 +132,10 @@ struct session {
 	uint64_t last_active;	      /* CLOCK_MONOTONIC usec */
 	unsigned int boost;	      /* first messages, served first */
 	struct ucred cred;
+	/* The peer's start time (restore_start_time()), read once, when
+	 * its leases are first written down (0: unknown). */
+	unsigned long long start;
+	bool start_read;
 	gid_t *groups; /* supplementary, at connect time */
 	size_t n_groups;
 	bool admin;

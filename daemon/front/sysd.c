@@ -15,6 +15,7 @@
 
 #include "attach_view.h"
 #include "config.h"
+#include "durable.h"
 #include "handover.h"
 #include "log.h"
 #include "manager.h"
@@ -50,6 +51,196 @@ static size_t n_passed;
  * whether this run loaded it (then the store has it already). */
 static int kept_config = -1;
 static bool config_reused;
+
+/* fd to the store as prefix + name, in place of a file kept under that
+ * name before. systemd keeps one copy of a file however often it is
+ * sent, but a new context (one retired, or its device back) is another
+ * file under the same name: the old one goes first, or the next run
+ * could take it, and it would hold its objects for ever. */
+static bool store_named(const char *prefix, const char *name, int fd)
+{
+	char msg[512];
+
+	sd_notifyf(0, "FDSTOREREMOVE=1\nFDNAME=%s%s", prefix, name);
+	snprintf(msg, sizeof(msg), "FDSTORE=1\nFDNAME=%s%s", prefix, name);
+	return sd_pid_notify_with_fds(0, 0, msg, &fd, 1) > 0;
+}
+
+/*
+ * What the store holds of a profile's context (restore.h): its cmd_fd
+ * under ctx/P, and two durable records (durable.h), each stored once
+ * and then rewritten in place: the state document (state/P, at each
+ * change of the profile) and the lease record (lease/P, at each lease
+ * taken or ended). So the store has the truth at every moment, not only
+ * after a clean stop: a SIGKILL, an abort, an OOM kill or the watchdog
+ * leaves the next run who holds what, and no change costs a message to
+ * systemd. The records a previous run left are written on in place
+ * (their files are in the store already), once the profile's restore
+ * has read them.
+ */
+struct record {
+	UT_hash_handle hh;
+	int state_fd, lease_fd; /* in the store, ours to write; -1: not yet */
+	int64_t ctxn;		/* the context stored under ctx/P */
+	bool ctx_stored;
+	char profile[];
+};
+
+static struct record *records;
+static bool stopping;
+
+static struct record *record_of(const char *profile, bool add)
+{
+	struct record *rec;
+	size_t len = strlen(profile);
+
+	HASH_FIND(hh, records, profile, len, rec);
+	if (rec || !add)
+		return rec;
+	rec = calloc(1, sizeof(*rec) + len + 1);
+	if (!rec)
+		return NULL;
+	memcpy(rec->profile, profile, len + 1);
+	rec->state_fd = rec->lease_fd = -1;
+	rec->ctxn = -1;
+	HASH_ADD_KEYPTR(hh, records, rec->profile, len, rec);
+	return rec;
+}
+
+/* A record the previous run left under name, kept to write on when it
+ * is one (an older run's plain text is replaced by a new file). */
+static void records_adopt(const char *name, int fd)
+{
+	bool state = !strncmp(name, RESTORE_FDNAME_STATE,
+			      strlen(RESTORE_FDNAME_STATE));
+	bool lease = !strncmp(name, RESTORE_FDNAME_LEASE,
+			      strlen(RESTORE_FDNAME_LEASE));
+	struct record *rec;
+	int *slot, copy;
+
+	if ((!state && !lease) || !durable_is(fd))
+		return;
+	rec = record_of(name + strlen(state ? RESTORE_FDNAME_STATE
+					    : RESTORE_FDNAME_LEASE),
+			true);
+	if (!rec)
+		return;
+	slot = state ? &rec->state_fd : &rec->lease_fd;
+	copy = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	if (copy < 0)
+		return;
+	if (*slot >= 0)
+		close(*slot);
+	*slot = copy;
+}
+
+static void record_forget(const char *profile)
+{
+	struct record *rec = record_of(profile, false);
+
+	if (!rec)
+		return;
+	HASH_DEL(records, rec);
+	if (rec->state_fd >= 0)
+		close(rec->state_fd);
+	if (rec->lease_fd >= 0)
+		close(rec->lease_fd);
+	free(rec);
+}
+
+/* One name a message: systemd reads the first FDNAME= of each. */
+static void unstore_ctx(const char *profile)
+{
+	sd_notifyf(0, "FDSTOREREMOVE=1\nFDNAME=" RESTORE_FDNAME_CTX "%s",
+		   profile);
+	sd_notifyf(0, "FDSTOREREMOVE=1\nFDNAME=" RESTORE_FDNAME_STATE "%s",
+		   profile);
+	sd_notifyf(0, "FDSTOREREMOVE=1\nFDNAME=" RESTORE_FDNAME_LEASE "%s",
+		   profile);
+	record_forget(profile);
+}
+
+/* text as the new version of the record in *fd, stored under prefix +
+ * profile the first time. */
+static bool record_write(int *fd, const char *prefix, const char *profile,
+			 const char *text, size_t len)
+{
+	_cleanup_close_ int nfd = -1;
+
+	if (*fd >= 0 && durable_write(*fd, text, len) > 0)
+		return true;
+	if (*fd >= 0) {
+		close(*fd);
+		*fd = -1;
+	}
+	nfd = memfd_create("rdmad-record", MFD_CLOEXEC);
+	if (nfd < 0 || durable_write(nfd, text, len) <= 0 ||
+	    !store_named(prefix, profile, nfd))
+		return false;
+	*fd = TAKE_FD(nfd);
+	return true;
+}
+
+/* An import-capable context goes to the store with the document of its
+ * PDs and MRs: a restart takes them back, keys and all. The context
+ * once per file: a new one (retired, or its device back) replaces the
+ * one kept before; the one taken back from the previous run is there
+ * already (systemd keeps one copy of a file). */
+static bool store_ctx(const struct profile *p)
+{
+	struct kept_context k;
+	_cleanup_free_ char *text = NULL;
+	struct record *rec;
+	bool ok = true;
+
+	if (profile_kept_context(p, &k) < 0)
+		return false;
+	text = k.text;
+	rec = record_of(profile_name(p), true);
+	if (!rec)
+		return false;
+	if (!rec->ctx_stored || k.ctxn < 0 || k.ctxn != rec->ctxn) {
+		char msg[512];
+
+		snprintf(msg, sizeof(msg),
+			 "FDSTORE=1\nFDNAME=" RESTORE_FDNAME_CTX "%s",
+			 profile_name(p));
+		ok = !rec->ctx_stored && k.taken_back
+			     ? sd_pid_notify_with_fds(0, 0, msg, &k.cmd_fd,
+						      1) > 0
+			     : store_named(RESTORE_FDNAME_CTX, profile_name(p),
+					   k.cmd_fd);
+		rec->ctx_stored = ok;
+		rec->ctxn = k.ctxn;
+	}
+	return record_write(&rec->state_fd, RESTORE_FDNAME_STATE,
+			    profile_name(p), text, k.len) &&
+	       ok;
+}
+
+/* Who holds what of p now, to the lease record: a new run adopts them
+ * (manager_adopt.c) and keeps what they hold while they live. */
+static void store_leases(struct manager *m, struct profile *p)
+{
+	_cleanup_free_ char *text = NULL;
+	json_t *doc;
+	struct record *rec;
+
+	if (!profile_hands_over(p) || !getenv("NOTIFY_SOCKET"))
+		return;
+	rec = record_of(profile_name(p), true);
+	doc = json_pack("{s:i, s:o}", "version", 1, "holders",
+			manager_holders_json(m, p));
+	text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+	json_decref(doc);
+	if (!rec || !text ||
+	    !record_write(&rec->lease_fd, RESTORE_FDNAME_LEASE,
+			  profile_name(p), text, strlen(text)))
+		log_warn(0, "profile %s: cannot write down who holds its "
+			    "objects: a crash now may destroy what its "
+			    "clients use",
+			 profile_name(p));
+}
 
 int sysd_listen_init(void)
 {
@@ -92,8 +283,11 @@ int sysd_listen_init(void)
 		if (!strncmp(names[i], RESTORE_FDNAME_CTX,
 			     strlen(RESTORE_FDNAME_CTX)) ||
 		    !strncmp(names[i], RESTORE_FDNAME_STATE,
-			     strlen(RESTORE_FDNAME_STATE))) {
+			     strlen(RESTORE_FDNAME_STATE)) ||
+		    !strncmp(names[i], RESTORE_FDNAME_LEASE,
+			     strlen(RESTORE_FDNAME_LEASE))) {
 			fcntl(fd, F_SETFD, FD_CLOEXEC);
+			records_adopt(names[i], fd);
 			restore_keep(names[i], fd);
 			free(names[i]);
 			continue;
@@ -180,53 +374,12 @@ void sysd_listen_done(void)
 	n_passed = 0;
 }
 
-/* One name a message: systemd reads the first FDNAME= of each. */
-static void unstore_ctx(const char *profile)
-{
-	sd_notifyf(0, "FDSTOREREMOVE=1\nFDNAME=" RESTORE_FDNAME_CTX "%s",
-		   profile);
-	sd_notifyf(0, "FDSTOREREMOVE=1\nFDNAME=" RESTORE_FDNAME_STATE "%s",
-		   profile);
-}
-
 static void unstore_kept_ctx(const char *profile)
 {
 	log_info("the device context of profile %s kept from the previous "
 		 "run was not taken back; dropping it",
 		 profile);
 	unstore_ctx(profile);
-}
-
-/* fd to the store as prefix + name, in place of a file kept under that
- * name before. systemd keeps one copy of a file however often it is
- * sent, but a new context (one retired, or its device back) is another
- * file under the same name: the old one goes first, or the next run
- * could take it, and it would hold its objects for ever. */
-static bool store_named(const char *prefix, const char *name, int fd)
-{
-	char msg[512];
-
-	sd_notifyf(0, "FDSTOREREMOVE=1\nFDNAME=%s%s", prefix, name);
-	snprintf(msg, sizeof(msg), "FDSTORE=1\nFDNAME=%s%s", prefix, name);
-	return sd_pid_notify_with_fds(0, 0, msg, &fd, 1) > 0;
-}
-
-/* An import-capable context goes to the store with a document of its
- * PDs and MRs (restore.h): a restart takes them back, keys and all. */
-static bool store_ctx(const struct profile *p, json_t *holders)
-{
-	_cleanup_free_ char *text = NULL;
-	_cleanup_close_ int fd = -1;
-	size_t len = 0;
-	int cmd_fd = profile_kept_context(p, holders, &text, &len);
-
-	if (cmd_fd < 0)
-		return false;
-	fd = memfd_create("rdmad-state", MFD_CLOEXEC);
-	if (fd < 0 || write(fd, text, len) != (ssize_t)len)
-		return false;
-	return store_named(RESTORE_FDNAME_CTX, profile_name(p), cmd_fd) &&
-	       store_named(RESTORE_FDNAME_STATE, profile_name(p), fd);
 }
 
 /*
@@ -368,7 +521,7 @@ static void store_profile(const struct profile *p, bool remove)
 	if (remove)
 		unstore_ctx(ms.profile);
 	else
-		store_ctx(p, NULL);
+		store_ctx(p);
 	profile_each_kept_memory(p, !remove, store_memory, &ms);
 }
 
@@ -479,11 +632,23 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 		store_config(s);
 		return;
 	case MANAGER_PROFILE_CHANGED:
-		/* Before the first READY=1 the store waits for it (above):
-		 * it keeps memory for the next run and gates nothing of
-		 * this one, and 10k memfds are 10k messages. */
+		if (stopping)
+			return;
+		/* Before the first READY=1 the store waits for it (above)
+		 * with memory: it keeps memory for the next run and gates
+		 * nothing of this one, and 10k memfds are 10k messages. The
+		 * context and its document go at once: its clients may
+		 * attach before the others are ready. */
 		if (s->ready)
 			store_profile(ev->profile, false);
+		else if (getenv("NOTIFY_SOCKET"))
+			store_ctx(ev->profile);
+		return;
+	case MANAGER_LEASES_CHANGED:
+		/* At the stop the sessions end: what they held stays as
+		 * written then, for the next run. */
+		if (!stopping)
+			store_leases(s->m, ev->profile);
 		return;
 	case MANAGER_PROFILE_REMOVED:
 		store_profile(ev->profile, true);
@@ -532,23 +697,21 @@ void sysd_stopping(void)
 {
 	sd_notify(0, "STOPPING=1");
 	/* What went to the store stays for the next run: a restart takes
-	 * it back; a stop empties the store, and the kernel frees it. */
+	 * it back; a stop empties the store, and the kernel frees it. The
+	 * records are written at every change: once more now, and no more
+	 * (the sessions' ends below are not the clients' ends). */
 	if (!sysd.m || !getenv("NOTIFY_SOCKET"))
 		return;
+	stopping = true;
 	for (size_t i = 0; i < sysd.m->n_profiles; i++) {
 		struct profile *p = sysd.m->profiles[i];
-		json_t *holders;
 
 		if (!profile_leave_context(p))
 			continue;
-		/* Who holds what now: the next run keeps what they lease
-		 * while they live (the leases outlive this process). */
-		holders = manager_holders_json(sysd.m, p);
-		if (json_array_size(holders) && !store_ctx(p, holders))
-			log_warn(0, "profile %s: cannot store who holds its "
-				    "objects: the next run may destroy what "
-				    "its clients use",
+		store_leases(sysd.m, p);
+		if (!store_ctx(p))
+			log_warn(0, "profile %s: cannot store its context's "
+				    "state: the next run may not take it back",
 				 profile_name(p));
-		json_decref(holders);
 	}
 }

@@ -13,6 +13,7 @@ import json
 import os
 import select
 import socket
+import struct
 import subprocess
 import threading
 
@@ -81,10 +82,26 @@ class FdStore:
         if fd is not None:
             os.close(fd)
 
+    def record(self, name):
+        """The document the daemon keeps under name: a durable record
+        (rdmad(8), SYSTEMD: a 48-byte header, "RDMADREC", generation,
+        offset and length of the version it names, its XXH64 and the
+        header's), or plain JSON (an older run's; a test's forgery)."""
+        fd = self.fds[name]
+        head = os.pread(fd, 48, 0)
+        if head[:8] != b"RDMADREC":
+            return json.loads(os.pread(fd, os.fstat(fd).st_size, 0))
+        _, gen, off, length, _, _ = struct.unpack("<8s5Q", head)
+        assert gen > 0 and off >= 4096, (gen, off)
+        return json.loads(os.pread(fd, length, off))
+
     def state(self, profile):
         """The state document the daemon stored for profile."""
-        fd = self.fds[f"state/{profile}"]
-        return json.loads(os.pread(fd, os.fstat(fd).st_size, 0))
+        return self.record(f"state/{profile}")
+
+    def leases(self, profile):
+        """Who holds what of profile, as the daemon wrote it down."""
+        return self.record(f"lease/{profile}")
 
     def put_state(self, profile, doc):
         """Replace profile's state document (a test's forgery)."""
