@@ -11,6 +11,7 @@ tests/systemd/test_restart_shared.py."""
 
 import ctypes
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -65,6 +66,15 @@ class Run:
     def log(self):
         self.log_file.flush()
         return self.log_path.read_text()
+
+    def crash(self, sig):
+        """Ends the run as a crash would (SIGKILL, SIGABRT, ...): nothing
+        of the daemon's runs after it."""
+        self.proc.send_signal(sig)
+        rc = self.proc.wait(60)
+        self.log_file.close()
+        self.store.drain()
+        assert rc == -sig, (rc, self.log_path.read_text())
 
     def stop(self):
         self.proc.terminate()
@@ -492,3 +502,127 @@ def test_a_restart_that_changes_a_held_mr_drains_the_old_one(store, tmp_path):
     finally:
         h.kill()
         h.wait()
+
+
+def drop_s(tmp_path):
+    conf = tmp_path / "rdmad.conf"
+    text = conf.read_text()
+    dropped = text.replace(',\n         { name = "s"; pd = "b"; memory = "n"; }',
+                           "")
+    assert dropped != text
+    conf.write_text(dropped)
+
+
+def lease_of(store, pid):
+    """What the lease record in the store says process pid holds:
+    {(kind, name): handle}."""
+    holders = store.drain().leases("p")["holders"]
+    mine = [h for h in holders if h["pid"] == pid]
+    assert len(mine) == 1, holders
+    return {(l["kind"], l["name"]): l.get("handle") for l in mine[0]["leases"]}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGABRT])
+def test_a_crash_keeps_who_holds_what(store, tmp_path, sig):
+    """The daemon dies without a stop (no SIGTERM: nothing written at
+    exit); the next run adopts the client all the same, so a reload
+    that drops the MR it holds drains it instead of destroying it."""
+    a = store.run()
+    s = a.objects()[("mr", "s")]
+    h = holder(tmp_path)
+    try:
+        # Written down as the lease was taken, not at a stop.
+        assert lease_of(store, h.pid)[("mr", "s")] == s["handle"]
+        a.crash(sig)
+        b = store.run()
+        assert "adopted pid %d" % h.pid in b.log(), b.log()
+        drop_s(tmp_path)
+        status, body = b.d.request("POST", "/v1/reload")
+        assert status == 200, (body, b.log())
+        drained = mrs_named(b, "s")
+        assert drained.keys() == {"draining"}, (drained, b.log())
+        assert drained["draining"]["lkey"] == s["lkey"]
+        assert len(kernel_mrs(s["lkey"])) == 1
+        gone_with(h, s["lkey"], b)
+        b.stop()
+    finally:
+        h.kill()
+        h.wait()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGABRT])
+def test_a_crash_while_an_mr_drains_keeps_it(store, tmp_path, sig):
+    """A reload drops an MR a client holds (it drains), then the daemon
+    dies: the next run drains it on for the client, twice over."""
+    a = store.run()
+    s = a.objects()[("mr", "s")]
+    h = holder(tmp_path)
+    try:
+        drop_s(tmp_path)
+        status, body = a.d.request("POST", "/v1/reload")
+        assert status == 200, (body, a.log())
+        assert mrs_named(a, "s").keys() == {"draining"}
+        a.crash(sig)
+        for _ in range(2):
+            run = store.run()
+            drained = mrs_named(run, "s")
+            assert drained.keys() == {"draining"}, (drained, run.log())
+            assert drained["draining"]["lkey"] == s["lkey"]
+            assert len(kernel_mrs(s["lkey"])) == 1
+            assert "adopted pid %d" % h.pid in run.log()
+            run.crash(signal.SIGKILL)
+        run = store.run()
+        gone_with(h, s["lkey"], run)
+        assert not mrs_named(run, "s")
+        run.stop()
+    finally:
+        h.kill()
+        h.wait()
+
+
+def test_a_handle_another_client_took_is_left_alone(store, tmp_path):
+    """Between two runs a process holding the context deregisters MR r
+    and registers one of its own, which the file gives r's freed handle
+    (uverbs hands out the lowest free one): the state document now names
+    another's MR by that handle. The next run makes r anew, and does not
+    destroy the other MR under its maker."""
+    a = store.run()
+    before = a.objects()
+    a.crash(signal.SIGKILL)
+    ibv = ctypes.CDLL("libibverbs.so.1", use_errno=True)
+    for f in ("ibv_import_device", "ibv_import_pd", "ibv_import_mr",
+              "ibv_reg_mr"):
+        getattr(ibv, f).restype = ctypes.c_void_p
+    ibv.ibv_import_pd.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
+    ibv.ibv_import_mr.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
+    ibv.ibv_reg_mr.argtypes = [ctypes.c_void_p, ctypes.c_void_p,
+                               ctypes.c_size_t, ctypes.c_int]
+    for f in ("ibv_dereg_mr", "ibv_unimport_pd", "ibv_close_device"):
+        getattr(ibv, f).argtypes = [ctypes.c_void_p]
+    ctx = ibv.ibv_import_device(os.dup(store.fds["ctx/p"]))
+    assert ctx, os.strerror(ctypes.get_errno())
+    pd = ibv.ibv_import_pd(ctx, before[("pd", "a")]["handle"])
+    mr = ibv.ibv_import_mr(pd, before[("mr", "r")]["handle"])
+    assert mr and ibv.ibv_dereg_mr(mr) == 0
+    buf = ctypes.create_string_buffer(1 << 16)
+    mine = ibv.ibv_reg_mr(pd, buf, len(buf), 1)  # IBV_ACCESS_LOCAL_WRITE
+    assert mine, os.strerror(ctypes.get_errno())
+    # struct ibv_mr: context, pd, addr, length, then handle, lkey, rkey.
+    handle, lkey = (ctypes.c_uint32 * 2).from_address(mine + 32)
+    assert handle == before[("mr", "r")]["handle"]
+    try:
+        b = store.run()
+        after = b.objects()
+        log = b.log()
+        assert "names another MR now" in log, log
+        assert "restored" not in after[("mr", "r")]
+        assert len(kernel_mrs(lkey)) == 1, log
+        assert b.d.metrics()[
+            'rdmad_stale_handles_total{source="restore"}'] == 1
+        b.stop()
+        # Still the other process's, and still in the kernel.
+        assert len(kernel_mrs(lkey)) == 1
+    finally:
+        ibv.ibv_dereg_mr(ctypes.c_void_p(mine))
+        ibv.ibv_unimport_pd(ctypes.c_void_p(pd))
+        ibv.ibv_close_device(ctypes.c_void_p(ctx))
