@@ -23,6 +23,7 @@
  * only releases them here; rdmad_reconnect() opens a new session.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,7 +32,9 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/timerfd.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "librdmad_internal.h"
@@ -157,13 +160,75 @@ static void event_push(struct rdmad *c, enum rdmad_event_type type,
 	c->n_events++;
 }
 
-/* The daemon closed the connection: said once, after what it sent. */
+/* Resuming: the first try after RESUME_FIRST_MS, each next one twice as
+ * late, at most RESUME_MAX_MS apart; given up after RESUME_LIMIT_MS. */
+#define RESUME_FIRST_MS 100
+#define RESUME_MAX_MS 5000
+#define RESUME_LIMIT_MS 120000
+
+static int64_t mono_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static bool has_shared(const struct rdmad *c)
+{
+	for (const struct rdmad_profile *p = c->profiles; p; p = p->next)
+		if (p->granted && p->mode == RDMAD_MODE_SHARED)
+			return true;
+	return false;
+}
+
+static void resume_stop(struct rdmad *c)
+{
+	c->resuming = false;
+	closep(&c->resume_timer);
+	c->resume_timer = -1;
+}
+
+/* The next try in ms from now: the program's fd (the same number) is the
+ * timer's until then, so that a poll() on it wakes for the try. */
+static int resume_arm(struct rdmad *c, int ms)
+{
+	struct itimerspec its = {
+		.it_value = { .tv_sec = ms / 1000,
+			      .tv_nsec = (long)(ms % 1000) * 1000000 + 1 },
+	};
+
+	if (c->resume_timer < 0) {
+		c->resume_timer =
+			timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC |
+								TFD_NONBLOCK);
+		if (c->resume_timer < 0 ||
+		    dup3(c->resume_timer, c->fd, O_CLOEXEC) < 0)
+			return -errno;
+	}
+	c->resume_next = mono_ms() + ms;
+	return timerfd_settime(c->resume_timer, 0, &its, NULL) < 0 ? -errno
+								   : 0;
+}
+
+/* The daemon closed the connection: said once, after what it sent;
+ * resumed instead where shared attachments were granted. */
 static void conn_gone(struct rdmad *c)
 {
+	const char *e = getenv("RDMAD_RESUME");
+
 	conn_break(c);
 	if (c->gone)
 		return;
 	c->gone = true;
+	if (c->path && has_shared(c) && !(e && !strcmp(e, "0"))) {
+		c->resuming = true;
+		c->resume_since = mono_ms();
+		c->resume_backoff_ms = RESUME_FIRST_MS;
+		if (resume_arm(c, RESUME_FIRST_MS) == 0)
+			return;
+		resume_stop(c);
+	}
 	event_push(c, RDMAD_EVENT_DAEMON_GONE, NULL, NULL);
 }
 
@@ -658,6 +723,8 @@ void client_conn_free(struct rdmad *c)
 	if (!c)
 		return;
 	closep(&c->fd);
+	if (c->resume_timer > 0)
+		close(c->resume_timer);
 	events_free(c);
 	free(c->rbuf);
 	client_reuse_clear(&c->reuse);
@@ -721,6 +788,7 @@ static struct rdmad *conn_open(const char *socket_path)
 	c = calloc(1, sizeof(*c));
 	if (c) {
 		c->fd = -1;
+		c->resume_timer = -1;
 		c->events_tail = &c->events;
 		c->path = strdup(socket_path);
 	}
@@ -772,6 +840,74 @@ struct rdmad *rdmad_connect(const char *socket_path)
 	return conn_open(socket_path);
 }
 
+/* A new session's connection in place of c's, on c's fd number. */
+static int conn_take(struct rdmad *c, struct rdmad *n)
+{
+	if (c->fd >= 0) {
+		if (dup3(n->fd, c->fd, O_CLOEXEC) < 0)
+			return -errno;
+		closep(&n->fd);
+		n->fd = -1;
+	} else {
+		c->fd = TAKE_FD(n->fd);
+	}
+	c->last_id = n->last_id;
+	c->broken = c->gone = false;
+	c->version = n->version;
+	c->rcv_timeout_ms = n->rcv_timeout_ms;
+	c->local_seen = false;
+	memcpy(c->pending, n->pending, sizeof(c->pending));
+	c->n_pending = n->n_pending;
+	return 0;
+}
+
+/* A try to resume, when due: connect again and take each shared
+ * attachment back. */
+static void resume_try(struct rdmad *c)
+{
+	uint64_t ticks;
+	struct rdmad *n;
+	struct rdmad_profile *p;
+	int64_t now = mono_ms();
+
+	if (read(c->resume_timer, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
+		return;
+	if (now < c->resume_next)
+		return;
+	n = conn_open(c->path);
+	if (n && conn_settle(n) == 0 && conn_take(c, n) == 0) {
+		client_conn_free(n);
+		resume_stop(c);
+		for (p = c->profiles; p; p = p->next) {
+			if (!p->granted)
+				continue;
+			if (p->mode == RDMAD_MODE_SHARED && client_resume(p) == 0) {
+				event_push(c, RDMAD_EVENT_RESUMED, p, NULL);
+				continue;
+			}
+			/* Not taken back: ended with the old session. */
+			p->granted = false;
+			event_push(c, RDMAD_EVENT_DAEMON_GONE, p, NULL);
+		}
+		return;
+	}
+	client_conn_free(n);
+	if (now - c->resume_since >= RESUME_LIMIT_MS) {
+		resume_stop(c);
+		for (p = c->profiles; p; p = p->next)
+			p->granted = false;
+		event_push(c, RDMAD_EVENT_DAEMON_GONE, NULL, NULL);
+		return;
+	}
+	c->resume_backoff_ms = c->resume_backoff_ms * 2 > RESUME_MAX_MS
+				       ? RESUME_MAX_MS
+				       : c->resume_backoff_ms * 2;
+	if (resume_arm(c, c->resume_backoff_ms) < 0) {
+		resume_stop(c);
+		event_push(c, RDMAD_EVENT_DAEMON_GONE, NULL, NULL);
+	}
+}
+
 int rdmad_reconnect(struct rdmad *c)
 {
 	struct rdmad *n;
@@ -796,15 +932,10 @@ int rdmad_reconnect(struct rdmad *c)
 	 * any more (they ended with it), only this process's. */
 	for (p = c->profiles; p; p = p->next)
 		p->granted = false;
+	resume_stop(c);
 	closep(&c->fd);
-	c->fd = TAKE_FD(n->fd);
-	c->last_id = n->last_id;
-	c->broken = c->gone = false;
-	c->version = n->version;
-	c->rcv_timeout_ms = n->rcv_timeout_ms;
-	c->local_seen = false;
-	memcpy(c->pending, n->pending, sizeof(c->pending));
-	c->n_pending = n->n_pending;
+	c->fd = -1;
+	conn_take(c, n);
 	client_conn_free(n);
 	return 0;
 }
@@ -825,6 +956,8 @@ int rdmad_next_event(struct rdmad *c, struct rdmad_event *ev)
 	if (!c || !ev)
 		return client_set_error(EINVAL, "rdmad_next_event: no "
 						"connection or no event");
+	if (c->resuming)
+		resume_try(c);
 	/* What is there to read now: EVENTs, the end of the connection,
 	 * answers to requests sent ahead (a REPORT's), settled here. */
 	while (!c->events && !c->gone) {
@@ -881,6 +1014,8 @@ int rdmad_next_event(struct rdmad *c, struct rdmad_event *ev)
 		.device = json_string_value(json_object_get(e->doc, "device")),
 		.reason = json_string_value(json_object_get(e->doc, "reason")),
 	};
+	if (!ev->reason && e->type == RDMAD_EVENT_RESUMED)
+		ev->reason = "rdmad came back; the attachment was taken back";
 	if (!ev->reason)
 		ev->reason = e->type == RDMAD_EVENT_DAEMON_GONE
 				     ? "rdmad closed the connection (it "

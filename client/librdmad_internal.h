@@ -78,6 +78,15 @@ struct rdmad {
 	struct pending pending[CLIENT_MAX_PENDING];
 	size_t n_pending;
 	struct rdmad_profile *profiles;
+	/* The daemon went and shared attachments were granted: the
+	 * connection is made again on its own, with backoff, and they are
+	 * resumed (librdmad_conn.c). Meanwhile fd is a timer's, readable
+	 * when the next try is due. */
+	bool resuming;
+	int resume_timer;     /* the timerfd, -1: none */
+	int64_t resume_since; /* CLOCK_MONOTONIC ms */
+	int64_t resume_next;
+	int resume_backoff_ms;
 };
 
 struct client_memory {
@@ -184,6 +193,9 @@ struct rdmad_profile {
 /* librdmad_conn.c */
 /* Build a request of type with payload (taken, may be NULL on ENOMEM). */
 int client_request_msg(struct proto_msg *m, uint16_t type, json_t *payload);
+/* librdmad.c: take back p's attachment in the session the connection
+ * has now (ATTACH with "resume"): 0 or -errno. */
+int client_resume(struct rdmad_profile *p);
 /*
  * Send req (its id is set here) without waiting for its answer: it is
  * read by client_conn_await() or settled on the way to a later one.

@@ -212,6 +212,12 @@ enum rdmad_event_type {
 	 * name): it stays, draining, until rdmad_detach(); attach again
 	 * for what the configuration declares now. */
 	RDMAD_EVENT_OBJECT_DRAINING = 7,
+	/* The daemon went away (it stopped, restarted or
+	 * crashed) and came back, and the attachment was taken back in a
+	 * new session: what it gave stays valid, its leases held all
+	 * along, rdmad_detach() works as before. Sent once per shared
+	 * attachment resumed; see rdmad_next_event(). */
+	RDMAD_EVENT_RESUMED = 8,
 	/* Newer daemons may add types: ignore those you do not know. */
 };
 
@@ -242,6 +248,17 @@ int rdmad_fd(struct rdmad *c);
  * none (now), or a negative errno (a message from the daemon that
  * breaks the protocol: the connection is broken). Events are set aside
  * in the order they came, whichever call read them.
+ *
+ * When the daemon goes away while shared attachments are granted, the
+ * connection resumes by itself: rdmad_fd() stays the same number, now
+ * readable when the next try is due (after 0.1 s, then twice as long
+ * each time, at most 5 s apart), and each try here connects again and
+ * takes each shared attachment back (RDMAD_EVENT_RESUMED); a try may
+ * wait for the daemon's answers, as other calls do. An attachment the
+ * new daemon does not take back, or a daemon not back within two
+ * minutes, gives RDMAD_EVENT_DAEMON_GONE as before. Local-mode
+ * attachments do not resume. RDMAD_RESUME=0 in the environment turns
+ * this off (DAEMON_GONE at once, as before).
  */
 int rdmad_next_event(struct rdmad *c, struct rdmad_event *ev);
 

@@ -220,6 +220,14 @@ void manager_adopt_stop(struct manager *m);
  * [{kind, name, handle}]}], handle where the lease is of a PD or MR. The
  * sessions' (manager_sessions.leases) name the incarnation by serial. */
 json_t *manager_holders_json(struct manager *m, struct profile *p);
+/* A client of the previous run that p adopted, pid, resumes in a session
+ * of this run (ATTACH with "resume"): each of its leases is handed to
+ * each(ud, kind, name, serial), to be the session's (released as its
+ * leases are), and the adoption ends. Returns how many. */
+size_t manager_adopted_claim(struct manager *m, struct profile *p, pid_t pid,
+			     void (*each)(void *ud, enum obj_kind kind,
+					  const char *name, uint64_t serial),
+			     void *ud);
 /* The adopted clients, as GET /v1/sessions shows them. */
 json_t *manager_adopted_json(struct manager *m);
 /* manager_check.c's, for manager.c: the checks start and stop. */

@@ -289,3 +289,35 @@ void manager_adopt_stop(struct manager *m)
 		adopted_free(a);
 	}
 }
+
+size_t manager_adopted_claim(struct manager *m, struct profile *p, pid_t pid,
+			     void (*each)(void *ud, enum obj_kind kind,
+					  const char *name, uint64_t serial),
+			     void *ud)
+{
+	size_t n = 0;
+
+	for (struct adopted **pp = &m->adopted; *pp;) {
+		struct adopted *a = *pp;
+
+		if (a->pid != pid || !streq(a->profile, p->conf->name)) {
+			pp = &a->next;
+			continue;
+		}
+		/* Its leases change hands, not counts: the objects are
+		 * held all along. */
+		*pp = a->next;
+		for (size_t i = 0; i < a->n_leases; i++)
+			each(ud, a->leases[i].kind, a->leases[i].name,
+			     a->leases[i].serial);
+		n += a->n_leases;
+		log_info("profile %s: pid %d, a client of the previous run, "
+			 "resumed: its %zu leases are its session's now",
+			 a->profile, (int)a->pid, a->n_leases);
+		adopted_free(a);
+	}
+	/* Who holds them is another now: written down. */
+	if (n)
+		profile_touch_leases(p);
+	return n;
+}

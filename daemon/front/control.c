@@ -775,6 +775,8 @@ static json_t *control_sessions_json(void *ud)
 				t->shared ? "shared" : "local", "leases",
 				(int)t->n_leases);
 
+			if (t->resumed)
+				json_object_set_new(j, "resumed", json_true());
 			if (t->report)
 				json_object_set(j, "report", t->report);
 			json_array_append_new(atts, j);

@@ -560,6 +560,43 @@ static int attach_send(struct session *s, uint32_t id, struct attachment *a,
 		2, v->fds, v->n_fds);
 }
 
+/* One lease of the previous run's adoption, now the attachment's. */
+static void take_lease(void *ud, enum obj_kind kind, const char *name,
+		       uint64_t serial)
+{
+	struct attachment *a = ud;
+	struct lease *l = realloc(a->leases, (a->n_leases + 1) * sizeof(*l));
+	char *copy = strdup(name);
+
+	if (!l || !copy) {
+		/* Kept counted with nobody to release it: the object drains
+		 * until the daemon stops, never goes under the client. */
+		free(copy);
+		if (l)
+			a->leases = l;
+		return;
+	}
+	a->leases = l;
+	l[a->n_leases++] = (struct lease){ kind, copy, serial };
+}
+
+/* ATTACH with "resume": the client held objects of p through the
+ * previous run (it was adopted, from the lease record); the attachment
+ * takes those leases over, so that its DETACH, or its end, releases
+ * them as a session's do. Nothing to take over is no error: a fresh
+ * attachment is what a client that was not adopted needs. */
+static void resume(struct session *s, struct profile *p, struct attachment *a)
+{
+	size_t n = manager_adopted_claim(s->c->m, p, s->cred.pid, take_lease,
+					 a);
+
+	a->resumed = n > 0;
+	if (n)
+		log_info("session %u (pid %d): resumed %zu leases of the "
+			 "previous run on profile %s",
+			 s->id, (int)s->cred.pid, n, a->profile);
+}
+
 static int attach_one(struct session *s, uint32_t id, json_t *req)
 {
 	struct control *c = s->c;
@@ -625,6 +662,8 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 		return send_too_large(s, id, name, shared, doc->len + 16,
 				      n_fds);
 	}
+	if (shared && json_is_true(json_object_get(req, "resume")))
+		resume(s, p, &s->att[s->n_att - 1]);
 	session_publish(s, &s->att[s->n_att - 1], "session_attach", NULL);
 	log_info("session %u (pid %d uid %u): attached to %s, %s mode", s->id,
 		 (int)s->cred.pid, (unsigned int)s->cred.uid, name,

@@ -39,6 +39,9 @@ struct attachment {
 	uint32_t id;
 	char *profile;
 	bool shared;
+	/* It took over what the previous run's adoption of this process
+	 * held (ATTACH "resume"). */
+	bool resumed;
 	struct lease *leases;
 	size_t n_leases;
 	json_t *report; /* local mode: the client's keys */

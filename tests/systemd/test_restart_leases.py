@@ -346,3 +346,73 @@ def test_crashes_under_traffic_lose_no_holder(started, units, sig):
              "the drained MR destroyed")
     assert mrs("spare").keys() == {"ready"}
     reload(config())
+
+
+def stream_events(units, mr):
+    """A shared_rdma stream that takes its connection's events (as a
+    program polling rdmad_fd() does: no reconnect code of its own) and
+    detaches on a line on stdin."""
+    client = subprocess.Popen(
+        [str(units.programs["shared_rdma"]), "/run/rdmad/rdmad.sock", "io",
+         "shared", "stream", mr],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+        env=dict(os.environ, STREAM_DETACH="1"))
+    assert client.stdout.readline().strip() == "streaming"
+    client.events = []
+    return client
+
+
+def until_event(client, what, timeout=120):
+    """Progress lines read until the client says "event WHAT"."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        line = client.stdout.readline()
+        assert line, "the client ended: " + client.stdout.read()
+        assert not line.startswith("error"), line
+        if line.startswith("event"):
+            client.events.append(line.strip())
+            assert line.strip() in ("event resumed",), client.events
+            if line.strip() == f"event {what}":
+                return
+    raise AssertionError(f"no event {what} from the client")
+
+
+def test_a_client_resumes_by_itself(started, units):
+    """librdmad reconnects on its own after a restart and after a crash,
+    and takes its attachment back (one RDMAD_EVENT_RESUMED each time):
+    GET /v1/sessions shows it as a session of the new run, resumed, not
+    adopted; a reload then drains the MR it uses for that session, and
+    its rdmad_detach() afterwards lets the MR go while it lives on."""
+    reload(config())
+    spare = mr("spare")
+    client = stream_events(units, "spare")
+    try:
+        restart()
+        until_event(client, "resumed")
+        crash(signal.SIGKILL, random.Random(SEED))
+        until_event(client, "resumed")
+        goes_on(client)
+        sessions = get("/v1/sessions")
+        assert not [s for s in sessions if s.get("adopted")], sessions
+        mine = [s for s in sessions if s["pid"] == client.pid]
+        assert len(mine) == 1 and mine[0]["session"] > 0, sessions
+        att = mine[0]["attachments"]
+        assert [a.get("resumed") for a in att] == [True], att
+        reload(config(with_spare=False))
+        goes_on(client)
+        assert mrs("spare").keys() == {"draining"}
+        assert kernel_lkeys()[spare["lkey"]] == 1
+        client.stdin.write("detach\n")
+        client.stdin.flush()
+        end = time.monotonic() + 60
+        while client.stdout.readline().strip() != "detached":
+            assert time.monotonic() < end and client.poll() is None
+        wait_for(lambda: kernel_lkeys()[spare["lkey"]] == 0, 20,
+                 "the drained MR destroyed at the detach")
+        assert client.poll() is None
+        assert client.events == ["event resumed", "event resumed"]
+    finally:
+        client.kill()
+        client.wait()
+    reload(config())

@@ -148,6 +148,9 @@ int main(int argc, char **argv)
 				break;
 			case RDMAD_EVENT_DAEMON_GONE:
 				return on_gone(c, p, argv[optind + 1]);
+			case RDMAD_EVENT_RESUMED: /* local mode: never */
+				say("event resumed %s", ev.profile_name);
+				break;
 			case RDMAD_EVENT_PORT_DOWN:
 			case RDMAD_EVENT_PORT_ACTIVE:
 				say("event %s %s %s",

@@ -17,7 +17,12 @@
  *   stream MR                  RDMA WRITE 64 KiB at a time into MR and
  *                              READ it back, checked, until killed
  *                              ("streaming" after the first, "n=K" every
- *                              64th)
+ *                              64th), taking the connection's events as
+ *                              a program polling rdmad_fd() would
+ *                              ("event resumed", "event gone", "event
+ *                              T"); with STREAM_DETACH=1, a line on stdin
+ *                              detaches ("detached") and ends the stream;
+ *                              it then exits when stdin closes
  *   loop N                     attach, import, detach, N times
  *
  * With PEER_QPN=N in the environment, the first QP is connected to QP N
@@ -31,6 +36,8 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,6 +201,9 @@ static int post_wait(struct pair *p, enum ibv_wr_opcode op, size_t len,
 	return 0;
 }
 
+static void take_events(void);
+static bool detach_asked(void);
+
 static int do_io(struct rdmad_profile *prof, const char *op, char **args)
 {
 	const char *name = args[0];
@@ -242,6 +252,18 @@ static int do_io(struct rdmad_profile *prof, const char *op, char **args)
 				printf("streaming\n");
 			else if (k % 64 == 0)
 				printf("n=%lu\n", k);
+			take_events();
+			if (detach_asked()) {
+				pair_free(&p);
+				if (rdmad_detach(prof) < 0)
+					return fail("detach", rdmad_last_error());
+				printf("detached\n");
+				/* Alive, holding nothing: until stdin
+				 * closes. */
+				while (getchar() != EOF)
+					;
+				exit(0);
+			}
 		}
 	}
 	off = strtoull(args[1], NULL, 0);
@@ -266,6 +288,34 @@ static int do_io(struct rdmad_profile *prof, const char *op, char **args)
 		}
 	pair_free(&p);
 	return r;
+}
+
+static struct rdmad *conn;
+
+/* What the connection has to say, taken without waiting. */
+static void take_events(void)
+{
+	struct pollfd pfd = { .fd = rdmad_fd(conn), .events = POLLIN };
+	struct rdmad_event ev;
+
+	if (poll(&pfd, 1, 0) <= 0)
+		return;
+	while (rdmad_next_event(conn, &ev) > 0) {
+		if (ev.type == RDMAD_EVENT_RESUMED)
+			printf("event resumed\n");
+		else if (ev.type == RDMAD_EVENT_DAEMON_GONE)
+			printf("event gone\n");
+		else
+			printf("event %d\n", (int)ev.type);
+	}
+}
+
+/* STREAM_DETACH=1 and a line on stdin: time to detach. */
+static bool detach_asked(void)
+{
+	struct pollfd pfd = { .fd = 0, .events = POLLIN };
+
+	return getenv("STREAM_DETACH") && poll(&pfd, 1, 0) > 0;
 }
 
 static int loop(struct rdmad *c, const char *profile, unsigned int flags,
@@ -304,7 +354,7 @@ int main(int argc, char **argv)
 	flags = !strcmp(argv[3], "shared") ? RDMAD_ATTACH_SHARED
 		: !strcmp(argv[3], "local") ? RDMAD_ATTACH_LOCAL
 					      : RDMAD_ATTACH_AUTO;
-	c = rdmad_connect(argv[1]);
+	c = conn = rdmad_connect(argv[1]);
 	if (!c)
 		return fail("connect", rdmad_last_error());
 	if (!strcmp(op, "loop") && argc == 6)
