@@ -24,7 +24,7 @@ void profile_each_kept_memory(const struct profile *p, bool ready,
 					   uint64_t serial, int fd),
 			      void *ud);
 /* Does p have a context a restart can take back (on a device that
- * imports)? Its leases are then worth keeping (manager_holders_json()). */
+ * imports)? Its leases are then worth keeping (manager_holders_text()). */
 bool profile_hands_over(const struct profile *p);
 /* p's context for the store, as it is now, in any state. */
 struct kept_context {

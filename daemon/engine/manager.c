@@ -53,7 +53,7 @@ static void manager_announce_event(struct manager *m,
 static void manager_announce(struct manager *m, enum manager_event_kind kind,
 			     struct profile *p)
 {
-	struct manager_event ev = { kind, p, NULL, NULL };
+	struct manager_event ev = { .kind = kind, .profile = p };
 
 	manager_announce_event(m, &ev);
 }
@@ -135,8 +135,10 @@ static void stop_profile(struct manager *m, struct profile *p,
 	if (lost) {
 		/* After our own context is closed: the device can go as soon
 		 * as the sessions' contexts are closed too. */
-		struct manager_event ev = { MANAGER_DEVICE_LOST, p, ibdev,
-					    reason };
+		struct manager_event ev = { .kind = MANAGER_DEVICE_LOST,
+					    .profile = p,
+					    .ibdev = ibdev,
+					    .reason = reason };
 
 		manager_announce_event(m, &ev);
 	}
@@ -310,8 +312,13 @@ static void on_profile_change(void *ud, struct profile *p,
 			populate_watch(m);
 		return;
 	}
-	if (what == PROFILE_LEASES) {
-		manager_announce(m, MANAGER_LEASES_CHANGED, p);
+	if (what == PROFILE_LEASES || what == PROFILE_LEASES_ENDED) {
+		struct manager_event ev = { .kind = MANAGER_LEASES_CHANGED,
+					    .profile = p,
+					    .ended = what ==
+						     PROFILE_LEASES_ENDED };
+
+		manager_announce_event(m, &ev);
 		return;
 	}
 	if (what == PROFILE_PROGRESS) {
@@ -638,7 +645,7 @@ void manager_release(struct manager *m, const char *profile,
 	orphans_request(m->orphans);
 	if (o) {
 		profile_release(p, o);
-		profile_touch_leases(p);
+		profile_touch_leases_ended(p);
 		return;
 	}
 	/* Serials are unique in the daemon: at most one retired match. */

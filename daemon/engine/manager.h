@@ -16,6 +16,7 @@
 #define RDMAD_MANAGER_H
 
 #include <systemd/sd-event.h>
+#include <stdio.h>
 #include <time.h>
 
 #include "config.h"
@@ -41,7 +42,7 @@ enum manager_event_kind {
 	MANAGER_PROFILE_REMOVED,
 	/* Who holds what of a profile changed: a shared client's lease was
 	 * taken or ended, or one of the previous run's was adopted
-	 * (manager_holders_json() tells the new truth). */
+	 * (manager_holders_text() tells the new truth). */
 	MANAGER_LEASES_CHANGED,
 };
 
@@ -52,6 +53,9 @@ struct manager_event {
 	 * cleared by then) and why; NULL otherwise. */
 	const char *ibdev;
 	const char *reason;
+	/* MANAGER_LEASES_CHANGED: only ended (none taken): what the lease
+	 * record says may wait for the end of the loop's turn. */
+	bool ended;
 };
 
 typedef void (*manager_listener_fn)(void *ud, const struct manager_event *ev);
@@ -77,10 +81,11 @@ struct manager_sessions {
 	void (*stats)(void *ud, struct session_stats *out);
 	/* Is process pid (0: any) attached to the profile? */
 	bool (*attached)(void *ud, const char *profile, pid_t pid);
-	/* What the shared attachments to the profile lease, by process:
-	 * [{pid, start, uid, gid, leases: [{kind, name, serial}]}]
-	 * (restore.h). */
-	json_t *(*leases)(void *ud, const char *profile);
+	/* What the shared attachments to the profile lease, written to f
+	 * as holders of the lease record, each after *sep
+	 * (manager_holder_put(), manager_lease_put()). */
+	void (*leases_put)(void *ud, const char *profile, FILE *f,
+			   const char **sep);
 	void *ud;
 };
 
@@ -215,15 +220,27 @@ typedef void (*manager_release_fn)(struct manager *m, const char *profile,
 void manager_adopt(struct manager *m, struct profile *p,
 		   manager_release_fn release);
 void manager_adopt_stop(struct manager *m);
-/* Who holds p's objects, sessions and adopted clients alike, for the
- * restart state (restore_state()): [{pid, start, uid, gid, leases:
- * [{kind, name, handle}]}], handle where the lease is of a PD or MR. The
- * sessions' (manager_sessions.leases) name the incarnation by serial. */
-json_t *manager_holders_json(struct manager *m, struct profile *p);
+/*
+ * Who holds what of p, as the lease record says it (restore.h): the
+ * JSON text [{pid, start, uid, gid, leases: [{kind, name, handle}]}] of
+ * the sessions' shared attachments (manager_sessions.leases_put) and of
+ * the previous run's clients adopted, in *len bytes, to free; NULL out
+ * of memory. A lease names the PD or MR it holds by its handle.
+ */
+char *manager_holders_text(struct manager *m, struct profile *p, size_t *len);
+/* The pieces of it, for the sessions' part: one lease (its incarnation
+ * by serial, written by handle), and one holder around the leases'
+ * text; each after *sep, which becomes ",". */
+void manager_lease_put(FILE *f, struct profile *p, enum obj_kind kind,
+		       const char *name, uint64_t serial, const char **sep);
+void manager_holder_put(FILE *f, pid_t pid, unsigned long long start,
+			uid_t uid, gid_t gid, const char *leases, size_t len,
+			const char **sep);
 /* A client of the previous run that p adopted, pid, resumes in a session
  * of this run (ATTACH with "resume"): each of its leases is handed to
  * each(ud, kind, name, serial), to be the session's (released as its
- * leases are), and the adoption ends. Returns how many. */
+ * leases are), and the adoption ends. Returns how many; the caller says
+ * when the session holds them (profile_touch_leases()). */
 size_t manager_adopted_claim(struct manager *m, struct profile *p, pid_t pid,
 			     void (*each)(void *ud, enum obj_kind kind,
 					  const char *name, uint64_t serial),

@@ -6,8 +6,8 @@
  * counted on the objects again (a taken-back object it holds, or one
  * kept to drain for it), and it is watched through a pidfd: when it
  * exits, its leases end as a session's do, and what drained for it goes.
- * At the next stop they are written to the store again with the
- * sessions' (manager_holders_json()): a second restart keeps them too.
+ * The lease record names them with the sessions' holders
+ * (manager_holders_text()): a second restart keeps them too.
  */
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -16,6 +16,7 @@
 #include "manager.h"
 #include "objects.h"
 #include "restore.h"
+#include "restore_doc.h"
 
 struct adopted_lease {
 	enum obj_kind kind;
@@ -197,70 +198,83 @@ void manager_adopt(struct manager *m, struct profile *p,
 	}
 }
 
-static json_t *leases_json(const struct adopted *a)
+void manager_lease_put(FILE *f, struct profile *p, enum obj_kind kind,
+		       const char *name, uint64_t serial, const char **sep)
 {
-	json_t *l = json_array();
+	struct object *o = kind == OBJ_PD || kind == OBJ_MR
+				   ? profile_find_serial(p, kind, name, serial)
+				   : NULL;
+	enum uhandle_kind uk;
+	uint32_t handle;
 
-	for (size_t i = 0; l && i < a->n_leases; i++)
-		json_array_append_new(
-			l, json_pack("{s:s, s:s, s:I}", "kind",
-				     obj_kind_name(a->leases[i].kind), "name",
-				     a->leases[i].name, "serial",
-				     (json_int_t)a->leases[i].serial));
-	return l;
+	fprintf(f, "%s{\"kind\":\"%s\",\"name\":", *sep,
+		obj_kind_name(kind));
+	restore_doc_str(f, name);
+	/* A lease names the incarnation it holds by its serial, this
+	 * run's; the next run knows a PD or MR by its handle instead
+	 * (restore.c: held()). */
+	if (o && object_handle(o, &uk, &handle))
+		fprintf(f, ",\"handle\":%u", handle);
+	putc('}', f);
+	*sep = ",";
 }
 
-/* A lease names the incarnation it holds by its serial, this run's; the
- * next run knows a PD or MR by its handle instead (restore.c: held()). */
-static void leases_by_handle(struct profile *p, json_t *holders)
+void manager_holder_put(FILE *f, pid_t pid, unsigned long long start,
+			uid_t uid, gid_t gid, const char *leases, size_t len,
+			const char **sep)
 {
-	json_t *h, *l;
-	size_t i, k;
-
-	json_array_foreach(holders, i, h)
-		json_array_foreach(json_object_get(h, "leases"), k, l) {
-			int kind = obj_kind_from_name(
-				json_string_value(json_object_get(l, "kind"))
-					?: "");
-			const char *name =
-				json_string_value(json_object_get(l, "name"));
-			const json_t *serial = json_object_get(l, "serial");
-			struct object *o =
-				(kind == OBJ_PD || kind == OBJ_MR) && name &&
-						json_is_integer(serial)
-					? profile_find_serial(
-						  p, (enum obj_kind)kind, name,
-						  (uint64_t)json_integer_value(
-							  serial))
-					: NULL;
-			enum uhandle_kind uk;
-			uint32_t handle;
-
-			if (o && object_handle(o, &uk, &handle))
-				json_object_set_new(l, "handle",
-						    json_integer(handle));
-			json_object_del(l, "serial");
-		}
+	fprintf(f, "%s{\"pid\":%d,\"start\":%llu,\"uid\":%u,\"gid\":%u,"
+		   "\"leases\":[",
+		*sep, (int)pid, start, (unsigned int)uid, (unsigned int)gid);
+	fwrite(leases, 1, len, f);
+	fputs("]}", f);
+	*sep = ",";
 }
 
-json_t *manager_holders_json(struct manager *m, struct profile *p)
+char *manager_holders_text(struct manager *m, struct profile *p, size_t *len)
 {
 	const struct manager_sessions *s = &m->sessions;
-	json_t *out = s->leases ? s->leases(s->ud, p->conf->name) : NULL;
+	const char *sep = "";
+	char *text = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&text, &n);
 
-	if (!out)
-		out = json_array();
-	for (struct adopted *a = m->adopted; out && a; a = a->next)
-		if (streq(a->profile, p->conf->name))
-			json_array_append_new(
-				out, json_pack("{s:i, s:I, s:i, s:i, s:o}",
-					       "pid", (int)a->pid, "start",
-					       (json_int_t)a->start, "uid",
-					       (int)a->uid, "gid", (int)a->gid,
-					       "leases", leases_json(a)));
-	if (out)
-		leases_by_handle(p, out);
-	return out;
+	if (!f)
+		return NULL;
+	putc('[', f);
+	if (s->leases_put)
+		s->leases_put(s->ud, p->conf->name, f, &sep);
+	for (struct adopted *a = m->adopted; a; a = a->next) {
+		_cleanup_free_ char *l = NULL;
+		size_t ln = 0;
+		const char *lsep = "";
+		FILE *lf;
+
+		if (!streq(a->profile, p->conf->name))
+			continue;
+		lf = open_memstream(&l, &ln);
+		if (!lf)
+			continue;
+		for (size_t i = 0; i < a->n_leases; i++)
+			manager_lease_put(lf, p, a->leases[i].kind,
+					  a->leases[i].name,
+					  a->leases[i].serial, &lsep);
+		if (fclose(lf) == 0)
+			manager_holder_put(f, a->pid, a->start, a->uid, a->gid,
+					   l, ln, &sep);
+	}
+	putc(']', f);
+	if (ferror(f)) {
+		fclose(f);
+		free(text);
+		return NULL;
+	}
+	if (fclose(f) != 0) {
+		free(text);
+		return NULL;
+	}
+	*len = n;
+	return text;
 }
 
 json_t *manager_adopted_json(struct manager *m)
@@ -316,8 +330,5 @@ size_t manager_adopted_claim(struct manager *m, struct profile *p, pid_t pid,
 			 a->profile, (int)a->pid, a->n_leases);
 		adopted_free(a);
 	}
-	/* Who holds them is another now: written down. */
-	if (n)
-		profile_touch_leases(p);
 	return n;
 }

@@ -66,6 +66,13 @@ void profile_touch_leases(struct profile *p)
 		p->changed(p->changed_ud, p, PROFILE_LEASES);
 }
 
+void profile_touch_leases_ended(struct profile *p)
+{
+	p->generation = ++generations;
+	if (p->changed)
+		p->changed(p->changed_ud, p, PROFILE_LEASES_ENDED);
+}
+
 /* The objects are the config's declarations, in its order: its name
  * index finds them (the names are not indexed twice). */
 struct object *profile_find(struct profile *p, enum obj_kind kind,

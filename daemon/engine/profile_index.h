@@ -157,7 +157,8 @@ enum profile_change {
 	PROFILE_STARTED,  /* a creation starts (progress.*_total known) */
 	PROFILE_PROGRESS, /* an object of the creation under way is done */
 	PROFILE_SETTLED,  /* the creation under way has ended */
-	PROFILE_LEASES,	  /* a lease was taken or ended (or adopted) */
+	PROFILE_LEASES,	  /* a lease was taken (or adopted, or handed on) */
+	PROFILE_LEASES_ENDED, /* a lease ended */
 };
 typedef void (*profile_change_fn)(void *ud, struct profile *p,
 				  enum profile_change what);
@@ -265,8 +266,13 @@ struct object *profile_find(struct profile *p, enum obj_kind kind,
  * engine (a QP moved by hand): both generations move. */
 void profile_touch(struct profile *p);
 /* Only leases changed: the REST documents' generation moves, ATTACHED's
- * stays (an attach or detach does not make the next attach render). */
+ * stays (an attach or detach does not make the next attach render).
+ * Taken (or adopted, or handed on): said at once (PROFILE_LEASES), to be
+ * written down before the client has its handles; ended: said as
+ * PROFILE_LEASES_ENDED, which a listener may take its time over (a
+ * record that still names the holder only keeps its objects longer). */
 void profile_touch_leases(struct profile *p);
+void profile_touch_leases_ended(struct profile *p);
 /* Is a creation under way? */
 static inline bool profile_busy(const struct profile *p)
 {

@@ -511,7 +511,8 @@ static void control_stats(void *ud, struct session_stats *out);
 static void control_front_stats(void *ud, struct front_stats *out);
 static json_t *control_sessions_json(void *ud);
 static bool control_attached(void *ud, const char *profile, pid_t pid);
-static json_t *control_leases(void *ud, const char *profile);
+static void control_leases(void *ud, const char *profile, FILE *f,
+			   const char **sep);
 
 /* A waiting attach answered late could not be sent: the session ends. */
 static void on_attach_failed(void *ud, struct session *s)
@@ -633,7 +634,7 @@ listening:
 					.json = control_sessions_json,
 					.stats = control_stats,
 					.attached = control_attached,
-					.leases = control_leases,
+					.leases_put = control_leases,
 					.ud = c });
 	manager_set_front(m, FRONT_CONTROL,
 			  &(struct manager_front){ .stats = control_front_stats,
@@ -717,46 +718,37 @@ static bool control_attached(void *ud, const char *profile, pid_t pid)
 
 /* What each process attached in shared mode to profile leases, for the
  * restart state (restore.h): its kernel objects are what outlive us. */
-static json_t *control_leases(void *ud, const char *profile)
+static void control_leases(void *ud, const char *profile, FILE *f,
+			   const char **sep)
 {
 	struct control *c = ud;
-	json_t *out = json_array();
 
-	for (struct session *s = c->sessions; out && s; s = s->next) {
-		json_t *l = json_array();
+	for (struct session *s = c->sessions; s; s = s->next) {
+		_cleanup_free_ char *l = NULL;
+		size_t n = 0;
+		FILE *lf = NULL;
 
-		for (size_t i = 0; l && i < s->n_att; i++) {
+		for (size_t i = 0; i < s->n_att; i++) {
 			const struct attachment *t = &s->att[i];
 
-			if (!t->profile || !t->shared ||
+			if (!t->profile || !t->shared || !t->lease_len ||
 			    !streq(t->profile, profile))
 				continue;
-			for (size_t k = 0; k < t->n_leases; k++)
-				json_array_append_new(
-					l, json_pack("{s:s, s:s, s:I}", "kind",
-						     obj_kind_name(
-							     t->leases[k].kind),
-						     "name", t->leases[k].name,
-						     "serial",
-						     (json_int_t)t->leases[k]
-							     .serial));
+			if (!lf && !(lf = open_memstream(&l, &n)))
+				break;
+			if (n || ftell(lf) > 0)
+				putc(',', lf);
+			fwrite(t->lease_text, 1, t->lease_len, lf);
 		}
-		if (json_array_size(l) && !s->start_read) {
+		if (!lf || fclose(lf) != 0)
+			continue;
+		if (!s->start_read) {
 			s->start = restore_start_time(s->cred.pid);
 			s->start_read = true;
 		}
-		if (json_array_size(l))
-			json_array_append_new(
-				out,
-				json_pack("{s:i, s:I, s:i, s:i, s:o}", "pid",
-					  (int)s->cred.pid, "start",
-					  (json_int_t)s->start,
-					  "uid", (int)s->cred.uid, "gid",
-					  (int)s->cred.gid, "leases", l));
-		else
-			json_decref(l);
+		manager_holder_put(f, s->cred.pid, s->start, s->cred.uid,
+				   s->cred.gid, l, n, sep);
 	}
-	return out;
 }
 
 static json_t *control_sessions_json(void *ud)

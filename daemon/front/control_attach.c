@@ -24,8 +24,33 @@ void attachment_release(struct control *c, struct attachment *a)
 	}
 	free(a->leases);
 	free(a->profile);
+	free(a->lease_text);
 	json_decref(a->report);
 	*a = (struct attachment){ 0 };
+}
+
+void attachment_render(struct control *c, struct attachment *a)
+{
+	struct profile *p = manager_profile(c->m, a->profile);
+	const char *sep = "";
+	FILE *f;
+
+	free(a->lease_text);
+	a->lease_text = NULL;
+	a->lease_len = 0;
+	if (!p || !a->shared)
+		return;
+	f = open_memstream(&a->lease_text, &a->lease_len);
+	if (!f)
+		return;
+	for (size_t i = 0; i < a->n_leases; i++)
+		manager_lease_put(f, p, a->leases[i].kind, a->leases[i].name,
+				  a->leases[i].serial, &sep);
+	if (fclose(f) != 0) {
+		free(a->lease_text);
+		a->lease_text = NULL;
+		a->lease_len = 0;
+	}
 }
 
 /* An attachment that never went out: its record only, nothing leased. */
@@ -34,6 +59,7 @@ static void attachment_drop(struct attachment *a)
 	for (size_t i = 0; i < a->n_leases; i++)
 		free(a->leases[i].name);
 	free(a->leases);
+	free(a->lease_text);
 	free(a->profile);
 	*a = (struct attachment){ 0 };
 }
@@ -591,6 +617,11 @@ static void resume(struct session *s, struct profile *p, struct attachment *a)
 					 a);
 
 	a->resumed = n > 0;
+	if (n) {
+		/* Who holds them is this session now: written down. */
+		attachment_render(s->c, a);
+		profile_touch_leases(p);
+	}
 	if (n)
 		log_info("session %u (pid %d): resumed %zu leases of the "
 			 "previous run on profile %s",
@@ -650,6 +681,7 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 	 * message is all sent releases them with its attachments. */
 	a.id = ++c->next_attachment;
 	n_fds = v.n_fds;
+	attachment_render(c, &a);
 	s->att[s->n_att++] = a;
 	attach_view_lease(p, &v);
 	r = attach_send(s, id, &s->att[s->n_att - 1], doc, &v);

@@ -44,8 +44,14 @@ struct attachment {
 	bool resumed;
 	struct lease *leases;
 	size_t n_leases;
+	/* Shared: its leases as the lease record writes them (rendered
+	 * once, when they are taken: they do not change), NULL: none. */
+	char *lease_text;
+	size_t lease_len;
 	json_t *report; /* local mode: the client's keys */
 };
+/* a's lease_text, made again from its leases (after it took some). */
+void attachment_render(struct control *c, struct attachment *a);
 
 /* An ATTACH that waits for its profile to be ready ("wait_ms"). */
 struct waiter {

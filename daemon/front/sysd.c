@@ -83,6 +83,7 @@ struct record {
 	int state_fd, lease_fd; /* in the store, ours to write; -1: not yet */
 	int64_t ctxn;		/* the context stored under ctx/P */
 	bool ctx_stored;
+	bool leases_due; /* leases ended: written at the turn's end */
 	char profile[];
 };
 
@@ -222,17 +223,20 @@ static bool store_ctx(const struct profile *p)
  * (manager_adopt.c) and keeps what they hold while they live. */
 static void store_leases(struct manager *m, struct profile *p)
 {
-	_cleanup_free_ char *text = NULL;
-	json_t *doc;
+	_cleanup_free_ char *text = NULL, *holders = NULL;
+	size_t hlen = 0;
 	struct record *rec;
 
 	if (!profile_hands_over(p) || !getenv("NOTIFY_SOCKET"))
 		return;
 	rec = record_of(profile_name(p), true);
-	doc = json_pack("{s:i, s:o}", "version", 1, "holders",
-			manager_holders_json(m, p));
-	text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
-	json_decref(doc);
+	if (rec)
+		rec->leases_due = false; /* this is the truth, now */
+	holders = manager_holders_text(m, p, &hlen);
+	/* {"version":1,"holders":[...]}: the array as it comes. */
+	if (holders && asprintf(&text, "{\"version\":1,\"holders\":%.*s}",
+				(int)hlen, holders) < 0)
+		text = NULL;
 	if (!rec || !text ||
 	    !record_write(&rec->lease_fd, RESTORE_FDNAME_LEASE,
 			  profile_name(p), text, strlen(text)))
@@ -537,6 +541,7 @@ static void unstore_key(const char *key)
 
 struct sysd {
 	struct manager *m;
+	sd_event_source *leases_due; /* leases_later()'s */
 	uint64_t last_status;
 	size_t last_objects;
 	uint64_t last_bytes;
@@ -575,6 +580,43 @@ static void store_config(struct sysd *s)
 	    !store_named(FDNAME_CONFIG, "", fd))
 		log_debug("cannot store the configuration for a restart: %s",
 			  strerror(r < 0 ? -r : errno));
+}
+
+static int on_leases_due(sd_event_source *es, void *ud)
+{
+	struct sysd *s = ud;
+	struct record *rec, *tmp;
+
+	(void)es;
+	HASH_ITER(hh, records, rec, tmp) {
+		struct profile *p;
+
+		if (!rec->leases_due)
+			continue;
+		rec->leases_due = false;
+		p = stopping ? NULL : manager_profile(s->m, rec->profile);
+		if (p)
+			store_leases(s->m, p);
+	}
+	return 0;
+}
+
+/* p's lease record, written at the end of this turn of the loop. */
+static void leases_later(struct sysd *s, struct profile *p)
+{
+	struct record *rec = record_of(profile_name(p), true);
+
+	if (!rec || !getenv("NOTIFY_SOCKET"))
+		return;
+	rec->leases_due = true;
+	if (!s->leases_due &&
+	    sd_event_add_defer(s->m->event, &s->leases_due, on_leases_due,
+			       s) < 0) {
+		rec->leases_due = false;
+		store_leases(s->m, p);
+		return;
+	}
+	sd_event_source_set_enabled(s->leases_due, SD_EVENT_ONESHOT);
 }
 
 static void on_manager_event(void *ud, const struct manager_event *ev)
@@ -647,7 +689,14 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 	case MANAGER_LEASES_CHANGED:
 		/* At the stop the sessions end: what they held stays as
 		 * written then, for the next run. */
-		if (!stopping)
+		if (stopping)
+			return;
+		/* A lease taken is written before the client gets its
+		 * handles; ended ones once the loop's turn is over (a detach
+		 * ends one per object: one write for them all). */
+		if (ev->ended)
+			leases_later(s, ev->profile);
+		else
 			store_leases(s->m, ev->profile);
 		return;
 	case MANAGER_PROFILE_REMOVED:

@@ -18,6 +18,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -412,6 +413,68 @@ def test_a_client_resumes_by_itself(started, units):
                  "the drained MR destroyed at the detach")
         assert client.poll() is None
         assert client.events == ["event resumed", "event resumed"]
+    finally:
+        client.kill()
+        client.wait()
+    reload(config())
+
+
+# A client written with the Python package (client/python): it attaches
+# in shared mode and waits for events, as a program would; no reconnect
+# code of its own. A line on stdin detaches it.
+PYCLIENT = """
+import select, sys
+sys.path.insert(0, sys.argv[1])
+import rdmad
+c = rdmad.connect("/run/rdmad/rdmad.sock")
+p = c.attach("io", mode="shared")
+assert p.mr("spare").rkey == p.daemon_rkey("spare")
+print("attached", p.attachment, flush=True)
+while True:
+    ev = c.next_event(timeout=0.2)
+    if ev is not None:
+        print("event", ev["event"], ev.get("profile"), flush=True)
+    if select.select([sys.stdin], [], [], 0)[0]:
+        sys.stdin.readline()
+        p.detach()
+        print("detached", flush=True)
+        sys.stdin.read()
+        break
+"""
+
+
+def test_a_python_client_resumes_by_itself(started, units):
+    """The Python client resumes as librdmad does: after a restart and
+    after a crash it is a session of the new run again ("resumed"), and
+    its detach() lets go of a drained MR while it lives on."""
+    import pathlib
+    reload(config())
+    spare = mr("spare")
+    pkg = pathlib.Path(__file__).resolve().parents[2] / "client" / "python"
+    client = subprocess.Popen([sys.executable, "-c", PYCLIENT, str(pkg)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    try:
+        line = client.stdout.readline()
+        assert line.startswith("attached"), line + client.stdout.read()
+        for how in ("restart", "crash"):
+            if how == "restart":
+                restart()
+            else:
+                crash(signal.SIGKILL, random.Random(SEED))
+            line = client.stdout.readline()
+            assert line.strip() == "event resumed io", line
+        mine = [s for s in get("/v1/sessions") if s["pid"] == client.pid]
+        assert len(mine) == 1 and not mine[0].get("adopted"), mine
+        assert [a.get("resumed") for a in mine[0]["attachments"]] == [True]
+        reload(config(with_spare=False))
+        assert mrs("spare").keys() == {"draining"}
+        client.stdin.write("detach\n")
+        client.stdin.flush()
+        assert client.stdout.readline().strip() == "detached"
+        wait_for(lambda: kernel_lkeys()[spare["lkey"]] == 0, 20,
+                 "the drained MR destroyed at the detach")
+        assert client.poll() is None
     finally:
         client.kill()
         client.wait()

@@ -38,6 +38,7 @@ import resource
 import socket
 import stat
 import threading
+import time
 
 from . import attached, proto
 
@@ -126,6 +127,16 @@ def connect(path=None, timeout=TIMEOUT):
     return Connection(path, timeout)
 
 
+# Resuming (Connection.next_event): the first try after RESUME_FIRST
+# seconds, each next one twice as late, at most RESUME_MAX apart; given
+# up after RESUME_LIMIT. A resumed ATTACH may wait that long for its
+# profile.
+RESUME_FIRST = 0.1
+RESUME_MAX = 5.0
+RESUME_LIMIT = 120.0
+RESUME_ATTACH_WAIT = 30.0
+
+
 class Connection:
     """A session with rdmad over its control socket.
 
@@ -144,12 +155,21 @@ class Connection:
         self.events = []
         self.version = None
         self._next_id = 0
-        self._lock = threading.Lock()
+        # Reentrant: resuming (in next_event) exchanges messages.
+        self._lock = threading.RLock()
         self._broken = None  # why no more requests may be sent
         self._gone_flag = False  # the daemon closed the connection
         self._profiles = []
+        self._resume_since = None  # resuming since (time.monotonic())
+        self._resume_next = 0.0
+        self._resume_backoff = RESUME_FIRST
+        self._open()
+
+    def _open(self):
+        """Connect to self.path and say HELLO (its answer read)."""
         self._sock = socket.socket(socket.AF_UNIX,
                                    socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+        timeout = self.timeout
         try:
             self._sock.settimeout(timeout)
             try:
@@ -444,24 +464,123 @@ class Connection:
         /v1/events; events set aside while awaiting an answer first),
         or None when none came within timeout seconds (None: wait for
         one). {"event": "overflow", ...} ends a subscription. Raises
-        Error("daemon_gone") when the daemon closed the connection."""
+        Error("daemon_gone") when the daemon closed the connection.
+
+        When the daemon goes away (a stop, a restart, a crash) while
+        shared attachments are granted, the connection resumes by
+        itself, as librdmad's does: here, with backoff (0.1 s, then
+        twice as long after each failed try, at most 5 s apart), it
+        connects again and sends ATTACH with "resume" for each of them,
+        whose leases the new run kept for this process all along; each
+        one taken back is the event {"event": "resumed", "profile":
+        name}, and the Profile goes on as before (detach() works). A
+        try may wait for the daemon's answers. One not taken back, or a
+        daemon not back within two minutes, raises "daemon_gone" as
+        before. RDMAD_RESUME=0 in the environment turns this off."""
+        end = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            if self.events:
-                return self.events.pop(0)
-            if self._broken:
-                raise Error("daemon_gone" if self._gone_flag
-                            else "not_connected",
-                            f"the connection to rdmad failed earlier "
-                            f"({self._broken}): connect again")
-            r, _, _ = select.select([self._sock], [], [], timeout)
-            if not r:
-                return None
-            mtype, _, doc, fds = self._recv("an event")
-            _close_fds(fds)
-            if mtype != proto.PROTO_EVENT:
-                self._protocol(f"rdmad sent {proto.type_name(mtype)} "
-                               f"unasked")
-            return doc
+            while True:
+                if self.events:
+                    return self.events.pop(0)
+                if self._resume_since is not None:
+                    self._resume_try()
+                    if self.events:
+                        continue
+                    if self._resume_since is not None:
+                        left = (None if end is None
+                                else end - time.monotonic())
+                        if left is not None and left <= 0:
+                            return None
+                        wait = self._resume_next - time.monotonic()
+                        time.sleep(max(0.0, min(wait, left)
+                                       if left is not None else wait))
+                        continue
+                if self._broken:
+                    raise Error("daemon_gone" if self._gone_flag
+                                else "not_connected",
+                                f"the connection to rdmad failed earlier "
+                                f"({self._broken}): connect again")
+                left = None if end is None else max(0.0,
+                                                    end - time.monotonic())
+                r, _, _ = select.select([self._sock], [], [], left)
+                if not r:
+                    return None
+                try:
+                    mtype, _, doc, fds = self._recv("an event")
+                except Error as e:
+                    if e.code == "daemon_gone" and self._resume_start():
+                        continue
+                    raise
+                _close_fds(fds)
+                if mtype != proto.PROTO_EVENT:
+                    self._protocol(f"rdmad sent {proto.type_name(mtype)} "
+                                   f"unasked")
+                return doc
+
+    # ---- resuming after the daemon went ----
+
+    def _shared_granted(self):
+        return [p for p in self._profiles
+                if p._granted and p.mode == MODE_SHARED]
+
+    def _resume_start(self):
+        if os.environ.get("RDMAD_RESUME") == "0" or \
+                not self._shared_granted():
+            return False
+        self._resume_since = time.monotonic()
+        self._resume_backoff = RESUME_FIRST
+        self._resume_next = self._resume_since + RESUME_FIRST
+        return True
+
+    def _resume_try(self):
+        now = time.monotonic()
+        if now < self._resume_next:
+            return
+        old = self._sock
+        try:
+            self._open()
+        except Error:
+            if now - self._resume_since >= RESUME_LIMIT:
+                self._resume_since = None
+                for p in self._profiles:
+                    p._granted = False
+                return
+            self._resume_backoff = min(self._resume_backoff * 2,
+                                       RESUME_MAX)
+            self._resume_next = now + self._resume_backoff
+            return
+        # The new connection on the old one's fd number: fileno() stays
+        # what a program polls.
+        try:
+            os.dup2(self._sock.fileno(), old.fileno())
+            self._sock.close()
+            self._sock = old
+        except OSError:
+            old.close()
+        self._broken = None
+        self._gone_flag = False
+        self._resume_since = None
+        for p in self._shared_granted():
+            try:
+                t, doc, fds = self._exchange(
+                    proto.PROTO_ATTACH,
+                    {"profile": p.name, "mode": MODE_SHARED,
+                     "resume": True,
+                     "wait_ms": int(RESUME_ATTACH_WAIT * 1000)},
+                    self.timeout + RESUME_ATTACH_WAIT)
+                _close_fds(fds)
+                aid = doc.get("attachment") if t == proto.PROTO_ATTACHED \
+                    else None
+            except Error:
+                aid = None
+            if isinstance(aid, int) and doc.get("mode") == MODE_SHARED:
+                p.attachment = aid
+                self.events.append({"event": "resumed", "profile": p.name,
+                                    "attachment": aid})
+            else:
+                p._granted = False
+                self.events.append({"event": "daemon_gone",
+                                    "profile": p.name})
 
     def close(self):
         """Detach every profile still attached, then close the
