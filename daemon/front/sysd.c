@@ -517,14 +517,17 @@ static void store_memory(void *ud, const char *memory, uint64_t serial,
 		stored_forget(name); /* not there: try again */
 }
 
-static void store_profile(const struct profile *p, bool remove)
+/* p's memory to the store (or out of it), and its context unless
+ * memory_only (stored already as it settled). */
+static void store_profile(const struct profile *p, bool remove,
+			  bool memory_only)
 {
 	struct memory_store ms = { .profile = profile_name(p),
 				   .remove = remove };
 
 	if (remove)
 		unstore_ctx(ms.profile);
-	else
+	else if (!memory_only)
 		store_ctx(p);
 	profile_each_kept_memory(p, !remove, store_memory, &ms);
 }
@@ -663,7 +666,7 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 			/* FDSTOREREMOVE goes by name: a name kept twice (a
 			 * reload had resized it) took the live fd out too. */
 			for (size_t i = 0; i < s->m->n_profiles; i++)
-				store_profile(s->m->profiles[i], false);
+				store_profile(s->m->profiles[i], false, true);
 		}
 		sd_notify(0, "READY=1\nSTATUS=running");
 		if (!s->ready)
@@ -682,7 +685,7 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 		 * context and its document go at once: its clients may
 		 * attach before the others are ready. */
 		if (s->ready)
-			store_profile(ev->profile, false);
+			store_profile(ev->profile, false, false);
 		else if (getenv("NOTIFY_SOCKET"))
 			store_ctx(ev->profile);
 		return;
@@ -700,7 +703,7 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 			store_leases(s->m, ev->profile);
 		return;
 	case MANAGER_PROFILE_REMOVED:
-		store_profile(ev->profile, true);
+		store_profile(ev->profile, true, false);
 		return;
 	case MANAGER_DEVICE_LOST:
 		/* That context is dead: nothing to take back. */
