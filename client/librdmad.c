@@ -615,8 +615,7 @@ static int64_t now_ms(void)
  * usual time. list_devices: list the RDMA devices into p meanwhile.
  */
 static int ask_attach(struct rdmad_profile *p, const char *mode,
-		      int wait_ms, bool list_devices, bool resume,
-		      struct proto_msg *ans)
+		      int wait_ms, bool list_devices, struct proto_msg *ans)
 {
 	struct rdmad *c = p->conn;
 	struct proto_msg req;
@@ -628,11 +627,6 @@ static int ask_attach(struct rdmad_profile *p, const char *mode,
 
 	proto_msg_init(ans);
 	doc = json_pack("{s:s, s:s}", "profile", p->name, "mode", mode);
-	if (doc && resume &&
-	    json_object_set_new(doc, "resume", json_true()) < 0) {
-		json_decref(doc);
-		doc = NULL;
-	}
 	if (doc && wait_ms &&
 	    json_object_set_new(doc, "wait_ms", json_integer(wait_ms)) < 0) {
 		json_decref(doc);
@@ -722,7 +716,7 @@ struct rdmad_profile *rdmad_attach(struct rdmad *c, const char *profile,
 		       !wait_ms && ((flags & RDMAD_ATTACH_LOCAL) ||
 				    (!(flags & RDMAD_ATTACH_SHARED) &&
 				     c->local_seen)),
-		       false, &ans);
+		       &ans);
 	if (r < 0) {
 		client_profile_free(p);
 		errno = -r;
@@ -748,37 +742,6 @@ struct rdmad_profile *rdmad_attach(struct rdmad *c, const char *profile,
 	p->next = c->profiles;
 	c->profiles = p;
 	return p;
-}
-
-/* The daemon's answer is a whole ATTACHED of the profile as it is now;
- * the process keeps what it imported (the same context, whose objects
- * the attachment's leases held all along), so only the attachment's
- * number is taken, and the fds go. */
-int client_resume(struct rdmad_profile *p)
-{
-	struct proto_msg ans;
-	json_t *id;
-	int r;
-
-	r = ask_attach(p, "shared", CLIENT_ATTACH_WAIT_MS, false, true, &ans);
-	if (r < 0)
-		return r;
-	id = json_object_get(ans.payload, "attachment");
-	if (ans.type != PROTO_ATTACHED || !json_is_integer(id) ||
-	    json_integer_value(id) < 0 ||
-	    json_integer_value(id) > UINT32_MAX ||
-	    strcmp(json_string_value(json_object_get(ans.payload, "mode"))
-			   ?: "",
-		   "shared")) {
-		proto_msg_clear(&ans);
-		return client_set_error(EPROTO, "rdmad's answer to a resumed "
-						"ATTACH of %s is not a shared "
-						"ATTACHED",
-					p->name);
-	}
-	p->attachment = (uint32_t)json_integer_value(id);
-	proto_msg_clear(&ans);
-	return 0;
 }
 
 int rdmad_detach(struct rdmad_profile *p)

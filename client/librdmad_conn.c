@@ -40,103 +40,6 @@
 #include "librdmad_internal.h"
 #include "util.h"
 
-__thread char client_last_error[CLIENT_ERROR_MAX];
-
-/* ---- errors ---- */
-
-const char *rdmad_version(void)
-{
-	return RDMAD_VERSION;
-}
-
-const char *rdmad_strerror(int err)
-{
-	static __thread char buf[128];
-
-	if (err < 0)
-		err = -err;
-	/* GNU strerror_r returns the message, not always in buf. */
-	return strerror_r(err, buf, sizeof(buf));
-}
-
-const char *rdmad_last_error(void)
-{
-	return client_last_error;
-}
-
-int client_set_error(int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(client_last_error, sizeof(client_last_error), fmt, ap);
-	va_end(ap);
-	return err < 0 ? err : -err;
-}
-
-static const struct {
-	const char *code;
-	int err;
-} error_codes[] = {
-	{ "not_found", ENOENT },
-	{ "forbidden", EACCES },
-	{ "unauthorized", EACCES },
-	{ "bad_request", EINVAL },
-	{ "bad_json", EINVAL },
-	{ "invalid_message", EINVAL },
-	{ "not_ready", EAGAIN },
-	{ "timeout", ETIMEDOUT },
-	{ "too_many_requests", EBUSY },
-	{ "not_supported", EOPNOTSUPP },
-	{ "too_many_sessions", ECONNREFUSED },
-	{ "unsupported_version", EPROTONOSUPPORT },
-	{ "bad_message", EBADMSG },
-	{ "message_too_large", EMSGSIZE },
-	{ "device_error", EIO },
-	{ "internal", EIO },
-};
-
-int client_code_errno(const char *code)
-{
-	size_t i;
-
-	for (i = 0; code && i < ARRAY_SIZE(error_codes); i++)
-		if (streq(code, error_codes[i].code))
-			return error_codes[i].err;
-	return EPROTO;
-}
-
-void client_size_str(uint64_t bytes, char *buf, size_t size)
-{
-	static const char *const units[] = {"KiB", "MiB", "GiB",
-					    "TiB", "PiB", "EiB"};
-	uint64_t unit = 1024, whole, tenths;
-	size_t u = 0;
-
-	if (bytes < 1024) {
-		snprintf(buf, size, "%llu bytes", (unsigned long long)bytes);
-		return;
-	}
-	while (u + 1 < ARRAY_SIZE(units) && bytes / unit >= 1024) {
-		unit *= 1024;
-		u++;
-	}
-	whole = bytes / unit;
-	tenths = ((bytes % unit) / (unit / 1024) * 10 + 1023) / 1024;
-	if ((bytes % unit) && !tenths)
-		tenths = 1;
-	if (tenths >= 10) {
-		whole++;
-		tenths = 0;
-	}
-	if (tenths)
-		snprintf(buf, size, "%llu.%llu %s", (unsigned long long)whole,
-			 (unsigned long long)tenths, units[u]);
-	else
-		snprintf(buf, size, "%llu %s", (unsigned long long)whole,
-			 units[u]);
-}
-
 /* ---- messages ---- */
 
 static void conn_break(struct rdmad *c)
@@ -671,24 +574,6 @@ int client_conn_await(struct rdmad *c, uint32_t id, const char *what,
 	return r;
 }
 
-/*
- * Send req and wait for its answer in ans, for at most timeout_ms (0:
- * no limit), as client_conn_send() and client_conn_await().
- */
-static int exchange(struct rdmad *c, struct proto_msg *req, int timeout_ms,
-		    struct proto_msg *ans)
-{
-	int r;
-
-	proto_msg_init(ans);
-	r = client_conn_send(c, req);
-	if (r == 0)
-		r = client_conn_set_timeout(c, timeout_ms);
-	if (r == 0)
-		r = client_conn_await(c, req->id, proto_type_name(req->type), ans);
-	return r;
-}
-
 int client_request_msg(struct proto_msg *m, uint16_t type, json_t *payload)
 {
 	proto_msg_init(m);
@@ -861,6 +746,55 @@ static int conn_take(struct rdmad *c, struct rdmad *n)
 	return 0;
 }
 
+/*
+ * Take back p's attachment in the session c has now: ATTACH with
+ * "resume" (PROTOCOL.md), which the daemon may hold until the profile
+ * is ready. Its answer is a whole ATTACHED of the profile as it is now;
+ * the process keeps what it imported (the same context, whose objects
+ * the attachment's leases held all along), so only the attachment's
+ * number is taken, and the fds go.
+ */
+static int resume_attach(struct rdmad *c, struct rdmad_profile *p)
+{
+	struct proto_msg req, ans;
+	json_t *doc, *id;
+	uint32_t rid;
+	int r;
+
+	doc = json_pack("{s:s, s:s, s:b, s:i}", "profile", p->name, "mode",
+			"shared", "resume", 1, "wait_ms", CLIENT_ATTACH_WAIT_MS);
+	r = client_request_msg(&req, PROTO_ATTACH, doc);
+	if (r < 0)
+		return r;
+	r = client_conn_send(c, &req);
+	rid = req.id;
+	proto_msg_clear(&req);
+	if (r == 0)
+		r = client_conn_set_timeout(c, CLIENT_TIMEOUT_MS +
+						       CLIENT_ATTACH_WAIT_MS);
+	proto_msg_init(&ans);
+	if (r == 0)
+		r = client_conn_await(c, rid, "ATTACH", &ans);
+	if (r < 0)
+		return r;
+	id = json_object_get(ans.payload, "attachment");
+	if (ans.type != PROTO_ATTACHED || !json_is_integer(id) ||
+	    json_integer_value(id) < 0 ||
+	    json_integer_value(id) > UINT32_MAX ||
+	    strcmp(json_string_value(json_object_get(ans.payload, "mode"))
+			   ?: "",
+		   "shared")) {
+		proto_msg_clear(&ans);
+		return client_set_error(EPROTO, "rdmad's answer to a resumed "
+						"ATTACH of %s is not a shared "
+						"ATTACHED",
+					p->name);
+	}
+	p->attachment = (uint32_t)json_integer_value(id);
+	proto_msg_clear(&ans);
+	return 0;
+}
+
 /* A try to resume, when due: connect again and take each shared
  * attachment back. */
 static void resume_try(struct rdmad *c)
@@ -881,7 +815,8 @@ static void resume_try(struct rdmad *c)
 		for (p = c->profiles; p; p = p->next) {
 			if (!p->granted)
 				continue;
-			if (p->mode == RDMAD_MODE_SHARED && client_resume(p) == 0) {
+			if (p->mode == RDMAD_MODE_SHARED &&
+			    resume_attach(c, p) == 0) {
 				event_push(c, RDMAD_EVENT_RESUMED, p, NULL);
 				continue;
 			}
@@ -1023,89 +958,6 @@ int rdmad_next_event(struct rdmad *c, struct rdmad_event *ev)
 				     : "";
 	free(e);
 	return 1;
-}
-
-/* ---- control requests ---- */
-
-int rdmad_request(struct rdmad *c, const char *method, const char *path,
-		  const char *body_json, int *status, char **reply_json)
-{
-	struct proto_msg req, ans;
-	json_t *doc, *body = NULL;
-	json_error_t jerr;
-	char *text = NULL;
-	json_int_t st;
-	int r;
-
-	if (!c || !method || !*method || !path || *path != '/')
-		return client_set_error(EINVAL, "rdmad_request: no connection, "
-						"method or path (/v1/...)");
-	if (body_json) {
-		body = json_loads(body_json, JSON_REJECT_DUPLICATES, &jerr);
-		if (!json_is_object(body)) {
-			json_decref(body);
-			return client_set_error(EINVAL,
-						"rdmad_request: the body is "
-						"not a JSON object%s%s",
-						body ? "" : ": ",
-						body ? "" : jerr.text);
-		}
-	}
-	doc = json_pack("{s:s, s:s}", "method", method, "path", path);
-	if (doc && body && json_object_set_new(doc, "body", body) < 0) {
-		json_decref(doc);
-		doc = NULL;
-	} else if (!doc) {
-		json_decref(body);
-	}
-	r = client_request_msg(&req, PROTO_REQUEST, doc);
-	if (r < 0)
-		return r;
-	r = exchange(c, &req, CLIENT_TIMEOUT_MS, &ans);
-	proto_msg_clear(&req);
-	if (r < 0)
-		return r;
-	st = json_integer_value(json_object_get(ans.payload, "status"));
-	if (st < 100 || st > 599) {
-		proto_msg_clear(&ans);
-		return client_set_error(EPROTO,
-					"rdmad's REPLY to %s %s has no status",
-					method, path);
-	}
-	if (reply_json) {
-		json_t *b = json_object_get(ans.payload, "body");
-
-		text = b ? json_dumps(b, JSON_ENCODE_ANY | JSON_COMPACT)
-			 : strdup("null");
-		if (!text) {
-			proto_msg_clear(&ans);
-			return client_set_error(ENOMEM, "out of memory");
-		}
-		*reply_json = text;
-	}
-	if (status)
-		*status = (int)st;
-	proto_msg_clear(&ans);
-	return 0;
-}
-
-int rdmad_subscribe(struct rdmad *c)
-{
-	_cleanup_free_ char *body = NULL;
-	int status, r;
-
-	if (!c)
-		return client_set_error(EINVAL, "rdmad_subscribe: no connection");
-	r = rdmad_request(c, "GET", "/v1/events", NULL, &status, &body);
-	if (r < 0)
-		return r;
-	if (status == 409)
-		return client_set_error(EEXIST, "subscribed already");
-	if (status != 200)
-		return client_set_error(EPROTO, "rdmad refused the "
-					"subscription (status %d): %s",
-					status, body);
-	return 0;
 }
 
 const char *rdmad_event_json(struct rdmad *c)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * librdmad's parts, for its own files: librdmad_conn.c (the connection:
- * messages, pipelining, events, REQUESTs), librdmad_attached.c (an
+ * messages, pipelining, events, resuming after the daemon comes back),
+ * librdmad_request.c (REQUESTs), librdmad_errors.c (the last error), librdmad_attached.c (an
  * ATTACHED answer read into a profile), librdmad.c (attaching,
  * setting a profile up and tearing it down), librdmad_objects.c (the
  * objects a program asks for) and librdmad_reuse.c (the last ATTACHED
@@ -193,9 +194,7 @@ struct rdmad_profile {
 /* librdmad_conn.c */
 /* Build a request of type with payload (taken, may be NULL on ENOMEM). */
 int client_request_msg(struct proto_msg *m, uint16_t type, json_t *payload);
-/* librdmad.c: take back p's attachment in the session the connection
- * has now (ATTACH with "resume"): 0 or -errno. */
-int client_resume(struct rdmad_profile *p);
+
 /*
  * Send req (its id is set here) without waiting for its answer: it is
  * read by client_conn_await() or settled on the way to a later one.

@@ -32,6 +32,9 @@ from pyverbs.pd import PD  # noqa: E402
 from pyverbs.pyverbs_error import PyverbsError, PyverbsRDMAError  # noqa
 from pyverbs.qp import QP, QPCap, QPInitAttr  # noqa: E402
 
+# The MR each cycle imports (RDMAD_STRESS_MR; "ring" by default).
+MR_NAME = os.environ.get("RDMAD_STRESS_MR", "ring")
+
 ibv = ctypes.CDLL("libibverbs.so.1")
 ibv.ibv_import_device.restype = ctypes.c_void_p
 ibv.ibv_import_device.argtypes = [ctypes.c_int]
@@ -67,7 +70,7 @@ def cycle(c, profile, counts, careless):
         return
     fd = fds[doc["cmd_fd"]]
     pdd = doc["pd"][0]
-    mrd = [m for m in doc["mr"] if m["name"] == "ring"][0]
+    mrd = [m for m in doc["mr"] if m["name"] == MR_NAME][0]
     ctx = Context(cmd_fd=os.dup(fd))
     pd = PD(ctx, handle=pdd["handle"])
     try:
