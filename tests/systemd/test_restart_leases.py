@@ -350,16 +350,16 @@ def test_crashes_under_traffic_lose_no_holder(started, units, sig):
     reload(config())
 
 
-def stream_events(units, mr):
+def stream_events(units, mr, base=0):
     """A shared_rdma stream that takes its connection's events (as a
     program polling rdmad_fd() does: no reconnect code of its own) and
-    detaches on a line on stdin."""
+    detaches on a line on stdin; it works on the MiB of mr at base."""
     client = subprocess.Popen(
         [str(units.programs["shared_rdma"]), "/run/rdmad/rdmad.sock", "io",
          "shared", "stream", mr],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True,
-        env=dict(os.environ, STREAM_DETACH="1"))
+        env=dict(os.environ, STREAM_DETACH="1", STREAM_BASE=str(base)))
     assert client.stdout.readline().strip() == "streaming"
     client.events = []
     return client
@@ -463,7 +463,8 @@ def test_a_python_client_resumes_by_itself(started, units):
             else:
                 crash(signal.SIGKILL, random.Random(SEED))
             line = client.stdout.readline()
-            assert line.strip() == "event resumed io", line
+            assert line.strip() == "event resumed io", \
+                line + client.stdout.read()
         mine = [s for s in get("/v1/sessions") if s["pid"] == client.pid]
         assert len(mine) == 1 and not mine[0].get("adopted"), mine
         assert [a.get("resumed") for a in mine[0]["attachments"]] == [True]
@@ -524,7 +525,8 @@ def test_shared_stress_with_daemon_crashes(started, units):
             text=True, env=env)
 
     reload(config())
-    streamers = [stream_events(units, "keep") for _ in range(3)]
+    # Each on a MiB of its own: they check what they read back.
+    streamers = [stream_events(units, "keep", i << 20) for i in range(3)]
     loopers = [looper(2, 60) for _ in range(2)]
     crashes = [signal.SIGKILL, signal.SIGABRT, signal.SIGKILL]
     try:

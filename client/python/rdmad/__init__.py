@@ -537,9 +537,16 @@ class Connection:
         if now < self._resume_next:
             return
         old = self._sock
+        # A new connection: nothing of the old one's failure holds it.
+        self._broken = None
+        self._gone_flag = False
         try:
             self._open()
         except Error:
+            # The old one stays in place (its fd number with it).
+            self._sock = old
+            self._broken = "rdmad closed the connection"
+            self._gone_flag = True
             if now - self._resume_since >= RESUME_LIMIT:
                 self._resume_since = None
                 for p in self._profiles:
@@ -557,8 +564,6 @@ class Connection:
             self._sock = old
         except OSError:
             old.close()
-        self._broken = None
-        self._gone_flag = False
         self._resume_since = None
         for p in self._shared_granted():
             try:

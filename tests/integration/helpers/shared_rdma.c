@@ -22,6 +22,7 @@
  *                              ("event resumed", "event gone", "event
  *                              T"); with STREAM_DETACH=1, a line on stdin
  *                              detaches ("detached") and ends the stream;
+ *                              STREAM_BASE=N works at offset N of MR;
  *                              it then exits when stdin closes
  *   loop N                     attach, import, detach, N times
  *
@@ -223,8 +224,13 @@ static int do_io(struct rdmad_profile *prof, const char *op, char **args)
 			pair_free(&p);
 			return 1;
 		}
+		/* STREAM_BASE: where in the MR (16 chunks from there). */
+		uint64_t base = getenv("STREAM_BASE")
+					? strtoull(getenv("STREAM_BASE"), NULL, 0)
+					: 0;
+
 		for (unsigned long k = 0;; k++) {
-			uint64_t at = iova + (k % 16) * CHUNK;
+			uint64_t at = iova + base + (k % 16) * CHUNK;
 
 			for (i = 0; i < CHUNK; i++)
 				p.buf[i] = pattern(k, i);
