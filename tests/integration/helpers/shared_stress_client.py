@@ -12,7 +12,8 @@ imported (ibv_dereg_mr(), the mistake rdmad must survive) and prints
 "careless HANDLE" before going on like the others.
 An import the kernel refuses is counted in "dead", with the handle it was
 given. Prints one JSON line of counts at the end: cycles, refused (by
-code), broken (transport errors), dead ([handle...]).
+code), broken (transport errors), dead ([handle...]), errors (the first
+three transport errors, for people).
 """
 
 import ctypes
@@ -104,7 +105,8 @@ def main():
     sock, profile = sys.argv[1], sys.argv[2]
     n, seconds = int(sys.argv[3]), float(sys.argv[4])
     careless = len(sys.argv) > 5 and sys.argv[5] == "careless"
-    counts = {"cycles": 0, "refused": {}, "broken": 0, "dead": []}
+    counts = {"cycles": 0, "refused": {}, "broken": 0, "dead": [],
+              "errors": []}
     clients = [None] * n
     deadline = time.monotonic() + seconds
     print("started", flush=True)
@@ -115,8 +117,10 @@ def main():
                     clients[k] = Client(sock, timeout=60)
                 cycle(clients[k], profile, counts, careless)
                 careless = False
-            except OSError:
+            except OSError as e:
                 counts["broken"] += 1
+                if len(counts["errors"]) < 3:
+                    counts["errors"].append(repr(e))
                 if clients[k] is not None:
                     clients[k].close()
                 clients[k] = None
