@@ -296,8 +296,21 @@ static void census_mr(struct reclaim_census *c, const struct rdmanl_res *r,
 	}
 }
 
+static void census_qp(struct reclaim_census *c, const struct rdmanl_res *r,
+		      struct pid_cache *pc)
+{
+	struct reclaim_qp *q = &c->qps[c->n_qps++];
+	pid_t tgid = (r->has & RDMANL_HAS_PID) ? tgid_of(pc, r->pid) : 0;
+
+	*q = (struct reclaim_qp){ .qpn = r->id };
+	if (r->has & RDMANL_HAS_PID) {
+		q->tid = r->pid;
+		q->maker = tgid ? tgid : (pid_t)r->pid;
+	}
+}
+
 /* The view of p's context from the records (those of its device), and
- * the census of who made them (c->mrs: the caller's to free). */
+ * the census of who made them (c->mrs, c->qps: the caller's to free). */
 static int sort_context(struct orphans *o, const struct profile *p, int err,
 			struct ctx_view *v, struct reclaim_census *c)
 {
@@ -313,7 +326,8 @@ static int sort_context(struct orphans *o, const struct profile *p, int err,
 	}
 	h.pdn = calloc(o->n_recs + 1, sizeof(*h.pdn));
 	c->mrs = calloc(o->n_recs + 1, sizeof(*c->mrs));
-	if (!h.pdn || !c->mrs || held_build(&h, p) < 0)
+	c->qps = calloc(o->n_recs + 1, sizeof(*c->qps));
+	if (!h.pdn || !c->mrs || !c->qps || held_build(&h, p) < 0)
 		return -ENOMEM;
 	/* PDs and CQs name their context; the rest join it by their PD. */
 	for (size_t i = 0; i < o->n_recs; i++) {
@@ -344,6 +358,9 @@ static int sort_context(struct orphans *o, const struct profile *p, int err,
 				continue;
 			}
 			w = owner_of(o, p, &h, r, &pc);
+			if (pass == 0 && r->kind == RDMANL_QP &&
+			    w != OWNER_DAEMON)
+				census_qp(c, r, &pc);
 			if (pass == 0 && r->kind == RDMANL_MR) {
 				bool keys = (r->has & RDMANL_HAS_KEYS) != 0;
 
@@ -438,6 +455,7 @@ static void sort_all(struct orphans *o)
 				 &census) < 0) {
 			ctx_view_clear(&v);
 			free(census.mrs);
+			free(census.qps);
 			continue;
 		}
 		if (!view_equal(&v, &p->view) || v.n_orphan != before)
@@ -453,6 +471,7 @@ static void sort_all(struct orphans *o)
 						  0),
 				now);
 		free(census.mrs);
+		free(census.qps);
 		if (p->ctx_kept && !p->kept_scanned && !profile_busy(p)) {
 			p->kept_scanned = true;
 			p->kept_orphans = v.n_orphan;
@@ -839,6 +858,8 @@ static json_t *orphan_json(const struct rdmanl_res *r)
  * goes as soon as it may. */
 static pid_t maker_of(const struct profile *p, const struct rdmanl_res *r)
 {
+	if (r->kind == RDMANL_QP)
+		return reclaim_qp_maker(p, r->id);
 	return r->kind == RDMANL_MR ? reclaim_maker_of(p, r->id, NULL) : 0;
 }
 
@@ -858,6 +879,13 @@ static json_t *attribution_json(const struct profile *p)
 		      (json_int_t)stale);
 	if (j && st.keys >= 0)
 		json_object_set_new(j, "mr_keys", json_boolean(st.keys));
+	if (j)
+		json_object_set_new(
+			j, "claimed",
+			json_pack("{s:I, s:I, s:I}", "qp",
+				  (json_int_t)st.claims[UH_QP], "cq",
+				  (json_int_t)st.claims[UH_CQ], "srq",
+				  (json_int_t)st.claims[UH_SRQ]));
 	return j;
 }
 

@@ -62,7 +62,7 @@ struct maker {
 	int pidfd;
 	sd_event_source *es; /* its death wakes a scan */
 	bool gone;
-	unsigned int mrs; /* entries of made naming it */
+	unsigned int refs; /* entries of made and claims naming it */
 };
 
 /* An MR a scan listed while its maker lived. */
@@ -78,6 +78,15 @@ struct made {
 	bool refused;	  /* its destruction was refused (logged once) */
 };
 
+/* An object a client said its process made (reclaim_claim). */
+struct claim {
+	enum uhandle_kind kind;
+	uint32_t handle, qp_num;
+	struct maker *maker;
+	uint64_t due; /* when first due (maker gone, handle listed), 0: not */
+	bool dropped;
+};
+
 struct reclaim {
 	struct sets first; /* at the scan's start */
 	bool looked;
@@ -89,6 +98,8 @@ struct reclaim {
 	size_t n_makers;
 	struct made *made;
 	size_t n_made;
+	struct claim *claims;
+	size_t n_claims;
 	int keys; /* as reclaim_census.keys, the last scan's */
 	sd_event *event;
 	sd_event_io_handler_t gone;
@@ -169,19 +180,20 @@ static bool shareable(const struct profile *p)
 	return p->ctx && !p->import_err && p->conf;
 }
 
+static struct reclaim *reclaim_get(struct profile *p)
+{
+	if (!p->reclaim && (p->reclaim = calloc(1, sizeof(*p->reclaim))))
+		p->reclaim->keys = -1;
+	return p->reclaim;
+}
+
 void reclaim_begin(struct profile *p, sd_event *event,
 		   sd_event_io_handler_t gone, void *ud)
 {
-	struct reclaim *r = p->reclaim;
+	struct reclaim *r;
 
-	if (!shareable(p))
+	if (!shareable(p) || !(r = reclaim_get(p)))
 		return;
-	if (!r) {
-		r = p->reclaim = calloc(1, sizeof(*r));
-		if (!r)
-			return;
-		r->keys = -1;
-	}
 	r->event = event;
 	r->gone = gone;
 	r->ud = ud;
@@ -279,13 +291,21 @@ static void made_compact(struct reclaim *r)
 		if (m->listed)
 			r->made[kept++] = *m;
 		else
-			m->maker->mrs--;
+			m->maker->refs--;
 	}
 	r->n_made = kept;
 	if (kept)
 		qsort(r->made, kept, sizeof(*r->made), cmp_made);
+	kept = 0;
+	for (size_t i = 0; i < r->n_claims; i++) {
+		if (!r->claims[i].dropped)
+			r->claims[kept++] = r->claims[i];
+		else
+			r->claims[i].maker->refs--;
+	}
+	r->n_claims = kept;
 	for (size_t i = 0; i < r->n_makers; i++) {
-		if (r->makers[i]->mrs)
+		if (r->makers[i]->refs)
 			r->makers[km++] = r->makers[i];
 		else
 			maker_free(r->makers[i]);
@@ -326,7 +346,7 @@ static void attribute(struct reclaim *r, const struct reclaim_census *c)
 		w = maker_get(r, mr->maker);
 		if (!w)
 			continue;
-		w->mrs++;
+		w->refs++;
 		r->made[r->n_made++] = (struct made){
 			.mrn = mr->mrn, .tid = mr->tid, .key = mr->key,
 			.keys = mr->keys, .maker = w, .now_tid = mr->tid,
@@ -562,6 +582,193 @@ static bool settle_made(struct profile *p, struct reclaim *r,
 	return waiting;
 }
 
+/* ---- what clients said they made (MADE) ---- */
+
+static struct claim *claim_find(struct reclaim *r, enum uhandle_kind k,
+				uint32_t h)
+{
+	for (size_t i = 0; i < r->n_claims; i++)
+		if (!r->claims[i].dropped && r->claims[i].kind == k &&
+		    r->claims[i].handle == h)
+			return &r->claims[i];
+	return NULL;
+}
+
+static bool claimable(enum uhandle_kind k)
+{
+	return k == UH_QP || k == UH_CQ || k == UH_SRQ;
+}
+
+/* May pid take these handles? Another live process's stay its own. */
+static int claims_check(struct reclaim *r, pid_t pid,
+			const struct reclaim_claim *c, size_t n)
+{
+	if (r->n_claims + n > RECLAIM_CLAIMS_MAX)
+		return -ENOSPC;
+	for (size_t i = 0; i < n; i++) {
+		struct claim *was;
+
+		if (!claimable(c[i].kind))
+			return -EINVAL;
+		was = claim_find(r, c[i].kind, c[i].handle);
+		if (was && was->maker->pid != pid && !maker_gone(was->maker))
+			return -EEXIST;
+	}
+	return 0;
+}
+
+int reclaim_claim(struct profile *p, pid_t pid, const struct reclaim_claim *c,
+		  size_t n, bool undo)
+{
+	struct reclaim *r;
+	struct maker *w;
+	struct claim *grown;
+	int e;
+
+	if (!shareable(p))
+		return -EINVAL;
+	if (!(r = reclaim_get(p)))
+		return -ENOMEM;
+	if (undo) {
+		for (size_t i = 0; i < n; i++) {
+			struct claim *was = claim_find(r, c[i].kind, c[i].handle);
+
+			if (was && was->maker->pid == pid)
+				was->dropped = true;
+		}
+		made_compact(r);
+		return 0;
+	}
+	e = claims_check(r, pid, c, n);
+	if (e < 0)
+		return e;
+	grown = realloc(r->claims, (r->n_claims + n + 1) * sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	r->claims = grown;
+	w = maker_get(r, pid);
+	if (!w)
+		return -ESRCH;
+	for (size_t i = 0; i < n; i++) {
+		struct claim *was = claim_find(r, c[i].kind, c[i].handle);
+
+		/* A dead process's claim on a handle given again: this
+		 * process's now. */
+		if (was)
+			was->dropped = true;
+		r->claims[r->n_claims++] = (struct claim){
+			.kind = c[i].kind, .handle = c[i].handle,
+			.qp_num = c[i].qp_num, .maker = w,
+		};
+		w->refs++;
+	}
+	made_compact(r);
+	return 0;
+}
+
+/* Is the claimed QP's number listed, made by nobody alive or by its
+ * claimant? false: the handle may name another QP by now. */
+static bool claim_qp_listed(const struct claim *cl,
+			    const struct reclaim_census *c)
+{
+	for (size_t i = 0; i < c->n_qps; i++)
+		if (c->qps[i].qpn == cl->qp_num)
+			return !c->qps[i].tid ||
+			       c->qps[i].maker == cl->maker->pid;
+	return false;
+}
+
+/*
+ * The claims at the scan: those whose handle left the file end; those
+ * of makers gone whose handles are listed count out of census' dead
+ * (counting leaves claimed handles alone).
+ */
+static void match_claims(struct reclaim *r, const struct sets *second,
+			 struct reclaim_census *c)
+{
+	for (size_t i = 0; i < r->n_claims; i++) {
+		struct claim *cl = &r->claims[i];
+		bool first = uhandle_in(r->first.h[cl->kind],
+					r->first.n[cl->kind], cl->handle),
+		     now = uhandle_in(second->h[cl->kind],
+				      second->n[cl->kind], cl->handle);
+
+		if (!first && !now) {
+			cl->dropped = true;
+			continue;
+		}
+		if (maker_gone(cl->maker) && first && now && c->dead[cl->kind])
+			c->dead[cl->kind]--;
+	}
+}
+
+static bool claimed(struct reclaim *r, int k, uint32_t h)
+{
+	return claimable((enum uhandle_kind)k) &&
+	       claim_find(r, (enum uhandle_kind)k, h);
+}
+
+/*
+ * The claims of kind k whose makers are gone, destroyed once due and the
+ * kernel agrees (reclaim_claim). budget: the census' objects of the kind
+ * made by nobody alive. Returns true while some wait.
+ */
+static bool settle_claims(struct profile *p, struct reclaim *r, int k,
+			  const struct sets *second, const struct sets *ours,
+			  const struct reclaim_census *c, uint64_t now,
+			  size_t *destroyed)
+{
+	unsigned int budget = c->dead[k];
+	bool waiting = false;
+
+	for (size_t i = 0; i < r->n_claims; i++) {
+		struct claim *cl = &r->claims[i];
+		int e;
+
+		if (cl->dropped || (int)cl->kind != k || !maker_gone(cl->maker))
+			continue;
+		if (!uhandle_in(r->first.h[k], r->first.n[k], cl->handle) ||
+		    !uhandle_in(second->h[k], second->n[k], cl->handle)) {
+			waiting = true;
+			continue;
+		}
+		if (uhandle_in(ours->h[k], ours->n[k], cl->handle) ||
+		    (k == UH_QP && !claim_qp_listed(cl, c))) {
+			stale(p, k, cl->handle,
+			      k == UH_QP ? "no longer names the QP its dead "
+					   "maker said it made"
+					 : "is the daemon's own now");
+			cl->dropped = true;
+			continue;
+		}
+		if (!cl->due)
+			cl->due = now ? now : 1;
+		if (now - cl->due < RECLAIM_DELAY_USEC ||
+		    (k != UH_QP && !budget)) {
+			waiting = true;
+			continue;
+		}
+		e = verbs->destroy(p->ctx->cmd_fd, (enum uhandle_kind)k,
+				   cl->handle);
+		if (e == -EBUSY) {
+			p->faults.reclaim_failed[k]++;
+			waiting = true;
+			continue;
+		}
+		cl->dropped = true;
+		if (e < 0)
+			continue;
+		budget -= budget > 0;
+		p->faults.reclaimed[k]++;
+		(*destroyed)++;
+		log_info("profile %s: destroyed %s handle %u, made by process "
+			 "%d (so it said), which is gone",
+			 p->conf->name, uhandle_kind_name((enum uhandle_kind)k),
+			 cl->handle, (int)cl->maker->pid);
+	}
+	return waiting;
+}
+
 /* When h of kind k was first seen a leftover (now if it was not). */
 static const struct seen *seen_of(const struct reclaim *r, int k, uint32_t h)
 {
@@ -589,7 +796,7 @@ static size_t leftovers(struct reclaim *r, const struct sets *second,
 
 		if (uhandle_in(r->first.h[k], r->first.n[k], h) &&
 		    !uhandle_in(ours->h[k], ours->n[k], h) &&
-		    !(j >= 0 && mh->taken[j]))
+		    !(j >= 0 && mh->taken[j]) && !claimed(r, k, h))
 			out[n++] = h;
 	}
 	if (!n)
@@ -645,11 +852,21 @@ static bool mr_still(struct profile *p, const struct seen *was,
 	return true;
 }
 
+/* The handles a scan acts on: its second look, the daemon's own, the
+ * MRs' keys; the census as the dumps gave it (census) and as counting
+ * takes it (c). */
+struct looks {
+	const struct sets *second, *ours;
+	const struct mr_handles *mh;
+	const struct reclaim_census *census, *c;
+};
+
 /* Keep what waits; destroy, children first, what waited long enough. */
 static bool settle(struct profile *p, struct reclaim *r, uint32_t **now_h,
-		   const size_t *now_n, const struct mr_handles *mh,
-		   const struct reclaim_census *c, uint64_t now)
+		   const size_t *now_n, const struct looks *l, uint64_t now)
 {
+	const struct mr_handles *mh = l->mh;
+	const struct reclaim_census *c = l->c;
 	size_t destroyed = 0;
 	bool waiting = false;
 
@@ -657,6 +874,9 @@ static bool settle(struct profile *p, struct reclaim *r, uint32_t **now_h,
 		struct seen *next = calloc(now_n[k] + 1, sizeof(*next));
 		size_t kept = 0;
 
+		if (claimable((enum uhandle_kind)k))
+			waiting |= settle_claims(p, r, k, l->second, l->ours,
+						 l->census, now, &destroyed);
 		if (k == UH_MR)
 			waiting |= settle_made(p, r, mh, now, &destroyed);
 		for (size_t i = 0; i < now_n[k]; i++) {
@@ -730,8 +950,10 @@ bool reclaim_end(struct profile *p, const struct reclaim_census *census,
 	ok = own(p, &ours) && list_all(p->ctx->cmd_fd, &second) &&
 	     mr_handles_get(&mh, p->ctx->cmd_fd, mr_queries(r, &c), &r->first,
 			    &second, &ours) == 0;
-	if (ok)
+	if (ok) {
 		match_made(r, &mh, &c, now);
+		match_claims(r, &second, &c);
+	}
 	for (int k = 0; k < UH_KINDS; k++)
 		quiet &= c.live[k] == 0;
 	for (int k = 0; ok && k < UH_KINDS; k++) {
@@ -744,7 +966,13 @@ bool reclaim_end(struct profile *p, const struct reclaim_census *census,
 				     now_h[k]);
 	}
 	if (ok)
-		waiting = settle(p, r, now_h, now_n, &mh, &c, now);
+		waiting = settle(p, r, now_h, now_n,
+				 &(struct looks){ .second = &second,
+						  .ours = &ours,
+						  .mh = &mh,
+						  .census = census,
+						  .c = &c },
+				 now);
 	/* What was destroyed is forgotten (settle cleared listed). */
 	made_compact(r);
 	for (int k = 0; k < UH_KINDS; k++)
@@ -770,6 +998,17 @@ pid_t reclaim_maker_of(const struct profile *p, uint32_t mrn, bool *alive)
 	return m ? m->maker->pid : 0;
 }
 
+pid_t reclaim_qp_maker(const struct profile *p, uint32_t qpn)
+{
+	const struct reclaim *r = p->reclaim;
+
+	for (size_t i = 0; r && i < r->n_claims; i++)
+		if (!r->claims[i].dropped && r->claims[i].kind == UH_QP &&
+		    r->claims[i].qp_num == qpn)
+			return r->claims[i].maker->pid;
+	return 0;
+}
+
 void reclaim_stats(const struct profile *p, struct reclaim_stats *st)
 {
 	const struct reclaim *r = p->reclaim;
@@ -778,6 +1017,8 @@ void reclaim_stats(const struct profile *p, struct reclaim_stats *st)
 	if (!r)
 		return;
 	st->makers = r->n_makers;
+	for (size_t i = 0; i < r->n_claims; i++)
+		st->claims[r->claims[i].kind]++;
 	for (size_t i = 0; i < r->n_made; i++) {
 		if (maker_gone(r->made[i].maker))
 			st->mrs_waiting++;
@@ -799,6 +1040,7 @@ void reclaim_free(struct profile *p)
 		maker_free(r->makers[i]);
 	free(r->makers);
 	free(r->made);
+	free(r->claims);
 	free(r);
 	p->reclaim = NULL;
 }

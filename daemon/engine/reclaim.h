@@ -78,6 +78,13 @@ struct reclaim_mr {
 	pid_t maker;	      /* tid's process (or tid, a leader): 0 unknown */
 };
 
+/* A QP of the context a scan listed, not the daemon's. */
+struct reclaim_qp {
+	uint32_t qpn;
+	uint32_t tid; /* its creating thread, 0: gone */
+	pid_t maker;  /* tid's process (as reclaim_mr's), 0: unknown */
+};
+
 /* What a scan's dumps counted in a profile's context, by handle kind. */
 struct reclaim_census {
 	bool dumped[UH_KINDS];	  /* netlink lists the kind */
@@ -88,7 +95,39 @@ struct reclaim_census {
 	struct reclaim_mr *mrs;
 	size_t n_mrs;
 	int keys;
+	/* Its QPs that are not the daemon's (for the clients' claims). */
+	struct reclaim_qp *qps;
+	size_t n_qps;
 };
+
+/*
+ * What a client says its process made in the context (MADE: the kernel
+ * ties no QP, CQ or SRQ to its maker's handle): a QP by handle and
+ * number, a CQ or an SRQ by handle. Once that process is gone they are
+ * destroyed by handle, QPs before SRQs before CQs, after the same delay
+ * and only where the kernel agrees: the handle is in both looks and not
+ * the daemon's; a QP's number is still listed, made by nobody alive or
+ * by that process; a CQ's or SRQ's kind lists at least as many objects
+ * made by nobody alive as are destroyed. A handle gone from the file
+ * (the client destroyed it without saying so) ends the claim.
+ */
+struct reclaim_claim {
+	enum uhandle_kind kind; /* UH_QP, UH_CQ or UH_SRQ */
+	uint32_t handle;
+	uint32_t qp_num;
+};
+/* Claims a context keeps at most. */
+#define RECLAIM_CLAIMS_MAX 65536
+/*
+ * Process pid made (undo: destroyed) the n objects of c in p's context.
+ * 0, or -EINVAL (a kind that cannot be claimed, p not shared), -EEXIST
+ * (another live process claims one of the handles: nothing is taken),
+ * -ESRCH (pid cannot be watched), -ENOSPC, -ENOMEM.
+ */
+int reclaim_claim(struct profile *p, pid_t pid, const struct reclaim_claim *c,
+		  size_t n, bool undo);
+/* The process that claimed QP qpn of p's context (0: none). */
+pid_t reclaim_qp_maker(const struct profile *p, uint32_t qpn);
 
 /*
  * The verbs reclaim acts through (uhandle.h), a plug point for tests:
@@ -130,6 +169,7 @@ struct reclaim_stats {
 	size_t makers;	     /* processes watched */
 	size_t mrs_live;     /* MRs remembered, their maker alive */
 	size_t mrs_waiting;  /* MRs of makers gone, not yet destroyed */
+	size_t claims[UH_KINDS]; /* objects claimed (MADE), by kind */
 	int keys;	     /* netlink shows MR keys: 1, hides them: 0, -1
 				no MR listed yet */
 };
