@@ -24,7 +24,7 @@ import pytest
 
 from conftest import SHARED_DEV as DEV, free_port
 from pyclient_setup import one_mr_conf
-from rdmadproto import ATTACH, ATTACHED, DETACH, DETACHED, Client
+from rdmadproto import ATTACH, ATTACHED, DETACH, DETACHED, REPLY, Client
 
 ROOT = Path(__file__).resolve().parents[2]
 PORT = None
@@ -453,3 +453,108 @@ def test_a_handle_given_to_another_mr_is_left_alone(daemon, tmp_path):
             "stale_handles"] >= 1
     finally:
         kill(s)
+
+
+# ---- QPs and CQs a client says it made (MADE) ----
+
+CLAIMER = """
+import ctypes, json, os, sys, time
+sys.path.insert(0, sys.argv[2])
+from rdmadproto import ATTACH, ATTACHED, MADE, REPLY, Client
+
+ibv = ctypes.CDLL("libibverbs.so.1")
+for f, res, args in (
+        ("ibv_import_device", ctypes.c_void_p, [ctypes.c_int]),
+        ("ibv_import_pd", ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_uint32]),
+        ("ibv_create_cq", ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_int,
+                                            ctypes.c_void_p, ctypes.c_void_p,
+                                            ctypes.c_int]),
+        ("ibv_create_qp", ctypes.c_void_p, [ctypes.c_void_p,
+                                            ctypes.c_void_p])):
+    getattr(ibv, f).restype = res
+    getattr(ibv, f).argtypes = args
+
+
+class Cap(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint32) for n in (
+        "max_send_wr", "max_recv_wr", "max_send_sge", "max_recv_sge",
+        "max_inline_data")]
+
+
+class InitAttr(ctypes.Structure):
+    _fields_ = [("qp_context", ctypes.c_void_p),
+                ("send_cq", ctypes.c_void_p), ("recv_cq", ctypes.c_void_p),
+                ("srq", ctypes.c_void_p), ("cap", Cap),
+                ("qp_type", ctypes.c_int), ("sq_sig_all", ctypes.c_int)]
+
+
+def u32_at(ptr, off):
+    return ctypes.c_uint32.from_address(ptr + off).value
+
+
+c = Client(sys.argv[1])
+t, doc, fds = c.call(ATTACH, {"profile": "p", "mode": "shared"})
+assert t == ATTACHED, doc
+ctx = ibv.ibv_import_device(os.dup(fds[doc["cmd_fd"]]))
+pd = ibv.ibv_import_pd(ctx, doc["pd"][0]["handle"])
+cq = ibv.ibv_create_cq(ctx, 8, None, None, 0)
+attr = InitAttr(send_cq=cq, recv_cq=cq, cap=Cap(4, 4, 1, 1, 0), qp_type=2)
+qp = ibv.ibv_create_qp(pd, ctypes.byref(attr))
+assert ctx and pd and cq and qp
+# struct ibv_cq: context, channel, cq_context, then handle; struct
+# ibv_qp: context, qp_context, pd, send_cq, recv_cq, srq, then handle
+# and qp_num.
+made = {"cq": u32_at(cq, 24), "qp": u32_at(qp, 48), "qp_num": u32_at(qp, 52)}
+t, rep, _ = c.call(MADE, {"attachment": doc["attachment"], "made": [
+    {"kind": "qp", "handle": made["qp"], "qp_num": made["qp_num"]},
+    {"kind": "cq", "handle": made["cq"]}]})
+made["answer"] = [t, rep]
+print(json.dumps(made), flush=True)
+time.sleep(600)
+"""
+
+
+def start_claimer(daemon, tmp_path):
+    script = tmp_path / "claimer.py"
+    script.write_text(textwrap.dedent(CLAIMER))
+    p = subprocess.Popen([sys.executable, str(script), daemon,
+                          str(ROOT / "tests" / "integration")],
+                         stdout=subprocess.PIPE, text=True)
+    return p, json.loads(p.stdout.readline())
+
+
+def test_a_dead_clients_claimed_qp_and_cq_go_while_a_live_one_keeps_its(
+        daemon, tmp_path):
+    """Two clients with a CQ and a QP each, said made (MADE): while one
+    lives, counting cannot tell the other's from its own; the claims
+    can. The dead one's QP and CQ go within 10 s, the live one's stay."""
+    assert wait_for(lambda: get("/v1/profiles/p/orphans")["scanned"])
+    base = kernel_counts()
+    live, lmade = start_claimer(daemon, tmp_path)
+    dead, dmade = start_claimer(daemon, tmp_path)
+    try:
+        for m in (lmade, dmade):
+            assert m["answer"] == [REPLY, {"status": 200,
+                                           "body": {"made": 2}}], m
+        assert wait_for(lambda: get("/v1/profiles/p/orphans")[
+            "attribution"]["claimed"] == {"qp": 2, "cq": 2, "srq": 0})
+        kill(dead)
+        t0 = time.monotonic()
+        assert wait_for(lambda: dmade["qp_num"] not in kernel_qpns(), 10), \
+            get("/v1/profiles/p/orphans")
+        assert wait_for(lambda: kernel_counts()["cq"] == base["cq"] + 1,
+                        10 - (time.monotonic() - t0)), kernel_counts()
+        assert lmade["qp_num"] in kernel_qpns()
+        assert kernel_counts() == dict(base, cq=base["cq"] + 1,
+                                       qp=base["qp"] + 1)
+        for kind in ("qp", "cq"):
+            assert metric("rdmad_orphans_reclaimed_total", profile="p",
+                          kind=kind) == 1, kind
+        assert get("/v1/profiles/p/orphans")["attribution"]["claimed"] == {
+            "qp": 1, "cq": 1, "srq": 0}
+    finally:
+        kill(live)
+        if dead.poll() is None:
+            kill(dead)
+    assert wait_for(lambda: kernel_counts() == base, 30), \
+        (kernel_counts(), base)
