@@ -461,6 +461,8 @@ CLAIMER = """
 import ctypes, json, os, sys, time
 sys.path.insert(0, sys.argv[2])
 from rdmadproto import ATTACH, ATTACHED, MADE, REPLY, Client
+import pyclient_setup  # noqa: F401 (client/python on the path)
+import rdmad
 
 ibv = ctypes.CDLL("libibverbs.so.1")
 for f, res, args in (
@@ -492,10 +494,16 @@ def u32_at(ptr, off):
     return ctypes.c_uint32.from_address(ptr + off).value
 
 
-c = Client(sys.argv[1])
-t, doc, fds = c.call(ATTACH, {"profile": "p", "mode": "shared"})
-assert t == ATTACHED, doc
-ctx = ibv.ibv_import_device(os.dup(fds[doc["cmd_fd"]]))
+if sys.argv[3] == "package":     # the Python client's made()
+    prof = rdmad.connect(sys.argv[1]).attach("p", mode="shared")
+    cmd_fd, doc = prof.context.cmd_fd, prof.document
+else:                            # the wire protocol
+    c = Client(sys.argv[1])
+    t, doc, fds = c.call(ATTACH, {"profile": "p", "mode": "shared"})
+    assert t == ATTACHED, doc
+    cmd_fd = fds[doc["cmd_fd"]]
+# Raw verbs: a CQ and a QP made with libibverbs itself.
+ctx = ibv.ibv_import_device(os.dup(cmd_fd))
 pd = ibv.ibv_import_pd(ctx, doc["pd"][0]["handle"])
 cq = ibv.ibv_create_cq(ctx, 8, None, None, 0)
 attr = InitAttr(send_cq=cq, recv_cq=cq, cap=Cap(4, 4, 1, 1, 0), qp_type=2)
@@ -505,56 +513,80 @@ assert ctx and pd and cq and qp
 # ibv_qp: context, qp_context, pd, send_cq, recv_cq, srq, then handle
 # and qp_num.
 made = {"cq": u32_at(cq, 24), "qp": u32_at(qp, 48), "qp_num": u32_at(qp, 52)}
-t, rep, _ = c.call(MADE, {"attachment": doc["attachment"], "made": [
-    {"kind": "qp", "handle": made["qp"], "qp_num": made["qp_num"]},
-    {"kind": "cq", "handle": made["cq"]}]})
-made["answer"] = [t, rep]
+objs = [{"kind": "qp", "handle": made["qp"], "qp_num": made["qp_num"]},
+        {"kind": "cq", "handle": made["cq"]}]
+if sys.argv[3] == "package":
+    made["answer"] = prof.made(objs)
+else:
+    t, rep, _ = c.call(MADE, {"attachment": doc["attachment"], "made": objs})
+    assert t == REPLY, rep
+    made["answer"] = rep["body"]["made"]
 print(json.dumps(made), flush=True)
 time.sleep(600)
 """
 
 
-def start_claimer(daemon, tmp_path):
+def start_claimer(daemon, tmp_path, stack):
     script = tmp_path / "claimer.py"
     script.write_text(textwrap.dedent(CLAIMER))
     p = subprocess.Popen([sys.executable, str(script), daemon,
-                          str(ROOT / "tests" / "integration")],
+                          str(ROOT / "tests" / "integration"), stack],
                          stdout=subprocess.PIPE, text=True)
     return p, json.loads(p.stdout.readline())
 
 
-def test_a_dead_clients_claimed_qp_and_cq_go_while_a_live_one_keeps_its(
+def start_made_client(daemon):
+    """librdmad's rdmad_create_cq/srq/qp() (helpers/made_client.c)."""
+    p = subprocess.Popen([str(ROOT / "build" / "tests" / "made_client"),
+                          daemon, "p", "a"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    line = p.stdout.readline().strip()
+    assert line.startswith("qp_num="), line
+    return p, int(line.split("=")[1])
+
+
+def claimed():
+    return get("/v1/profiles/p/orphans")["attribution"]["claimed"]
+
+
+def test_a_dead_clients_claimed_qps_cqs_srqs_go_while_a_live_one_keeps_its(
         daemon, tmp_path):
-    """Two clients with a CQ and a QP each, said made (MADE): while one
-    lives, counting cannot tell the other's from its own; the claims
-    can. The dead one's QP and CQ go within 10 s, the live one's stay."""
+    """Clients with QPs, CQs and an SRQ of their own, said made (MADE:
+    the wire protocol, the Python client's made(), librdmad's
+    rdmad_create_*()): while one lives, counting cannot tell the others'
+    from its; their claims can. The dead ones' go within 10 s, the live
+    one's stay; one taken back (rdmad_destroy_*) is no claim."""
     assert wait_for(lambda: get("/v1/profiles/p/orphans")["scanned"])
-    base = kernel_counts()
-    live, lmade = start_claimer(daemon, tmp_path)
-    dead, dmade = start_claimer(daemon, tmp_path)
+    def counts():
+        return dict(kernel_counts(), srq=len(kernel_rows("srq")))
+
+    base = counts()
+    live, lmade = start_claimer(daemon, tmp_path, "package")
+    dead, dmade = start_claimer(daemon, tmp_path, "wire")
+    cdead, c_qpn = start_made_client(daemon)
+    undoer, _ = start_made_client(daemon)
     try:
-        for m in (lmade, dmade):
-            assert m["answer"] == [REPLY, {"status": 200,
-                                           "body": {"made": 2}}], m
-        assert wait_for(lambda: get("/v1/profiles/p/orphans")[
-            "attribution"]["claimed"] == {"qp": 2, "cq": 2, "srq": 0})
+        assert lmade["answer"] == 2 and dmade["answer"] == 2
+        assert wait_for(lambda: claimed() == {"qp": 4, "cq": 4, "srq": 2})
+        undoer.stdin.write("undo\n")
+        undoer.stdin.flush()
+        assert undoer.stdout.readline().strip() == "undone"
+        assert wait_for(lambda: claimed() == {"qp": 3, "cq": 3, "srq": 1})
         kill(dead)
+        kill(cdead)
         t0 = time.monotonic()
-        assert wait_for(lambda: dmade["qp_num"] not in kernel_qpns(), 10), \
-            get("/v1/profiles/p/orphans")
-        assert wait_for(lambda: kernel_counts()["cq"] == base["cq"] + 1,
-                        10 - (time.monotonic() - t0)), kernel_counts()
+        assert wait_for(lambda: not {dmade["qp_num"], c_qpn} &
+                        kernel_qpns(), 10), get("/v1/profiles/p/orphans")
+        assert wait_for(lambda: counts() == dict(base, cq=base["cq"] + 1,
+                                                 qp=base["qp"] + 1),
+                        10 - (time.monotonic() - t0)), (counts(), base)
         assert lmade["qp_num"] in kernel_qpns()
-        assert kernel_counts() == dict(base, cq=base["cq"] + 1,
-                                       qp=base["qp"] + 1)
-        for kind in ("qp", "cq"):
+        for kind, n in (("qp", 2), ("cq", 2), ("srq", 1)):
             assert metric("rdmad_orphans_reclaimed_total", profile="p",
-                          kind=kind) == 1, kind
-        assert get("/v1/profiles/p/orphans")["attribution"]["claimed"] == {
-            "qp": 1, "cq": 1, "srq": 0}
+                          kind=kind) == n, kind
+        assert claimed() == {"qp": 1, "cq": 1, "srq": 0}
     finally:
-        kill(live)
-        if dead.poll() is None:
-            kill(dead)
-    assert wait_for(lambda: kernel_counts() == base, 30), \
-        (kernel_counts(), base)
+        for p in (live, dead, cdead, undoer):
+            if p.poll() is None:
+                kill(p)
+    assert wait_for(lambda: counts() == base, 30), (counts(), base)
