@@ -71,78 +71,78 @@ int rdmad_made(struct rdmad_profile *p, enum rdmad_made_kind kind,
 	return tell(p, &o, flags & RDMAD_MADE_UNDO);
 }
 
+/* Destroy obj of kind k (0 or the verbs' errno). */
+static int destroy(enum rdmad_made_kind k, void *obj)
+{
+	switch (k) {
+	case RDMAD_MADE_QP:
+		return ibv_destroy_qp(obj);
+	case RDMAD_MADE_CQ:
+		return ibv_destroy_cq(obj);
+	case RDMAD_MADE_SRQ:
+		return ibv_destroy_srq(obj);
+	}
+	return EINVAL;
+}
+
+/* obj, just made by what (NULL: it failed), told to the daemon; when it
+ * cannot be, destroyed again: NULL, errno set. */
+static void *handed(struct rdmad_profile *p, enum rdmad_made_kind k,
+		    void *obj, const char *what)
+{
+	int e;
+
+	if (!obj) {
+		e = errno;
+		client_set_error(e, "%s: %s", what, strerror(e));
+		errno = e;
+		return NULL;
+	}
+	e = rdmad_made(p, k, obj, 0);
+	if (e == 0)
+		return obj;
+	destroy(k, obj);
+	errno = -e;
+	return NULL;
+}
+
 struct ibv_cq *rdmad_create_cq(struct rdmad_profile *p, int cqe,
 			       void *cq_context,
 			       struct ibv_comp_channel *channel,
 			       int comp_vector)
 {
-	struct ibv_cq *cq;
-	int e;
-
 	if (!p || !p->ctx) {
-		client_set_error(EINVAL, "no profile context");
+		errno = -client_set_error(EINVAL, "no profile context");
 		return NULL;
 	}
-	cq = ibv_create_cq(p->ctx, cqe, cq_context, channel, comp_vector);
-	if (!cq) {
-		client_set_error(errno, "ibv_create_cq: %s", strerror(errno));
-		return NULL;
-	}
-	e = rdmad_made(p, RDMAD_MADE_CQ, cq, 0);
-	if (e < 0) {
-		ibv_destroy_cq(cq);
-		errno = -e;
-		return NULL;
-	}
-	return cq;
+	return handed(p, RDMAD_MADE_CQ,
+		      ibv_create_cq(p->ctx, cqe, cq_context, channel,
+				    comp_vector),
+		      "ibv_create_cq");
 }
 
 struct ibv_qp *rdmad_create_qp(struct rdmad_profile *p, struct ibv_pd *pd,
 			       struct ibv_qp_init_attr *attr)
 {
-	struct ibv_qp *qp;
-	int e;
-
 	if (!p || !pd || !attr) {
-		client_set_error(EINVAL, "no profile, PD or attributes");
+		errno = -client_set_error(EINVAL, "no profile, PD or "
+						  "attributes");
 		return NULL;
 	}
-	qp = ibv_create_qp(pd, attr);
-	if (!qp) {
-		client_set_error(errno, "ibv_create_qp: %s", strerror(errno));
-		return NULL;
-	}
-	e = rdmad_made(p, RDMAD_MADE_QP, qp, 0);
-	if (e < 0) {
-		ibv_destroy_qp(qp);
-		errno = -e;
-		return NULL;
-	}
-	return qp;
+	return handed(p, RDMAD_MADE_QP, ibv_create_qp(pd, attr),
+		      "ibv_create_qp");
 }
 
 struct ibv_srq *rdmad_create_srq(struct rdmad_profile *p, struct ibv_pd *pd,
 				 struct ibv_srq_init_attr *attr)
 {
-	struct ibv_srq *srq;
-	int e;
-
 	if (!p || !pd || !attr) {
-		client_set_error(EINVAL, "no profile, PD or attributes");
+		errno = -client_set_error(EINVAL, "no profile, PD or "
+						  "attributes");
 		return NULL;
 	}
-	srq = ibv_create_srq(pd, attr);
-	if (!srq) {
-		client_set_error(errno, "ibv_create_srq: %s", strerror(errno));
-		return NULL;
-	}
-	e = rdmad_made(p, RDMAD_MADE_SRQ, srq, 0);
-	if (e < 0) {
-		ibv_destroy_srq(srq);
-		errno = -e;
-		return NULL;
-	}
-	return srq;
+	return handed(p, RDMAD_MADE_SRQ, ibv_create_srq(pd, attr),
+		      "ibv_create_srq");
 }
 
 /*
@@ -151,26 +151,26 @@ struct ibv_srq *rdmad_create_srq(struct rdmad_profile *p, struct ibv_pd *pd,
  * goes even if the daemon cannot be told (it is gone: nothing of ours
  * is kept then); the first error is returned.
  */
-int rdmad_destroy_qp(struct rdmad_profile *p, struct ibv_qp *qp)
+static int taken_back(struct rdmad_profile *p, enum rdmad_made_kind k,
+		      void *obj)
 {
-	int r = rdmad_made(p, RDMAD_MADE_QP, qp, RDMAD_MADE_UNDO);
-	int e = qp ? ibv_destroy_qp(qp) : 0;
+	int r = rdmad_made(p, k, obj, RDMAD_MADE_UNDO);
+	int e = obj ? destroy(k, obj) : 0;
 
 	return r < 0 ? r : -e;
+}
+
+int rdmad_destroy_qp(struct rdmad_profile *p, struct ibv_qp *qp)
+{
+	return taken_back(p, RDMAD_MADE_QP, qp);
 }
 
 int rdmad_destroy_cq(struct rdmad_profile *p, struct ibv_cq *cq)
 {
-	int r = rdmad_made(p, RDMAD_MADE_CQ, cq, RDMAD_MADE_UNDO);
-	int e = cq ? ibv_destroy_cq(cq) : 0;
-
-	return r < 0 ? r : -e;
+	return taken_back(p, RDMAD_MADE_CQ, cq);
 }
 
 int rdmad_destroy_srq(struct rdmad_profile *p, struct ibv_srq *srq)
 {
-	int r = rdmad_made(p, RDMAD_MADE_SRQ, srq, RDMAD_MADE_UNDO);
-	int e = srq ? ibv_destroy_srq(srq) : 0;
-
-	return r < 0 ? r : -e;
+	return taken_back(p, RDMAD_MADE_SRQ, srq);
 }

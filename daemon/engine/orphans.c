@@ -108,6 +108,7 @@ struct held {
 	uint64_t *mrkey; /* lkey << 32 | rkey */
 	uint32_t *pdn;	/* the context's PD numbers (from the records) */
 	size_t n_qpn, n_mrkey, n_pdn;
+	size_t n_srq;	/* SRQs held */
 };
 
 static int cmp_u32(const void *a, const void *b)
@@ -151,6 +152,8 @@ static int held_build(struct held *h, const struct profile *p)
 				continue;
 			if (o->kind == OBJ_QP && o->u.qp.qp)
 				h->qpn[h->n_qpn++] = o->u.qp.qp->qp_num;
+			else if (o->kind == OBJ_SRQ)
+				h->n_srq++;
 			else if (o->kind == OBJ_MR && o->u.mr.mr)
 				h->mrkey[h->n_mrkey++] =
 					(uint64_t)o->u.mr.mr->lkey << 32 |
@@ -316,7 +319,7 @@ static int sort_context(struct orphans *o, const struct profile *p, int err,
 {
 	_cleanup_(held_clear) struct held h = { 0 };
 	struct pid_cache pc = { .n = 0 };
-	size_t n_orphan = 0;
+	size_t n_orphan = 0, n_srq = 0;
 
 	*v = (struct ctx_view){ .scanned = true, .when = now_realtime() };
 	*c = (struct reclaim_census){ .keys = -1 };
@@ -361,6 +364,7 @@ static int sort_context(struct orphans *o, const struct profile *p, int err,
 			if (pass == 0 && r->kind == RDMANL_QP &&
 			    w != OWNER_DAEMON)
 				census_qp(c, r, &pc);
+			n_srq += pass == 0 && r->kind == RDMANL_SRQ;
 			if (pass == 0 && r->kind == RDMANL_MR) {
 				bool keys = (r->has & RDMANL_HAS_KEYS) != 0;
 
@@ -379,6 +383,10 @@ static int sort_context(struct orphans *o, const struct profile *p, int err,
 				v->orphan[v->n_orphan++] = *r;
 			}
 		}
+		if (pass == 0)
+			c->srqs_not_ours = n_srq > h.n_srq
+						   ? (unsigned int)(n_srq - h.n_srq)
+						   : 0;
 		if (pass == 0 && n_orphan) {
 			v->orphan = calloc(n_orphan, sizeof(*v->orphan));
 			if (!v->orphan)

@@ -708,6 +708,20 @@ static bool claimed(struct reclaim *r, int k, uint32_t h)
 	       claim_find(r, (enum uhandle_kind)k, h);
 }
 
+/* The SRQs the dumps list that neither the daemon holds nor a live
+ * claimant said it made. */
+static unsigned int srq_budget(struct reclaim *r,
+			       const struct reclaim_census *c)
+{
+	unsigned int n = c->srqs_not_ours;
+
+	for (size_t i = 0; i < r->n_claims; i++)
+		if (!r->claims[i].dropped && r->claims[i].kind == UH_SRQ &&
+		    !maker_gone(r->claims[i].maker) && n)
+			n--;
+	return n;
+}
+
 /*
  * The claims of kind k whose makers are gone, destroyed once due and the
  * kernel agrees (reclaim_claim). budget: the census' objects of the kind
@@ -718,7 +732,7 @@ static bool settle_claims(struct profile *p, struct reclaim *r, int k,
 			  const struct reclaim_census *c, uint64_t now,
 			  size_t *destroyed)
 {
-	unsigned int budget = c->dead[k];
+	unsigned int budget = k == UH_SRQ ? srq_budget(r, c) : c->dead[k];
 	bool waiting = false;
 
 	for (size_t i = 0; i < r->n_claims; i++) {
@@ -756,8 +770,18 @@ static bool settle_claims(struct profile *p, struct reclaim *r, int k,
 			continue;
 		}
 		cl->dropped = true;
-		if (e < 0)
+		if (e < 0) {
+			/* Gone meanwhile is no failure. */
+			if (e != -ENOENT)
+				log_warn(e, "profile %s: cannot destroy %s "
+					    "handle %u of process %d, which "
+					    "is gone",
+					 p->conf->name,
+					 uhandle_kind_name((enum uhandle_kind)k),
+					 cl->handle, (int)cl->maker->pid);
+			p->faults.reclaim_failed[k] += e != -ENOENT;
 			continue;
+		}
 		budget -= budget > 0;
 		p->faults.reclaimed[k]++;
 		(*destroyed)++;

@@ -98,6 +98,10 @@ struct reclaim_census {
 	/* Its QPs that are not the daemon's (for the clients' claims). */
 	struct reclaim_qp *qps;
 	size_t n_qps;
+	/* Its SRQs less those the daemon holds: the kernel names an SRQ's
+	 * PD's maker as the SRQ's (Linux 6.1, rdma_restrack_parent_name),
+	 * the daemon for one on a profile's PD, so none counts as dead. */
+	unsigned int srqs_not_ours;
 };
 
 /*
@@ -107,8 +111,9 @@ struct reclaim_census {
  * destroyed by handle, QPs before SRQs before CQs, after the same delay
  * and only where the kernel agrees: the handle is in both looks and not
  * the daemon's; a QP's number is still listed, made by nobody alive or
- * by that process; a CQ's or SRQ's kind lists at least as many objects
- * made by nobody alive as are destroyed. A handle gone from the file
+ * by that process; the dumps list at least as many CQs made by nobody
+ * alive as are destroyed, and as many SRQs that are not the daemon's
+ * nor a live claimant's. A handle gone from the file
  * (the client destroyed it without saying so) ends the claim.
  */
 struct reclaim_claim {

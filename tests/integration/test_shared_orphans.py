@@ -579,7 +579,8 @@ def test_a_dead_clients_claimed_qps_cqs_srqs_go_while_a_live_one_keeps_its(
                         kernel_qpns(), 10), get("/v1/profiles/p/orphans")
         assert wait_for(lambda: counts() == dict(base, cq=base["cq"] + 1,
                                                  qp=base["qp"] + 1),
-                        10 - (time.monotonic() - t0)), (counts(), base)
+                        10 - (time.monotonic() - t0)), (
+            counts(), base, get("/v1/profiles/p/orphans"))
         assert lmade["qp_num"] in kernel_qpns()
         for kind, n in (("qp", 2), ("cq", 2), ("srq", 1)):
             assert metric("rdmad_orphans_reclaimed_total", profile="p",

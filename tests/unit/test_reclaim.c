@@ -344,6 +344,103 @@ static void test_recycled_number_is_another_mr(void **state)
 	assert_int_equal(reclaim_maker_of(&prof, 1, NULL), 400);
 }
 
+/* A scan of QPs (qpn, tid: 0 gone) and CQs (dead: made by nobody
+ * alive), no MRs. */
+static void scan_qps(const uint32_t (*qps)[2], size_t n, unsigned int dead_cqs,
+		     uint64_t now)
+{
+	struct reclaim_census c = { .keys = -1 };
+	struct reclaim_qp q[8];
+
+	for (int k = 0; k < UH_KINDS; k++)
+		c.dumped[k] = k == UH_QP || k == UH_CQ || k == UH_MR ||
+			      k == UH_PD || k == UH_SRQ;
+	for (size_t i = 0; i < n; i++) {
+		q[i] = (struct reclaim_qp){ .qpn = qps[i][0],
+					    .tid = qps[i][1],
+					    .maker = (pid_t)qps[i][1] };
+		if (qps[i][1])
+			c.live[UH_QP]++;
+		else
+			c.dead[UH_QP]++;
+	}
+	c.dead[UH_CQ] = dead_cqs;
+	c.qps = q;
+	c.n_qps = n;
+	reclaim_begin(&prof, NULL, NULL, NULL);
+	reclaim_end(&prof, &c, true, now);
+}
+
+/* A claimed QP and CQ go once their process is gone, QP first; another
+ * live client's QP (unclaimed) stays. */
+static void test_claims_go_once_their_maker_is(void **state)
+{
+	const struct reclaim_claim mine[] = { { UH_QP, 3, 17 }, { UH_CQ, 4, 0 } };
+	const uint32_t alive[][2] = { { 17, 500 }, { 18, 600 } };
+	const uint32_t gone[][2] = { { 17, 0 }, { 18, 600 } };
+
+	(void)state;
+	add(UH_QP, 3, 0, 0);
+	add(UH_QP, 5, 0, 0);
+	add(UH_CQ, 4, 0, 0);
+	add(UH_CQ, 6, 0, 0);
+	assert_int_equal(reclaim_claim(&prof, 500, mine, 2, false), 0);
+	scan_qps(alive, 2, 0, 1 * SEC);
+	assert_int_equal(reclaim_qp_maker(&prof, 17), 500);
+	die(500);
+	scan_qps(gone, 2, 1, 2 * SEC);
+	assert_int_equal(file.destroyed, 0);
+	scan_qps(gone, 2, 1, 4 * SEC + 1);
+	assert_int_equal(file.destroyed, 2);
+	assert_int_equal(file.last_destroyed[UH_QP], 3);
+	assert_int_equal(file.last_destroyed[UH_CQ], 4);
+	assert_true(find(UH_QP, 5) >= 0 && find(UH_CQ, 6) >= 0);
+	assert_int_equal(reclaim_qp_maker(&prof, 17), 0);
+}
+
+/* A claimed QP whose number the kernel no longer lists: its handle may
+ * name another QP now; left alone, counted stale. A CQ with no dead CQ
+ * listed stays too. */
+static void test_claim_without_its_qp_number_is_left_alone(void **state)
+{
+	const struct reclaim_claim mine[] = { { UH_QP, 3, 17 }, { UH_CQ, 4, 0 } };
+	const uint32_t other[][2] = { { 19, 0 } };
+
+	(void)state;
+	add(UH_QP, 3, 0, 0);
+	add(UH_CQ, 4, 0, 0);
+	assert_int_equal(reclaim_claim(&prof, 500, mine, 2, false), 0);
+	die(500);
+	scan_qps(other, 1, 0, 1 * SEC);
+	scan_qps(other, 1, 0, 4 * SEC);
+	assert_int_equal(file.destroyed, 0);
+	assert_int_equal(prof.faults.stale[UH_QP], 1);
+}
+
+/* A handle another live process claims is refused; taken back, it is
+ * no claim. */
+static void test_claims_conflict_and_undo(void **state)
+{
+	const struct reclaim_claim cq[] = { { UH_CQ, 4, 0 } };
+	const struct reclaim_claim mr[] = { { UH_MR, 4, 0 } };
+	struct reclaim_stats st;
+
+	(void)state;
+	add(UH_CQ, 4, 0, 0);
+	assert_int_equal(reclaim_claim(&prof, 500, cq, 1, false), 0);
+	assert_int_equal(reclaim_claim(&prof, 600, cq, 1, false), -EEXIST);
+	assert_int_equal(reclaim_claim(&prof, 500, mr, 1, false), -EINVAL);
+	reclaim_stats(&prof, &st);
+	assert_int_equal(st.claims[UH_CQ], 1);
+	assert_int_equal(reclaim_claim(&prof, 600, cq, 1, true), 0);
+	reclaim_stats(&prof, &st);
+	assert_int_equal(st.claims[UH_CQ], 1); /* not 600's to undo */
+	assert_int_equal(reclaim_claim(&prof, 500, cq, 1, true), 0);
+	reclaim_stats(&prof, &st);
+	assert_int_equal(st.claims[UH_CQ], 0);
+	assert_int_equal(st.makers, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -363,6 +460,13 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_recycled_number_is_another_mr, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_claims_go_once_their_maker_is, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_claim_without_its_qp_number_is_left_alone, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(test_claims_conflict_and_undo,
+						setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
