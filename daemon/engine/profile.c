@@ -869,8 +869,6 @@ static void stop(struct profile *p, const char *reason, bool keep_memory)
 	p->ctx = NULL;
 	p->ctxn = -1;
 	ctx_view_clear(&p->view);
-	/* Its handles and makers went with the context. */
-	reclaim_free(p);
 	p->ibdev[0] = '\0';
 	p->gid_index = -1;
 	profile_set_state(p, PROFILE_PENDING, "%s", reason ? reason : "stopped");
