@@ -297,7 +297,12 @@ class Worker:
             [sys.executable, str(script), daemon, str(size), str(slot),
              str(ROOT / "tests" / "integration"), stack],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.made = None
+
+    def ready(self):
+        """Wait until it has made its objects (all start at once)."""
         self.made = json.loads(self.proc.stdout.readline())
+        return self
 
     def moves_data(self):
         self.proc.stdin.write("go\n")
@@ -323,6 +328,8 @@ def test_each_dead_clients_mr_goes_while_its_neighbours_live(daemon,
     workers = [Worker(daemon, tmp_path, i, (i + 1) * 256 * 1024,
                       "package" if i % 2 else "wire") for i in range(8)]
     try:
+        for w in workers:
+            w.ready()
         lkeys = kernel_mr_lkeys()
         for w in workers:
             assert w.made["lkey"] in lkeys
@@ -528,21 +535,28 @@ time.sleep(600)
 
 def start_claimer(daemon, tmp_path, stack):
     script = tmp_path / "claimer.py"
-    script.write_text(textwrap.dedent(CLAIMER))
-    p = subprocess.Popen([sys.executable, str(script), daemon,
-                          str(ROOT / "tests" / "integration"), stack],
-                         stdout=subprocess.PIPE, text=True)
-    return p, json.loads(p.stdout.readline())
+    if not script.exists():  # not under a claimer that reads it
+        script.write_text(textwrap.dedent(CLAIMER))
+    return subprocess.Popen([sys.executable, str(script), daemon,
+                             str(ROOT / "tests" / "integration"), stack],
+                            stdout=subprocess.PIPE, text=True)
+
+
+def claimer_made(p):
+    return json.loads(p.stdout.readline())
 
 
 def start_made_client(daemon):
     """librdmad's rdmad_create_cq/srq/qp() (helpers/made_client.c)."""
-    p = subprocess.Popen([str(ROOT / "build" / "tests" / "made_client"),
-                          daemon, "p", "a"], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen([str(ROOT / "build" / "tests" / "made_client"),
+                             daemon, "p", "a"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+
+
+def made_client_qpn(p):
     line = p.stdout.readline().strip()
     assert line.startswith("qp_num="), line
-    return p, int(line.split("=")[1])
+    return int(line.split("=")[1])
 
 
 def claimed():
@@ -561,11 +575,15 @@ def test_a_dead_clients_claimed_qps_cqs_srqs_go_while_a_live_one_keeps_its(
         return dict(kernel_counts(), srq=len(kernel_rows("srq")))
 
     base = counts()
-    live, lmade = start_claimer(daemon, tmp_path, "package")
-    dead, dmade = start_claimer(daemon, tmp_path, "wire")
-    cdead, c_qpn = start_made_client(daemon)
-    undoer, _ = start_made_client(daemon)
+    # All four at once: each makes its objects and says so.
+    live = start_claimer(daemon, tmp_path, "package")
+    dead = start_claimer(daemon, tmp_path, "wire")
+    cdead = start_made_client(daemon)
+    undoer = start_made_client(daemon)
     try:
+        lmade, dmade = claimer_made(live), claimer_made(dead)
+        c_qpn = made_client_qpn(cdead)
+        made_client_qpn(undoer)
         assert lmade["answer"] == 2 and dmade["answer"] == 2
         assert wait_for(lambda: claimed() == {"qp": 4, "cq": 4, "srq": 2})
         undoer.stdin.write("undo\n")
