@@ -252,7 +252,8 @@ unit: $(UNIT_BIN) $(FUZZ_REPLAY)
 HELPERS := $(B)/tests/loopback $(B)/tests/devwatch_probe \
 	$(B)/tests/event_client $(B)/tests/pattern_writer \
 	$(B)/tests/nums_client $(B)/tests/shared_rdma $(B)/tests/mcast_peer \
-	$(B)/tests/big_client $(B)/tests/kubelet/api_pb2.py $(B)/tests/kubelet/goclient \
+	$(B)/tests/big_client $(B)/tests/made_client \
+	$(B)/tests/kubelet/api_pb2.py $(B)/tests/kubelet/goclient \
 	$(B)/tests/kubelet/cdiresolve
 
 # The Go programs of tests/kubelet/, built offline from Debian's packaged
@@ -298,7 +299,7 @@ $(B)/tests/event_client: tests/integration/helpers/event_client.c \
 		-Wl,-rpath,'$$ORIGIN/..' $(shell pkg-config --libs libibverbs)
 
 $(B)/tests/pattern_writer $(B)/tests/nums_client $(B)/tests/shared_rdma \
-		$(B)/tests/mcast_peer $(B)/tests/big_client: \
+		$(B)/tests/mcast_peer $(B)/tests/big_client $(B)/tests/made_client: \
 		$(B)/tests/%: \
 		tests/integration/helpers/%.c $(B)/librdmad.so.0
 	@mkdir -p $(dir $@)

@@ -67,6 +67,7 @@ static const struct {
 	{ "message_too_large", EMSGSIZE },
 	{ "device_error", EIO },
 	{ "internal", EIO },
+	{ "conflict", EEXIST },
 };
 
 int client_code_errno(const char *code)

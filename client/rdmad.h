@@ -33,6 +33,11 @@ struct ibv_context;
 struct ibv_pd;
 struct ibv_mr;
 struct ibv_xrcd;
+struct ibv_cq;
+struct ibv_srq;
+struct ibv_comp_channel;
+struct ibv_qp_init_attr;
+struct ibv_srq_init_attr;
 
 /* A connection to rdmad. */
 struct rdmad;
@@ -327,6 +332,40 @@ void rdmad_target_disconnect(struct rdmad_target_conn *conn);
  */
 int rdmad_request(struct rdmad *c, const char *method, const char *path,
 		  const char *body_json, int *status, char **reply_json);
+
+/* ---- what this process makes in a shared context (RDMAD_0.8) ---- */
+
+/*
+ * In shared mode a QP, CQ or SRQ made on rdmad_context() belongs to the
+ * daemon's context and outlives this process; the kernel does not say
+ * whose it is. Made through these helpers (or handed over with
+ * rdmad_made()), the daemon destroys it by handle once this process is
+ * gone, however it ends (rdmad(8), Orphans). Destroy one with
+ * rdmad_destroy_*() (or rdmad_made() with RDMAD_MADE_UNDO before
+ * ibv_destroy_*()): its handle is then free for another process's.
+ * NULL / negative errno as the rest; local mode: -EINVAL (what this
+ * process makes there dies with it).
+ */
+enum rdmad_made_kind {
+	RDMAD_MADE_QP = 0, /* obj: struct ibv_qp * */
+	RDMAD_MADE_CQ = 1, /* obj: struct ibv_cq * */
+	RDMAD_MADE_SRQ = 2, /* obj: struct ibv_srq * */
+};
+#define RDMAD_MADE_UNDO 0x1u /* the object is about to be destroyed */
+int rdmad_made(struct rdmad_profile *prof, enum rdmad_made_kind kind,
+	       void *obj, unsigned int flags);
+struct ibv_cq *rdmad_create_cq(struct rdmad_profile *prof, int cqe,
+			       void *cq_context,
+			       struct ibv_comp_channel *channel,
+			       int comp_vector);
+struct ibv_qp *rdmad_create_qp(struct rdmad_profile *prof, struct ibv_pd *pd,
+			       struct ibv_qp_init_attr *attr);
+struct ibv_srq *rdmad_create_srq(struct rdmad_profile *prof,
+				 struct ibv_pd *pd,
+				 struct ibv_srq_init_attr *attr);
+int rdmad_destroy_qp(struct rdmad_profile *prof, struct ibv_qp *qp);
+int rdmad_destroy_cq(struct rdmad_profile *prof, struct ibv_cq *cq);
+int rdmad_destroy_srq(struct rdmad_profile *prof, struct ibv_srq *srq);
 
 /* ---- multicast groups (RDMAD_0.7) ---- */
 

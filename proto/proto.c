@@ -37,6 +37,7 @@ static const struct proto_type_info {
 	[PROTO_DETACHED] = { "DETACHED", PROTO_PEER_DAEMON, false },
 	[PROTO_REPORT] = { "REPORT", PROTO_PEER_CLIENT, false },
 	[PROTO_EVENT] = { "EVENT", PROTO_PEER_DAEMON, false },
+	[PROTO_MADE] = { "MADE", PROTO_PEER_CLIENT, false },
 };
 
 static const struct proto_type_info *type_info(uint16_t type)

@@ -111,9 +111,12 @@ enum proto_type {
 	PROTO_REPORT = 10,
 	/*
 	 * daemon: something happened that the client did not ask about,
-	 * {"event":"device_removed",...}; id 0, no answer. The last type.
+	 * {"event":"device_removed",...}; id 0, no answer.
 	 */
 	PROTO_EVENT = 11,
+	/* client, shared mode: objects its process made in the context
+	 * (made.h); answered with REPLY. The last type. */
+	PROTO_MADE = 12,
 };
 
 /* Who sends a message; for proto_type_allowed(). */

@@ -167,7 +167,7 @@ static void faults(FILE *f, struct manager *m)
 {
 	size_t n = m->n_profiles;
 	const char **names = calloc(n + 1, sizeof(*names));
-	const unsigned long long **rows = calloc(5 * (n + 1), sizeof(*rows));
+	const unsigned long long **rows = calloc(6 * (n + 1), sizeof(*rows));
 
 	if (!names || !rows)
 		goto out;
@@ -180,6 +180,7 @@ static void faults(FILE *f, struct manager *m)
 		rows[2 * (n + 1) + i] = pf->recreate_failed;
 		rows[3 * (n + 1) + i] = pf->reclaimed;
 		rows[4 * (n + 1) + i] = pf->reclaim_failed;
+		rows[5 * (n + 1) + i] = pf->stale;
 	}
 	fputs("# HELP rdmad_profile_ready 1 when the profile's state is "
 	      "ready (every object made).\n# TYPE rdmad_profile_ready gauge\n",
@@ -205,6 +206,10 @@ static void faults(FILE *f, struct manager *m)
 	fault_rows(f, "rdmad_orphan_reclaim_failures_total",
 		   "Leftovers whose destruction by handle failed.",
 		   rows + 4 * (n + 1), names, n, UH_KINDS, reclaim_kind);
+	fault_rows(f, "rdmad_reclaim_stale_handles_total",
+		   "Handles reclaim was to destroy that named another object "
+		   "by then (an MR's keys had changed), left alone.",
+		   rows + 5 * (n + 1), names, n, UH_KINDS, reclaim_kind);
 	fprintf(f,
 		"# HELP rdmad_orphan_reclaim_delay_seconds How long a "
 		"leftover is seen before it is destroyed.\n"

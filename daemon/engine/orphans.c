@@ -108,6 +108,7 @@ struct held {
 	uint64_t *mrkey; /* lkey << 32 | rkey */
 	uint32_t *pdn;	/* the context's PD numbers (from the records) */
 	size_t n_qpn, n_mrkey, n_pdn;
+	size_t n_srq;	/* SRQs held */
 };
 
 static int cmp_u32(const void *a, const void *b)
@@ -151,6 +152,8 @@ static int held_build(struct held *h, const struct profile *p)
 				continue;
 			if (o->kind == OBJ_QP && o->u.qp.qp)
 				h->qpn[h->n_qpn++] = o->u.qp.qp->qp_num;
+			else if (o->kind == OBJ_SRQ)
+				h->n_srq++;
 			else if (o->kind == OBJ_MR && o->u.mr.mr)
 				h->mrkey[h->n_mrkey++] =
 					(uint64_t)o->u.mr.mr->lkey << 32 |
@@ -189,6 +192,7 @@ static enum owner owner_of(struct orphans *o, const struct profile *p,
 {
 	const struct orphans_owner *w = &o->owner;
 	pid_t tgid;
+
 
 	if (holds_number(h, r))
 		return OWNER_DAEMON;
@@ -274,23 +278,59 @@ static void census_add(struct reclaim_census *c, const struct rdmanl_res *r,
 		c->live[k]++;
 }
 
+/* An MR of p's context not the daemon's, for attribution (reclaim.h):
+ * its maker is the process of the thread the kernel names (or, where
+ * /proc hides it, the thread itself, taken for a process if it leads
+ * one: reclaim's pidfd_open refuses any other thread). */
+static void census_mr(struct reclaim_census *c, const struct rdmanl_res *r,
+		      struct pid_cache *pc)
+{
+	struct reclaim_mr *m = &c->mrs[c->n_mrs++];
+	pid_t tgid = (r->has & RDMANL_HAS_PID) ? tgid_of(pc, r->pid) : 0;
+
+	*m = (struct reclaim_mr){
+		.mrn = r->id,
+		.key = { .lkey = r->lkey, .rkey = r->rkey, .length = r->mrlen },
+		.keys = (r->has & RDMANL_HAS_KEYS) != 0,
+	};
+	if (r->has & RDMANL_HAS_PID) {
+		m->tid = r->pid;
+		m->maker = tgid ? tgid : (pid_t)r->pid;
+	}
+}
+
+static void census_qp(struct reclaim_census *c, const struct rdmanl_res *r,
+		      struct pid_cache *pc)
+{
+	struct reclaim_qp *q = &c->qps[c->n_qps++];
+	pid_t tgid = (r->has & RDMANL_HAS_PID) ? tgid_of(pc, r->pid) : 0;
+
+	*q = (struct reclaim_qp){ .qpn = r->id };
+	if (r->has & RDMANL_HAS_PID) {
+		q->tid = r->pid;
+		q->maker = tgid ? tgid : (pid_t)r->pid;
+	}
+}
+
 /* The view of p's context from the records (those of its device), and
- * the census of who made them. */
+ * the census of who made them (c->mrs, c->qps: the caller's to free). */
 static int sort_context(struct orphans *o, const struct profile *p, int err,
 			struct ctx_view *v, struct reclaim_census *c)
 {
 	_cleanup_(held_clear) struct held h = { 0 };
 	struct pid_cache pc = { .n = 0 };
-	size_t n_orphan = 0;
+	size_t n_orphan = 0, n_srq = 0;
 
 	*v = (struct ctx_view){ .scanned = true, .when = now_realtime() };
-	*c = (struct reclaim_census){ .dumped = { false } };
+	*c = (struct reclaim_census){ .keys = -1 };
 	if (err < 0 || p->ctxn < 0) {
 		v->err = err < 0 ? err : -ENOENT;
 		return 0;
 	}
 	h.pdn = calloc(o->n_recs + 1, sizeof(*h.pdn));
-	if (!h.pdn || held_build(&h, p) < 0)
+	c->mrs = calloc(o->n_recs + 1, sizeof(*c->mrs));
+	c->qps = calloc(o->n_recs + 1, sizeof(*c->qps));
+	if (!h.pdn || !c->mrs || !c->qps || held_build(&h, p) < 0)
 		return -ENOMEM;
 	/* PDs and CQs name their context; the rest join it by their PD. */
 	for (size_t i = 0; i < o->n_recs; i++) {
@@ -321,6 +361,17 @@ static int sort_context(struct orphans *o, const struct profile *p, int err,
 				continue;
 			}
 			w = owner_of(o, p, &h, r, &pc);
+			if (pass == 0 && r->kind == RDMANL_QP &&
+			    w != OWNER_DAEMON)
+				census_qp(c, r, &pc);
+			n_srq += pass == 0 && r->kind == RDMANL_SRQ;
+			if (pass == 0 && r->kind == RDMANL_MR) {
+				bool keys = (r->has & RDMANL_HAS_KEYS) != 0;
+
+				c->keys = c->keys < 0 ? keys : c->keys && keys;
+				if (w != OWNER_DAEMON)
+					census_mr(c, r, &pc);
+			}
 			if (pass == 0) {
 				unsigned int *n = w == OWNER_DAEMON ? v->owned
 						  : w == OWNER_CLIENT ? v->clients
@@ -332,6 +383,10 @@ static int sort_context(struct orphans *o, const struct profile *p, int err,
 				v->orphan[v->n_orphan++] = *r;
 			}
 		}
+		if (pass == 0)
+			c->srqs_not_ours = n_srq > h.n_srq
+						   ? (unsigned int)(n_srq - h.n_srq)
+						   : 0;
 		if (pass == 0 && n_orphan) {
 			v->orphan = calloc(n_orphan, sizeof(*v->orphan));
 			if (!v->orphan)
@@ -407,6 +462,8 @@ static void sort_all(struct orphans *o)
 		if (sort_context(o, p, device_err(o, p->dev_index), &v,
 				 &census) < 0) {
 			ctx_view_clear(&v);
+			free(census.mrs);
+			free(census.qps);
 			continue;
 		}
 		if (!view_equal(&v, &p->view) || v.n_orphan != before)
@@ -421,6 +478,8 @@ static void sort_all(struct orphans *o)
 				o->owner.attached(o->owner.ud, p->conf->name,
 						  0),
 				now);
+		free(census.mrs);
+		free(census.qps);
 		if (p->ctx_kept && !p->kept_scanned && !profile_busy(p)) {
 			p->kept_scanned = true;
 			p->kept_orphans = v.n_orphan;
@@ -588,6 +647,18 @@ static int on_readable(sd_event_source *es, int fd, uint32_t revents,
 	return 0;
 }
 
+/* A process that made MRs in a context is gone (its pidfd is readable,
+ * and stays so: the watch ends): the scan reclaims them. */
+static int on_maker_gone(sd_event_source *es, int fd, uint32_t revents,
+			 void *ud)
+{
+	(void)fd;
+	(void)revents;
+	sd_event_source_set_enabled(es, SD_EVENT_OFF);
+	orphans_request(ud);
+	return 0;
+}
+
 static void scan_start(struct orphans *o)
 {
 	size_t n;
@@ -610,7 +681,8 @@ static void scan_start(struct orphans *o)
 			continue;
 		o->ctxs[o->n_ctxs++] =
 			(struct seen_ctx){ p->dev_index, p->ctxn };
-		reclaim_begin((struct profile *)p);
+		reclaim_begin((struct profile *)p, o->owner.event,
+			      on_maker_gone, o);
 		if (p->ctxn < 0)
 			continue; /* nothing to sort it by */
 		for (size_t k = 0; k < o->n_devs; k++)
@@ -790,6 +862,41 @@ static json_t *orphan_json(const struct rdmanl_res *r)
 	return j;
 }
 
+/* The orphan's maker, where a scan saw it alive (reclaim.h): an MR that
+ * goes as soon as it may. */
+static pid_t maker_of(const struct profile *p, const struct rdmanl_res *r)
+{
+	if (r->kind == RDMANL_QP)
+		return reclaim_qp_maker(p, r->id);
+	return r->kind == RDMANL_MR ? reclaim_maker_of(p, r->id, NULL) : 0;
+}
+
+/* What attribution knows of p's context. */
+static json_t *attribution_json(const struct profile *p)
+{
+	struct reclaim_stats st;
+	unsigned long long stale = 0;
+	json_t *j;
+
+	reclaim_stats(p, &st);
+	for (int k = 0; k < UH_KINDS; k++)
+		stale += p->faults.stale[k];
+	j = json_pack("{s:I, s:I, s:I, s:I}", "makers", (json_int_t)st.makers,
+		      "mrs_live", (json_int_t)st.mrs_live, "mrs_waiting",
+		      (json_int_t)st.mrs_waiting, "stale_handles",
+		      (json_int_t)stale);
+	if (j && st.keys >= 0)
+		json_object_set_new(j, "mr_keys", json_boolean(st.keys));
+	if (j)
+		json_object_set_new(
+			j, "claimed",
+			json_pack("{s:I, s:I, s:I}", "qp",
+				  (json_int_t)st.claims[UH_QP], "cq",
+				  (json_int_t)st.claims[UH_CQ], "srq",
+				  (json_int_t)st.claims[UH_SRQ]));
+	return j;
+}
+
 void orphans_refresh(struct orphans *o, const struct profile *p)
 {
 	if (p->ctx && (!p->view.scanned ||
@@ -834,8 +941,23 @@ json_t *orphans_json(const struct profile *p)
 				  owner_names[OWNER_ORPHAN],
 				  counts_json(v->orphans)));
 	a = json_array();
-	for (size_t i = 0; a && i < v->n_orphan; i++)
-		json_array_append_new(a, orphan_json(&v->orphan[i]));
+	for (size_t i = 0; a && i < v->n_orphan; i++) {
+		json_t *e = orphan_json(&v->orphan[i]);
+		pid_t maker = maker_of(p, &v->orphan[i]);
+
+		if (e && maker)
+			json_object_set_new(e, "maker", json_integer(maker));
+		json_array_append_new(a, e);
+	}
 	json_object_set_new(j, "orphans", a);
+	/* The orphans whose maker no scan saw alive: reclaimed by
+	 * counting alone (reclaim.h), kept while it cannot vouch. */
+	a = json_array();
+	for (size_t i = 0; a && i < v->n_orphan; i++)
+		if (!maker_of(p, &v->orphan[i]))
+			json_array_append_new(a, orphan_json(&v->orphan[i]));
+	json_object_set_new(j, "unattributed", a);
+	if (p->ctx)
+		json_object_set_new(j, "attribution", attribution_json(p));
 	return j;
 }

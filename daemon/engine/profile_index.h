@@ -132,6 +132,9 @@ struct profile_faults {
 	unsigned long long lost[OBJ_KIND_MAX], recreated[OBJ_KIND_MAX],
 		recreate_failed[OBJ_KIND_MAX];
 	unsigned long long reclaimed[UH_KINDS], reclaim_failed[UH_KINDS];
+	/* Handles reclaim meant to destroy that named something else by
+	 * then (reclaim.h): left alone. */
+	unsigned long long stale[UH_KINDS];
 };
 
 struct reclaim;

@@ -132,6 +132,8 @@ static void take_context(struct profile *next, struct profile *old)
 	next->ctxn = old->ctxn;
 	next->view = old->view;
 	old->view = (struct ctx_view){ 0 };
+	/* Who made what in the context (reclaim.h) stays with it. */
+	next->reclaim = TAKE_PTR(old->reclaim);
 	next->draining = TAKE_PTR(old->draining);
 	next->n_draining = old->n_draining;
 	old->n_draining = 0;

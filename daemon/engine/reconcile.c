@@ -58,7 +58,8 @@ static int handle_gone(struct tables *t, int fd, const struct object *o)
 static bool mr_replaced(int fd, const struct object *o)
 {
 	uint32_t lkey, rkey;
-	int r = uhandle_query_mr(fd, o->u.mr.mr->handle, &lkey, &rkey);
+	int r = uhandle_query_mr(fd, o->u.mr.mr->handle, &lkey, &rkey,
+				     NULL);
 
 	if (r == -EOPNOTSUPP || r == -EPROTONOSUPPORT)
 		return false; /* cannot tell */

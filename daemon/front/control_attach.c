@@ -6,7 +6,9 @@
 #include "control_internal.h"
 #include "attach_view.h"
 #include "log.h"
+#include "made.h"
 #include "proto.h"
+#include "reclaim.h"
 
 const double control_attach_bucket_le[SESSION_ATTACH_BUCKETS] = {
 	0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1,
@@ -758,6 +760,60 @@ int control_report(struct session *s, uint32_t id, json_t *req)
 		a->report = json_incref(mr);
 	}
 	return session_send_text(s, PROTO_REPLY, id, ok, sizeof(ok) - 1);
+}
+
+/* The handle kinds of MADE's. */
+static const enum uhandle_kind made_kinds[PROTO_MADE_KINDS] = {
+	[PROTO_MADE_QP] = UH_QP,
+	[PROTO_MADE_CQ] = UH_CQ,
+	[PROTO_MADE_SRQ] = UH_SRQ,
+};
+
+int control_made(struct session *s, uint32_t id, json_t *req)
+{
+	_cleanup_(proto_made_clear) struct proto_made m = { 0 };
+	_cleanup_free_ struct reclaim_claim *c = NULL;
+	struct attachment *a;
+	struct profile *p;
+	char text[64];
+	int r = proto_made_decode(req, &m), n;
+
+	if (r == -E2BIG)
+		return session_send_error(s, id, "too_large",
+					  "MADE lists at most %d objects",
+					  PROTO_MADE_MAX);
+	if (r < 0)
+		return session_send_error(s, id, "bad_request",
+					  "MADE: %s", strerror(-r));
+	a = find_attachment(s, req);
+	if (!a)
+		return session_send_error(s, id, "not_found", "no such attachment");
+	if (!a->shared)
+		return session_send_error(s, id, "bad_request",
+					  "MADE is for shared mode");
+	p = a->profile ? manager_profile(s->c->m, a->profile) : NULL;
+	c = calloc(m.n_objs + 1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	for (size_t i = 0; i < m.n_objs; i++)
+		c[i] = (struct reclaim_claim){
+			.kind = made_kinds[m.objs[i].kind],
+			.handle = m.objs[i].handle,
+			.qp_num = m.objs[i].qp_num,
+		};
+	/* The process is the session's peer (SO_PEERCRED), never a pid
+	 * the message names. */
+	r = p ? reclaim_claim(p, s->cred.pid, c, m.n_objs, m.undo) : -ENOENT;
+	if (r == -EEXIST)
+		return session_send_error(s, id, "conflict",
+					  "a handle is another live process's");
+	if (r < 0)
+		return session_send_error(s, id, "unavailable",
+					  "cannot take the objects: %s",
+					  strerror(-r));
+	n = snprintf(text, sizeof(text),
+		     "{\"status\":200,\"body\":{\"made\":%zu}}", m.n_objs);
+	return session_send_text(s, PROTO_REPLY, id, text, (size_t)n);
 }
 
 void control_waiters_drop(struct control *c, struct session *s)

@@ -249,6 +249,7 @@ int session_send_error(struct session *s, uint32_t id, const char *code,
 int control_attach(struct session *s, uint32_t id, json_t *req);
 int control_detach(struct session *s, uint32_t id, json_t *req);
 int control_report(struct session *s, uint32_t id, json_t *req);
+int control_made(struct session *s, uint32_t id, json_t *req);
 void attachment_release(struct control *c, struct attachment *a);
 void session_publish(struct session *s, const struct attachment *a,
 		     const char *what, const char *reason);

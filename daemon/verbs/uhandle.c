@@ -241,10 +241,12 @@ int uhandle_destroy(int cmd_fd, enum uhandle_kind k, uint32_t h)
 	return call_run(cmd_fd, &c);
 }
 
-int uhandle_query_mr(int cmd_fd, uint32_t h, uint32_t *lkey, uint32_t *rkey)
+int uhandle_query_mr(int cmd_fd, uint32_t h, uint32_t *lkey, uint32_t *rkey,
+		     uint64_t *length_out)
 {
 	uint64_t length = 0, iova = 0;
 	struct call c;
+	int r;
 
 	call_init(&c, UVERBS_OBJECT_MR, UVERBS_METHOD_QUERY_MR);
 	add_attr(&c, UVERBS_ATTR_QUERY_MR_HANDLE, 0, h);
@@ -258,5 +260,8 @@ int uhandle_query_mr(int cmd_fd, uint32_t h, uint32_t *lkey, uint32_t *rkey)
 	add_attr(&c, UVERBS_ATTR_QUERY_MR_RESP_IOVA, sizeof(iova),
 		 (uintptr_t)&iova);
 	c.hdr.attrs[4].flags = 0;
-	return call_run(cmd_fd, &c);
+	r = call_run(cmd_fd, &c);
+	if (r == 0 && length_out)
+		*length_out = length;
+	return r;
 }

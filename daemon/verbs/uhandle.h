@@ -69,7 +69,9 @@ int uhandle_in(const uint32_t *list, size_t n, uint32_t h);
  * or -errno: -ENOENT or -EINVAL (no such handle of that kind), -EBUSY
  * (objects still use it: destroy those first). */
 int uhandle_destroy(int cmd_fd, enum uhandle_kind k, uint32_t h);
-/* UVERBS_METHOD_QUERY_MR: the keys of MR handle h (0 or -errno). */
-int uhandle_query_mr(int cmd_fd, uint32_t h, uint32_t *lkey, uint32_t *rkey);
+/* UVERBS_METHOD_QUERY_MR: the keys and, if length is not NULL, the
+ * length of MR handle h (0 or -errno). */
+int uhandle_query_mr(int cmd_fd, uint32_t h, uint32_t *lkey, uint32_t *rkey,
+		     uint64_t *length);
 
 #endif

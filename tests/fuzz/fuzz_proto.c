@@ -7,16 +7,20 @@
  * accounted, and encode(decode(x)) decoding to the same document. The
  * client's decoder of ATTACHED, which takes the last document again for
  * the same bytes past the attachment id (client/librdmad_reuse.c, kept
- * across inputs here), must agree with proto_decode on every input.
+ * across inputs here), must agree with proto_decode on every input. A
+ * MADE's payload goes through proto_made_decode() too: within its
+ * bounds, and the same again once encoded.
  *
  *   clang -g -O1 -std=gnu11 -D_GNU_SOURCE \
  *     -fsanitize=fuzzer,address,undefined -Icommon -Iproto \
- *     proto/proto.c client/librdmad_reuse.c tests/fuzz/fuzz_proto.c -ljansson -o build/fuzz_proto
+ *     proto/proto.c proto/made.c client/librdmad_reuse.c \
+ *     tests/fuzz/fuzz_proto.c -ljansson -o build/fuzz_proto
  *   build/fuzz_proto -max_len=70000 -max_total_time=60 CORPUS_DIR
  */
 #include <errno.h>
 #include <stdlib.h>
 
+#include "made.h"
 #include "proto.h"
 #include "../../client/librdmad_internal.h" /* client_reuse_decode */
 
@@ -74,6 +78,37 @@ static void check_reuse(const uint8_t *frame, size_t len, size_t n_fds,
 	proto_msg_clear(&u);
 }
 
+/* MADE's decoder on a decoded payload: its bounds, and a round trip. */
+static void check_made(const json_t *payload)
+{
+	struct proto_made a, b;
+	json_t *j;
+	int r = proto_made_decode(payload, &a);
+
+	check(r == 0 || r == -EINVAL || r == -E2BIG || r == -ENOMEM);
+	if (r < 0) {
+		check(!a.objs);
+		return;
+	}
+	check(a.n_objs <= PROTO_MADE_MAX);
+	for (size_t i = 0; i < a.n_objs; i++)
+		check(a.objs[i].kind < PROTO_MADE_KINDS &&
+		      a.objs[i].qp_num <= 0xffffff);
+	j = proto_made_encode(a.attachment, a.undo, a.objs, a.n_objs);
+	if (j) {
+		check(proto_made_decode(j, &b) == 0);
+		check(b.attachment == a.attachment && b.undo == a.undo &&
+		      b.n_objs == a.n_objs);
+		for (size_t i = 0; i < a.n_objs; i++)
+			check(b.objs[i].kind == a.objs[i].kind &&
+			      b.objs[i].handle == a.objs[i].handle &&
+			      b.objs[i].qp_num == a.objs[i].qp_num);
+		proto_made_clear(&b);
+		json_decref(j);
+	}
+	proto_made_clear(&a);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static uint8_t buf[PROTO_MAX_FRAME];
@@ -118,6 +153,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check(v >= PROTO_VERSION_MIN && v <= PROTO_VERSION_MAX);
 	if (proto_welcome_version(m.payload, &v) == 0)
 		check(v >= PROTO_VERSION_MIN && v <= PROTO_VERSION_MAX);
+	if (m.type == PROTO_MADE)
+		check_made(m.payload);
 
 	/* Re-encoding may grow (1e5 -> 100000.0), so it may not fit. */
 	r = proto_encode(&m, buf, sizeof(buf), &len);

@@ -336,7 +336,7 @@ static const struct bad_frame bad_frames[] = {
 	{ "version 0xffff", PROTO_HELLO, F_VERSION, 0xffff, -1, 0,
 	  -EPROTONOSUPPORT, true },
 	{ "type 0", PROTO_REQUEST, F_TYPE, 0, -1, 0, -EBADMSG, true },
-	{ "type one past the last", PROTO_REQUEST, F_TYPE, PROTO_EVENT + 1, -1,
+	{ "type one past the last", PROTO_REQUEST, F_TYPE, PROTO_MADE + 1, -1,
 	  0, -EBADMSG, true },
 	{ "type 0xffff", PROTO_REQUEST, F_TYPE, 0xffff, -1, 0, -EBADMSG, true },
 	{ "flag bit 0", PROTO_REQUEST, F_FLAGS, 1, -1, 0, -EBADMSG, true },
@@ -413,7 +413,7 @@ static void test_fds_forbidden(void **state)
 	uint16_t t;
 
 	(void)state;
-	for (t = PROTO_HELLO; t <= PROTO_EVENT; t++) {
+	for (t = PROTO_HELLO; t <= PROTO_MADE; t++) {
 		struct proto_msg m;
 		proto_msg_init(&m);
 		size_t len = make_frame(buf, sizeof(buf), t, 1, 1, "{}");
@@ -692,7 +692,7 @@ static json_t *make_just_deep_enough(void)
 
 static const struct bad_encode bad_encodes[] = {
 	{ "encode type 0", 0, 0, 0, NULL, NULL, 256, -EINVAL },
-	{ "encode unknown type", PROTO_EVENT + 1, 0, 0, NULL, NULL, 256,
+	{ "encode unknown type", PROTO_MADE + 1, 0, 0, NULL, NULL, 256,
 	  -EINVAL },
 	{ "encode unknown flag", PROTO_REQUEST, 1, 0, NULL, NULL, 256,
 	  -EINVAL },
@@ -785,8 +785,9 @@ static void test_type_table(void **state)
 		{ PROTO_DETACHED, "DETACHED", false, true },
 		{ PROTO_REPORT, "REPORT", true, false },
 		{ PROTO_EVENT, "EVENT", false, true },
+		{ PROTO_MADE, "MADE", true, false },
 		{ 0, "UNKNOWN", false, false },
-		{ PROTO_EVENT + 1, "UNKNOWN", false, false },
+		{ PROTO_MADE + 1, "UNKNOWN", false, false },
 		{ 0xffff, "UNKNOWN", false, false },
 	};
 	size_t i;

@@ -70,6 +70,8 @@ _ACCESS_ON_DEMAND = 1 << 6  # IBV_ACCESS_ON_DEMAND: an mr with odp = true
 
 
 # MRs per REPORT: a few hundred fit one frame (about 100 bytes each).
+#: Objects per MADE message (the daemon takes at most 1024 in one).
+MADE_PER_MESSAGE = 1024
 REPORT_MRS_PER_PART = 256
 
 
@@ -916,6 +918,37 @@ class Profile:
         if err is not None:
             raise Error("setup_failed", f"releasing profile "
                         f"'{self.name}': {err}")
+
+    def made(self, objects, undo=False):
+        """Say this process made (undo=True: is about to destroy) these
+        objects in the profile's shared context, so that the daemon
+        destroys them by handle once the process is gone, however it
+        ends (PROTOCOL.md, MADE). objects: a list of dicts {"kind": "qp"
+        | "cq" | "srq", "handle": H} (a QP's with "qp_num": N, not
+        needed with undo), or a single one. The handle is the uverbs
+        one (struct ibv_qp/ibv_cq/ibv_srq .handle): objects made through
+        libibverbs with ctypes or a C extension have it; pyverbs (rdma-
+        core 44) does not show it, so its objects cannot be handed over.
+        Returns how many the daemon took; raises Error on a refusal
+        ("conflict": another live process said a handle is its own)."""
+        if self.mode != MODE_SHARED:
+            raise Error("bad_request", "made(): the profile is attached "
+                        "in local mode; what this process makes there "
+                        "dies with it")
+        if isinstance(objects, dict):
+            objects = [objects]
+        n = 0
+        for i in range(0, max(len(objects), 1), MADE_PER_MESSAGE):
+            req = {"attachment": self.attachment,
+                   "made": list(objects[i:i + MADE_PER_MESSAGE])}
+            if undo:
+                req["undo"] = True
+            t, doc, _ = self._conn._exchange(proto.PROTO_MADE, req)
+            if t != proto.PROTO_REPLY:
+                self._conn._protocol("rdmad's answer to MADE is not a "
+                                     "REPLY")
+            n += (doc.get("body") or {}).get("made", 0)
+        return n
 
     def __enter__(self):
         return self

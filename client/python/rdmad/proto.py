@@ -39,6 +39,7 @@ PROTO_DETACH = 8
 PROTO_DETACHED = 9
 PROTO_REPORT = 10
 PROTO_EVENT = 11
+PROTO_MADE = 12
 
 #: magic, version, type, flags, n_fds, id, length: little-endian.
 HEADER = struct.Struct("<IHHHHII")
@@ -52,7 +53,7 @@ TYPE_NAMES = {v: k[len("PROTO_"):] for k, v in dict(globals()).items()
               if k.startswith("PROTO_") and k[6:] in (
                   "HELLO", "WELCOME", "ERROR", "REQUEST", "REPLY",
                   "ATTACH", "ATTACHED", "DETACH", "DETACHED", "REPORT",
-                  "EVENT")}
+                  "EVENT", "MADE")}
 
 
 def type_name(t):
