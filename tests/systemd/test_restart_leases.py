@@ -514,35 +514,25 @@ def declared_objects():
 
 
 def test_shared_stress_with_daemon_crashes(started, units):
-    """The shared-mode stress of tests/integration/test_shared_stress.py
-    under the real systemd, with daemon crashes among its faults: three
-    clients stream by RDMA through MR keep all along (they resume by
-    themselves), looping clients attach, import, make a CQ and a QP and
-    detach, victims are SIGKILLed, the configuration is reloaded (spare
-    dropped and declared again) and the daemon is SIGKILLed or SIGABRTed
-    (seeded random moments). No streamer's write fails; once every client
-    has gone, the kernel holds exactly the declared objects."""
+    """Shared mode under kills, reloads and daemon crashes, under the real
+    systemd: three clients stream by RDMA through MR keep all along, each
+    with a CQ and two QPs of its own in the daemon's context (they resume
+    by themselves); victims of the same kind are SIGKILLed at random
+    moments (their CQs and QPs are left in the context), the
+    configuration is reloaded (spare dropped and declared again) and the
+    daemon is SIGKILLed or SIGABRTed (seeded random moments). No
+    streamer's write fails; once every client has gone, the kernel holds
+    exactly the declared objects: every leftover was reclaimed."""
     rng = random.Random(SEED + 44)
     print(f"RDMAD_TEST_SEED={SEED}")
-    stress = str(pathlib.Path(__file__).resolve().parents[1] /
-                 "integration" / "helpers" / "shared_stress_client.py")
-    env = dict(os.environ, RDMAD_STRESS_MR="keep")
-
-    def looper(n, seconds):
-        return subprocess.Popen(
-            [sys.executable, stress, "/run/rdmad/rdmad.sock", "io", str(n),
-             str(seconds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, env=env)
-
     reload(config())
     # Each on a MiB of its own: they check what they read back.
     streamers = [stream_events(units, "keep", i << 20) for i in range(3)]
-    loopers = [looper(2, 60) for _ in range(2)]
     crashes = [signal.SIGKILL, signal.SIGABRT, signal.SIGKILL]
     try:
         for i, sig in enumerate(crashes):
-            victim = looper(1, 60)
-            time.sleep(rng.uniform(0.5, 3))
+            victim = stream_events(units, "keep", (3 + i) << 20)
+            time.sleep(rng.uniform(0.2, 2))
             victim.kill()
             victim.wait()
             reload(config(with_spare=i % 2 == 1))
@@ -552,15 +542,8 @@ def test_shared_stress_with_daemon_crashes(started, units):
         for s in streamers:
             goes_on(s)
             assert s.poll() is None
-        for p in loopers:
-            out, err = p.communicate(timeout=600)
-            assert p.returncode == 0, err
-            counts = json.loads(out.strip().splitlines()[-1])
-            # Cycles cut by a crash are broken (the session went);
-            # none imported a handle the kernel refused.
-            assert counts["cycles"] > 0 and not counts["dead"], counts
     finally:
-        for p in streamers + loopers:
+        for p in streamers:
             p.kill()
             p.wait()
     wait_for(lambda: not get("/v1/sessions"), 60, "every session gone")
