@@ -820,6 +820,10 @@ static void resume_try(struct rdmad *c)
 				event_push(c, RDMAD_EVENT_RESUMED, p, NULL);
 				continue;
 			}
+			/* The daemon went again meanwhile (a crash during
+			 * the resume): resuming goes on, nothing given up. */
+			if (c->gone)
+				return;
 			/* Not taken back: ended with the old session. */
 			p->granted = false;
 			event_push(c, RDMAD_EVENT_DAEMON_GONE, p, NULL);

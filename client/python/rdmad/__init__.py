@@ -578,7 +578,11 @@ class Connection:
                 _close_fds(fds)
                 aid = doc.get("attachment") if t == proto.PROTO_ATTACHED \
                     else None
-            except Error:
+            except Error as e:
+                # The daemon went again meanwhile: resume again later,
+                # nothing given up.
+                if e.code == "daemon_gone" and self._resume_start():
+                    return
                 aid = None
             if isinstance(aid, int) and doc.get("mode") == MODE_SHARED:
                 p.attachment = aid
