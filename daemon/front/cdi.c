@@ -286,10 +286,11 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 {
 	struct cdi *c = ud;
 
-	/* Progress changes nothing a container sees; during a reload the
-	 * profile list is half old, half new: it ends with an announcement
-	 * of every profile. */
-	if (ev->kind == MANAGER_PROGRESS || c->m->reloading || c->defer)
+	/* Progress and leases change nothing a container sees; during a
+	 * reload the profile list is half old, half new: it ends with an
+	 * announcement of every profile. */
+	if (ev->kind == MANAGER_PROGRESS || ev->kind == MANAGER_LEASES_CHANGED ||
+	    c->m->reloading || c->defer)
 		return;
 	if (sd_event_add_defer(c->m->event, &c->defer, on_defer, c) < 0) {
 		c->defer = NULL;

@@ -348,7 +348,9 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 		sessions_notify(c, ev);
 		return;
 	}
-	if (ev->kind == MANAGER_PROGRESS)
+	/* Leases make no profile ready; and an attach answered below takes
+	 * leases, which are announced from within this loop. */
+	if (ev->kind == MANAGER_PROGRESS || ev->kind == MANAGER_LEASES_CHANGED)
 		return;
 	for (w = c->waiters; w; w = next) {
 		const char *name =
