@@ -99,8 +99,10 @@ int64_t durable_write(int fd, const void *text, size_t len)
 	if (r < 0)
 		return r;
 	/* What lies past it is no one's any more. */
-	if (h.off == DURABLE_DATA_OFFSET)
-		(void)ftruncate(fd, (off_t)page_up(h.off + len));
+	if (h.off == DURABLE_DATA_OFFSET &&
+	    ftruncate(fd, (off_t)page_up(h.off + len)) < 0) {
+		/* Only room not given back: the version is named. */
+	}
 	return (int64_t)h.gen;
 }
 
