@@ -5,7 +5,9 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -50,6 +52,21 @@ static inline void close_all(int *fds, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		closep(&fds[i]);
+}
+
+/* Close f, an open_memstream() of *buf: true when all was written, else
+ * *buf is freed (and NULL). */
+static inline bool memstream_done(FILE *f, char **buf)
+{
+	bool ok = !ferror(f);
+
+	if (fclose(f) != 0)
+		ok = false;
+	if (!ok) {
+		free(*buf);
+		*buf = NULL;
+	}
+	return ok;
 }
 
 #define _cleanup_free_ _cleanup_(freep)

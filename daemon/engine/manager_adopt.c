@@ -264,15 +264,8 @@ char *manager_holders_text(struct manager *m, struct profile *p, size_t *len)
 					   l, ln, &sep);
 	}
 	putc(']', f);
-	if (ferror(f)) {
-		fclose(f);
-		free(text);
+	if (!memstream_done(f, &text))
 		return NULL;
-	}
-	if (fclose(f) != 0) {
-		free(text);
-		return NULL;
-	}
 	*len = n;
 	return text;
 }

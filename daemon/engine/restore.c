@@ -935,15 +935,8 @@ char *restore_state(const struct profile *p, json_t *holders, size_t *len)
 	for (size_t i = 0; i < p->n_draining; i++)
 		put_draining(f, &p->draining[i], &sep);
 	fputs("]}", f);
-	if (ferror(f)) {
-		fclose(f);
-		free(text);
+	if (!memstream_done(f, &text))
 		return NULL;
-	}
-	if (fclose(f) != 0) {
-		free(text);
-		return NULL;
-	}
 	*len = n;
 	return text;
 }
