@@ -107,7 +107,11 @@ struct held {
 	uint32_t *qpn;	/* QP numbers */
 	uint64_t *mrkey; /* lkey << 32 | rkey */
 	uint32_t *pdn;	/* the context's PD numbers (from the records) */
-	size_t n_qpn, n_mrkey, n_pdn;
+	/* The lengths of the MRs taken back from the previous run (a
+	 * pass of the records takes each once: prev_taken). */
+	uint64_t *prevlen;
+	bool *prev_taken;
+	size_t n_qpn, n_mrkey, n_pdn, n_prevlen;
 	size_t n_srq;	/* SRQs held */
 };
 
@@ -130,6 +134,8 @@ static void held_clear(struct held *h)
 	free(h->qpn);
 	free(h->mrkey);
 	free(h->pdn);
+	free(h->prevlen);
+	free(h->prev_taken);
 	*h = (struct held){ 0 };
 }
 
@@ -141,7 +147,9 @@ static int held_build(struct held *h, const struct profile *p)
 
 	h->qpn = calloc(n, sizeof(*h->qpn));
 	h->mrkey = calloc(n, sizeof(*h->mrkey));
-	if (!h->qpn || !h->mrkey)
+	h->prevlen = calloc(n, sizeof(*h->prevlen));
+	h->prev_taken = calloc(n, sizeof(*h->prev_taken));
+	if (!h->qpn || !h->mrkey || !h->prevlen || !h->prev_taken)
 		return -ENOMEM;
 	for (int l = 0; l < 2; l++)
 		for (size_t i = 0; i < counts[l]; i++) {
@@ -158,10 +166,23 @@ static int held_build(struct held *h, const struct profile *p)
 				h->mrkey[h->n_mrkey++] =
 					(uint64_t)o->u.mr.mr->lkey << 32 |
 					o->u.mr.mr->rkey;
+			if (o->kind == OBJ_MR && o->u.mr.mr && o->u.mr.restored)
+				h->prevlen[h->n_prevlen++] = o->u.mr.mr->length;
 		}
 	qsort(h->qpn, h->n_qpn, sizeof(*h->qpn), cmp_u32);
 	qsort(h->mrkey, h->n_mrkey, sizeof(*h->mrkey), cmp_u64);
+	qsort(h->prevlen, h->n_prevlen, sizeof(*h->prevlen), cmp_u64);
 	return 0;
+}
+
+/* Is there an MR of the previous run of this length not yet taken for
+ * a record of this pass? It is taken now. */
+static bool prev_mr_take(struct held *h, uint64_t length)
+{
+	for (size_t i = 0; i < h->n_prevlen && h->prevlen[i] <= length; i++)
+		if (h->prevlen[i] == length && !h->prev_taken[i])
+			return h->prev_taken[i] = true;
+	return false;
 }
 
 static bool holds_number(const struct held *h, const struct rdmanl_res *r)
@@ -187,7 +208,7 @@ static bool made_by_previous_run(const struct profile *p, uint32_t tid)
 }
 
 static enum owner owner_of(struct orphans *o, const struct profile *p,
-			   const struct held *h, const struct rdmanl_res *r,
+			   struct held *h, const struct rdmanl_res *r,
 			   struct pid_cache *pc)
 {
 	const struct orphans_owner *w = &o->owner;
@@ -201,17 +222,23 @@ static enum owner owner_of(struct orphans *o, const struct profile *p,
 	 * (taken back, or about to be destroyed) are ours. The kernel names
 	 * no maker once it has exited (Linux 6.1: no pid for a dead task),
 	 * which it has after a restart: a PD whose maker is gone is then
-	 * taken for the previous run's, and so is such an MR when its keys
-	 * are hidden (they are shown with CAP_NET_ADMIN only, which the
-	 * shipped unit does not grant; with them, an MR is ours by its
-	 * keys, above). A client of that run that died leaving a PD (or,
-	 * keys hidden, an MR) is not told apart; its QPs and CQs are. The
-	 * previous run's other objects were destroyed at its exit, unless
-	 * it was killed: orphans then.
+	 * taken for the previous run's. So is such an MR when its keys are
+	 * hidden (they are shown with CAP_NET_ADMIN only, which the shipped
+	 * unit does not grant; with them, an MR is ours by its keys,
+	 * above), as long as an MR taken back has its length and no other
+	 * record of the pass took that one (all of them until the creation
+	 * has settled): the rest are a dead client's,
+	 * and so is one that the scans saw made by a client (reclaim.h,
+	 * across restarts too). A client of that run that died leaving a PD
+	 * is not told apart; its QPs and CQs are. The previous run's other
+	 * objects were destroyed at its exit, unless it was killed: orphans
+	 * then.
 	 */
 	if (p->ctx_kept && !(r->has & RDMANL_HAS_PID) &&
 	    (r->kind == RDMANL_PD ||
-	     (r->kind == RDMANL_MR && !(r->has & RDMANL_HAS_KEYS))))
+	     (r->kind == RDMANL_MR && !(r->has & RDMANL_HAS_KEYS) &&
+	      (p->restored || (!reclaim_knows_mr(p, r->id, r->mrlen) &&
+			       prev_mr_take(h, r->mrlen))))))
 		return OWNER_DAEMON;
 	if (p->ctx_kept && r->kind == RDMANL_PD &&
 	    (r->has & RDMANL_HAS_PID) && made_by_previous_run(p, r->pid))
@@ -344,6 +371,7 @@ static int sort_context(struct orphans *o, const struct profile *p, int err,
 	for (int k = RDMANL_PD; k < RDMANL_KINDS; k++)
 		c->dumped[uh_of[k]] = true;
 	for (int pass = 0; pass < 2; pass++) {
+		memset(h.prev_taken, 0, h.n_prevlen * sizeof(*h.prev_taken));
 		for (size_t i = 0; i < o->n_recs; i++) {
 			const struct rdmanl_res *r = &o->recs[i];
 			enum owner w;
@@ -478,6 +506,9 @@ static void sort_all(struct orphans *o)
 				o->owner.attached(o->owner.ud, p->conf->name,
 						  0),
 				now);
+		/* Who made what is written down for the next run. */
+		if (reclaim_record_due(p))
+			profile_touch_leases_ended(p);
 		free(census.mrs);
 		free(census.qps);
 		if (p->ctx_kept && !p->kept_scanned && !profile_busy(p)) {

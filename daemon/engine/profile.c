@@ -406,8 +406,7 @@ static void keep_leased(void *ud, const char *kind, const char *name,
 
 /* What the previous run kept and this one did not take back goes, but
  * for what its live clients hold (when keep: not at a stop). Who holds
- * what stays with the profile until its owner adopts the leases
- * (profile_index.h: adopt). */
+ * what stays until the owner adopts the leases (profile_index.h). */
 static void restore_end(struct profile *p, bool keep)
 {
 	size_t n;
@@ -417,6 +416,7 @@ static void restore_end(struct profile *p, bool keep)
 	if (keep) {
 		json_decref(p->adopt);
 		p->adopt = restore_holders(p->restored);
+		reclaim_restore(p, restore_makers(p->restored));
 	}
 	n = restore_finish(TAKE_PTR(p->restored), p->ctx,
 			   keep ? keep_leased : NULL, p);

@@ -80,6 +80,16 @@ void reclaim_begin(struct profile *p, sd_event *event,
 	r->event = event;
 	r->gone = gone;
 	r->ud = ud;
+	/* Makers taken back from the record were watched before the loop
+	 * was known: their deaths wake a scan from now on. */
+	for (size_t i = 0; event && gone && i < r->n_makers; i++) {
+		struct maker *m = r->makers[i];
+
+		if (!m->es && m->pidfd >= 0 &&
+		    sd_event_add_io(event, &m->es, m->pidfd, EPOLLIN, gone,
+				    ud) < 0)
+			m->es = NULL;
+	}
 	reclaim_sets_clear(&r->first);
 	r->looked = list_all(p->ctx->cmd_fd, &r->first);
 }

@@ -54,6 +54,7 @@
 #include <stdint.h>
 
 #include <sys/types.h>
+#include <jansson.h>
 #include <systemd/sd-event.h>
 
 #include "uhandle.h"
@@ -168,6 +169,27 @@ unsigned int reclaim_stuck(const struct profile *p);
 /* The process that made MR mrn of p's context, as a scan saw it alive
  * (0: none seen); *alive: it lives still. */
 pid_t reclaim_maker_of(const struct profile *p, uint32_t mrn, bool *alive);
+
+/* Do the scans know MR mrn of this length as a client's (its maker alive
+ * or not)? */
+bool reclaim_knows_mr(const struct profile *p, uint32_t mrn,
+		      uint64_t length);
+
+/*
+ * The record of who made what (reclaim_record.c), for the next run: the
+ * makers with the MRs the scans saw them make and the objects they
+ * claimed, as JSON text, [{pid, start, gone, mrs: [{mrn, tid, length,
+ * lkey, rkey}], claims: [{kind, handle, qp_num}]}] (lkey and rkey when
+ * known). NULL without memory. reclaim_record_due() says (once) that
+ * it changed since it was last rendered.
+ */
+char *reclaim_record_text(const struct profile *p, size_t *len);
+bool reclaim_record_due(struct profile *p);
+/* The record of the previous run (its text's JSON), taken back into p's
+ * context, which is that run's: its makers watched again (or gone), so
+ * that what they made is reclaimed as if this run had seen it made.
+ * What does not fit the form is skipped. */
+void reclaim_restore(struct profile *p, const json_t *makers);
 
 /* What attribution knows of p's context, for its orphans document. */
 struct reclaim_stats {

@@ -33,6 +33,7 @@ struct maker {
 	sd_event_source *es; /* its death wakes a scan */
 	bool gone;
 	unsigned int refs; /* entries of made and claims naming it */
+	unsigned long long start; /* its start time (restore.h), 0: unknown */
 };
 
 /* An MR a scan listed while its maker lived. */
@@ -71,6 +72,9 @@ struct reclaim {
 	struct claim *claims;
 	size_t n_claims;
 	int keys; /* as reclaim_census.keys, the last scan's */
+	/* made or claims changed since the record was last rendered
+	 * (reclaim_record.c) */
+	bool dirty;
 	/* The context all this is of: another one starts afresh. */
 	const struct ibv_context *ctx;
 	int64_t ctxn;
@@ -89,6 +93,14 @@ struct reclaim *reclaim_get(struct profile *p);
 /* Let go of everything r knows (r itself stays). */
 void reclaim_forget(struct reclaim *r);
 bool reclaim_maker_gone(struct maker *m);
+/* The live process pid among the makers, watched from now on if it was
+ * not; NULL when it cannot be (gone, no pidfd, too many). */
+struct maker *reclaim_maker_get(struct reclaim *r, pid_t pid);
+/* A maker the record of a previous run names, gone already when gone
+ * (or when pid now is another process than the one started at start):
+ * NULL when it cannot be kept. */
+struct maker *reclaim_maker_put(struct reclaim *r, pid_t pid,
+				unsigned long long start, bool gone);
 void reclaim_made_compact(struct reclaim *r);
 void reclaim_attribute(struct reclaim *r, const struct reclaim_census *c);
 void reclaim_stale(struct profile *p, int k, uint32_t h, const char *why);

@@ -10,6 +10,7 @@
 
 #include "log.h"
 #include "reclaim_internal.h"
+#include "restore.h"
 
 /* Processes watched per context at most (a pidfd each): the MRs of
  * makers past it are left to counting. */
@@ -96,37 +97,75 @@ bool reclaim_maker_gone(struct maker *m)
 	return m->gone;
 }
 
-/* The live process pid among the makers, watched from now on if it was
- * not; NULL when it cannot be (gone before it could be named, no pidfd,
- * too many). */
-static struct maker *maker_get(struct reclaim *r, pid_t pid)
+static struct maker *maker_new(struct reclaim *r, pid_t pid, int fd)
 {
-	struct maker *m, **n;
+	struct maker *m = calloc(1, sizeof(*m));
+
+	if (!m) {
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	*m = (struct maker){ .pid = pid, .pidfd = fd, .gone = fd < 0 };
+	/* Without the watch a death waits for the next periodic scan. */
+	if (fd >= 0 && r->event && r->gone &&
+	    sd_event_add_io(r->event, &m->es, fd, EPOLLIN, r->gone, r->ud) < 0)
+		m->es = NULL;
+	r->makers[r->n_makers++] = m;
+	return m;
+}
+
+static bool makers_room(struct reclaim *r)
+{
+	struct maker **n;
+
+	if (r->n_makers >= RECLAIM_MAKERS_MAX)
+		return false;
+	n = realloc(r->makers, (r->n_makers + 1) * sizeof(*n));
+	if (n)
+		r->makers = n;
+	return n != NULL;
+}
+
+struct maker *reclaim_maker_get(struct reclaim *r, pid_t pid)
+{
+	struct maker *m;
 	int fd;
 
 	for (size_t i = 0; i < r->n_makers; i++)
 		if (r->makers[i]->pid == pid && !reclaim_maker_gone(r->makers[i]))
 			return r->makers[i];
-	if (r->n_makers >= RECLAIM_MAKERS_MAX)
+	if (!makers_room(r))
 		return NULL;
-	n = realloc(r->makers, (r->n_makers + 1) * sizeof(*n));
-	if (!n)
-		return NULL;
-	r->makers = n;
 	fd = verbs->watch(pid);
 	if (fd < 0)
 		return NULL;
-	m = calloc(1, sizeof(*m));
-	if (!m) {
-		close(fd);
+	m = maker_new(r, pid, fd);
+	if (m)
+		m->start = restore_start_time(pid);
+	return m;
+}
+
+struct maker *reclaim_maker_put(struct reclaim *r, pid_t pid,
+				unsigned long long start, bool gone)
+{
+	unsigned long long now;
+	struct maker *m;
+	int fd = -1;
+
+	if (!makers_room(r))
 		return NULL;
+	if (!gone && (fd = verbs->watch(pid)) >= 0) {
+		/* Another process under the pid by now: that one is gone. */
+		now = restore_start_time(pid);
+		if (start && now && now != start) {
+			close(fd);
+			fd = -1;
+		}
 	}
-	*m = (struct maker){ .pid = pid, .pidfd = fd };
-	/* Without the watch a death waits for the next periodic scan. */
-	if (r->event && r->gone &&
-	    sd_event_add_io(r->event, &m->es, fd, EPOLLIN, r->gone, r->ud) < 0)
-		m->es = NULL;
-	r->makers[r->n_makers++] = m;
+	m = maker_new(r, pid, fd);
+	if (m)
+		m->start = start;
 	return m;
 }
 
@@ -168,6 +207,7 @@ void reclaim_made_compact(struct reclaim *r)
 		else
 			m->maker->refs--;
 	}
+	r->dirty |= kept != r->n_made;
 	r->n_made = kept;
 	if (kept)
 		qsort(r->made, kept, sizeof(*r->made), cmp_made);
@@ -178,6 +218,7 @@ void reclaim_made_compact(struct reclaim *r)
 		else
 			r->claims[i].maker->refs--;
 	}
+	r->dirty |= kept != r->n_claims;
 	r->n_claims = kept;
 	for (size_t i = 0; i < r->n_makers; i++) {
 		if (r->makers[i]->refs)
@@ -218,10 +259,11 @@ void reclaim_attribute(struct reclaim *r, const struct reclaim_census *c)
 		 * attributed only while its thread is named, alive. */
 		if (!n || !mr->tid || mr->maker <= 0)
 			continue;
-		w = maker_get(r, mr->maker);
+		w = reclaim_maker_get(r, mr->maker);
 		if (!w)
 			continue;
 		w->refs++;
+		r->dirty = true;
 		r->made[r->n_made++] = (struct made){
 			.mrn = mr->mrn, .tid = mr->tid, .key = mr->key,
 			.keys = mr->keys, .maker = w, .now_tid = mr->tid,
@@ -305,7 +347,7 @@ int reclaim_claim(struct profile *p, pid_t pid, const struct reclaim_claim *c,
 	if (!grown)
 		return -ENOMEM;
 	r->claims = grown;
-	w = maker_get(r, pid);
+	w = reclaim_maker_get(r, pid);
 	if (!w)
 		return -ESRCH;
 	for (size_t i = 0; i < n; i++) {
@@ -320,6 +362,7 @@ int reclaim_claim(struct profile *p, pid_t pid, const struct reclaim_claim *c,
 			.qp_num = c[i].qp_num, .maker = w,
 		};
 		w->refs++;
+		r->dirty = true;
 	}
 	reclaim_made_compact(r);
 	return 0;
@@ -460,6 +503,14 @@ pid_t reclaim_maker_of(const struct profile *p, uint32_t mrn, bool *alive)
 	if (alive)
 		*alive = m && !reclaim_maker_gone(m->maker);
 	return m ? m->maker->pid : 0;
+}
+
+bool reclaim_knows_mr(const struct profile *p, uint32_t mrn, uint64_t length)
+{
+	const struct reclaim *r = p->reclaim;
+	const struct made *m = r ? made_find(r->made, r->n_made, mrn) : NULL;
+
+	return m && m->key.length == length;
 }
 
 pid_t reclaim_qp_maker(const struct profile *p, uint32_t qpn)

@@ -59,6 +59,9 @@ struct restored {
 	 * wrote none, its state document at its stop):
 	 * [{pid, start, uid, gid, leases: [{kind, name, handle}]}]. */
 	json_t *holders;
+	/* Who made what in the context (reclaim.h: reclaim_restore()), as
+	 * the lease record said; NULL: it said nothing. */
+	json_t *makers;
 	/* Handles that named another object than the entry's by now. */
 	size_t stale;
 };
@@ -166,6 +169,7 @@ static void restored_free(struct restored *r)
 	}
 	free(r->tids);
 	json_decref(r->holders);
+	json_decref(r->makers);
 	free(r->ibdev);
 	free(r);
 }
@@ -193,12 +197,13 @@ static char *read_state(int fd, size_t *len)
 
 /* The holders the lease record names ({version, holders}); NULL when
  * there is none or it does not read (the state document's are used). */
-static json_t *read_leases(int fd)
+static json_t *read_leases(int fd, json_t **makers)
 {
 	_cleanup_free_ char *text = NULL;
 	json_t *doc, *holders;
 	size_t len = 0;
 
+	*makers = NULL;
 	if (fd < 0 || !(text = read_state(fd, &len)))
 		return NULL;
 	doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
@@ -207,6 +212,8 @@ static json_t *read_leases(int fd)
 		    STATE_VERSION ||
 	    !json_is_array(holders))
 		holders = NULL;
+	else if (json_is_array(json_object_get(doc, "makers")))
+		*makers = json_incref(json_object_get(doc, "makers"));
 	json_incref(holders);
 	json_decref(doc);
 	return holders;
@@ -308,7 +315,7 @@ static struct restored *parse_state(struct restore_doc *doc, const char **why)
  * record in lease_fd (-1: none): NULL (and a reason) if unfit. */
 static struct restored *read_kept(int fd, int lease_fd, const char **why)
 {
-	json_t *holders;
+	json_t *holders, *makers;
 	struct restore_doc doc;
 	struct restored *r;
 	_cleanup_free_ char *text = NULL;
@@ -323,10 +330,11 @@ static struct restored *read_kept(int fd, int lease_fd, const char **why)
 	restore_doc_free(&doc);
 	/* The lease record is written at every change, the document's
 	 * holders only at a clean stop (and by older runs). */
-	holders = r ? read_leases(lease_fd) : NULL;
+	holders = r ? read_leases(lease_fd, &makers) : NULL;
 	if (holders) {
 		json_decref(r->holders);
 		r->holders = holders;
+		r->makers = makers;
 	}
 	return r;
 }
@@ -767,6 +775,11 @@ static void keep_held(struct restored *r, struct ibv_context *ctx,
 json_t *restore_holders(const struct restored *r)
 {
 	return r ? json_incref(r->holders) : NULL;
+}
+
+const json_t *restore_makers(const struct restored *r)
+{
+	return r ? r->makers : NULL;
 }
 
 size_t restore_finish(struct restored *r, struct ibv_context *ctx,

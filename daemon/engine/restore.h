@@ -104,6 +104,9 @@ size_t restore_finish(struct restored *r, struct ibv_context *ctx,
 unsigned long long restore_stale_total(void);
 /* The previous run's holders (see restore_state()): a new reference. */
 json_t *restore_holders(const struct restored *r);
+/* Who made what in its context, as its lease record said (reclaim.h:
+ * reclaim_restore()); NULL: nothing. r's. */
+const json_t *restore_makers(const struct restored *r);
 /* Is the holder {pid, start} the process that held, alive? */
 bool restore_holder_alive(const json_t *holder);
 /* Process pid's start time (clock ticks since boot), 0 if unknown. */

@@ -806,6 +806,10 @@ int control_made(struct session *s, uint32_t id, json_t *req)
 	/* The process is the session's peer (SO_PEERCRED), never a pid
 	 * the message names. */
 	r = p ? reclaim_claim(p, s->cred.pid, c, m.n_objs, m.undo) : -ENOENT;
+	/* Written down before the client is told: a crash from now on
+	 * leaves the next run knowing (reclaim.h). */
+	if (r == 0 && reclaim_record_due(p))
+		profile_touch_leases(p);
 	if (r == -EEXIST)
 		return session_send_error(s, id, "conflict",
 					  "a handle is another live process's");

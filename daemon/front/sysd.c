@@ -21,6 +21,7 @@
 #include "manager.h"
 #include "memory.h"
 #include "proto.h"
+#include "reclaim.h"
 #include "restore.h"
 #include "sysd.h"
 #include <uthash.h>
@@ -223,8 +224,8 @@ static bool store_ctx(const struct profile *p)
  * (manager_adopt.c) and keeps what they hold while they live. */
 static void store_leases(struct manager *m, struct profile *p)
 {
-	_cleanup_free_ char *text = NULL, *holders = NULL;
-	size_t hlen = 0;
+	_cleanup_free_ char *text = NULL, *holders = NULL, *makers = NULL;
+	size_t hlen = 0, mlen = 0;
 	struct record *rec;
 
 	if (!profile_hands_over(p) || !getenv("NOTIFY_SOCKET"))
@@ -233,9 +234,12 @@ static void store_leases(struct manager *m, struct profile *p)
 	if (rec)
 		rec->leases_due = false; /* this is the truth, now */
 	holders = manager_holders_text(m, p, &hlen);
-	/* {"version":1,"holders":[...]}: the array as it comes. */
-	if (holders && asprintf(&text, "{\"version\":1,\"holders\":%.*s}",
-				(int)hlen, holders) < 0)
+	makers = reclaim_record_text(p, &mlen);
+	/* {"version":1,"holders":[...],"makers":[...]}: the arrays as they
+	 * come. */
+	if (holders && makers &&
+	    asprintf(&text, "{\"version\":1,\"holders\":%.*s,\"makers\":%.*s}",
+		     (int)hlen, holders, (int)mlen, makers) < 0)
 		text = NULL;
 	if (!rec || !text ||
 	    !record_write(&rec->lease_fd, RESTORE_FDNAME_LEASE,

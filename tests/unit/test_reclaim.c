@@ -13,10 +13,12 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <jansson.h>
 #include <infiniband/verbs.h>
 
 #include "profile.h"
 #include "reclaim.h"
+#include "util.h"
 
 #define SEC 1000000ULL
 
@@ -32,6 +34,7 @@ static struct {
 	pid_t pid[8];
 	int efd[8];
 	size_t n_makers;
+	pid_t gone[4]; /* processes no pidfd can be opened for */
 } file;
 
 static void add(enum uhandle_kind k, uint32_t h, uint32_t lkey, uint64_t len)
@@ -100,7 +103,12 @@ static int fake_query_mr(int fd, uint32_t h, struct reclaim_key *key)
 
 static int fake_watch(pid_t pid)
 {
-	int fd = eventfd(0, EFD_CLOEXEC);
+	int fd;
+
+	for (size_t i = 0; i < 4; i++)
+		if (file.gone[i] == pid)
+			return -ESRCH;
+	fd = eventfd(0, EFD_CLOEXEC);
 
 	assert_true(fd >= 0);
 	assert_true(file.n_makers < 8);
@@ -441,6 +449,115 @@ static void test_claims_conflict_and_undo(void **state)
 	assert_int_equal(st.makers, 0);
 }
 
+/* The record's member named key of the maker pid, from its text. */
+static json_t *maker_in(json_t *rec, pid_t pid)
+{
+	size_t i;
+	json_t *m;
+
+	json_array_foreach(rec, i, m)
+		if (json_integer_value(json_object_get(m, "pid")) == pid)
+			return m;
+	return NULL;
+}
+
+/* The next run takes back, from the record this one writes, who made
+ * what: A died while the daemon was down (no pidfd for it now), so its
+ * MR and its claimed CQ go; B lives, and its MR stays. */
+static void test_record_carries_makers_to_the_next_run(void **state)
+{
+	const struct reclaim_claim cq[] = { { UH_CQ, 4, 0 } };
+	struct rec both[] = { { 1, 0x100, 4096, 100, true },
+			      { 2, 0x200, 8192, 200, true } };
+	struct rec a_gone[] = { { 1, 0x100, 4096, 0, false },
+				{ 2, 0x200, 8192, 200, false } };
+	_cleanup_free_ char *text = NULL;
+	json_t *rec, *a, *mr;
+	struct reclaim_stats st;
+	size_t len = 0;
+	bool alive;
+
+	(void)state;
+	add(UH_MR, 5, 0x100, 4096);
+	add(UH_MR, 6, 0x200, 8192);
+	add(UH_CQ, 4, 0, 0);
+	assert_int_equal(reclaim_claim(&prof, 100, cq, 1, false), 0);
+	assert_true(reclaim_record_due(&prof));
+	scan(both, 2, 1 * SEC);
+	assert_true(reclaim_record_due(&prof));
+	assert_false(reclaim_record_due(&prof)); /* said once */
+	text = reclaim_record_text(&prof, &len);
+	assert_non_null(text);
+	/* The form reclaim.h documents. */
+	rec = json_loadb(text, len, 0, NULL);
+	assert_true(json_is_array(rec));
+	assert_int_equal(json_array_size(rec), 2);
+	a = maker_in(rec, 100);
+	assert_non_null(a);
+	assert_true(json_is_false(json_object_get(a, "gone")));
+	mr = json_array_get(json_object_get(a, "mrs"), 0);
+	assert_int_equal(json_integer_value(json_object_get(mr, "mrn")), 1);
+	assert_int_equal(json_integer_value(json_object_get(mr, "lkey")), 0x100);
+	assert_int_equal(json_integer_value(json_object_get(mr, "length")), 4096);
+	assert_string_equal(json_string_value(json_object_get(
+		json_array_get(json_object_get(a, "claims"), 0), "kind")), "cq");
+	assert_non_null(maker_in(rec, 200));
+
+	/* The next run: nothing known until the record is taken back. */
+	reclaim_free(&prof);
+	file.gone[0] = 100;
+	reclaim_restore(&prof, rec);
+	json_decref(rec);
+	assert_false(reclaim_record_due(&prof));
+	assert_int_equal(reclaim_maker_of(&prof, 1, &alive), 100);
+	assert_false(alive);
+	assert_int_equal(reclaim_maker_of(&prof, 2, &alive), 200);
+	assert_true(alive);
+	assert_true(reclaim_knows_mr(&prof, 1, 4096));
+	assert_false(reclaim_knows_mr(&prof, 1, 8192));
+	reclaim_stats(&prof, &st);
+	assert_int_equal(st.claims[UH_CQ], 1);
+	assert_int_equal(st.makers, 2);
+	/* Keys hidden in this run: the lengths tell the MRs apart. */
+	scan(a_gone, 2, 10 * SEC);
+	scan(a_gone, 2, 12 * SEC + 1);
+	assert_int_equal(find(UH_MR, 5), -1);
+	assert_true(find(UH_MR, 6) >= 0);
+	assert_int_equal(reclaim_maker_of(&prof, 2, NULL), 200);
+}
+
+/* A record that does not fit the form takes nothing back, and breaks
+ * nothing. */
+static void test_record_out_of_form_is_skipped(void **state)
+{
+	static const char *const bad[] = {
+		"{}",
+		"[1, \"x\", null]",
+		"[{\"pid\": \"100\", \"start\": 0, \"mrs\": [], \"claims\": []}]",
+		"[{\"pid\": 0, \"start\": 0, \"mrs\": [], \"claims\": []}]",
+		"[{\"pid\": -4, \"start\": 0, \"mrs\": [], \"claims\": []}]",
+		"[{\"pid\": 100, \"start\": 0, \"mrs\": {}, \"claims\": []}]",
+		"[{\"pid\": 100, \"start\": 0, \"mrs\": [{\"mrn\": -1, "
+		"\"tid\": 1, \"length\": 1}, {\"mrn\": 4294967296, "
+		"\"tid\": 1, \"length\": 1}], \"claims\": [{\"kind\": "
+		"\"mr\", \"handle\": 1}, {\"kind\": \"qp\", \"handle\": 2}]}]",
+	};
+	struct reclaim_stats st;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		json_t *j = json_loads(bad[i], 0, NULL);
+
+		assert_non_null(j);
+		reclaim_restore(&prof, j);
+		json_decref(j);
+		reclaim_stats(&prof, &st);
+		assert_int_equal(st.makers, 0);
+		assert_int_equal(st.mrs_live + st.mrs_waiting, 0);
+		assert_int_equal(st.claims[UH_QP] + st.claims[UH_CQ], 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -465,6 +582,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_claim_without_its_qp_number_is_left_alone, setup,
 			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_record_carries_makers_to_the_next_run, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_record_out_of_form_is_skipped, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_claims_conflict_and_undo,
 						setup, teardown),
 	};

@@ -23,6 +23,8 @@
  *                              T"); with STREAM_DETACH=1, a line on stdin
  *                              detaches ("detached") and ends the stream;
  *                              STREAM_BASE=N works at offset N of MR;
+ *                              STREAM_BUF=N registers a buffer of N
+ *                              bytes (at least 64 KiB) of its own;
  *                              it then exits when stdin closes
  *   loop N                     attach, import, detach, N times
  *
@@ -220,7 +222,11 @@ static int do_io(struct rdmad_profile *prof, const char *op, char **args)
 	rkey = rdmad_mr_rkey(prof, name);
 	iova = rdmad_mr_iova(prof, name);
 	if (!strcmp(op, "stream")) {
-		if (pair_make(prof, mr->pd, CHUNK, &p)) {
+		size_t buf = getenv("STREAM_BUF")
+				     ? strtoull(getenv("STREAM_BUF"), NULL, 0)
+				     : 0;
+
+		if (pair_make(prof, mr->pd, buf > CHUNK ? buf : CHUNK, &p)) {
 			pair_free(&p);
 			return 1;
 		}
