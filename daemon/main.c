@@ -17,8 +17,10 @@
 #include "config.h"
 #include "control.h"
 #include "http.h"
+#include "fdsink.h"
 #include "log.h"
 #include "manager.h"
+#include "proto.h"
 #include "restore.h"
 #include "sysd.h"
 
@@ -384,6 +386,8 @@ int main(int argc, char **argv)
 	 * fail with EIO; this tells libibverbs to free our side anyway. It
 	 * must be set before libibverbs initialises. */
 	setenv("RDMAV_ALLOW_DISASSOC_DESTROY", "1", 0);
+	/* What clients send is never closed on the loop (fdsink.h). */
+	proto_set_closer(fdsink_close);
 	r = parse_args(argc, argv, &o);
 	if (r >= 0)
 		return r;

@@ -152,12 +152,12 @@ static int add_fds(struct proto_raw *raw, int *fds, size_t n)
 	int r;
 
 	if (m->n_fds + n > PROTO_MAX_MESSAGE_FDS) {
-		close_all(fds, n);
+		proto_drop_fds(fds, n);
 		return -EMSGSIZE;
 	}
 	r = proto_msg_reserve_fds(m, m->n_fds + n);
 	if (r < 0) {
-		close_all(fds, n);
+		proto_drop_fds(fds, n);
 		return r;
 	}
 	memcpy(m->fds + m->n_fds, fds, n * sizeof(*fds));

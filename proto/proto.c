@@ -397,11 +397,41 @@ int proto_decode(const uint8_t *buf, size_t len, size_t n_fds_received,
 #define CMSG_ROOM                                                              \
 	(CMSG_SPACE(sizeof(int) * PROTO_MAX_FDS) +                             \
 	 CMSG_SPACE(sizeof(struct ucred)))
+/* A receive takes every fd the kernel may pass with one message
+ * (SCM_MAX_FD): those that do not fit would be released by the kernel
+ * in the receiving thread, however slow their release. */
+#define SCM_MAX_FD 253
+#define CMSG_RECV_ROOM                                                         \
+	(CMSG_SPACE(sizeof(int) * SCM_MAX_FD) +                                \
+	 CMSG_SPACE(sizeof(struct ucred)))
 
 union cmsg_buf {
 	struct cmsghdr align;
 	char buf[CMSG_ROOM];
 };
+
+union cmsg_recv_buf {
+	struct cmsghdr align;
+	char buf[CMSG_RECV_ROOM];
+};
+
+static void (*closer)(int fd);
+
+void proto_set_closer(void (*close_fn)(int fd))
+{
+	closer = close_fn;
+}
+
+void proto_drop_fds(int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (fds[i] >= 0 && closer)
+			closer(fds[i]);
+		else if (fds[i] >= 0)
+			close(fds[i]);
+		fds[i] = -1;
+	}
+}
 
 int proto_sendmsg(int sock, const struct sockaddr *addr, socklen_t addr_len,
 		  const struct iovec *iov, size_t n_iov, const int *fds,
@@ -532,12 +562,12 @@ static int take_fds(struct msghdr *mh, int *fds, size_t *n_fds)
 
 			memcpy(&fd, data + i * sizeof(int), sizeof(int));
 			if (pidfd) {
-				closep(&fd);
+				proto_drop_fds(&fd, 1);
 				r = -EBADMSG;
 			} else if (*n_fds < PROTO_MAX_FDS) {
 				fds[(*n_fds)++] = fd;
 			} else {
-				closep(&fd);
+				proto_drop_fds(&fd, 1);
 				if (r == 0)
 					r = -EMSGSIZE;
 			}
@@ -549,7 +579,7 @@ static int take_fds(struct msghdr *mh, int *fds, size_t *n_fds)
 int proto_recv_frame(int sock, uint8_t *buf, size_t cap, size_t *len,
 		     int fds[PROTO_MAX_FDS], size_t *n_fds)
 {
-	union cmsg_buf control;
+	union cmsg_recv_buf control;
 	struct msghdr mh = { 0 };
 	struct iovec iov;
 	ssize_t n;
@@ -582,7 +612,7 @@ int proto_recv_frame(int sock, uint8_t *buf, size_t cap, size_t *len,
 	if (r == 0 && n == 0 && *n_fds == 0)
 		return -EPIPE;
 	if (r < 0) {
-		close_all(fds, *n_fds);
+		proto_drop_fds(fds, *n_fds);
 		*n_fds = 0;
 	}
 	return r;
@@ -594,7 +624,7 @@ int proto_decode_frame(const uint8_t *buf, size_t len, int *fds,
 	int r = proto_decode(buf, len, n_fds, m);
 
 	if (r < 0) {
-		close_all(fds, n_fds);
+		proto_drop_fds(fds, n_fds);
 		return r;
 	}
 	for (size_t i = 0; i < n_fds; i++)

@@ -329,6 +329,16 @@ int proto_sendmsg(int sock, const struct sockaddr *addr, socklen_t addr_len,
  */
 int proto_recv(int sock, struct proto_msg *m);
 
+/*
+ * How the fds a peer sent and the codec does not hand on (refused, past
+ * PROTO_MAX_FDS, with a bad frame) are closed: by close_fn, or close(2)
+ * when NULL (the default). A server that must not wait for a slow close
+ * (a lingering socket, a FUSE file) closes them elsewhere (fdsink.h).
+ */
+void proto_set_closer(void (*close_fn)(int fd));
+/* fds[0..n) closed as proto_set_closer() says; each set to -1. */
+void proto_drop_fds(int *fds, size_t n);
+
 /* What proto_recv_buf needs: a frame and one byte more (to tell a
  * datagram that just fits from one too big). */
 #define PROTO_RECV_BYTES (PROTO_MAX_FRAME + 1)

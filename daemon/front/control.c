@@ -7,6 +7,7 @@
 
 #include "control.h"
 #include "control_internal.h"
+#include "fdsink.h"
 #include "log.h"
 #include "proto.h"
 #include "restore.h"
@@ -69,13 +70,16 @@ static void session_free(struct session *s)
 	for (int i = 0; i < c->n_ready; i++)
 		if (c->ready[i].data.ptr == s)
 			c->ready[i].data.ptr = NULL;
+	if (s->read_paused)
+		c->n_paused--;
 	if (s->io)
 		sd_event_source_disable_unref(s->io);
-	else
+	else if (!s->read_paused)
 		epoll_ctl(c->ep, EPOLL_CTL_DEL, s->fd, NULL);
 	sd_event_source_disable_unref(s->hello_timer);
 	session_out_clear(s);
-	closep(&s->fd);
+	/* Fds it sent may still be queued in it: released with it. */
+	fdsink_close(TAKE_FD(s->fd));
 	c->n_sessions--;
 	uid_count_put(c, s->cred.uid);
 	free(s);
@@ -95,6 +99,22 @@ static void session_settle(struct session *s)
 	s->io = sd_event_source_disable_unref(s->io);
 }
 
+/* No message of a client carries fds (PROTOCOL.md): the session ends,
+ * and they are closed off the loop, whatever they are. */
+static int refuse_fds(struct session *s, const uint8_t *frame, size_t len,
+		      int *fds, size_t n_fds)
+{
+	struct proto_msg m;
+
+	proto_drop_fds(fds, n_fds);
+	proto_frame_ids(frame, len, &m);
+	session_send_error(s, m.id, "bad_request",
+			   "the control socket takes no file descriptors "
+			   "from clients");
+	session_free(s);
+	return -1;
+}
+
 /* One message of s: 1 when handled, 0 when there was none, -1 when the
  * session ended (s is freed). */
 static int session_handle_one(struct session *s)
@@ -107,6 +127,9 @@ static int session_handle_one(struct session *s)
 	uint16_t version;
 	int r;
 
+	/* Nothing more is read from a session whose answers pile up. */
+	if (session_read_held(s))
+		return 0;
 	r = proto_recv_frame(s->fd, frame, PROTO_RECV_BYTES, &len, fds,
 			     &n_fds);
 	if (r == -EAGAIN)
@@ -118,6 +141,8 @@ static int session_handle_one(struct session *s)
 		session_free(s);
 		return -1;
 	}
+	if (r == 0 && n_fds)
+		return refuse_fds(s, frame, len, fds, n_fds);
 	if (r == 0) {
 		r = control_answer_again(s, frame, len, n_fds);
 		if (r == 1 || r == -EAGAIN)
@@ -391,15 +416,17 @@ static void refuse(struct control *c, int fd, const struct ucred *cred,
 	 * may lose the ERROR: read what came already (a HELLO sent right
 	 * after connecting), closing any fds. */
 	for (int i = 0; i < 4; i++) {
-		struct proto_msg m;
+		int fds[PROTO_MAX_FDS];
+		size_t len, n_fds = 0;
 		int r;
 
-		r = proto_recv_buf(fd, &m, c->frame, PROTO_RECV_BYTES);
-		proto_msg_clear(&m);
+		r = proto_recv_frame(fd, c->frame, PROTO_RECV_BYTES, &len, fds,
+				     &n_fds);
+		proto_drop_fds(fds, n_fds);
 		if (r == -EAGAIN || r == -EPIPE || r == -ECONNRESET)
 			break;
 	}
-	close(fd);
+	fdsink_close(fd);
 }
 
 static void accept_one(struct control *c, int cfd)
@@ -414,9 +441,15 @@ static void accept_one(struct control *c, int cfd)
 	int r;
 
 	if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-		close(cfd);
+		fdsink_close(cfd);
 		return;
 	}
+#ifdef SO_PASSRIGHTS
+	/* Where the kernel has it (Linux 6.16), fds a client sends are
+	 * refused at its sendmsg(): none reaches us at all. */
+	(void)setsockopt(cfd, SOL_SOCKET, SO_PASSRIGHTS, &(int){ 0 },
+			 sizeof(int));
+#endif
 	no = admit(c, cred.uid, why, sizeof(why));
 	if (no) {
 		refuse(c, cfd, &cred, no);

@@ -655,6 +655,13 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 			s, id, "forbidden",
 			"uid %u may not attach to profile '%s'",
 			(unsigned int)s->cred.uid, name);
+	if (s->n_att >=
+	    (size_t)c->m->config->daemon.max_attachments_per_session)
+		return session_send_error(
+			s, id, "resource_exhausted",
+			"a session holds at most %d attachments "
+			"(daemon.max_attachments_per_session)",
+			c->m->config->daemon.max_attachments_per_session);
 	r = attach_ready(s, id, req, p);
 	if (r <= 0)
 		return r;
@@ -734,6 +741,45 @@ int control_detach(struct session *s, uint32_t id, json_t *req)
 	return session_send_text(s, PROTO_DETACHED, id, text, (size_t)n);
 }
 
+/* A report lists no more MRs than the profile declares objects: what a
+ * session keeps of it is bounded by what the operator declared. */
+static size_t report_max(const struct profile *p)
+{
+	size_t n = p ? p->n_objects : 0;
+
+	return n < CONTROL_MAX_REPORT_MRS ? n : CONTROL_MAX_REPORT_MRS;
+}
+
+/* NULL when every entry of mr is {name, lkey, rkey, iova, length}: the
+ * name one of p's MRs, the rest integers (keys 32-bit); else why not.
+ * What is kept, and shown in GET /v1/sessions, is only that. */
+static const char *report_check(struct profile *p, const json_t *mr)
+{
+	static const char *const ints[] = { "lkey", "rkey", "iova", "length" };
+	const json_t *e;
+	size_t i;
+
+	if (!json_is_array(mr))
+		return "\"mr\" must be a list";
+	json_array_foreach(mr, i, e) {
+		const char *name = json_string_value(json_object_get(e, "name"));
+
+		if (!json_is_object(e) || json_object_size(e) != 5)
+			return "each MR is {name, lkey, rkey, iova, length}";
+		if (!name || !p || !profile_find(p, OBJ_MR, name))
+			return "an MR the profile does not declare";
+		for (size_t k = 0; k < ARRAY_SIZE(ints); k++) {
+			const json_t *v = json_object_get(e, ints[k]);
+
+			if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+			    (k < 2 && json_integer_value(v) > UINT32_MAX))
+				return "lkey, rkey, iova and length are "
+				       "integers (lkey and rkey 32-bit)";
+		}
+	}
+	return NULL;
+}
+
 int control_report(struct session *s, uint32_t id, json_t *req)
 {
 	struct attachment *a = find_attachment(s, req);
@@ -745,17 +791,24 @@ int control_report(struct session *s, uint32_t id, json_t *req)
 				  "REPORT is for local mode");
 	static const char ok[] = "{\"status\":200,\"body\":{}}";
 	json_t *mr = json_object_get(req, "mr");
+	struct profile *p = manager_profile(s->c->m, a->profile);
+	const char *why = report_check(p, mr);
+
+	if (why)
+		return session_send_error(s, id, "bad_request", "REPORT: %s",
+					  why);
 
 	/* A report over one frame comes in parts: each REPORT after the
 	 * first says "append", and its list goes after the others. */
 	if (json_is_true(json_object_get(req, "append")) &&
 	    json_is_array(a->report) && json_is_array(mr)) {
 		if (json_array_size(a->report) + json_array_size(mr) >
-		    CONTROL_MAX_REPORT_MRS)
+		    report_max(p))
 			return session_send_error(
 				s, id, "too_large",
-				"a report lists at most %d MRs",
-				CONTROL_MAX_REPORT_MRS);
+				"a report lists at most %zu MRs (the profile's "
+				"objects)",
+				report_max(p));
 		json_array_extend(a->report, mr);
 	} else {
 		json_decref(a->report);

@@ -127,6 +127,9 @@ struct session_out {
 /* Above any one message (PROTO_MAX_MESSAGE), which is taken whole if
  * nothing waits: the bound is on what piles up behind it. */
 #define CONTROL_OUT_MAX_BYTES (8u * 1024 * 1024)
+/* Past this much waiting at once, the heap is trimmed when it is all
+ * gone (sessions_read_release()). */
+#define CONTROL_TRIM_BYTES (4u * 1024 * 1024)
 
 struct session {
 	struct control *c;
@@ -149,6 +152,9 @@ struct session {
 	size_t n_groups;
 	bool admin;
 	bool welcomed;
+	/* Not read while what waits for it (or for its uid's sessions, or
+	 * for all) is over its budget (session_read_held()). */
+	bool read_paused;
 	struct attachment *att;
 	size_t n_att;
 	struct subscription *sub; /* REQUEST GET /v1/events */
@@ -189,6 +195,10 @@ struct control {
 	struct front_caps caps;
 	unsigned int n_sessions;
 	struct uid_count *uids; /* sessions per uid */
+	/* What waits in the sessions' output queues, bytes, and its peak
+	 * since the heap was last trimmed; sessions not read for it. */
+	size_t out_bytes, out_peak;
+	unsigned int n_paused;
 	unsigned long long refused, evicted, timed_out;
 	/* The sessions at work, in an epoll set of their own: one wake-up
 	 * of the loop serves every one that has something to read
@@ -237,6 +247,19 @@ int session_out_source(struct session *s, int *fd, sd_event_source **es,
 		       sd_event_io_handler_t handler, void *ud);
 /* Forget what waits to be sent (the session ends). */
 void session_out_clear(struct session *s);
+/*
+ * Is s not to be read now? Its answers pile up unread: while anything
+ * waits in its own queue, or its uid's sessions' queues hold more than
+ * daemon.output_budget_per_uid, or all of them more than
+ * daemon.output_budget, s is not read (its socket leaves the epoll
+ * set; its peer waits, nothing is refused), so that what a client that
+ * does not read makes the daemon hold is one answer per session and
+ * the budgets. true: s is held (and was taken off the set).
+ */
+bool session_read_held(struct session *s);
+/* The sessions held that may be read again (a queue drained, a session
+ * ended): back in the set. */
+void sessions_read_release(struct control *c);
 int session_send_json(struct session *s, uint16_t type, uint32_t id,
 		      json_t *payload, const int *fds, size_t n_fds);
 int session_send_text(struct session *s, uint16_t type, uint32_t id,

@@ -5,6 +5,8 @@
  * control file calls it; it calls none of them.
  */
 #include <fcntl.h>
+#include <malloc.h>
+#include <sys/epoll.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -82,6 +84,77 @@ static void outmsg_free(struct outmsg *o)
 	free(o);
 }
 
+/* ---- what sessions that do not read make the daemon hold ---- */
+
+static void read_set(struct session *s, bool on)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = s };
+
+	if (s->read_paused == !on)
+		return;
+	s->read_paused = !on;
+	if (on)
+		s->c->n_paused--;
+	else
+		s->c->n_paused++;
+	if (s->io)
+		sd_event_source_set_enabled(s->io, on ? SD_EVENT_ON
+						      : SD_EVENT_OFF);
+	else
+		epoll_ctl(s->c->ep, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, s->fd,
+			  &ev);
+}
+
+static bool over_budget(const struct session *s)
+{
+	const struct conf_daemon *d = &s->c->m->config->daemon;
+	size_t mine = 0;
+
+	if (s->out.head || s->c->out_bytes > d->output_budget)
+		return true;
+	if (s->c->out_bytes <= d->output_budget_per_uid)
+		return false; /* no uid can be over */
+	for (const struct session *o = s->c->sessions; o; o = o->next)
+		if (o->cred.uid == s->cred.uid)
+			mine += o->out.bytes;
+	return mine > d->output_budget_per_uid;
+}
+
+bool session_read_held(struct session *s)
+{
+	bool held = over_budget(s);
+
+	read_set(s, !held);
+	return held;
+}
+
+void sessions_read_release(struct control *c)
+{
+	/* What sessions let pile up is given back to the system once it
+	 * is gone: freed chunks of a heap grown for it stay otherwise. */
+	if (!c->out_bytes && c->out_peak > CONTROL_TRIM_BYTES) {
+		malloc_trim(0);
+		c->out_peak = 0;
+	}
+	if (!c->n_paused)
+		return;
+	for (struct session *s = c->sessions; s; s = s->next)
+		if (s->read_paused && !over_budget(s))
+			read_set(s, true);
+}
+
+static void out_account(struct session *s, size_t add, size_t sub)
+{
+	struct control *c = s->c;
+
+	s->out.bytes += add;
+	s->out.bytes -= sub;
+	c->out_bytes += add;
+	c->out_bytes -= sub;
+	if (c->out_bytes > c->out_peak)
+		c->out_peak = c->out_bytes;
+}
+
 void session_out_clear(struct session *s)
 {
 	struct session_out *q = &s->out;
@@ -93,9 +166,10 @@ void session_out_clear(struct session *s)
 		outmsg_free(o);
 	}
 	q->tail = NULL;
-	q->bytes = 0;
+	out_account(s, 0, q->bytes);
 	q->src = sd_event_source_disable_unref(q->src);
 	closep(&q->fd);
+	sessions_read_release(s->c);
 }
 
 /* Frame index of a message: 0 when the socket took it, -EAGAIN when it
@@ -138,15 +212,17 @@ static void out_flush(struct session *s)
 		/* Sent, or the session is over (its own socket says so to
 		 * control.c, which ends it): nothing more to send. */
 		q->head = o->next;
-		q->bytes -= o->len;
+		out_account(s, 0, o->len);
 		outmsg_free(o);
 		if (r < 0) {
 			session_out_clear(s);
 			return;
 		}
 	}
-	if (!q->head)
+	if (!q->head) {
 		q->tail = NULL;
+		sessions_read_release(s->c);
+	}
 	sd_event_source_set_enabled(q->src, q->head ? SD_EVENT_ON
 						    : SD_EVENT_OFF);
 }
@@ -208,7 +284,7 @@ static int out_queue(struct session *s, uint16_t type, uint32_t id,
 	else
 		q->head = o;
 	q->tail = o;
-	q->bytes += len;
+	out_account(s, len, 0);
 	return sd_event_source_set_enabled(q->src, SD_EVENT_ON);
 }
 

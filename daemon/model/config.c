@@ -65,6 +65,13 @@ static int set_defaults(struct config *c)
 		d->max_sessions_per_uid = CONFIG_DEFAULT_MAX_SESSIONS_PER_UID;
 	if (!d->hello_timeout)
 		d->hello_timeout = CONFIG_DEFAULT_HELLO_TIMEOUT;
+	if (!d->output_budget)
+		d->output_budget = CONFIG_DEFAULT_OUTPUT_BUDGET;
+	if (!d->output_budget_per_uid)
+		d->output_budget_per_uid = CONFIG_DEFAULT_OUTPUT_BUDGET_PER_UID;
+	if (!d->max_attachments_per_session)
+		d->max_attachments_per_session =
+			CONFIG_DEFAULT_MAX_ATTACHMENTS_PER_SESSION;
 	if (!d->http_max_connections)
 		d->http_max_connections = CONFIG_DEFAULT_HTTP_MAX_CONNECTIONS;
 	if (!d->http_max_per_address)

@@ -25,6 +25,10 @@
 #define CONFIG_DEFAULT_MAX_SESSIONS 4096
 #define CONFIG_DEFAULT_MAX_SESSIONS_PER_UID 256
 #define CONFIG_DEFAULT_HELLO_TIMEOUT 10
+/* What the control socket's sessions may make the daemon hold. */
+#define CONFIG_DEFAULT_OUTPUT_BUDGET (64ULL << 20)
+#define CONFIG_DEFAULT_OUTPUT_BUDGET_PER_UID (16ULL << 20)
+#define CONFIG_DEFAULT_MAX_ATTACHMENTS_PER_SESSION 64
 /* Where container engines look for CDI specifications (cdi.c). */
 #define CONFIG_DEFAULT_CDI_SPEC "/run/cdi/rdmad.json"
 #define CONFIG_DEFAULT_HTTP_MAX_CONNECTIONS 4096
@@ -370,6 +374,11 @@ struct conf_daemon {
 	int max_sessions;	  /* control socket sessions, all uids */
 	int max_sessions_per_uid;
 	int hello_timeout;	  /* seconds until HELLO */
+	/* Answers waiting for sessions that do not read, bytes: in all,
+	 * and of one uid's sessions (past either, sessions are not read
+	 * until they have taken what waits for them). */
+	uint64_t output_budget, output_budget_per_uid;
+	int max_attachments_per_session;
 	int http_max_connections; /* REST connections, all listeners */
 	int http_max_per_address; /* per non-loopback client address */
 	int http_idle_timeout;	  /* seconds */

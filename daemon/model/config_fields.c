@@ -444,6 +444,12 @@ const struct field conf_daemon_fields[] = {
 	    .min = 1, .max = 1 << 20),
 	FLD(conf_daemon, "hello_timeout", F_INT, hello_timeout, .min = 1,
 	    .max = 3600),
+	FLD(conf_daemon, "output_budget", F_SIZE, output_budget,
+	    .min = 1 << 20, .max = 1LL << 40),
+	FLD(conf_daemon, "output_budget_per_uid", F_SIZE,
+	    output_budget_per_uid, .min = 1 << 20, .max = 1LL << 40),
+	FLD(conf_daemon, "max_attachments_per_session", F_INT,
+	    max_attachments_per_session, .min = 1, .max = 1 << 16),
 	END_OF_TABLE,
 };
 
