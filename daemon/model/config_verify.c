@@ -392,6 +392,28 @@ static void verify_targets_hold(struct parser *p,
 	held_free(&listens);
 }
 
+/* The peers' QPs are on the target's PD, and a QP reaches every MR of
+ * its PD that has remote access, by its rkey (the profile document
+ * shows it): such an MR would be open to every admitted peer. */
+static void verify_target_pd(struct parser *p, const struct conf_profile *pr,
+			     const struct conf_target *t)
+{
+	for (size_t i = 0; t->pd && i < pr->n_objs[OBJ_MR]; i++) {
+		const struct conf_mr *q = conf_obj(pr, OBJ_MR, i);
+
+		if (!q->pd || !streq(q->pd, t->pd) ||
+		    !(q->access & REMOTE_ACCESS))
+			continue;
+		parser_error(p, t->loc,
+			     "target '%s': mr '%s' (%s:%d) on its pd '%s' has "
+			     "remote access: the peers' QPs are on that pd, and "
+			     "its rkey would open it to them; give the target a "
+			     "pd whose mrs have local access only",
+			     unnamed(t->name), unnamed(q->name), q->loc.file,
+			     q->loc.line, t->pd);
+	}
+}
+
 static void verify_target(struct parser *p, const struct conf_profile *pr,
 			  const struct conf_target *t)
 {
@@ -409,6 +431,7 @@ static void verify_target(struct parser *p, const struct conf_profile *pr,
 			     unnamed(t->name), t->listen);
 	for (size_t i = 0; i < t->n_expose; i++)
 		verify_expose(p, pr, t, &t->expose[i]);
+	verify_target_pd(p, pr, t);
 	if (!t->n_allow)
 		parser_warning(p, t->loc,
 			       "target '%s' has no allow list: it admits "

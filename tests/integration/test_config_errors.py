@@ -45,7 +45,7 @@ CASES = [
                  allow = [ "192.0.2.0/24" ];
                  expose = ( { mr = "r"; access = [ "remote_write" ];
                               length = "4K"; } ); } ); } );""",
-     13, "target 't': mr 'r' ({path}:7) has remote access of its own"),
+     12, "target 't': mr 'r' ({path}:7) has remote access of its own"),
 ]
 
 

@@ -17,13 +17,13 @@ profiles = (
   { name = "all"; device = "d0";
     memory = ( { name = "m"; size = "4M"; }, { name = "tm"; size = "64K"; } );
     xrcd = ( { name = "x"; } );
-    pd = ( { name = "a"; } );
+    pd = ( { name = "a"; }, { name = "tp"; } );
     dm = ( { name = "dev"; size = "64K"; } );
     mr = ( { name = "r"; pd = "a"; memory = "m";
              access = [ "local_write", "remote_write", "remote_read",
                         "mw_bind" ]; },
            # The target's: reached only through its windows.
-           { name = "tr"; pd = "a"; memory = "tm";
+           { name = "tr"; pd = "tp"; memory = "tm";
              access = [ "local_write", "mw_bind" ]; } );
     mw = ( { name = "w1"; pd = "a"; type = 1; },
            { name = "w2"; pd = "a"; type = 2; } );
@@ -46,7 +46,7 @@ profiles = (
              state = "init"; },
            { name = "xr"; type = "xrc_recv"; xrcd = "x"; } );
     ah = ( { name = "h"; pd = "a"; dgid = "192.0.2.1"; } );
-    target = ( { name = "t"; listen = "192.0.2.1:7471"; pd = "a";
+    target = ( { name = "t"; listen = "192.0.2.1:7471"; pd = "tp";
                  cq = "ct"; allow = [ "192.0.2.0/24" ];
                  expose = ( { mr = "tr"; access = [ "remote_read" ];
                               length = 4096; } ); } );
@@ -83,7 +83,8 @@ def test_every_kind(rdmad):
         assert "xrcd 'x' it depends on is failed" in objs[key]["reason"]
 
     # The rest runs, as declared.
-    for key in (("memory", "m"), ("memory", "tm"), ("pd", "a"), ("mr", "r"),
+    for key in (("memory", "m"), ("memory", "tm"), ("pd", "a"), ("pd", "tp"),
+                ("mr", "r"),
                 ("mr", "tr"), ("mw", "w1"),
                 ("mw", "w2"), ("cq", "c"), ("cq", "c2"), ("srq", "s"),
                 ("qp", "q0"), ("qp", "q1"), ("qp", "u0"), ("qp", "d0"),
@@ -120,7 +121,7 @@ def test_every_kind(rdmad):
     # In the profile's context (librdmacm, for the target's listener,
     # opens a context of its own, with a PD).
     ctx = [r for r in rdma_res("pd", d.pid) if r.get("ctxn") == prof["ctxn"]]
-    assert len(ctx) == 1
+    assert len(ctx) == 2
     assert len(rdma_res("mr", d.pid)) == 2
 
 

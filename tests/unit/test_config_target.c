@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* Issue 45 in the configuration: a target's exposed bytes are reachable
  * only through its windows (rdmad --check refuses an exposed MR with
- * remote access of its own, or another that reaches those bytes, with
- * file:line), and a target's token is a secret that GET /v1/config and
+ * remote access of its own, another that reaches those bytes, or one
+ * with remote access on the target's pd, with file:line), and a target's token is a secret that GET /v1/config and
  * rdmad --dump only say is set. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -55,6 +55,17 @@ static const struct bad_case bad_cases[] = {
 	  PROFILE(WINDOW_MR ",\n { name = \"all\"; pd = \"a\"; memory = \"m\"; offset = \"64K\"; access = [ \"local_write\", \"remote_write\" ]; }",
 		  "{ mr = \"r\"; access = [ \"remote_read\" ]; offset = \"128K\"; length = \"4K\"; }"),
 	  9, "target 't': mr 'all' (t.conf:6) has remote access and reaches the bytes exposed of mr 'r'" },
+	/* The peers' QPs are on the target's pd: every mr there with remote
+	 * access would be theirs, exposed or not. */
+	{ "remote mr on the target's pd",
+	  HEAD "profiles = ( { name = \"p\"; device = \"d\";\n"
+	       "memory = ( { name = \"m\"; size = \"1M\"; }, { name = \"n\"; size = \"1M\"; } );\n"
+	       "pd = ( { name = \"a\"; } );\n"
+	       "mr = ( " WINDOW_MR ",\n { name = \"ring\"; pd = \"a\"; memory = \"n\"; access = [ \"local_write\", \"remote_write\" ]; } );\n"
+	       "cq = ( { name = \"c\"; } );\n"
+	       "target = ( { name = \"t\"; listen = \"192.0.2.1:1\"; pd = \"a\"; cq = \"c\"; allow = [ \"10.0.0.0/8\" ];\n"
+	       " expose = ( { mr = \"r\"; access = [ \"remote_read\" ]; } ); } );\n} );\n",
+	  8, "target 't': mr 'ring' (t.conf:6) on its pd 'a' has remote access" },
 	{ "exposed bytes reached by an implicit mr",
 	  PROFILE(WINDOW_MR ",\n { name = \"all\"; pd = \"a\"; odp = true; access = [ \"local_write\", \"remote_read\" ]; }",
 		  "{ mr = \"r\"; access = [ \"remote_read\" ]; }"),
@@ -87,15 +98,21 @@ static void test_bad(void **state)
 }
 
 /* What the window may be over: remote rights elsewhere in the memory,
- * outside the exposed range, are no way around it. */
+ * outside the exposed range and on another pd, are no way around it. */
 static void test_window_only_good(void **state)
 {
-	static const char text[] = PROFILE(
-		WINDOW_MR ",\n { name = \"low\"; pd = \"a\"; memory = \"m\"; "
-			  "length = \"64K\"; access = [ \"local_write\", "
-			  "\"remote_write\" ]; }",
-		"{ mr = \"r\"; access = [ \"remote_read\", \"remote_write\" ]; "
-		"offset = \"64K\"; }");
+	static const char text[] =
+		HEAD "profiles = ( { name = \"p\"; device = \"d\";\n"
+		     "memory = ( { name = \"m\"; size = \"1M\"; } );\n"
+		     "pd = ( { name = \"a\"; }, { name = \"b\"; } );\n"
+		     "mr = ( " WINDOW_MR ",\n { name = \"low\"; pd = \"b\"; "
+		     "memory = \"m\"; length = \"64K\"; access = [ "
+		     "\"local_write\", \"remote_write\" ]; } );\n"
+		     "cq = ( { name = \"c\"; } );\n"
+		     "target = ( { name = \"t\"; listen = \"192.0.2.1:1\"; "
+		     "pd = \"a\"; cq = \"c\"; allow = [ \"10.0.0.0/8\" ];\n"
+		     " expose = ( { mr = \"r\"; access = [ \"remote_read\", "
+		     "\"remote_write\" ]; offset = \"64K\"; } ); } );\n} );\n";
 	struct config *cfg = NULL;
 
 	(void)state;
