@@ -269,7 +269,7 @@ def test_rdmactl_selftest_and_reload(rdmad):
     assert r.returncode == 0, r.stderr
     # Nothing changed; what failed on rxe is tried again, and says so.
     lines = r.stdout.splitlines()
-    assert lines[-1] == "5 changes, 16 objects kept"
+    assert lines[-1] == "5 changes, 19 objects kept"
     assert all(line.split()[0] == "retry" for line in lines[:-1]), lines
     assert {line.split()[2] for line in lines[:-1]} == {
         "x", "dev", "sx", "xs", "xr"}
