@@ -339,13 +339,24 @@ static void print_sessions(json_t *a)
 	printf("%-8s %-8s %-6s %-16s %-7s %s\n", "SESSION", "PID", "UID",
 	       "PROFILE", "MODE", "LEASES");
 	json_array_foreach (a, i, s)
-		json_array_foreach (json_object_get(s, "attachments"), k, t)
-			printf("%-8lld %-8lld %-6lld %-16s %-7s %lld\n",
+		json_array_foreach (json_object_get(s, "attachments"), k, t) {
+			/* Another user's, to one who is no admin: no pid,
+			 * no uid (rdmad(8)). */
+			char pid[24] = "-", uid[24] = "-";
+
+			if (json_object_get(s, "pid"))
+				snprintf(pid, sizeof(pid), "%lld",
+					 json_integer_value(
+						 json_object_get(s, "pid")));
+			if (json_object_get(s, "uid"))
+				snprintf(uid, sizeof(uid), "%lld",
+					 json_integer_value(
+						 json_object_get(s, "uid")));
+			printf("%-8lld %-8s %-6s %-16s %-7s %lld\n",
 			       json_integer_value(json_object_get(s, "session")),
-			       json_integer_value(json_object_get(s, "pid")),
-			       json_integer_value(json_object_get(s, "uid")),
-			       str(t, "profile"), str(t, "mode"),
+			       pid, uid, str(t, "profile"), str(t, "mode"),
 			       json_integer_value(json_object_get(t, "leases")));
+		}
 }
 
 /* The kind's number has the key rdma resource show uses for it. */

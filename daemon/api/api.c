@@ -14,6 +14,7 @@
 #include "selftest.h"
 #include "target.h"
 #include "utf8.h"
+#include "view.h"
 
 #define MAX_SEGMENTS 8
 
@@ -52,6 +53,16 @@ struct request {
 	size_t n_seg;
 	json_t *reply;
 };
+
+/* doc with what this caller may not see of other users left out. */
+static json_t *viewed(const struct request *r, json_t *doc)
+{
+	const struct api_viewer v = { .admin = r->req->authorized,
+				      .has_uid = r->req->has_uid,
+				      .uid = r->req->uid };
+
+	return api_view(doc, &v);
+}
 
 static int reply(struct request *r, int status, json_t *doc)
 {
@@ -228,7 +239,7 @@ static int get_orphans(struct request *r)
 		return not_found(r, "profile", r->seg[1]);
 	/* The last scan's view now, and a newer one soon if it is old. */
 	orphans_refresh(r->m->orphans, p);
-	return reply(r, 200, orphans_json(p));
+	return reply(r, 200, viewed(r, orphans_json(p)));
 }
 
 /* ---- configuration ---- */
@@ -346,7 +357,7 @@ static int get_sessions(struct request *r)
 {
 	struct manager_sessions *s = &r->m->sessions;
 
-	return reply(r, 200, s->json ? s->json(s->ud) : json_array());
+	return reply(r, 200, viewed(r, s->json ? s->json(s->ud) : json_array()));
 }
 
 /* ---- QP state change: the remote end in the config's path vocabulary ---- */
@@ -488,7 +499,7 @@ static int get_qp_endpoint(struct request *r)
 	j = object_qp_endpoint(p, o, &e);
 	if (!j && e)
 		return errno_reply(r, e, "query");
-	return reply(r, 200, j);
+	return reply(r, 200, viewed(r, j));
 }
 
 /* ---- target connections ---- */

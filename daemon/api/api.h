@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct manager;
 
@@ -35,6 +36,11 @@ struct api_request {
 	bool authorized; /* may change things (REST: the bearer token) */
 	bool token_set;	 /* a token exists to authorize with */
 	bool via_socket; /* the control socket: root or admin_group */
+	/* Who asks, on the control socket (SO_PEERCRED); REST callers have
+	 * no identity. What sessions, orphans and QP endpoints show of
+	 * other users depends on it (view.h). */
+	bool has_uid;
+	uid_t uid;
 	/* NULL: this front end cannot wait, such requests get a 503. */
 	struct api_later *later;
 };

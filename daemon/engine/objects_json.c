@@ -312,11 +312,9 @@ static void srq_json(const struct object *o, json_t *j)
 static void target_obj_json(const struct object *o, json_t *j)
 {
 	const struct conf_target *c = o->conf;
+	/* Its token shows as set only (config_fields.c: a secret). */
 	json_t *cfg = config_object_json(OBJ_TARGET, c);
 
-	/* The token is a secret: only whether there is one shows. */
-	if (cfg && c->token)
-		json_object_set_new(cfg, "token", json_true());
 	SET_STR(j, "listen", c->listen);
 	SET_STR(j, "pd", c->pd);
 	SET_STR(j, "cq", c->cq);

@@ -9,6 +9,7 @@
 #include "made.h"
 #include "proto.h"
 #include "reclaim.h"
+#include "view.h"
 
 const double control_attach_bucket_le[SESSION_ATTACH_BUCKETS] = {
 	0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1,
@@ -274,11 +275,17 @@ static void on_object_fault(struct control *c, const json_t *ev,
 {
 	for (struct session *s = c->sessions; s; s = s->next)
 		for (size_t i = 0; i < s->n_att; i++) {
-			json_t *doc;
+			/* The other holders' processes as s may see them. */
+			const struct api_viewer v = { .admin = s->admin,
+						      .has_uid = true,
+						      .uid = s->cred.uid };
+			json_t *doc, *seen;
 
 			if (!streq(s->att[i].profile, name))
 				continue;
-			doc = json_copy((json_t *)ev);
+			seen = api_view_event(ev, &v);
+			doc = seen ? json_copy(seen) : NULL;
+			json_decref(seen);
 			if (doc) {
 				json_object_del(doc, "seq");
 				json_object_del(doc, "time");

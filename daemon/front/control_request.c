@@ -159,6 +159,8 @@ int control_request(struct session *s, uint32_t id, json_t *req,
 		.authorized = s->admin,
 		.token_set = true,
 		.via_socket = true,
+		.has_uid = true,
+		.uid = s->cred.uid,
 	};
 	json_t *reply = NULL;
 	struct cached_reply *e;

@@ -2,11 +2,22 @@
 #include "control_internal.h"
 #include "log.h"
 #include "proto.h"
+#include "view.h"
 
 static int sub_send(struct subscription *sub, const json_t *ev)
 {
 	return session_send_json(sub->s, PROTO_EVENT, sub->id, json_incref((json_t *)ev),
 			 NULL, 0);
+}
+
+/* ev as this session may see it (view.h): a new reference. */
+static json_t *sub_view(const struct subscription *sub, const json_t *ev)
+{
+	const struct api_viewer v = { .admin = sub->s->admin,
+				      .has_uid = true,
+				      .uid = sub->s->cred.uid };
+
+	return api_view_event(ev, &v);
 }
 
 /* Send what waits, as far as the socket takes it; once an overflowed
@@ -55,19 +66,25 @@ static int on_sub_writable(sd_event_source *es, int fd, uint32_t revents,
 	return 0;
 }
 
-static void on_stream_event(void *ud, const json_t *ev)
+static void on_stream_event(void *ud, const json_t *bus_ev)
 {
 	struct subscription *sub = ud;
+	json_t *ev = sub_view(sub, bus_ev);
 	int r;
 
+	if (!ev)
+		return; /* out of memory: this one is not for it */
 	if (!sub->q.n && !sub->q.overflowed) {
 		r = sub_send(sub, ev);
-		if (r != -EAGAIN)
+		if (r != -EAGAIN) {
+			json_decref(ev);
 			return; /* sent, or the session is ending */
+		}
 	}
 	if (!events_queue_push(&sub->q, ev))
 		log_debug("session %u: event stream queue full",
 			  sub->s->id);
+	json_decref(ev);
 	sd_event_source_set_enabled(sub->out, SD_EVENT_ON);
 }
 

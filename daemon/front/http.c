@@ -281,7 +281,11 @@ static enum MHD_Result events_start(struct listener *l,
 	unsigned int status;
 
 	if (!streams_full(l->h))
-		return stream_start(l, c);
+		return stream_start(
+			l, c,
+			authorized(l->m, sym_MHD_lookup_connection_value(
+						 c, MHD_HEADER_KIND,
+						 MHD_HTTP_HEADER_AUTHORIZATION)));
 	resp = json_answer(503,
 			   api_error("too_many_streams",
 				     "the daemon has %u event streams open, "

@@ -167,6 +167,7 @@ struct stream {
 	bool suspended;
 	bool ping;   /* a keep-alive is due */
 	bool ending; /* the last words are out: end of stream next */
+	bool admin;  /* the bearer token: sees other users' processes */
 };
 
 struct screen_result;
@@ -272,8 +273,9 @@ unsigned int conns_open(const struct http *h);
 /* Whether the events streams hold their share of the connections. */
 bool streams_full(const struct http *h);
 /* GET /v1/events on c: its response queued (streams_full() false). */
-enum MHD_Result stream_start(struct listener *l,
-			     struct MHD_Connection *c);
+/* admin: the request carried the bearer token (view.h). */
+enum MHD_Result stream_start(struct listener *l, struct MHD_Connection *c,
+			     bool admin);
 /* Every stream gets a keep-alive when one is due; every stream ends
  * (stop): libmicrohttpd stops no daemon with suspended connections. */
 void streams_ping(struct http *h, uint64_t now, bool end);

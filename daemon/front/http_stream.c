@@ -5,6 +5,7 @@
 
 #include "http_internal.h"
 #include "log.h"
+#include "view.h"
 
 /* ---- GET /v1/events ---- */
 
@@ -18,12 +19,20 @@ static void stream_wake(struct stream *st)
 	listener_kick(st->l);
 }
 
-static void on_stream_event(void *ud, const json_t *ev)
+static void on_stream_event(void *ud, const json_t *bus_ev)
 {
 	struct stream *st = ud;
 	bool was = st->q.overflowed;
+	/* As this client may see it: REST callers are anonymous. */
+	const struct api_viewer v = { .admin = st->admin };
+	json_t *ev = api_view_event(bus_ev, &v);
+	bool taken;
 
-	if (!events_queue_push(&st->q, ev) && !was)
+	if (!ev)
+		return; /* out of memory: this one is not for it */
+	taken = events_queue_push(&st->q, ev);
+	json_decref(ev);
+	if (!taken && !was)
 		log_notice("%s: an events stream reads too slowly, dropping "
 			   "it after %zu events queued",
 			   st->l->addr, st->q.n);
@@ -130,8 +139,8 @@ bool streams_full(const struct http *h)
 	return h->n_streams >= h->max_conns / HTTP_STREAMS_SHARE + 1;
 }
 
-enum MHD_Result stream_start(struct listener *l,
-			     struct MHD_Connection *c)
+enum MHD_Result stream_start(struct listener *l, struct MHD_Connection *c,
+			     bool admin)
 {
 	struct http *h = l->h;
 	const union MHD_ConnectionInfo *ci =
@@ -149,6 +158,7 @@ enum MHD_Result stream_start(struct listener *l,
 	st->h = h;
 	st->l = l;
 	st->c = c;
+	st->admin = admin;
 	resp = sym_MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096,
 						 stream_read, st, stream_free);
 	if (!resp) {

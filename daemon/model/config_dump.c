@@ -2,7 +2,9 @@
 /*
  * The effective configuration, written back out: as JSON (the vocabulary
  * of the file, every default filled in) and as libconfig text that reads
- * back the same (rdmad --dump).
+ * back the same (rdmad --dump). A secret (a target's token) is only said
+ * to be set ("token": true): a dump with one does not read back, by
+ * design, rather than read back as a configuration with another token.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +32,8 @@ static void fields_json(const struct field *table, const void *obj, json_t *j)
 		switch (f->type) {
 		case F_STRING:
 			if (*(char *const *)at)
-				v = json_string(*(char *const *)at);
+				v = f->secret ? json_true()
+					      : json_string(*(char *const *)at);
 			break;
 		case F_INT:
 		case F_ENUM: {

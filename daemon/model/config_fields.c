@@ -679,7 +679,8 @@ static const struct field target_fields[] = {
 	LIST(conf_target, "allow", allow, .check = check_prefix),
 	FLD(conf_target, "max_connections", F_INT, max_connections, .min = 1,
 	    .max = 65536),
-	FLD(conf_target, "token", F_STRING, token, .check = check_token),
+	FLD(conf_target, "token", F_STRING, token, .check = check_token,
+	    .secret = true),
 	END_OF_TABLE,
 };
 

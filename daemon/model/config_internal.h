@@ -74,6 +74,9 @@ struct field {
 	void (*defaults)(void *sub);
 	/* F_GROUPLIST: at most this many elements (0: no limit). */
 	size_t max_count;
+	/* F_STRING: a secret (a target's token): documents and --dump say
+	 * only that it is set (true), never what it is. */
+	bool secret;
 	/* F_STRING, F_STRLIST: NULL when the value is fine, else why not. */
 	const char *(*check)(const char *value);
 	/* F_STRLIST: NULL, or why the value (kept) is doubtful on this

@@ -201,6 +201,56 @@ static uint64_t mr_length(const struct conf_profile *pr,
 	return m && m->size > r->offset ? m->size - r->offset : 0;
 }
 
+#define REMOTE_ACCESS                                                          \
+	(IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE |                    \
+	 IBV_ACCESS_REMOTE_ATOMIC)
+
+/* The window is the only way in: no MR with remote rights of its own
+ * may reach an exposed byte, or its rkey (which the profile document
+ * shows) would open all of it, and revoking the window would not shut
+ * it. The exposed MR must have none; another MR over the same memory
+ * must not overlap the exposed range; an implicit MR reaches all. */
+static void verify_expose_only_window(struct parser *p,
+				      const struct conf_profile *pr,
+				      const struct conf_target *t,
+				      const struct conf_expose *e,
+				      const struct conf_mr *r, uint64_t len)
+{
+	uint64_t from = r->offset + e->offset;
+	uint64_t to = e->length	       ? from + e->length
+		      : len > e->offset ? r->offset + len
+					: UINT64_MAX;
+
+	if (r->access & REMOTE_ACCESS) {
+		parser_error(p, e->loc,
+			     "target '%s': mr '%s' (%s:%d) has remote access "
+			     "of its own: a peer with its rkey would reach "
+			     "the whole MR around the windows; expose an mr "
+			     "with \"mw_bind\" and local access only",
+			     unnamed(t->name), e->mr, r->loc.file, r->loc.line);
+		return;
+	}
+	for (size_t i = 0; i < pr->n_objs[OBJ_MR]; i++) {
+		const struct conf_mr *q = conf_obj(pr, OBJ_MR, i);
+		uint64_t qlen = mr_length(pr, q);
+		bool implicit = !q->memory && !q->dm;
+
+		if (q == r || !(q->access & REMOTE_ACCESS))
+			continue;
+		if (!implicit &&
+		    (!(q->memory ? r->memory && streq(q->memory, r->memory)
+				 : r->dm && q->dm && streq(q->dm, r->dm)) ||
+		     q->offset >= to || (qlen && q->offset + qlen <= from)))
+			continue;
+		parser_error(p, e->loc,
+			     "target '%s': mr '%s' (%s:%d) has remote access "
+			     "and reaches the bytes exposed of mr '%s': a peer "
+			     "with its rkey would go around the windows",
+			     unnamed(t->name), unnamed(q->name), q->loc.file,
+			     q->loc.line, e->mr);
+	}
+}
+
 static void verify_expose(struct parser *p, const struct conf_profile *pr,
 			  const struct conf_target *t,
 			  const struct conf_expose *e)
@@ -248,12 +298,15 @@ static void verify_expose(struct parser *p, const struct conf_profile *pr,
 			     "mr '%s' need local_write in its access",
 			     unnamed(t->name), e->mr);
 	len = mr_length(pr, r);
-	if (len && (e->offset >= len || e->length > len - e->offset))
+	if (len && (e->offset >= len || e->length > len - e->offset)) {
 		parser_error(p, e->loc,
 			     "target '%s': offset %" PRIu64 " + length %" PRIu64
 			     " is outside mr '%s' (%" PRIu64 " bytes)",
 			     unnamed(t->name), e->offset, e->length, e->mr,
 			     len);
+		return;
+	}
+	verify_expose_only_window(p, pr, t, e, r, len);
 }
 
 /* By name, what targets hold: their CQs, their listen addresses. */
@@ -339,6 +392,28 @@ static void verify_targets_hold(struct parser *p,
 	held_free(&listens);
 }
 
+/* The peers' QPs are on the target's PD, and a QP reaches every MR of
+ * its PD that has remote access, by its rkey (the profile document
+ * shows it): such an MR would be open to every admitted peer. */
+static void verify_target_pd(struct parser *p, const struct conf_profile *pr,
+			     const struct conf_target *t)
+{
+	for (size_t i = 0; t->pd && i < pr->n_objs[OBJ_MR]; i++) {
+		const struct conf_mr *q = conf_obj(pr, OBJ_MR, i);
+
+		if (!q->pd || !streq(q->pd, t->pd) ||
+		    !(q->access & REMOTE_ACCESS))
+			continue;
+		parser_error(p, t->loc,
+			     "target '%s': mr '%s' (%s:%d) on its pd '%s' has "
+			     "remote access: the peers' QPs are on that pd, and "
+			     "its rkey would open it to them; give the target a "
+			     "pd whose mrs have local access only",
+			     unnamed(t->name), unnamed(q->name), q->loc.file,
+			     q->loc.line, t->pd);
+	}
+}
+
 static void verify_target(struct parser *p, const struct conf_profile *pr,
 			  const struct conf_target *t)
 {
@@ -356,6 +431,7 @@ static void verify_target(struct parser *p, const struct conf_profile *pr,
 			     unnamed(t->name), t->listen);
 	for (size_t i = 0; i < t->n_expose; i++)
 		verify_expose(p, pr, t, &t->expose[i]);
+	verify_target_pd(p, pr, t);
 	if (!t->n_allow)
 		parser_warning(p, t->loc,
 			       "target '%s' has no allow list: it admits "

@@ -95,16 +95,17 @@ class _Peer:
         ev.ack_cm_event()
         assert t == want, (t, want)
 
-    def write(self, data, i=0, offset=0):
-        """RDMA-write data into range i: the completion's status."""
-        addr, rkey, _ = self.ranges[i]
+    def write(self, data, i=0, offset=0, at=None):
+        """RDMA-write data into range i (or at = [addr, rkey] of the
+        peer's choosing): the completion's status."""
+        addr, rkey = at or self.ranges[i][:2]
         self.mr.write(data, len(data))
         self.cmid.post_write(self.mr, len(data), addr + offset, rkey)
         return self.cmid.get_send_comp().status
 
-    def read(self, length, i=0, offset=0):
-        """RDMA-read from range i: (status, bytes)."""
-        addr, rkey, _ = self.ranges[i]
+    def read(self, length, i=0, offset=0, at=None):
+        """RDMA-read from range i (or at [addr, rkey]): (status, bytes)."""
+        addr, rkey = at or self.ranges[i][:2]
         self.cmid.post_read(self.mr, length, addr + offset, rkey)
         wc = self.cmid.get_send_comp()
         return wc.status, self.mr.read(length, 0)
@@ -157,12 +158,13 @@ class Peer:
             raise RuntimeError(r["error"])
         return r["result"]
 
-    def write(self, data, i=0, offset=0):
-        return self._call("write", data=data.hex(), i=i, offset=offset)
+    def write(self, data, i=0, offset=0, at=None):
+        return self._call("write", data=data.hex(), i=i, offset=offset,
+                          at=at)
 
-    def read(self, length, i=0, offset=0):
+    def read(self, length, i=0, offset=0, at=None):
         status, data = self._call("read", length=length, i=i,
-                                  offset=offset)
+                                  offset=offset, at=at)
         return status, bytes.fromhex(data)
 
     def close(self):
@@ -189,10 +191,11 @@ def _serve():
                 out = {"result": peer.ranges}
             elif op == "write":
                 out = {"result": int(peer.write(bytes.fromhex(req["data"]),
-                                                req["i"], req["offset"]))}
+                                                req["i"], req["offset"],
+                                                req.get("at")))}
             elif op == "read":
                 st, data = peer.read(req["length"], req["i"],
-                                     req["offset"])
+                                     req["offset"], req.get("at"))
                 out = {"result": [int(st), bytes(data).hex()]}
             elif op == "close":
                 if peer:

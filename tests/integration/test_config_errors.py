@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import RDMAD, rdma_res
+from conftest import RDMAD, ROOT, rdma_res
 
 GOOD_HEAD = """daemon = { http = { listen = [ "127.0.0.1:1" ]; }; };
 devices = ( { name = "d"; match = { ibdev = "rxe0"; }; } );
@@ -32,6 +32,20 @@ CASES = [
   { name = "p"; device = "d";
     memory = ( { name = "m"; size = "12Q"; } ); } );""",
      5, "is not a size"),
+    # Issue 45: a window over an MR with remote access of its own is no
+    # limit (the MR's rkey reaches all of it): refused, at the expose.
+    ("window_over_remote_mr", GOOD_HEAD + """profiles = (
+  { name = "p"; device = "d";
+    memory = ( { name = "m"; size = "1M"; } );
+    pd = ( { name = "a"; } );
+    mr = ( { name = "r"; pd = "a"; memory = "m";
+             access = [ "local_write", "remote_write", "mw_bind" ]; } );
+    cq = ( { name = "c"; } );
+    target = ( { name = "t"; listen = "192.0.2.1:7471"; pd = "a"; cq = "c";
+                 allow = [ "192.0.2.0/24" ];
+                 expose = ( { mr = "r"; access = [ "remote_write" ];
+                              length = "4K"; } ); } ); } );""",
+     12, "target 't': mr 'r' ({path}:7) has remote access of its own"),
 ]
 
 
@@ -44,7 +58,7 @@ def test_bad_config_exits_78_with_location(write_conf, name, text, line, msg):
                        text=True, timeout=60)
     assert r.returncode == 78, r.stderr
     assert f"{path}:{line}: " in r.stderr, r.stderr
-    assert msg in r.stderr, r.stderr
+    assert msg.replace("{path}", str(path)) in r.stderr, r.stderr
     assert len(rdma_res("pd")) == before
 
 
@@ -52,6 +66,16 @@ def test_check_mode_accepts_a_good_config(write_conf):
     path = write_conf(GOOD_HEAD + 'profiles = ( { name = "p"; device = "d";'
                       ' pd = ( { name = "a"; } ); } );')
     r = subprocess.run([str(RDMAD), "--check", "-c", str(path)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "configuration OK" in r.stdout
+
+
+def test_shipped_example_passes_check():
+    """conf/example.conf's target exposes an MR without remote access
+    (issue 45): --check accepts it."""
+    example = ROOT / "conf" / "example.conf"
+    r = subprocess.run([str(RDMAD), "--check", "-c", str(example)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "configuration OK" in r.stdout

@@ -15,13 +15,16 @@ devices = ( { name = "d0"; match = { netdev = "veth0"; };
               gid = { type = "roce_v2"; family = "ipv4"; }; } );
 profiles = (
   { name = "all"; device = "d0";
-    memory = ( { name = "m"; size = "4M"; } );
+    memory = ( { name = "m"; size = "4M"; }, { name = "tm"; size = "64K"; } );
     xrcd = ( { name = "x"; } );
-    pd = ( { name = "a"; } );
+    pd = ( { name = "a"; }, { name = "tp"; } );
     dm = ( { name = "dev"; size = "64K"; } );
     mr = ( { name = "r"; pd = "a"; memory = "m";
              access = [ "local_write", "remote_write", "remote_read",
-                        "mw_bind" ]; } );
+                        "mw_bind" ]; },
+           # The target's: reached only through its windows.
+           { name = "tr"; pd = "tp"; memory = "tm";
+             access = [ "local_write", "mw_bind" ]; } );
     mw = ( { name = "w1"; pd = "a"; type = 1; },
            { name = "w2"; pd = "a"; type = 2; } );
     cq = ( { name = "c"; cqe = 128; }, { name = "c2"; cqe = 64; },
@@ -43,9 +46,9 @@ profiles = (
              state = "init"; },
            { name = "xr"; type = "xrc_recv"; xrcd = "x"; } );
     ah = ( { name = "h"; pd = "a"; dgid = "192.0.2.1"; } );
-    target = ( { name = "t"; listen = "192.0.2.1:7471"; pd = "a";
+    target = ( { name = "t"; listen = "192.0.2.1:7471"; pd = "tp";
                  cq = "ct"; allow = [ "192.0.2.0/24" ];
-                 expose = ( { mr = "r"; access = [ "remote_read" ];
+                 expose = ( { mr = "tr"; access = [ "remote_read" ];
                               length = 4096; } ); } );
     mcast = ( { name = "g"; addr = "239.1.9.9"; qps = [ "d0" ]; } );
   }
@@ -80,14 +83,16 @@ def test_every_kind(rdmad):
         assert "xrcd 'x' it depends on is failed" in objs[key]["reason"]
 
     # The rest runs, as declared.
-    for key in (("memory", "m"), ("pd", "a"), ("mr", "r"), ("mw", "w1"),
+    for key in (("memory", "m"), ("memory", "tm"), ("pd", "a"), ("pd", "tp"),
+                ("mr", "r"),
+                ("mr", "tr"), ("mw", "w1"),
                 ("mw", "w2"), ("cq", "c"), ("cq", "c2"), ("srq", "s"),
                 ("qp", "q0"), ("qp", "q1"), ("qp", "u0"), ("qp", "d0"),
                 ("ah", "h"), ("cq", "ct"), ("target", "t"), ("mcast", "g")):
         assert objs[key]["state"] == "ready", (key, objs[key])
     t = objs[("target", "t")]
     assert t["listen"] == "192.0.2.1:7471" and t["listening"] is True
-    assert t["connections"] == [] and t["config"]["expose"][0]["mr"] == "r"
+    assert t["connections"] == [] and t["config"]["expose"][0]["mr"] == "tr"
     assert objs[("mw", "w1")]["type"] == 1
     assert objs[("mw", "w2")]["type"] == 2
     assert objs[("srq", "s")]["max_wr"] >= 64
@@ -116,8 +121,8 @@ def test_every_kind(rdmad):
     # In the profile's context (librdmacm, for the target's listener,
     # opens a context of its own, with a PD).
     ctx = [r for r in rdma_res("pd", d.pid) if r.get("ctxn") == prof["ctxn"]]
-    assert len(ctx) == 1
-    assert len(rdma_res("mr", d.pid)) == 1
+    assert len(ctx) == 2
+    assert len(rdma_res("mr", d.pid)) == 2
 
 
 def test_selftest_moves_data(rdmad):
@@ -264,7 +269,7 @@ def test_rdmactl_selftest_and_reload(rdmad):
     assert r.returncode == 0, r.stderr
     # Nothing changed; what failed on rxe is tried again, and says so.
     lines = r.stdout.splitlines()
-    assert lines[-1] == "5 changes, 16 objects kept"
+    assert lines[-1] == "5 changes, 19 objects kept"
     assert all(line.split()[0] == "retry" for line in lines[:-1]), lines
     assert {line.split()[2] for line in lines[:-1]} == {
         "x", "dev", "sx", "xs", "xr"}

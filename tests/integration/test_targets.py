@@ -116,6 +116,47 @@ def test_windows_allow_what_is_declared(rdmad, port):
     assert settle(lambda: target_doc(d)["connections"] == [], 10)
 
 
+def test_mr_rkey_opens_nothing(rdmad, port):
+    """Issue 45: the window is the only way in. The exposed MR has no
+    remote access (rdmad --check insists), so its own rkey, which GET
+    /v1/profiles/p shows to anyone, is refused by the device: outside
+    the windows, and inside them too. (rxe enforces a window's access
+    flags, not its bounds, so this refusal is the decisive check.) Each
+    refused access breaks that peer's QP: one peer per attempt."""
+    d = rdmad(conf(port))
+    mr = next(o for o in d.get("/v1/profiles/p")[1]["objects"]
+              if o["name"] == "pool")
+    assert not {"remote_read", "remote_write",
+                "remote_atomic"} & set(mr["access"]), mr
+    outside = [mr["iova"] + 256 * 1024, mr["rkey"]]   # in no range
+    inside = [mr["iova"] + 64, mr["rkey"]]            # in range 0
+    for at, op in ((outside, "write"), (outside, "read"),
+                   (inside, "write"), (inside, "read")):
+        peer = Peer(ADDR, port)
+        try:
+            if op == "write":
+                st = peer.write(b"sneak in", at=at)
+            else:
+                st = peer.read(8, at=at)[0]
+            assert st == e.IBV_WC_REM_ACCESS_ERR, (at, op, st)
+        finally:
+            peer.close()
+        assert settle(lambda: target_doc(d)["connections"] == [], 10)
+    # The memory under the window is untouched by all of it.
+    peer = Peer(ADDR, port)
+    try:
+        status, back = peer.read(16, offset=64)
+        assert status == e.IBV_WC_SUCCESS and back == bytes(16), back
+        # Through the window: in; revoked: out, inside it too.
+        assert peer.write(b"through", offset=64) == e.IBV_WC_SUCCESS
+        c = established(d)[0]
+        r = rdmactl(d, "target", "revoke", "p", "kv", str(c["id"]))
+        assert r.returncode == 0, r.stderr
+        assert peer.write(b"again!!", offset=64) == e.IBV_WC_REM_ACCESS_ERR
+    finally:
+        peer.close()
+
+
 def test_revoke_ends_access_at_once(rdmad, port):
     d = rdmad(conf(port))
     peer = Peer(ADDR, port)
