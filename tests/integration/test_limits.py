@@ -153,7 +153,7 @@ def test_rest_not_starved_by_idle_and_slow_connections(limited):
             idle.append(socket.create_connection(("127.0.0.1", d.port)))
         for _ in range(100):
             s = socket.create_connection(("127.0.0.1", d.port))
-            s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n")
+            s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: localhost\r\n")
             slow.append(s)
         # Let the daemon take them all in.
         time.sleep(1)
