@@ -15,6 +15,9 @@
  *                  judged before it reads them (http_screen.c, which
  *                  calls nothing), answers on the socket, lingering
  *                  closes
+ *
+ * and http_host.c, which calls nothing: whom a request's Host and
+ * Origin name (http.c asks it at each request's headers).
  */
 #ifndef RDMAD_HTTP_INTERNAL_H
 #define RDMAD_HTTP_INTERNAL_H
