@@ -206,6 +206,7 @@ static void on_device(void *ud, const char *ibdev, enum devwatch_action a)
 	events_publishf(m->events,
 			a == DEVWATCH_ADD ? "device_added" : "device_removed",
 			"{s:s}", "device", ibdev);
+	manager_devices_changed(m, ibdev, a == DEVWATCH_REMOVE);
 	/* What removed profiles still drain on it goes with it. */
 	for (size_t i = m->n_retired; a == DEVWATCH_REMOVE && i-- > 0;)
 		if (streq(m->retired[i]->ibdev, ibdev)) {
@@ -451,6 +452,7 @@ int manager_start(struct manager *m)
 		log_info("device events: kernel (no udevd: %s is missing); "
 			 "devices are seen as the kernel announces them",
 			 devwatch_udev_control());
+	manager_devices_changed(m, NULL, false);
 	r = orphans_new(&(struct orphans_owner){ .event = m->event,
 						 .profiles = manager_profiles_of,
 						 .attached = orphans_attached,
@@ -474,6 +476,7 @@ void manager_stop(struct manager *m)
 {
 	manager_reload_cancel(m);
 	m->devwatch = devwatch_free(m->devwatch);
+	manager_devices_free(m);
 	m->orphans = orphans_free(m->orphans);
 	manager_check_stop(m);
 	manager_adopt_stop(m);
@@ -968,26 +971,6 @@ struct profile *manager_profile(struct manager *m, const char *name)
 	if (name)
 		HASH_FIND_STR(m->by_name, name, p);
 	return p;
-}
-
-int manager_device_used(struct manager *m, const char *ibdev)
-{
-	for (size_t i = 0; i < m->n_profiles; i++)
-		if (m->profiles[i]->ctx && streq(m->profiles[i]->ibdev, ibdev))
-			return 1;
-	return 0;
-}
-
-bool manager_device_up(struct manager *m, const char *ibdev)
-{
-	if (m->devwatch)
-		return devwatch_is_up(m->devwatch, ibdev);
-	return devmatch_openable(ibdev);
-}
-
-const char *manager_device_events(struct manager *m)
-{
-	return devwatch_source_name(devwatch_get_source(m->devwatch));
 }
 
 double manager_uptime(struct manager *m)

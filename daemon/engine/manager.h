@@ -24,6 +24,7 @@
 
 struct http;
 struct devwatch;
+struct manager_devices;
 struct control;
 struct workers;
 struct orphans;
@@ -124,6 +125,9 @@ struct manager {
 	struct manager_front fronts[FRONT_MAX];
 	struct control *control;
 	struct devwatch *devwatch;
+	/* The host's devices as GET /v1/devices shows them, read again
+	 * when one comes or goes (manager_devices.c). */
+	struct manager_devices *devices;
 	struct orphans *orphans; /* RDMA netlink scans (orphans.c) */
 	struct reconcile *reconcile; /* objects against the kernel */
 	/* The previous run's shared clients whose leases this one adopted
@@ -255,6 +259,15 @@ void manager_check_stop(struct manager *m);
 struct profile *const *manager_profiles_of(void *ud, size_t *n);
 /* The orphan scans' owner: daemon.orphans = "retire"? */
 bool manager_may_retire(void *ud);
+/* manager_devices.c: the host's devices read again, at start (ibdev
+ * NULL) and when ibdev came or went (gone); only a device not seen
+ * before is opened (its import probe). */
+void manager_devices_changed(struct manager *m, const char *ibdev,
+			     bool gone);
+void manager_devices_free(struct manager *m);
+/* GET /v1/devices' document, from that view: a new reference, or NULL
+ * when out of memory. */
+json_t *manager_devices_json(struct manager *m);
 /* Is ibdev used by a profile? */
 int manager_device_used(struct manager *m, const char *ibdev);
 /* Is ibdev up, as the profiles see it: devwatch's view (where device

@@ -326,27 +326,149 @@ static bool body_over_limit(struct MHD_Connection *c)
 	return errno == ERANGE || n > HTTP_MAX_BODY;
 }
 
-static enum MHD_Result too_large_now(struct MHD_Connection *c,
-				     struct conn *cn)
+/* doc (taken), of status, answered at the request's headers: the
+ * connection closes after it (what it still sends is read and thrown
+ * away: it lingers), with a Retry-After when retry. */
+static enum MHD_Result refuse_now(struct MHD_Connection *c, struct conn *cn,
+				  int status, json_t *doc, bool retry)
 {
 	struct MHD_Response *resp;
 	enum MHD_Result ret;
-	unsigned int status;
+	unsigned int st;
+	char secs[16];
 
-	resp = json_answer(413,
-			   api_error("body_too_large",
-				     "request bodies are limited to %d bytes",
-				     HTTP_MAX_BODY),
-			   &status);
+	resp = json_answer(status, doc, &st);
 	if (!resp)
 		return MHD_NO;
 	sym_MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION,
 				    "close");
-	ret = sym_MHD_queue_response(c, status, resp);
+	if (retry) {
+		snprintf(secs, sizeof(secs), "%u", HTTP_RETRY_AFTER);
+		sym_MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER,
+					    secs);
+	}
+	ret = sym_MHD_queue_response(c, st, resp);
 	sym_MHD_destroy_response(resp);
 	if (ret == MHD_YES && cn)
 		cn->linger = true;
 	return ret;
+}
+
+static enum MHD_Result too_large_now(struct MHD_Connection *c,
+				     struct conn *cn)
+{
+	return refuse_now(c, cn, 413,
+			  api_error("body_too_large",
+				    "request bodies are limited to %d bytes",
+				    HTTP_MAX_BODY),
+			  false);
+}
+
+/*
+ * Whom the request is for (http_host.h): a Host or an Origin not ours
+ * is refused, on TCP (no browser reaches a unix socket); NULL, or the
+ * refusal, of status *status.
+ */
+static json_t *misdirected(struct listener *l, struct MHD_Connection *c,
+			   const char *version, int *status)
+{
+	const char *host = sym_MHD_lookup_connection_value(
+		c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+	const char *origin = sym_MHD_lookup_connection_value(
+		c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN);
+
+	if (l->local)
+		return NULL;
+	*status = 400;
+	if (!host && streq(version, MHD_HTTP_VERSION_1_1))
+		return api_error("bad_request",
+				 "an HTTP/1.1 request has a Host header "
+				 "field (RFC 9112, 3.2)");
+	switch (host ? host_judge(&l->h->hosts, host) : HOST_OURS) {
+	case HOST_BAD:
+		return api_error("bad_request",
+				 "Host '%s' is not HOST[:PORT] (RFC 9110, 7.2)",
+				 host);
+	case HOST_NOT_OURS:
+		*status = 421;
+		return api_error("misdirected_request",
+				 "this server does not answer for '%s': only "
+				 "for its loopback names, its listen "
+				 "addresses and daemon.http.hosts",
+				 host);
+	case HOST_OURS:
+		break;
+	}
+	if (origin && origin_judge(&l->h->hosts, origin) != HOST_OURS) {
+		*status = 403;
+		return api_error("forbidden_origin",
+				 "requests from origin '%s' (another site's "
+				 "page, in a browser) are refused",
+				 origin);
+	}
+	return NULL;
+}
+
+/* A request without the token holds one of the anonymous clients'
+ * connections: refused past their share (http.anon_max), NULL when it
+ * is served. */
+static json_t *over_share(struct listener *l, struct MHD_Connection *c,
+			  struct conn *cn)
+{
+	struct http *h = l->h;
+	const char *auth = sym_MHD_lookup_connection_value(
+		c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+
+	if (!cn)
+		return NULL;
+	if (authorized(l->m, auth)) {
+		if (cn->anon)
+			h->n_anon--;
+		cn->anon = false;
+		return NULL;
+	}
+	if (cn->anon)
+		return NULL; /* held already */
+	if (h->n_anon >= h->anon_max) {
+		h->refused++;
+		return api_error("too_many_connections",
+				 "clients without the token hold %u REST "
+				 "connections, their share (daemon.http."
+				 "max_connections less reserved_connections)",
+				 h->n_anon);
+	}
+	cn->anon = true;
+	h->n_anon++;
+	return NULL;
+}
+
+/* Its headers are in: refused here, or MHD_YES with *go to serve it. */
+static enum MHD_Result request_admit(struct listener *l,
+				     struct MHD_Connection *c,
+				     const char *version, bool *go)
+{
+	const union MHD_ConnectionInfo *ci =
+		sym_MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct conn *cn = ci ? ci->socket_context : NULL;
+	json_t *doc;
+	int status;
+
+	*go = false;
+	/* The headers are in: the header deadline is over. */
+	if (cn)
+		conn_headers_done(cn);
+	/* A request refused before it was read (http_early.c), which
+	 * libmicrohttpd read all the same: not served. */
+	if (cn && cn->refused)
+		return MHD_NO;
+	if ((doc = misdirected(l, c, version, &status)))
+		return refuse_now(c, cn, status, doc, false);
+	if ((doc = over_share(l, c, cn)))
+		return refuse_now(c, cn, 503, doc, true);
+	if (body_over_limit(c))
+		return too_large_now(c, cn);
+	*go = true;
+	return MHD_YES;
 }
 
 /* The answer that came later: the connection is served again. */
@@ -376,21 +498,12 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c,
 	unsigned int status;
 	bool shared;
 
-	(void)version;
 	if (!req) {
-		const union MHD_ConnectionInfo *ci = sym_MHD_get_connection_info(
-			c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+		bool go;
 
-		/* The headers are in: the header deadline is over. */
-		if (ci && ci->socket_context)
-			conn_headers_done(ci->socket_context);
-		/* A request refused before it was read (http_early.c), which
-		 * libmicrohttpd read all the same: not served. */
-		if (ci && ci->socket_context &&
-		    ((struct conn *)ci->socket_context)->refused)
-			return MHD_NO;
-		if (body_over_limit(c))
-			return too_large_now(c, ci ? ci->socket_context : NULL);
+		ret = request_admit(l, c, version, &go);
+		if (!go)
+			return ret;
 		/* The first call only announces the request. */
 		req = calloc(1, sizeof(*req));
 		if (!req)
@@ -492,7 +605,24 @@ static void http_front_stats(void *ud, struct front_stats *out)
 
 	*out = (struct front_stats){ .open = conns_open(h),
 				     .refused = h->refused,
+				     .evicted = h->evicted,
 				     .timed_out = h->timed_out };
+}
+
+/* The anonymous clients' share: what the reserve leaves, the reserve
+ * lowered in proportion when the caps were (budget.h). */
+static void http_share(struct http *h, const struct conf_daemon *d,
+		       const struct front_caps *caps)
+{
+	unsigned long long reserved = (unsigned long long)d->http_reserved;
+
+	if (caps->http < (unsigned int)d->http_max_connections)
+		reserved = reserved * caps->http /
+			   (unsigned int)d->http_max_connections;
+	if (!reserved)
+		reserved = 1;
+	h->anon_max = caps->http > reserved ? caps->http - (unsigned int)reserved
+					    : 1;
 }
 
 int http_start(struct manager *m, const char **failed)
@@ -516,6 +646,14 @@ int http_start(struct manager *m, const char **failed)
 	front_caps(m->config, &caps);
 	h->max_conns = caps.http;
 	h->per_address = (unsigned int)d->http_max_per_address;
+	http_share(h, d, &caps);
+	r = host_names_init(&h->hosts, d->listen, d->n_listen, d->http_hosts,
+			    d->n_http_hosts);
+	if (r < 0) {
+		*failed = "the host names";
+		http_stop(m);
+		return r;
+	}
 	h->header_timeout = (uint64_t)d->http_header_timeout * 1000000;
 	if (d->n_listen && mhd_open() < 0) {
 		*failed = d->listen[0];
@@ -583,6 +721,7 @@ void http_stop(struct manager *m)
 	conns_stop(h);
 	while (h->cache)
 		cached_free(h, h->cache);
+	host_names_done(&h->hosts);
 	free(h->l);
 	free(h->cert);
 	if (h->key)

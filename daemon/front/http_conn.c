@@ -190,6 +190,8 @@ static void on_connection(void *cls, struct MHD_Connection *c,
 	free(cn->bad);
 	conn_unlist(cn);
 	conn_unfresh(cn);
+	if (cn->anon)
+		h->n_anon--;
 	h->n_conns--;
 	if (cn->peer && !--cn->peer->n) {
 		HASH_DEL(h->peers, cn->peer);
@@ -243,11 +245,12 @@ static void bad_length_later(struct listener *l, bool too_large)
 				      "body_too_large",
 				      "the request's Content-Length is over "
 				      "the body limit",
-				      false);
+				      false, 0);
 		else
 			answer_direct(ci->connect_fd, 400, "Bad Request",
 				      "bad_request",
-				      "Content-Length is not a number", false);
+				      "Content-Length is not a number", false,
+				      0);
 		shutdown(ci->connect_fd, SHUT_WR);
 		cn->linger = true;
 		cn->refused = true;
@@ -337,7 +340,8 @@ static void refuse(struct listener *l, int fd, const char *code,
 	l->h->refused++;
 	log_notice("%s: refused a connection: %s", l->addr, why);
 	if (!l->tls)
-		answer_direct(fd, 503, "Service Unavailable", code, why, false);
+		answer_direct(fd, 503, "Service Unavailable", code, why, false,
+			      HTTP_RETRY_AFTER);
 	close(fd);
 }
 
@@ -383,6 +387,45 @@ static bool sockaddr_is_loopback(const struct sockaddr *sa)
 	return true; /* unix */
 }
 
+/*
+ * At the cap, a new connection takes the place of one that holds it
+ * without a request in hand: a lingering one (answered already), one
+ * that has not sent a whole request head (the oldest: the header
+ * deadline's order), or one libmicrohttpd reads a head of that was not
+ * judged whole (trickling in). Anonymous clients hold the others up to
+ * their share (http.anon_max), so that the reserve is always one of
+ * these or a token holder's: whoever sends a request head at once (the
+ * token holder's client does) is served. Returns whether a place is
+ * made (a libmicrohttpd connection shut down leaves at its next run).
+ */
+static bool make_room(struct http *h)
+{
+	if (h->lingering) {
+		linger_end(h->lingering);
+		return true;
+	}
+	if (pending_evict(h))
+		return true;
+	for (struct conn *cn = h->wait_head; cn; cn = cn->next) {
+		const union MHD_ConnectionInfo *ci;
+
+		if (cn->done || cn->tracked || cn->refused)
+			continue;
+		ci = sym_MHD_get_connection_info(
+			cn->c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		if (!ci)
+			continue;
+		conn_unlist(cn);
+		shutdown(ci->connect_fd, SHUT_RDWR);
+		h->evicted++;
+		log_debug("%s: a connection trickling a request head gives "
+			  "its place to a new one",
+			  cn->l->addr);
+		return true;
+	}
+	return false;
+}
+
 static void accept_one(struct listener *l, int fd, struct sockaddr *sa,
 		       socklen_t len)
 {
@@ -397,7 +440,7 @@ static void accept_one(struct listener *l, int fd, struct sockaddr *sa,
 			if (h->l[i].mhd)
 				sym_MHD_run(h->l[i].mhd);
 	}
-	if (conns_open(h) >= h->max_conns) {
+	if (conns_open(h) >= h->max_conns && !make_room(h)) {
 		snprintf(why, sizeof(why),
 			 "the daemon has %u REST connections, its limit "
 			 "(daemon.http.max_connections)",

@@ -99,20 +99,24 @@ void linger_start(struct http *h, sd_event *event, int fd)
  * connection, or one whose answers are out): its buffer takes it whole,
  * or nothing (plain HTTP only). */
 void answer_direct(int fd, unsigned int status, const char *reason,
-		   const char *code, const char *why, bool head)
+		   const char *code, const char *why, bool head,
+		   unsigned int retry_after)
 {
-	char body[384], msg[640];
+	char body[384], msg[672], retry[32] = "";
 	int n;
 
 	snprintf(body, sizeof(body),
 		 "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}", code,
 		 why);
+	if (retry_after)
+		snprintf(retry, sizeof(retry), "Retry-After: %u\r\n",
+			 retry_after);
 	n = snprintf(msg, sizeof(msg),
 		     "HTTP/1.1 %u %s\r\n"
-		     "Content-Type: application/json\r\n"
+		     "Content-Type: application/json\r\n%s"
 		     "Connection: close\r\nContent-Length: %zu\r\n"
 		     "\r\n%s",
-		     status, reason, strlen(body), head ? "" : body);
+		     status, reason, retry, strlen(body), head ? "" : body);
 	(void)!send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
@@ -190,7 +194,8 @@ static void conn_next_reject(struct conn *cn, int fd,
 	for (int i = 0; i < 16; i++)
 		if (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) <= 0)
 			break;
-	answer_direct(fd, r->status, r->reason, r->code, r->message, r->head);
+	answer_direct(fd, r->status, r->reason, r->code, r->message, r->head,
+		      0);
 	shutdown(fd, SHUT_WR);
 	cn->linger = true;
 	cn->refused = true;
@@ -258,7 +263,7 @@ static void conn_bad_turn(struct conn *cn)
 		log_debug("%s: a pipelined request refused: %u %s",
 			  cn->l->addr, r->status, r->message);
 		answer_direct(ci->connect_fd, r->status, r->reason, r->code,
-			      r->message, r->head);
+			      r->message, r->head, 0);
 		shutdown(ci->connect_fd, SHUT_WR);
 		cn->linger = true;
 		cn->refused = true;
@@ -396,6 +401,40 @@ static void pending_pass(struct pending *pd, const struct screen_result *r,
 	sd_event_source_set_enabled(l->again, SD_EVENT_ONESHOT);
 }
 
+/* Whether pd may give its place: it has sent nothing, or a head it has
+ * not finished (looked at already). One whose bytes wait for their
+ * first look may be a whole request: it is judged at its turn. */
+static bool pending_evictable(const struct pending *pd)
+{
+	int inq = 0;
+
+	return pd->looks || ioctl(pd->fd, FIONREAD, &inq) < 0 || !inq;
+}
+
+bool pending_evict(struct http *h)
+{
+	struct pending *pd;
+	int fd;
+
+	DL_FOREACH(h->pending, pd)
+		if (pending_evictable(pd))
+			break;
+	if (!pd)
+		return false;
+	log_debug("%s: a connection without a whole request head gives its "
+		  "place to a new one",
+		  pd->l->addr);
+	h->evicted++;
+	fd = pending_end(pd, true);
+	answer_direct(fd, 503, "Service Unavailable", "too_many_connections",
+		      "the daemon's REST connections are all taken: this one, "
+		      "without a whole request head yet, made way for a new "
+		      "one",
+		      false, HTTP_RETRY_AFTER);
+	close(fd);
+	return true;
+}
+
 static void pending_reject(struct pending *pd, const struct screen_result *r)
 {
 	struct listener *l = pd->l;
@@ -404,7 +443,8 @@ static void pending_reject(struct pending *pd, const struct screen_result *r)
 	log_debug("%s: a request refused before libmicrohttpd: %u %s", l->addr,
 		  r->status, r->message);
 	fd = pending_end(pd, true);
-	answer_direct(fd, r->status, r->reason, r->code, r->message, r->head);
+	answer_direct(fd, r->status, r->reason, r->code, r->message, r->head,
+		      0);
 	shutdown(fd, SHUT_WR);
 	linger_start(l->h, l->m->event, fd);
 }

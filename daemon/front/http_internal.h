@@ -15,6 +15,9 @@
  *                  judged before it reads them (http_screen.c, which
  *                  calls nothing), answers on the socket, lingering
  *                  closes
+ *
+ * and http_host.c, which calls nothing: whom a request's Host and
+ * Origin name (http.c asks it at each request's headers).
  */
 #ifndef RDMAD_HTTP_INTERNAL_H
 #define RDMAD_HTTP_INTERNAL_H
@@ -28,6 +31,7 @@
 
 #include "budget.h"
 #include "events.h"
+#include "http_host.h"
 #include "manager.h"
 
 #define HTTP_MAX_BODY (64 * 1024)
@@ -78,6 +82,10 @@ struct conn {
 	bool fresh;  /* no reply yet */
 	bool linger; /* answered before its body was read: see lingering */
 	bool refused; /* a request refused here: nothing more is served */
+	/* Its last request came without the token: it holds one of the
+	 * anonymous clients' connections (http.anon_max) until a request
+	 * with the token comes on it, or it closes. */
+	bool anon;
 	/*
 	 * Where its next request starts, while that is known: then the
 	 * next head is judged before libmicrohttpd reads it, as a first
@@ -180,6 +188,9 @@ struct screen_result;
  * subscribers never hold every one. */
 #define HTTP_STREAMS_SHARE 2
 #define HTTP_STREAM_KEEPALIVE_USEC (15 * 1000000ULL)
+/* Retry-After of a 503 for want of a connection (RFC 9110, 10.2.3):
+ * seconds. */
+#define HTTP_RETRY_AFTER 2
 
 /* What the connections' part calls in the face: libmicrohttpd's
  * request and request-completed callbacks (their cls: the listener,
@@ -199,6 +210,17 @@ struct http {
 	uint64_t last_ping;
 	struct cached *cache;
 	unsigned int n_conns, max_conns, per_address;
+	/*
+	 * Connections whose last request had no token (streams, idle
+	 * keep-alives, requests in hand), at most anon_max: the rest of
+	 * max_conns (daemon.http.reserved_connections) is for requests
+	 * with the token, and at the cap a new connection takes the place
+	 * of one that holds it without a request (http_conn.c,
+	 * make_room): the token holder is never starved (issue 45).
+	 */
+	unsigned int n_anon, anon_max;
+	unsigned long long evicted;
+	struct host_names hosts; /* whom Host and Origin may name */
 	unsigned long long refused, timed_out;
 	uint64_t header_timeout; /* usec */
 	struct conn *wait_head, *wait_tail;
@@ -247,9 +269,15 @@ void pending_start(struct listener *l, int fd, const struct sockaddr *sa,
 /* pd is done with; its fd is returned, or closed (keep false). */
 int pending_end(struct pending *pd, bool keep);
 /* An error answer written on a fresh socket (plain HTTP only); head: to
- * a HEAD request, without its body. */
+ * a HEAD request, without its body; retry_after: seconds, 0: none. */
 void answer_direct(int fd, unsigned int status, const char *reason,
-		   const char *code, const char *why, bool head);
+		   const char *code, const char *why, bool head,
+		   unsigned int retry_after);
+/* At the cap: the oldest connection not yet handed to libmicrohttpd that
+ * has not sent a whole request head (nothing, or a head looked at and
+ * not finished) gives its place to a new one: told 503 (come back
+ * later) and closed. false: there is none. */
+bool pending_evict(struct http *h);
 /* fd (taken), its sending side shut down already: what still comes is
  * read, then it is closed. */
 void linger_start(struct http *h, sd_event *event, int fd);

@@ -74,6 +74,10 @@ static int set_defaults(struct config *c)
 			CONFIG_DEFAULT_MAX_ATTACHMENTS_PER_SESSION;
 	if (!d->http_max_connections)
 		d->http_max_connections = CONFIG_DEFAULT_HTTP_MAX_CONNECTIONS;
+	if (!d->http_reserved)
+		d->http_reserved = d->http_max_connections / 8
+					   ? d->http_max_connections / 8
+					   : 1;
 	if (!d->http_max_per_address)
 		d->http_max_per_address = CONFIG_DEFAULT_HTTP_MAX_PER_ADDRESS;
 	if (!d->http_idle_timeout)

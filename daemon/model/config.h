@@ -381,6 +381,13 @@ struct conf_daemon {
 	int max_attachments_per_session;
 	int http_max_connections; /* REST connections, all listeners */
 	int http_max_per_address; /* per non-loopback client address */
+	/* Connections only requests with the token may take: anonymous
+	 * ones (streams, keep-alives, requests) hold the rest at most. */
+	int http_reserved;
+	/* Host names REST answers to, beside the loopback names and the
+	 * listen addresses (Host and Origin are checked). */
+	char **http_hosts;
+	size_t n_http_hosts;
 	int http_idle_timeout;	  /* seconds */
 	int http_header_timeout;  /* seconds to send a request's headers */
 	char *tls_cert;		  /* PEM files: HTTPS on TCP listeners */

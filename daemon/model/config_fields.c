@@ -7,6 +7,7 @@
  * is one line here.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <sys/un.h>
 #include <grp.h>
 #include <pwd.h>
@@ -260,6 +261,32 @@ static const char *check_listen(const char *s)
 	return NULL;
 }
 
+/* A name REST is asked by (daemon.http.hosts): a host name, an IPv4
+ * address or a bracketed IPv6 one, without a port (any port is taken). */
+static const char *check_host_name(const char *s)
+{
+	static const char why[] =
+		"is not a host name (letters, digits, '-', '.'), an IPv4 "
+		"address or an [IPv6] address, without a port";
+	struct in6_addr a6;
+	size_t n = strlen(s);
+	char buf[INET6_ADDRSTRLEN + 2];
+
+	if (!n || n > 253)
+		return why;
+	if (s[0] == '[') {
+		if (n < 3 || n - 2 >= sizeof(buf) || s[n - 1] != ']')
+			return why;
+		memcpy(buf, s + 1, n - 2);
+		buf[n - 2] = '\0';
+		return inet_pton(AF_INET6, buf, &a6) == 1 ? NULL : why;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '.')
+			return why;
+	return NULL;
+}
+
 static const char *check_target_listen(const char *s)
 {
 	struct sockaddr_storage ss;
@@ -406,6 +433,9 @@ static const struct field http_fields[] = {
 	    .check = check_abs_path),
 	FLD(conf_daemon, "max_connections", F_INT, http_max_connections,
 	    .min = 1, .max = 1 << 20),
+	FLD(conf_daemon, "reserved_connections", F_INT, http_reserved,
+	    .min = 1, .max = 1 << 20),
+	LIST(conf_daemon, "hosts", http_hosts, .check = check_host_name),
 	FLD(conf_daemon, "max_connections_per_address", F_INT,
 	    http_max_per_address, .min = 1, .max = 1 << 20),
 	FLD(conf_daemon, "idle_timeout", F_INT, http_idle_timeout, .min = 1,

@@ -834,6 +834,15 @@ static void verify_http(struct parser *p)
 	struct conf_daemon *d = &p->c->daemon;
 	struct conf_loc loc = d->listen_loc.file ? d->listen_loc : d->http_loc;
 
+	int max = d->http_max_connections ? d->http_max_connections
+					  : CONFIG_DEFAULT_HTTP_MAX_CONNECTIONS;
+
+	if (d->http_reserved && d->http_reserved >= max)
+		parser_error(p, d->http_loc,
+			     "daemon.http: 'reserved_connections' = %d is not "
+			     "less than 'max_connections' (%d): anonymous "
+			     "clients would have no connection at all",
+			     d->http_reserved, max);
 	if (!d->tls_cert != !d->tls_key)
 		parser_error(p, d->http_loc,
 			     "daemon.http: 'tls_cert' and 'tls_key' go "

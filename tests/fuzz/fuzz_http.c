@@ -14,6 +14,10 @@
  * libmicrohttpd reads it): a verdict, and for a refusal a status and a
  * message that can go into JSON as they are; every prefix of a head it
  * passes is good so far (never refused).
+ *
+ * The URL line is also judged as a Host and an Origin (http_host.c): a
+ * verdict in range, and "http://" before a Host is an Origin of ours
+ * exactly when the Host is one.
  */
 #include <string.h>
 
@@ -21,6 +25,7 @@
 #include "fuzz_util.h"
 #include "fuzz_manager.h"
 #include "http.h"
+#include "http_host.h"
 #include "http_screen.h"
 #include "mhd.h"
 
@@ -67,6 +72,32 @@ static void screen(const uint8_t *data, size_t size)
 			      "screen: a prefix of a good head refused");
 }
 
+static void judge(const char *s)
+{
+	static char *listen[] = { "127.0.0.1:8470", "[::1]:8470" };
+	static char *extra[] = { "rdmad.example" };
+	static struct host_names hn;
+	static bool ready;
+	enum host_verdict v;
+	char origin[1100];
+
+	if (!ready)
+		check(host_names_init(&hn, listen, 2, extra, 1) == 0,
+		      "host_names_init");
+	ready = true;
+	v = host_judge(&hn, s);
+	check(v == HOST_OURS || v == HOST_BAD || v == HOST_NOT_OURS,
+	      "host verdict");
+	v = origin_judge(&hn, s);
+	check(v == HOST_OURS || v == HOST_NOT_OURS, "origin verdict");
+	if (*s && !strpbrk(s, " \t") && strlen(s) < 1024) {
+		snprintf(origin, sizeof(origin), "http://%s", s);
+		check((origin_judge(&hn, origin) == HOST_OURS) ==
+			      (host_judge(&hn, s) == HOST_OURS),
+		      "an Origin of a Host of ours");
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct manager *m = setup();
@@ -81,6 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	method = take_line(&p, end);
 	url = take_line(&p, end);
+	judge(url);
 	auth = take_line(&p, end);
 	resp = http_answer(m, method, url, data[0] & 2 ? NULL : auth,
 			   (const char *)p, (size_t)(end - p), data[0] & 1,

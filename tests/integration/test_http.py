@@ -442,3 +442,257 @@ def test_a_request_seen_before_is_still_checked_whole(rdmad):
                                               "body": HEALTH}
     finally:
         c.close()
+
+
+# ---- issue 45, items 5, 6 and 8 ----
+
+def read_answer(s):
+    """(status, {lower-case header: value}, body bytes) of one HTTP/1.1
+    answer on s, framed by its Content-Length (RFC 9112, 6.3), or up to
+    the close when it has none."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(65536)
+        if not chunk:
+            raise ConnectionError(f"closed after {data!r}")
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    if "content-length" in headers:
+        n = int(headers["content-length"])
+        while len(body) < n:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+    return int(lines[0].split()[1]), headers, body
+
+
+def one_exchange(port, head, timeout=10):
+    """One request (its head as bytes, ending with its empty line) on a
+    fresh connection: (status, headers, JSON body or None)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(head)
+        status, headers, body = read_answer(s)
+    try:
+        doc = json.loads(body) if body else None
+    except ValueError:
+        doc = None
+    return status, headers, doc
+
+
+def test_host_and_origin_are_checked(rdmad, tmp_path):
+    """Only the loopback names, the listen address and the names of
+    daemon.http.hosts are served (RFC 9110, 7.4: a Host not ours is
+    421 Misdirected Request, 15.5.20); an HTTP/1.1 request without a
+    Host, or with one that is not host[:port], is 400 (RFC 9112, 3.2);
+    a request whose Origin (RFC 6454) is not one of ours is a browser's
+    cross-site request: 403, reads included (DNS rebinding reads GETs),
+    and a refused change is not made."""
+    port = free_port()
+    token = tmp_path / "token"
+    token.write_text("tok-0123456789abcdef\n")
+    token.chmod(0o600)
+    d = rdmad(f'daemon = {{ runtime_dir = "{tmp_path}"; http = {{ '
+              f'listen = [ "127.0.0.1:{port}" ]; token_file = "{token}"; '
+              f'hosts = [ "rdmad.example", "Ops.Example.org" ]; }}; }};\n'
+              + PROFILE)
+
+    def get(host=None, origin=None, method="GET", path="/v1/health",
+            extra=""):
+        h = f"{method} {path} HTTP/1.1\r\n"
+        if host is not None:
+            h += f"Host: {host}\r\n"
+        if origin is not None:
+            h += f"Origin: {origin}\r\n"
+        h += extra + "Connection: close\r\n\r\n"
+        return one_exchange(port, h.encode())
+
+    for host in ("localhost", f"localhost:{port}", "LOCALHOST",
+                 "127.0.0.1", f"127.0.0.1:{port}", "[::1]", f"[::1]:{port}",
+                 "rdmad.example", f"rdmad.example:{port}",
+                 "ops.example.org", "RDMAD.EXAMPLE"):
+        status, _, doc = get(host)
+        assert (status, doc) == (200, HEALTH), host
+    for host in ("attacker.example", f"attacker.example:{port}",
+                 "rdmad.example.attacker.example", "localhost.example",
+                 "127.0.0.2", "192.0.2.1", f"[::2]:{port}"):
+        for path in ("/v1/health", "/v1/config", "/v1/nothing"):
+            status, _, doc = get(host, path=path)
+            assert status == 421, (host, path, status, doc)
+            assert doc["error"]["code"] == "misdirected_request", doc
+            assert doc["error"]["message"]
+    for host in ("local host", "user@localhost", "localhost:port",
+                 "[::1", "http://localhost"):
+        status, _, doc = get(host)
+        assert status == 400, (host, status, doc)
+        assert doc["error"]["code"] == "bad_request", doc
+    # HTTP/1.1 needs a Host; HTTP/1.0 may go without one.
+    status, _, doc = get(None)
+    assert status == 400 and doc["error"]["code"] == "bad_request", doc
+    status, _, doc = one_exchange(port, b"GET /v1/health HTTP/1.0\r\n\r\n")
+    assert (status, doc) == (200, HEALTH)
+
+    # Origins: ours are served, others refused whatever the method.
+    for origin in (f"http://localhost:{port}", f"http://127.0.0.1:{port}",
+                   "http://rdmad.example", f"https://[::1]:{port}"):
+        status, _, doc = get("localhost", origin)
+        assert (status, doc) == (200, HEALTH), origin
+    for origin in ("http://attacker.example", f"http://attacker.example:{port}",
+                   "null", "http://localhost.attacker.example", "garbage"):
+        status, _, doc = get("localhost", origin)
+        assert status == 403, (origin, status, doc)
+        assert doc["error"]["code"] == "forbidden_origin", doc
+    # A cross-site change, with the token even: refused, and not made.
+    d.conf.write_text(d.conf.read_text().replace('name = "r"', 'name = "r2"'))
+    status, _, doc = get(f"127.0.0.1:{port}", "http://attacker.example",
+                         "POST", "/v1/reload",
+                         "Authorization: Bearer tok-0123456789abcdef\r\n"
+                         "Content-Length: 0\r\n")
+    assert status == 403 and doc["error"]["code"] == "forbidden_origin", doc
+    status, doc = d.get("/v1/profiles/p/mr/r")
+    assert status == 200, "the refused reload was not made"
+
+
+def test_token_holder_is_never_starved(rdmad, tmp_path):
+    """Anonymous clients (loopback, no token) hold every REST connection
+    they can, as event streams and idle keep-alive connections, and
+    silent ones on top; the token holder's POST /v1/reload still
+    succeeds, and an anonymous request past their share is told 503
+    with a Retry-After (RFC 9110, 15.6.4 and 10.2.3)."""
+    port = free_port()
+    token = tmp_path / "token"
+    token.write_text("tok-0123456789abcdef\n")
+    token.chmod(0o600)
+    d = rdmad(f'daemon = {{ runtime_dir = "{tmp_path}"; http = {{ '
+              f'listen = [ "127.0.0.1:{port}" ]; token_file = "{token}"; '
+              f'max_connections = 16; idle_timeout = 600; '
+              f'header_timeout = 600; }}; }};\n' + PROFILE)
+    d.token = "tok-0123456789abcdef"  # d.request() is the token holder
+    host = f"127.0.0.1:{port}"
+    held, refused = [], []
+    try:
+        # Event streams, as many as the daemon takes.
+        for _ in range(16):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(f"GET /v1/events HTTP/1.1\r\nHost: {host}\r\n\r\n"
+                      .encode())
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+            if data.startswith(b"HTTP/1.1 200"):
+                held.append(s)
+            else:
+                refused.append(data)
+                s.close()
+        # Idle keep-alives, as many as the daemon keeps open.
+        for _ in range(32):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            try:
+                s.sendall(f"GET /v1/health HTTP/1.1\r\nHost: {host}\r\n\r\n"
+                          .encode())
+                status, headers, body = read_answer(s)
+            except OSError:
+                s.close()
+                refused.append(b"")
+                continue
+            if status == 200 and headers.get("connection") != "close":
+                held.append(s)
+            else:
+                refused.append((status, headers, body))
+                s.close()
+        # And silent ones, which never send a head.
+        for _ in range(16):
+            try:
+                held.append(socket.create_connection(("127.0.0.1", port),
+                                                     timeout=10))
+            except OSError:
+                break
+        time.sleep(0.5)
+        assert len(held) >= 16, "anonymous clients hold what they can"
+        # An anonymous request now: refused, with when to come back.
+        status, headers, doc = one_exchange(
+            port, f"GET /v1/health HTTP/1.1\r\nHost: {host}\r\n"
+                  f"Connection: close\r\n\r\n".encode())
+        assert status == 503, (status, doc)
+        assert doc["error"]["code"] == "too_many_connections", doc
+        assert headers.get("retry-after", "").isdigit(), headers
+        # The token holder is served.
+        d.conf.write_text(d.conf.read_text().replace('name = "r"',
+                                                     'name = "r2"'))
+        for _ in range(3):
+            status, headers, doc = one_exchange(
+                port, f"POST /v1/reload HTTP/1.1\r\nHost: {host}\r\n"
+                      f"Authorization: Bearer tok-0123456789abcdef\r\n"
+                      f"Content-Length: 0\r\nConnection: close\r\n\r\n"
+                      .encode(), timeout=60)
+            assert status == 200, (status, doc)
+        assert d.settle()
+        status, doc = d.request("GET", "/v1/profiles/p/mr/r2", settle=False)
+    finally:
+        for s in held:
+            s.close()
+    assert status == 200, doc
+    # Once the anonymous clients are gone, anyone is served again.
+    assert settle(lambda: d.get("/v1/health")[0] == 200, 10)
+
+
+def uverbs_opens(pid, action):
+    """How many times process pid opens a uverbs device node while
+    action() runs (strace: the daemon's own system calls)."""
+    import shutil
+    import tempfile
+    if not shutil.which("strace"):
+        import pytest
+        pytest.skip("no strace")
+    with tempfile.NamedTemporaryFile("r", suffix=".strace") as out:
+        tracer = subprocess.Popen(
+            ["strace", "-f", "-qq", "-e", "trace=open,openat", "-o",
+             out.name, "-p", str(pid)], stderr=subprocess.DEVNULL)
+        try:
+            # Every thread of the daemon traced before the requests.
+            def traced():
+                for t in os.listdir(f"/proc/{pid}/task"):
+                    status = open(f"/proc/{pid}/task/{t}/status").read()
+                    if "TracerPid:\t0\n" in status:
+                        return False
+                return True
+            assert settle(traced, 30), "strace did not attach"
+            action()
+            time.sleep(0.5)
+        finally:
+            tracer.send_signal(signal.SIGINT)
+            tracer.wait(30)
+        lines = out.read().splitlines()
+        return sum("/dev/infiniband/uverbs" in line for line in lines)
+
+
+def test_device_list_opens_no_device_per_request(rdmad):
+    """GET /v1/devices answers from the daemon's view of the devices:
+    20 anonymous requests open no device (today's daemon opened and
+    probed each device at each request), and the document is the same
+    each time: every device of the host, with what it says of it."""
+    d = rdmad(PROFILE)
+    status, first = d.get("/v1/devices")
+    assert status == 200
+    docs = []
+
+    def twenty():
+        for _ in range(20):
+            docs.append(d.request("GET", "/v1/devices", token=False))
+
+    assert uverbs_opens(d.pid, twenty) == 0
+    assert all(x == (200, first) for x in docs)
+    names = {x["name"] for x in first}
+    assert names == set(os.listdir("/sys/class/infiniband"))
+    for dev in first:
+        assert set(dev) >= {"name", "node_type", "transport_type", "index",
+                            "node_guid", "used", "up", "import_capable"}
+        assert dev["used"] == (dev["name"] == "rxe0"), dev

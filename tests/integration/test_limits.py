@@ -153,7 +153,7 @@ def test_rest_not_starved_by_idle_and_slow_connections(limited):
             idle.append(socket.create_connection(("127.0.0.1", d.port)))
         for _ in range(100):
             s = socket.create_connection(("127.0.0.1", d.port))
-            s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n")
+            s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: localhost\r\n")
             slow.append(s)
         # Let the daemon take them all in.
         time.sleep(1)
@@ -381,19 +381,47 @@ def test_too_many_sessions(limited):
 
 
 def test_rest_cap_refuses_at_once(limited):
+    """At the cap, a connection that has sent no request gives its place
+    to a new one and is told so at once (503, Retry-After: RFC 9110,
+    15.6.4 and 10.2.3); requests without the token past their share of
+    the connections (max_connections less reserved_connections) are
+    refused at once too. Nobody is left to time out."""
     d = limited(http="max_connections = 20; header_timeout = 60;")
     held = [socket.create_connection(("127.0.0.1", d.port))
             for _ in range(20)]
     time.sleep(0.5)
     t0 = time.monotonic()
-    with pytest.raises(urllib.error.HTTPError) as e:
-        timed_health(d)
+    timed_health(d)
     assert time.monotonic() - t0 < 1
-    assert e.value.code == 503
-    assert json.loads(e.value.read())["error"]["code"] == \
-        "too_many_connections"
+    told = []
+    for s in held:
+        s.settimeout(0.2)
+        try:
+            told.append(s.recv(4096))
+        except TimeoutError:
+            pass
+    assert told and all(b" 503 " in t and b"Retry-After: " in t and
+                        b"too_many_connections" in t for t in told), told
     for s in held:
         s.close()
+    assert settle_health(d)
+    assert d.metrics()['rdmad_connections_evicted_total{front="http"}'] >= 1
+    # Kept-alive connections without the token, as many as there may be.
+    kept = []
+    try:
+        for _ in range(20):
+            s = socket.create_connection(("127.0.0.1", d.port), timeout=5)
+            kept.append(s)
+            s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            reply = s.recv(4096)
+            if b" 503 " in reply:
+                break
+        assert b"too_many_connections" in reply and \
+            b"Retry-After: " in reply, reply
+        assert 1 < len(kept) < 20
+    finally:
+        for s in kept:
+            s.close()
     assert settle_health(d)
     assert d.metrics()['rdmad_connections_refused_total{front="http"}'] >= 1
 

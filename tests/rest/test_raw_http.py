@@ -22,7 +22,7 @@ from conftest import exchange
 
 T = 5  # seconds: the socket timeout, far below the daemon's timeouts
 
-GET = b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n"
+GET = b"GET /v1/health HTTP/1.1\r\nHost: localhost\r\n\r\n"
 HEALTH = {"status": "ok"}
 
 
@@ -45,7 +45,7 @@ def test_pipelined_requests_are_all_answered_in_order(rdmad):
     d = rdmad()
     paths = [b"/v1/health", b"/v1/profiles", b"/v1/profiles/p",
              b"/v1/nothing"] * 25
-    data = b"".join(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % p for p in paths)
+    data = b"".join(b"GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n" % p for p in paths)
     answers, closed = exchange(d, data, want=len(paths), timeout=T)
     assert not closed
     assert len(answers) == 100
@@ -83,7 +83,7 @@ def test_pipelined_after_a_first_request_and_in_pieces(rdmad):
                                     b"99999999999999999999999"])
 def test_content_length_over_the_limit_is_413_at_once(rdmad, length):
     d = rdmad()
-    head = (b"POST /v1/reload HTTP/1.1\r\nHost: x\r\n"
+    head = (b"POST /v1/reload HTTP/1.1\r\nHost: localhost\r\n"
             b"Content-Length: %s\r\n\r\n" % length)
     one_error(*exchange(d, head, timeout=T), 413, "body_too_large")
 
@@ -96,7 +96,7 @@ def test_content_length_over_the_limit_later_on_a_connection(rdmad):
     try:
         answers, _ = exchange(d, GET, want=1, sock=s)
         assert answers[0][0] == 200
-        one_error(*exchange(d, b"POST /v1/reload HTTP/1.1\r\nHost: x\r\n"
+        one_error(*exchange(d, b"POST /v1/reload HTTP/1.1\r\nHost: localhost\r\n"
                             b"Content-Length: 1000000000000\r\n\r\n",
                             sock=s), 413, "body_too_large")
     finally:
@@ -115,7 +115,7 @@ def test_a_body_over_the_limit_sent_whole_is_read_and_refused(rdmad, kib):
     big = kib * 1024
     for _ in range(4):
         for unix in (False, True):
-            one_error(*exchange(d, b"POST /v1/reload HTTP/1.1\r\nHost: x\r\n"
+            one_error(*exchange(d, b"POST /v1/reload HTTP/1.1\r\nHost: localhost\r\n"
                                 b"Content-Length: %d\r\n\r\n" % big
                                 + b"x" * big, timeout=T, unix=unix),
                       413, "body_too_large")
@@ -139,7 +139,7 @@ def test_one_head_whatever_content_length_says(rdmad, value):
     for method in (b"GET /v1/health", b"POST /v1/reload",
                    b"HEAD /v1/health"):
         answers, closed = exchange(
-            d, method + b" HTTP/1.1\r\nHost: x\r\nContent-Length: " + value +
+            d, method + b" HTTP/1.1\r\nHost: localhost\r\nContent-Length: " + value +
             b"\r\n\r\n", timeout=T, head=method.startswith(b"HEAD"))
         assert len(answers) == 1, (method, value, answers)
         assert answers[0][0] == 400
@@ -163,7 +163,7 @@ def test_one_head_for_a_bad_content_length_later_on_a_connection(
         try:
             answers, _ = exchange(d, GET, want=1, sock=s, timeout=T)
             assert answers[0][0] == 200
-            one_error(*exchange(d, b"GET /v1/health HTTP/1.1\r\nHost: x\r\n"
+            one_error(*exchange(d, b"GET /v1/health HTTP/1.1\r\nHost: localhost\r\n"
                                 b"Content-Length: " + value + b"\r\n\r\n",
                                 sock=s, timeout=T), status)
         finally:
@@ -179,7 +179,7 @@ def test_one_head_for_a_bad_content_length_trickled_in(rdmad):
     s = d.connect(T)
     try:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        for b in (b"GET /v1/health HTTP/1.1\r\nHost: x\r\n"
+        for b in (b"GET /v1/health HTTP/1.1\r\nHost: localhost\r\n"
                   b"Content-Length: -1\r\n\r\n"):
             s.send(bytes([b]))
             time.sleep(0.002)
@@ -191,9 +191,9 @@ def test_one_head_for_a_bad_content_length_trickled_in(rdmad):
 @pytest.mark.parametrize("data,status", [
     (b"\x00\x01\x02\xff", 400),
     (b"GET /v1/health HTTP/1.1\r\n\r\n", 400),
-    (b"GET /v1/health HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip"
+    (b"GET /v1/health HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip"
      b"\r\n\r\n", 501),
-    (b"POST /v1/reload HTTP/1.1\r\nHost: x\r\nContent-Length: 70000"
+    (b"POST /v1/reload HTTP/1.1\r\nHost: localhost\r\nContent-Length: 70000"
      b"\r\n\r\n", 413)])
 def test_a_later_malformed_head_on_a_kept_alive_connection(rdmad, data,
                                                            status):
@@ -203,7 +203,7 @@ def test_a_later_malformed_head_on_a_kept_alive_connection(rdmad, data,
     d = rdmad()
     s = d.connect(T)
     try:
-        for req in (GET, b"POST /v1/reload HTTP/1.1\r\nHost: x\r\n"
+        for req in (GET, b"POST /v1/reload HTTP/1.1\r\nHost: localhost\r\n"
                     b"Content-Length: 2\r\n\r\n{}", GET):
             answers, closed = exchange(d, req, want=1, sock=s, timeout=T)
             assert answers[0][0] in (200, 403) and not closed
@@ -232,17 +232,17 @@ def test_later_heads_of_a_pipelining_client_are_not_misjudged(rdmad):
 
 @pytest.mark.parametrize("bad,status", [
     (b"\x00\x01\x02\xff", 400),
-    (b"GET /v1/health HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
+    (b"GET /v1/health HTTP/1.1\r\nHost: localhost\r\nContent-Length: -1\r\n\r\n",
      400),
     (b"POST /v1/reload HTTP/1.1\r\n\r\n", 400),
-    (b"GET /v1/health HTTP/2.0\r\nHost: x\r\n\r\n", 505)])
+    (b"GET /v1/health HTTP/2.0\r\nHost: localhost\r\n\r\n", 505)])
 def test_a_malformed_request_pipelined_after_good_ones(rdmad, bad, status):
     """Sent in one go: the good requests before it are answered, it gets
     its one answer in its turn, and nothing after it is served."""
     d = rdmad()
     for unix in (False, True):
         answers, closed = exchange(
-            d, GET + b"POST /v1/reload HTTP/1.1\r\nHost: x\r\n"
+            d, GET + b"POST /v1/reload HTTP/1.1\r\nHost: localhost\r\n"
             b"Content-Length: 2\r\n\r\n{}" + GET + bad + GET,
             timeout=T, unix=unix)
         assert [a[0] for a in answers] == [200, 403, 200, status], answers
@@ -254,37 +254,37 @@ def test_a_malformed_request_pipelined_after_good_ones(rdmad, bad, status):
 MALFORMED = [
     # (name, bytes, status)
     ("no version", b"GET /v1/health\r\n\r\n", 400),
-    ("lower-case protocol", b"GET / http/1.1\r\nHost: x\r\n\r\n", 400),
-    ("method not a token", b"G(T /v1/health HTTP/1.1\r\nHost: x\r\n\r\n",
+    ("lower-case protocol", b"GET / http/1.1\r\nHost: localhost\r\n\r\n", 400),
+    ("method not a token", b"G(T /v1/health HTTP/1.1\r\nHost: localhost\r\n\r\n",
      400),
-    ("two spaces", b"GET  /v1/health HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("two spaces", b"GET  /v1/health HTTP/1.1\r\nHost: localhost\r\n\r\n", 400),
     ("control byte in the target", b"GET /v1/he\x00alth HTTP/1.1\r\n"
-     b"Host: x\r\n\r\n", 400),
-    ("bad version", b"GET / HTTP/1.x\r\nHost: x\r\n\r\n", 400),
-    ("HTTP/2.0", b"GET / HTTP/2.0\r\nHost: x\r\n\r\n", 505),
+     b"Host: localhost\r\n\r\n", 400),
+    ("bad version", b"GET / HTTP/1.x\r\nHost: localhost\r\n\r\n", 400),
+    ("HTTP/2.0", b"GET / HTTP/2.0\r\nHost: localhost\r\n\r\n", 505),
     ("HTTP/0.9", b"GET / HTTP/0.9\r\n\r\n", 505),
-    ("no colon", b"GET / HTTP/1.1\r\nHost: x\r\nBogus header\r\n\r\n", 400),
+    ("no colon", b"GET / HTTP/1.1\r\nHost: localhost\r\nBogus header\r\n\r\n", 400),
     ("space before the colon", b"GET / HTTP/1.1\r\nHost : x\r\n\r\n", 400),
-    ("folded field", b"GET / HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n",
+    ("folded field", b"GET / HTTP/1.1\r\nHost: localhost\r\nX: a\r\n b\r\n\r\n",
      400),
     ("control byte in a field", b"GET / HTTP/1.1\r\nHost: x\x01y\r\n\r\n",
      400),
-    ("a CR alone", b"GET / HTTP/1.1\rHost: x\r\n\r\n", 400),
+    ("a CR alone", b"GET / HTTP/1.1\rHost: localhost\r\n\r\n", 400),
     ("HTTP/1.1 without Host", b"GET /v1/health HTTP/1.1\r\n\r\n", 400),
-    ("two Hosts", b"GET / HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400),
+    ("two Hosts", b"GET / HTTP/1.1\r\nHost: localhost\r\nHost: y\r\n\r\n", 400),
     ("Content-Length twice, differently", b"POST /v1/reload HTTP/1.1\r\n"
-     b"Host: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", 400),
-    ("Content-Length and chunked", b"POST /v1/reload HTTP/1.1\r\nHost: x\r\n"
+     b"Host: localhost\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", 400),
+    ("Content-Length and chunked", b"POST /v1/reload HTTP/1.1\r\nHost: localhost\r\n"
      b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
      400),
-    ("a coding not taken", b"POST /v1/reload HTTP/1.1\r\nHost: x\r\n"
+    ("a coding not taken", b"POST /v1/reload HTTP/1.1\r\nHost: localhost\r\n"
      b"Transfer-Encoding: gzip\r\n\r\n", 501),
     ("chunked in HTTP/1.0", b"POST /v1/reload HTTP/1.0\r\n"
      b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
-    ("a head over 16 KiB", b"GET / HTTP/1.1\r\nHost: x\r\nX: " +
+    ("a head over 16 KiB", b"GET / HTTP/1.1\r\nHost: localhost\r\nX: " +
      b"a" * 20000 + b"\r\n\r\n", 431),
     ("a target over 16 KiB", b"GET /" + b"a" * 20000 +
-     b" HTTP/1.1\r\nHost: x\r\n\r\n", 414),
+     b" HTTP/1.1\r\nHost: localhost\r\n\r\n", 414),
 ]
 
 
@@ -302,7 +302,7 @@ def test_good_heads_still_pass(rdmad):
     chunked body."""
     d = rdmad()
     for data in (b"GET /v1/health HTTP/1.0\r\n\r\n",
-                 b"GET /v1/health HTTP/1.0\nHost: x\n\n",
+                 b"GET /v1/health HTTP/1.0\nHost: localhost\n\n",
                  b"\r\n\r\nGET /v1/health HTTP/1.0\r\n\r\n"):
         answers, closed = exchange(d, data, timeout=T)
         assert [a[0] for a in answers] == [200] and closed, data
@@ -315,7 +315,7 @@ def test_good_heads_still_pass(rdmad):
     finally:
         s.close()
     # No token configured: a change is refused, once its body is read.
-    answers, _ = exchange(d, b"POST /v1/reload HTTP/1.1\r\nHost: x\r\n"
+    answers, _ = exchange(d, b"POST /v1/reload HTTP/1.1\r\nHost: localhost\r\n"
                           b"Transfer-Encoding: chunked\r\n\r\n"
                           b"2\r\n{}\r\n0\r\n\r\n", want=1, timeout=T)
     assert answers[0][0] == 403
@@ -331,7 +331,7 @@ def test_a_malformed_head_does_not_disturb_the_others(rdmad):
         one_error(*exchange(d, b"\x00\x01\x02\xff", timeout=T), 400)
         answers, _ = exchange(d, GET, want=1, timeout=T)
         assert answers[0][0] == 200
-        slow.sendall(b"st: x\r\n\r\n")
+        slow.sendall(b"st: localhost\r\n\r\n")
         answers, _ = exchange(d, b"", want=1, sock=slow)
         assert answers[0][0] == 200
     finally:
@@ -354,7 +354,7 @@ def test_a_client_gone_before_reading_its_answer(rdmad):
         s = d.connect(T)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
                      b"\x01\x00\x00\x00\x00\x00\x00\x00")
-        s.sendall(b"POST /v1/reload HTTP/1.1\r\nHost: x\r\n"
+        s.sendall(b"POST /v1/reload HTTP/1.1\r\nHost: localhost\r\n"
                   b"Content-Length: 70000\r\n\r\n" + b"x" * 1000)
         s.close()  # a reset
     assert d.get("/v1/health")[0] == 200

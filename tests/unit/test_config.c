@@ -181,6 +181,13 @@ static const struct bad_case bad_cases[] = {
 	{ "negative workers", "daemon = {\n workers = -1; };", 2, "daemon: 'workers' = -1 is out of range [0, 1024]" },
 	{ "listen not strings", "daemon = { http = { listen = [ 1 ]; }; };", 1, "must hold strings only" },
 	{ "plain http off loopback", "daemon = {\n http = {\n listen = [ \"127.0.0.1:1\", \"0.0.0.0:80\" ]; }; };", 3, "'listen' = \"0.0.0.0:80\" is not a loopback address" },
+	{ "reserved not below the cap", "daemon = {\n http = { max_connections = 8;\n reserved_connections = 8; }; };", 2, "'reserved_connections' = 8 is not less than 'max_connections' (8)" },
+	{ "reserved over the default cap", "daemon = { http = { reserved_connections = 5000; }; };", 1, "is not less than 'max_connections' (4096)" },
+	{ "reserved zero", "daemon = { http = { reserved_connections = 0; }; };", 1, "reserved_connections" },
+	{ "host with a port", "daemon = { http = { hosts = [ \"rdmad.example:80\" ]; }; };", 1, "'rdmad.example:80' is not a host name" },
+	{ "host with a scheme", "daemon = { http = { hosts = [ \"http://x\" ]; }; };", 1, "'http://x' is not a host name" },
+	{ "host empty", "daemon = {\n http = {\n hosts = [ \"\" ]; }; };", 3, "is not a host name" },
+	{ "host bad v6", "daemon = { http = { hosts = [ \"[::zz]\" ]; }; };", 1, "'[::zz]' is not a host name" },
 	{ "tls cert without key", "daemon = {\n http = { tls_cert = \"/c.pem\"; }; };", 2, "'tls_cert' and 'tls_key' go together" },
 	{ "tls cert relative", "daemon = { http = { tls_cert = \"c.pem\"; tls_key = \"/k\"; }; };", 1, "is not an absolute path" },
 	{ "hello_timeout zero", "daemon = { hello_timeout = 0; };", 1, "out of range" },
@@ -217,7 +224,8 @@ static void test_bad(void **state)
 
 static const char good_text[] =
 	"daemon = { http = { listen = [ \"127.0.0.1:9\", \"[::1]:10\", "
-	"\"unix:/run/x.sock\" ]; }; log_level = \"debug\"; workers = 3; "
+	"\"unix:/run/x.sock\" ]; hosts = [ \"rdmad.example\", "
+	"\"[2001:db8::1]\" ]; }; log_level = \"debug\"; workers = 3; "
 	"cdi_spec = \"\"; };\n"
 	"devices = ( { name = \"d\"; match = { ibdev = \"rxe0\"; }; port = 2; "
 	"gid = { index = 1; }; } );\n"
@@ -253,6 +261,10 @@ static void test_good(void **state)
 	assert_string_equal(cfg->daemon.orphans, "keep");
 	assert_string_equal(cfg->daemon.cdi_spec, ""); /* off */
 	assert_string_equal(cfg->daemon.runtime_dir, "/run/rdmad");
+	/* Not given: an eighth of the connections kept for the token. */
+	assert_int_equal(cfg->daemon.http_reserved, 4096 / 8);
+	assert_int_equal(cfg->daemon.n_http_hosts, 2);
+	assert_string_equal(cfg->daemon.http_hosts[1], "[2001:db8::1]");
 	assert_int_equal(cfg->n_devices, 1);
 	assert_int_equal(cfg->devices[0].port, 2);
 	assert_int_equal(cfg->devices[0].gid_index, 1);
