@@ -102,13 +102,26 @@ static int psock_apply(struct psock *s, const char *path,
 	psock_access(s->ps, cp, &uid, &gid, &mode);
 	if (s->mode && uid == s->uid && gid == s->gid && mode == s->mode)
 		return 0;
-	/* Closed first, opened last: never wider than either list says.
-	 * A daemon that may not give it away (no CAP_CHOWN) leaves it
-	 * closed. */
-	if (chmod(path, 0600) < 0 ||
-	    chown(path, uid == (uid_t)-1 ? geteuid() : uid,
-		  gid == (gid_t)-1 ? getegid() : gid) < 0 ||
-	    chmod(path, mode) < 0)
+	/* Closed first, opened last: never wider than either list says. */
+	if (chmod(path, 0600) < 0)
+		return -errno;
+	if (chown(path, uid == (uid_t)-1 ? geteuid() : uid,
+		  gid == (gid_t)-1 ? getegid() : gid) < 0) {
+		if (errno != EPERM)
+			return -errno;
+		/* A daemon that may not give it away (the shipped unit's,
+		 * without CAP_CHOWN): open to every local user, and the
+		 * allow list checked at ATTACH alone decides. */
+		if (s->mode != 0666)
+			log_notice("profile '%s': cannot give %s to the allow "
+				   "list's owner or group (no CAP_CHOWN): mode "
+				   "0666, the allow list alone decides",
+				   cp->name, s->path);
+		mode = 0666;
+		uid = (uid_t)-1;
+		gid = (gid_t)-1;
+	}
+	if (chmod(path, mode) < 0)
 		return -errno;
 	s->uid = uid;
 	s->gid = gid;
