@@ -184,8 +184,14 @@ static int get_profiles(struct request *r)
 {
 	json_t *a = json_array();
 
-	for (size_t i = 0; a && i < r->m->n_profiles; i++)
-		json_array_append_new(a, profile_json(r->m->profiles[i], 0));
+	for (size_t i = 0; a && i < r->m->n_profiles; i++) {
+		const struct profile *p = r->m->profiles[i];
+
+		/* A profile's own socket lists that profile alone. */
+		if (r->req->scope && !streq(p->conf->name, r->req->scope))
+			continue;
+		json_array_append_new(a, profile_json(p, 0));
+	}
 	return reply(r, 200, a);
 }
 
@@ -585,33 +591,37 @@ struct route {
 	const char *pattern[MAX_SEGMENTS]; /* after /v1; ANY matches one */
 	int (*handler)(struct request *r);
 	bool mutating; /* needs an authorized request */
+	/* May be asked on a profile's own socket (api_request.scope): reads
+	 * of that profile, and documents that show no profile at all. */
+	bool scoped;
 };
 
 static const struct route routes[] = {
-	{ "GET", { "health" }, get_health, false },
-	{ "GET", { "version" }, get_version, false },
-	{ "GET", { "openapi.json" }, get_openapi, false },
-	{ "GET", { "devices" }, get_devices, false },
-	{ "GET", { "devices", ANY }, get_device, false },
-	{ "GET", { "devices", ANY, "ports", ANY }, get_device, false },
-	{ "GET", { "devices", ANY, "ports", ANY, "gids" }, get_device, false },
-	{ "GET", { "profiles" }, get_profiles, false },
-	{ "GET", { "profiles", ANY }, get_profile, false },
-	{ "GET", { "profiles", ANY, "orphans" }, get_orphans, false },
-	{ "GET", { "profiles", ANY, ANY, ANY }, get_profile, false },
+	{ "GET", { "health" }, get_health, false, true },
+	{ "GET", { "version" }, get_version, false, true },
+	{ "GET", { "openapi.json" }, get_openapi, false, true },
+	{ "GET", { "devices" }, get_devices, false, false },
+	{ "GET", { "devices", ANY }, get_device, false, false },
+	{ "GET", { "devices", ANY, "ports", ANY }, get_device, false, false },
+	{ "GET", { "devices", ANY, "ports", ANY, "gids" }, get_device, false,
+	  false },
+	{ "GET", { "profiles" }, get_profiles, false, true },
+	{ "GET", { "profiles", ANY }, get_profile, false, true },
+	{ "GET", { "profiles", ANY, "orphans" }, get_orphans, false, true },
+	{ "GET", { "profiles", ANY, ANY, ANY }, get_profile, false, true },
 	{ "GET", { "profiles", ANY, "target", ANY, "connections" },
-	  get_connections, false },
+	  get_connections, false, true },
 	{ "DELETE", { "profiles", ANY, "target", ANY, "connections", ANY },
-	  delete_connection, true },
-	{ "GET", { "config" }, get_config, false },
-	{ "POST", { "reload" }, post_reload, true },
-	{ "GET", { "sessions" }, get_sessions, false },
-	{ "PATCH", { "profiles", ANY, "qp", ANY }, patch_qp, true },
+	  delete_connection, true, false },
+	{ "GET", { "config" }, get_config, false, false },
+	{ "POST", { "reload" }, post_reload, true, false },
+	{ "GET", { "sessions" }, get_sessions, false, false },
+	{ "PATCH", { "profiles", ANY, "qp", ANY }, patch_qp, true, false },
 	{ "GET", { "profiles", ANY, "qp", ANY, "endpoint" },
-	  get_qp_endpoint, false },
-	{ "POST", { "profiles", ANY, "selftest" }, post_selftest, true },
+	  get_qp_endpoint, false, true },
+	{ "POST", { "profiles", ANY, "selftest" }, post_selftest, true, false },
 	{ "POST", { "profiles", ANY, "qp", ANY, "migrate" },
-	  post_qp_migrate, true },
+	  post_qp_migrate, true, false },
 };
 
 static bool route_matches(const struct route *rt, const struct request *r)
@@ -648,6 +658,34 @@ static int split_path(char *buf, struct request *r)
 		*slash = '\0';
 		s = slash + 1;
 	}
+}
+
+/* A profile's own socket reaches that profile's documents only: any
+ * other name is refused, whether a profile has it or not. */
+static bool route_in_scope(const struct route *rt, const struct request *r,
+			   const char *scope)
+{
+	if (!rt->scoped)
+		return false;
+	return !streq(rt->pattern[0], "profiles") || r->n_seg < 2 ||
+	       streq(r->seg[1], scope);
+}
+
+bool api_in_scope(const char *method, const char *path, const char *scope)
+{
+	struct request r = { 0 };
+	char buf[1024];
+
+	if (strlen(path) >= sizeof(buf))
+		return false;
+	strcpy(buf, path);
+	if (split_path(buf, &r) < 0)
+		return false;
+	for (size_t i = 0; i < ARRAY_SIZE(routes); i++)
+		if (streq(routes[i].method, method) &&
+		    route_matches(&routes[i], &r))
+			return route_in_scope(&routes[i], &r, scope);
+	return false;
 }
 
 bool api_cacheable(struct manager *m, const char *method, const char *path,
@@ -741,6 +779,14 @@ int api_handle(struct manager *m, const struct api_request *req,
 		path_known = true;
 		if (!streq(routes[i].method, method))
 			continue;
+		if (req->scope && !route_in_scope(&routes[i], &r, req->scope)) {
+			*out = api_error("forbidden",
+					 "this socket serves profile '%s' only "
+					 "and changes nothing: %s %s is outside "
+					 "it",
+					 req->scope, method, path);
+			return 403;
+		}
 		if (routes[i].mutating && !req->authorized && req->via_socket) {
 			*out = api_error("forbidden",
 					 "%s %s needs root or the admin group",

@@ -41,6 +41,10 @@ struct api_request {
 	 * other users depends on it (view.h). */
 	bool has_uid;
 	uid_t uid;
+	/* A profile's own socket: only that profile's documents and what
+	 * shows no other profile (health, version, the API document); no
+	 * change, whatever the peer. NULL: the main socket or REST. */
+	const char *scope;
 	/* NULL: this front end cannot wait, such requests get a 503. */
 	struct api_later *later;
 };
@@ -50,6 +54,9 @@ struct api_request {
  * API_LATER: the answer comes through req->later. */
 int api_handle(struct manager *m, const struct api_request *req,
 	       json_t **reply);
+/* May a session scoped to profile scope (api_request.scope) ask method
+ * on path? False also for a path no route has. */
+bool api_in_scope(const char *method, const char *path, const char *scope);
 /* later's answers are not wanted any more (its front end is going). */
 void api_forget(struct manager *m, struct api_later *later);
 

@@ -402,11 +402,11 @@ char *profile_state_sentence(const struct profile *p)
 }
 
 bool profile_admits(const struct profile *p, uid_t uid, gid_t gid,
-		    const gid_t *groups, size_t n_groups)
+		    const gid_t *groups, size_t n_groups, bool admit_root)
 {
 	const struct conf_profile *c = p->conf;
 
-	if (uid == 0)
+	if (uid == 0 && admit_root)
 		return true;
 	for (size_t i = 0; i < c->n_admit_uids; i++)
 		if (c->admit_uids[i] == uid)

@@ -81,8 +81,10 @@ const char *profile_ibdev(const struct profile *p);
 /* "profile 'x' is creating (3 of 9 objects, ...): reason", for a
  * not_ready answer; NULL without memory. */
 char *profile_state_sentence(const struct profile *p);
-/* Whether a peer of uid, gid and supplementary groups may attach. */
+/* Whether a peer of uid, gid and supplementary groups may attach: the
+ * allow list alone decides, for uid 0 too, unless admit_root
+ * (daemon.admit_root) admits uid 0 everywhere. */
 bool profile_admits(const struct profile *p, uid_t uid, gid_t gid,
-		    const gid_t *groups, size_t n_groups);
+		    const gid_t *groups, size_t n_groups, bool admit_root);
 
 #endif

@@ -7,16 +7,21 @@
  *   - the character devices: the profile device's uverbs node (local
  *     mode opens the device itself; shared mode imports the daemon's
  *     context over it) and rdma_cm (targets, rdmad_target_connect());
- *   - the control socket's directory, bound read-only (connecting to a
- *     unix socket needs no write access to the mount), so that the
- *     socket stays reachable across a daemon restart that binds it anew;
- *   - RDMAD_SOCKET and RDMAD_PROFILE, and RDMAD_PROFILE_<NAME> (the
- *     profile's name in upper case, '_' for what is not a letter or a
- *     digit): a container given two profiles gets RDMAD_PROFILE from one
- *     of them, and both of the per-profile variables.
+ *   - the profile's own socket (control.h), never the daemon's main one:
+ *     its directory, <runtime_dir>/profiles/<name>, bound read-only
+ *     (connecting to a unix socket needs no write access to the mount),
+ *     so that the socket stays reachable across a daemon restart that
+ *     binds it anew. Its sessions see and attach that profile only and
+ *     change nothing, whoever the container's user is (root included);
+ *   - RDMAD_SOCKET and RDMAD_PROFILE, and RDMAD_PROFILE_<NAME> and
+ *     RDMAD_SOCKET_<NAME> (the profile's name in upper case, '_' for
+ *     what is not a letter or a digit): a container given two profiles
+ *     gets RDMAD_SOCKET and RDMAD_PROFILE from one of them, and both
+ *     profiles' own variables.
  *
  * The allow list still decides: the container's process gets only what
- * its uid is admitted to, seen by SO_PEERCRED as for any client.
+ * its uid is admitted to, seen by SO_PEERCRED as for any client; uid 0
+ * too, unless daemon.admit_root.
  *
  * The file is replaced atomically (a temporary file in the same directory,
  * renamed over it): engines read it whenever a container starts, and some
@@ -32,6 +37,7 @@
 #include <systemd/sd-event.h>
 
 #include "cdi.h"
+#include "control.h"
 #include "log.h"
 #include "manager.h"
 
@@ -51,9 +57,9 @@
 struct cdi {
 	struct manager *m;
 	sd_event_source *defer; /* a rewrite scheduled, NULL: none */
-	/* The control socket as bound at start: a reload does not move
-	 * it, whatever the new configuration says. */
-	char *socket;
+	/* The runtime directory as at start, where the profiles' own
+	 * sockets are: a reload does not move it. */
+	char *runtime_dir;
 	char *path;		/* the file written last, NULL: none */
 	char *text;		/* what it holds */
 };
@@ -85,14 +91,15 @@ static bool profile_has_device(const struct profile *p)
 		p->state == PROFILE_CREATING);
 }
 
-/* RDMAD_PROFILE_<NAME>=<name>: NAME upper case, '_' for the rest. */
-static char *profile_env(const char *name)
+/* <prefix><NAME>=<value>: NAME upper case, '_' for the rest. */
+static char *profile_env(const char *prefix, const char *name,
+			 const char *value)
 {
 	char *s;
 
-	if (asprintf(&s, "RDMAD_PROFILE_%s=%s", name, name) < 0)
+	if (asprintf(&s, "%s%s=%s", prefix, name, value) < 0)
 		return NULL;
-	for (char *c = s + strlen("RDMAD_PROFILE_"); *c != '='; c++) {
+	for (char *c = s + strlen(prefix); *c != '='; c++) {
 		if (*c >= 'a' && *c <= 'z')
 			*c = (char)(*c - 'a' + 'A');
 		else if (!((*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9')))
@@ -101,14 +108,18 @@ static char *profile_env(const char *name)
 	return s;
 }
 
-static json_t *device_json(const struct profile *p, const char *socket,
-			   const char *socket_dir, bool rdma_cm)
+static json_t *device_json(const struct profile *p, const char *socket_dir,
+			   bool rdma_cm)
 {
-	_cleanup_free_ char *own_env = profile_env(p->conf->name);
+	_cleanup_free_ char *socket = NULL, *own_env = NULL, *own_sock = NULL;
 	char uverbs[PATH_MAX];
 	json_t *nodes, *edits;
 
-	if (!own_env)
+	if (asprintf(&socket, "%s/%s", socket_dir, CONTROL_PROFILE_SOCKET) < 0)
+		return NULL;
+	own_env = profile_env("RDMAD_PROFILE_", p->conf->name, p->conf->name);
+	own_sock = profile_env("RDMAD_SOCKET_", p->conf->name, socket);
+	if (!own_env || !own_sock)
 		return NULL;
 
 	snprintf(uverbs, sizeof(uverbs), "/dev/infiniband/%s",
@@ -118,9 +129,9 @@ static json_t *device_json(const struct profile *p, const char *socket,
 		json_array_append_new(nodes,
 				      json_pack("{s:s}", "path", RDMA_CM_PATH));
 	edits = json_pack(
-		"{s:[s+, s+, s], s:o*, s:[{s:s, s:s, s:[s, s, s, s]}]}", "env",
-		"RDMAD_SOCKET=", socket, "RDMAD_PROFILE=", p->conf->name,
-		own_env, "deviceNodes", nodes, "mounts", "hostPath", socket_dir,
+		"{s:[s+, s+, s, s], s:o*, s:[{s:s, s:s, s:[s, s, s, s]}]}",
+		"env", "RDMAD_SOCKET=", socket, "RDMAD_PROFILE=", p->conf->name,
+		own_env, own_sock, "deviceNodes", nodes, "mounts", "hostPath", socket_dir,
 		"containerPath", socket_dir, "options", "bind", "ro", "nosuid",
 		"nodev");
 	return edits ? json_pack("{s:s, s:o}", "name", p->conf->name,
@@ -128,29 +139,28 @@ static json_t *device_json(const struct profile *p, const char *socket,
 		     : NULL;
 }
 
-json_t *cdi_spec_json(struct manager *m, const char *socket)
+json_t *cdi_spec_json(struct manager *m, const char *runtime_dir)
 {
-	_cleanup_free_ char *dir_buf = strdup(socket);
 	json_t *devices = json_array(), *spec;
 	bool digit = false, rdma_cm;
-	const char *dir;
+	char dir[PATH_MAX];
 
-	if (!dir_buf || !devices) {
-		json_decref(devices);
+	if (!devices)
 		return NULL;
-	}
-	dir = dirname(dir_buf);
 	/* Present wherever rdma_ucm is loaded; absent, naming it would make
 	 * every container start fail. */
 	rdma_cm = access(RDMA_CM_PATH, F_OK) == 0;
 	for (size_t i = 0; i < m->n_profiles; i++) {
 		const struct profile *p = m->profiles[i];
 
-		if (!profile_has_device(p) || !cdi_name_valid(p->conf->name))
+		/* No socket of its own (too long a path): no device, rather
+		 * than one that cannot attach. */
+		if (!profile_has_device(p) || !cdi_name_valid(p->conf->name) ||
+		    !control_profile_dir(runtime_dir, p->conf->name, dir,
+					 sizeof(dir)))
 			continue;
 		if (json_array_append_new(devices,
-					  device_json(p, socket, dir,
-						      rdma_cm)) < 0) {
+					  device_json(p, dir, rdma_cm)) < 0) {
 			json_decref(devices);
 			return NULL;
 		}
@@ -235,7 +245,7 @@ static void cdi_write(struct cdi *c)
 		cdi_remove(c);
 	if (!*path)
 		return;
-	spec = cdi_spec_json(c->m, c->socket);
+	spec = cdi_spec_json(c->m, c->runtime_dir);
 	if (!spec) {
 		/* No device to offer (or no memory to say so): no file. */
 		if (c->path)
@@ -298,21 +308,6 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 	}
 }
 
-/* Containers see the socket's directory: a token file there is theirs
- * to read (as root in the container, without a user namespace). */
-static void token_in_socket_dir(struct manager *m, const char *socket)
-{
-	const char *token = m->config->daemon.token_file;
-	size_t n = strrchr(socket, '/') - socket;
-
-	if (*m->config->daemon.cdi_spec && token && n &&
-	    !strncmp(token, socket, n) && token[n] == '/')
-		log_warn(0, "the CDI specification binds %.*s into "
-			    "containers, and the REST token file %s is in it: "
-			    "keep it elsewhere (/etc/rdmad/token)",
-			 (int)n, socket, token);
-}
-
 int cdi_start(struct manager *m, struct cdi **out)
 {
 	struct cdi *c = calloc(1, sizeof(*c));
@@ -321,14 +316,14 @@ int cdi_start(struct manager *m, struct cdi **out)
 	if (!c)
 		return -ENOMEM;
 	c->m = m;
-	c->socket = strdup(m->config->daemon.control_socket);
-	r = c->socket ? manager_subscribe(m, on_manager_event, c) : -ENOMEM;
+	c->runtime_dir = strdup(m->config->daemon.runtime_dir);
+	r = c->runtime_dir ? manager_subscribe(m, on_manager_event, c)
+			   : -ENOMEM;
 	if (r < 0) {
-		free(c->socket);
+		free(c->runtime_dir);
 		free(c);
 		return r;
 	}
-	token_in_socket_dir(m, c->socket);
 	/* Nothing has a device before manager_start(): this only removes a
 	 * file a daemon killed before it could left behind. */
 	cdi_write(c);
@@ -345,7 +340,7 @@ struct cdi *cdi_stop(struct cdi *c)
 	manager_unsubscribe(c->m, on_manager_event, c);
 	c->defer = sd_event_source_disable_unref(c->defer);
 	cdi_remove(c);
-	free(c->socket);
+	free(c->runtime_dir);
 	free(c);
 	return NULL;
 }

@@ -4,7 +4,8 @@
  * (daemon.cdi_spec, default /run/cdi/rdmad.json) that lets container
  * engines (podman, containerd, CRI-O) hand a profile to a container with
  * --device rdmad.io/profile=NAME: the profile device's uverbs node,
- * rdma_cm, the control socket's directory and RDMAD_SOCKET/RDMAD_PROFILE.
+ * rdma_cm, the profile's own socket's directory (never the main socket)
+ * and RDMAD_SOCKET/RDMAD_PROFILE.
  * It listens to the manager and writes the file again when what it says
  * changes; it is never called by the engine.
  */
@@ -30,9 +31,9 @@ static inline void cdi_stopp(struct cdi **c)
 	cdi_stop(*c);
 }
 
-/* The specification for m's running profiles, whose clients reach the
- * daemon at socket; NULL when no profile has a device (a CDI
+/* The specification for m's running profiles, whose own sockets are in
+ * runtime_dir/profiles; NULL when no profile has a device (a CDI
  * specification must declare at least one device). */
-json_t *cdi_spec_json(struct manager *m, const char *socket);
+json_t *cdi_spec_json(struct manager *m, const char *runtime_dir);
 
 #endif

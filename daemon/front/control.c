@@ -65,6 +65,7 @@ static void session_free(struct session *s)
 			 s->n_att);
 	free(s->att);
 	free(s->groups);
+	free(s->scope);
 	/* Not to be served after all in the wake-up under way (a request
 	 * of another session can end this one: a reload answers waiters). */
 	for (int i = 0; i < c->n_ready; i++)
@@ -429,7 +430,9 @@ static void refuse(struct control *c, int fd, const struct ucred *cred,
 	fdsink_close(fd);
 }
 
-static void accept_one(struct control *c, int cfd)
+/* A connection on the main socket (scope NULL) or on profile scope's
+ * own socket. */
+static void accept_one(struct control *c, int cfd, const char *scope)
 {
 	int64_t admin = c->m->config->daemon.admin_gid;
 	socklen_t len = sizeof(struct ucred);
@@ -469,14 +472,20 @@ static void accept_one(struct control *c, int cfd)
 	s->boost = SESSION_BOOST_MESSAGES;
 	sd_event_now(c->m->event, CLOCK_MONOTONIC, &s->last_active);
 	r = session_read_groups(s);
+	if (r == 0 && scope && !(s->scope = strdup(scope)))
+		r = -ENOMEM;
 	if (r < 0) {
 		free(s->groups);
+		free(s->scope);
 		free(s);
 		refuse(c, cfd, &cred, strerror(-r));
 		return;
 	}
-	s->admin = s->cred.uid == 0 ||
-		   (admin >= 0 && session_in_group(s, (gid_t)admin));
+	/* Root on the main socket is the operator; a profile's own socket
+	 * (a container's) has no admin, whoever the peer is. */
+	s->admin = !scope &&
+		   (s->cred.uid == 0 ||
+		    (admin >= 0 && session_in_group(s, (gid_t)admin)));
 	r = sd_event_add_io(c->m->event, &s->io, cfd, EPOLLIN, on_session, s);
 	if (r >= 0)
 		r = sd_event_source_set_priority(s->io, PRIO_NEW_SESSION);
@@ -488,6 +497,7 @@ static void accept_one(struct control *c, int cfd)
 	if (r < 0) {
 		sd_event_source_disable_unref(s->io);
 		free(s->groups);
+		free(s->scope);
 		free(s);
 		refuse(c, cfd, &cred, strerror(-r));
 		return;
@@ -499,6 +509,7 @@ static void accept_one(struct control *c, int cfd)
 			sd_event_source_disable_unref(s->io);
 			sd_event_source_disable_unref(s->hello_timer);
 			free(s->groups);
+			free(s->scope);
 			free(s);
 			refuse(c, cfd, &cred, "out of memory");
 			return;
@@ -510,9 +521,10 @@ static void accept_one(struct control *c, int cfd)
 	s->next = c->sessions;
 	c->sessions = s;
 	c->n_sessions++;
-	log_debug("session %u: pid %d uid %u gid %u%s", s->id,
+	log_debug("session %u: pid %d uid %u gid %u%s%s%s", s->id,
 		  (int)s->cred.pid, (unsigned int)s->cred.uid,
-		  (unsigned int)s->cred.gid, s->admin ? " (admin)" : "");
+		  (unsigned int)s->cred.gid, s->admin ? " (admin)" : "",
+		  scope ? ", on the socket of profile " : "", scope ?: "");
 }
 
 /* Up to this many connections per turn of the loop: a burst of
@@ -536,7 +548,7 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents,
 			return 0;
 		}
 		accept_pause_ok(&c->pause);
-		accept_one(c, cfd);
+		accept_one(c, cfd, NULL);
 	}
 	return 0;
 }
@@ -557,14 +569,9 @@ static void on_attach_failed(void *ud, struct session *s)
 	session_free(s);
 }
 
-static int resolve_group(const char *name, gid_t *gid)
+static void on_profile_accept(void *ud, int fd, const char *profile)
 {
-	char *end;
-
-	if (identity_group(name, gid))
-		return 0;
-	*gid = (gid_t)strtoul(name, &end, 10);
-	return *name && !*end ? 0 : -ENOENT;
+	accept_one(ud, fd, profile);
 }
 
 int control_start(struct manager *m)
@@ -640,7 +647,7 @@ int control_start(struct manager *m)
 	if (chmod(sun.sun_path, 0660) < 0)
 		return -errno;
 	if (d->control_group) {
-		r = resolve_group(d->control_group, &gid);
+		r = control_group_gid(d->control_group, &gid);
 		if (r < 0)
 			return r;
 		if (chown(sun.sun_path, (uid_t)-1, gid) < 0)
@@ -666,6 +673,9 @@ listening:
 	r = control_attach_start(c, on_attach_failed, c);
 	if (r < 0)
 		return r;
+	r = control_psocks_start(c, on_profile_accept, c);
+	if (r < 0)
+		return r;
 	manager_set_sessions(m, &(struct manager_sessions){
 					.json = control_sessions_json,
 					.stats = control_stats,
@@ -685,6 +695,7 @@ void control_stop(struct manager *m)
 
 	if (!c)
 		return;
+	control_psocks_stop(c);
 	control_attach_stop(c);
 	manager_set_sessions(m, NULL);
 	manager_set_front(m, FRONT_CONTROL, NULL);
@@ -809,11 +820,17 @@ static json_t *control_sessions_json(void *ud)
 				json_object_set(j, "report", t->report);
 			json_array_append_new(atts, j);
 		}
-		json_array_append_new(
-			a, json_pack("{s:i, s:i, s:i, s:i, s:b, s:o}", "session",
-				     (int)s->id, "pid", (int)s->cred.pid, "uid",
-				     (int)s->cred.uid, "gid", (int)s->cred.gid,
-				     "admin", s->admin, "attachments", atts));
+		json_t *j = json_pack("{s:i, s:i, s:i, s:i, s:b, s:o}",
+				      "session", (int)s->id, "pid",
+				      (int)s->cred.pid, "uid", (int)s->cred.uid,
+				      "gid", (int)s->cred.gid, "admin",
+				      s->admin, "attachments", atts);
+
+		/* Connected through a profile's own socket. */
+		if (j && s->scope)
+			json_object_set_new(j, "socket_profile",
+					    json_string(s->scope));
+		json_array_append_new(a, j);
 	}
 	/* The previous run's clients whose leases this run adopted. */
 	if (a) {

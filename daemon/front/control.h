@@ -8,6 +8,8 @@
 #define RDMAD_CONTROL_H
 
 #include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
 
 struct manager;
 
@@ -17,4 +19,23 @@ struct manager;
 int control_start(struct manager *m);
 /* Tell every session goodbye and stop listening. */
 void control_stop(struct manager *m);
+
+/*
+ * A profile's own socket, <runtime_dir>/profiles/<profile>/rdmad.sock:
+ * its sessions see and attach that profile only (containers are given
+ * it, cdi.c). Its directory is what a container binds, so that a new
+ * socket made there (a restart) is reachable through the same mount.
+ * false: the path does not fit a unix socket's (no socket is made).
+ */
+#define CONTROL_PROFILE_SOCKET "rdmad.sock"
+static inline bool control_profile_dir(const char *runtime_dir,
+				       const char *profile, char *buf,
+				       size_t size)
+{
+	/* sun_path is 108 bytes with its NUL. */
+	int n = snprintf(buf, size, "%s/profiles/%s", runtime_dir, profile);
+
+	return n > 0 && (size_t)n < size &&
+	       (size_t)n + sizeof("/" CONTROL_PROFILE_SOCKET) <= 108;
+}
 #endif

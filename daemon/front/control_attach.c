@@ -654,6 +654,13 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 	if (!name)
 		return session_send_error(s, id, "bad_request",
 					  "ATTACH needs \"profile\"");
+	/* Before not_found: a profile's own socket says nothing of the
+	 * others, not even whether they exist. */
+	if (s->scope && !streq(name, s->scope))
+		return session_send_error(s, id, "forbidden",
+					  "this socket serves profile '%s' "
+					  "only",
+					  s->scope);
 	if (!p)
 		return session_send_error(s, id, "not_found",
 					  "no profile '%s'", name);

@@ -5,6 +5,9 @@
  *
  *   control.c          the face: the socket, admission, sessions and
  *                      their messages, start and stop
+ *   control_psock.c    the per-profile sockets, made and removed with
+ *                      the profiles; what they accept goes to control.c
+ *                      through the callback it gave control_psocks_start()
  *   control_attach.c   ATTACH, DETACH, REPORT and what attachments hear;
  *                      ends a session through the callback control.c
  *                      gave control_attach_start()
@@ -150,6 +153,10 @@ struct session {
 	bool start_read;
 	gid_t *groups; /* supplementary, at connect time */
 	size_t n_groups;
+	/* Accepted on this profile's own socket (control_psock.c): it sees
+	 * and attaches that profile only, and is never admin. NULL: the
+	 * main socket. */
+	char *scope;
 	bool admin;
 	bool welcomed;
 	/* Not read while what waits for it (or for its uid's sessions, or
@@ -218,9 +225,23 @@ struct control {
 	void *attach_failed_ud;
 	struct session *sessions;
 	unsigned int next_session, next_attachment;
+	struct control_psocks *psocks; /* the per-profile sockets */
 };
 
 extern const double control_attach_bucket_le[SESSION_ATTACH_BUCKETS];
+
+/* control_psock.c */
+/* A connection accepted on profile's own socket, for control.c to admit. */
+typedef void (*control_psock_accept_fn)(void *ud, int fd, const char *profile);
+/* Keep one socket per profile of c's manager, from now on (start, and
+ * after each reload), each accepted connection handed to fn. */
+int control_psocks_start(struct control *c, control_psock_accept_fn fn,
+			 void *ud);
+/* Stop listening; the sockets go, their directories stay (containers
+ * bind them: the next run's socket appears in the same directory). */
+void control_psocks_stop(struct control *c);
+/* daemon.control_group (a name or a number) as a gid. */
+int control_group_gid(const char *name, gid_t *gid);
 
 /* control_peer.c */
 /* The peer's groups, from the kernel (SO_PEERGROUPS): what the process

@@ -50,7 +50,7 @@ bool session_in_group(const struct session *s, gid_t gid)
 bool session_allowed(const struct profile *p, const struct session *s)
 {
 	return profile_admits(p, s->cred.uid, s->cred.gid, s->groups,
-			      s->n_groups);
+			      s->n_groups, s->c->m->config->daemon.admit_root);
 }
 
 /* ---- sending ---- */

@@ -141,6 +141,9 @@ int control_answer_again(struct session *s, const uint8_t *frame, size_t len,
 	if (!payload)
 		return 0;
 	HASH_FIND(hh_request, s->c->cache_by_request, payload, plen, e);
+	/* A profile's own socket: what is outside it is refused afresh. */
+	if (e && s->scope && !api_in_scope("GET", e->path, s->scope))
+		return 0;
 	if (!e || !api_cacheable(s->c->m, "GET", e->path, &generation) ||
 	    generation != e->generation)
 		return 0;
@@ -161,6 +164,7 @@ int control_request(struct session *s, uint32_t id, json_t *req,
 		.via_socket = true,
 		.has_uid = true,
 		.uid = s->cred.uid,
+		.scope = s->scope,
 	};
 	json_t *reply = NULL;
 	struct cached_reply *e;
@@ -174,11 +178,26 @@ int control_request(struct session *s, uint32_t id, json_t *req,
 	if (ar.body && !json_is_object(ar.body))
 		return session_send_error(s, id, "bad_request",
 				  "\"body\" must be an object");
-	if (streq(ar.method, "GET") && streq(ar.path, "/v1/events"))
+	/* The stream carries every profile's events: not on a profile's
+	 * own socket. */
+	if (streq(ar.method, "GET") && streq(ar.path, "/v1/events") &&
+	    !s->scope)
 		return control_subscribe(s, id);
+	if (streq(ar.method, "GET") && streq(ar.path, "/v1/events"))
+		return session_send_json(
+			s, PROTO_REPLY, id,
+			json_pack("{s:i, s:o}", "status", 403, "body",
+				  api_error("forbidden",
+					    "this socket serves profile '%s' "
+					    "only: the event stream shows "
+					    "every profile",
+					    s->scope)),
+			NULL, 0);
 	/* Documents that change only when the engine says so: the bytes
-	 * of last time, while they hold. */
+	 * of last time, while they hold (outside a socket's scope, the
+	 * control layer refuses). */
 	if (!ar.body && utf8_valid(ar.path) &&
+	    (!s->scope || api_in_scope(ar.method, ar.path, s->scope)) &&
 	    api_cacheable(s->c->m, ar.method, ar.path, &generation) &&
 	    (e = cached_reply(s, &ar, generation))) {
 		cached_remember_request(s->c, e, raw, raw_len);

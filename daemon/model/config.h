@@ -370,6 +370,9 @@ struct conf_daemon {
 	 * context once no session is attached. */
 	char *orphans;
 	int64_t admin_gid; /* admin_group resolved; -1: none */
+	/* uid 0 is admitted to every profile; false: only where a
+	 * profile's allow list names it (uid 0, root, group 0). */
+	bool admit_root;
 	/* Front-end limits (0 in the file: the default, filled in). */
 	int max_sessions;	  /* control socket sessions, all uids */
 	int max_sessions_per_uid;

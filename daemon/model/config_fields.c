@@ -459,6 +459,7 @@ const struct field conf_daemon_fields[] = {
 	    .check = check_group),
 	FLD(conf_daemon, "control_group", F_STRING, control_group,
 	    .check = check_group),
+	FLD(conf_daemon, "admit_root", F_BOOL, admit_root),
 	{ .key = "http", .type = F_GROUP, .sub = http_fields },
 	FLD(conf_daemon, "include", F_STRING, include),
 	FLD(conf_daemon, "log_level", F_STRING, log_level,

@@ -64,7 +64,7 @@ def test_alternate_path_armed_and_migrated():
     token.chmod(0o600)
     conf = run.with_suffix(".conf")
     conf.write_text(f"""
-daemon = {{ runtime_dir = "{run}";
+daemon = {{ admit_root = true; runtime_dir = "{run}";
   http = {{ listen = [ "127.0.0.1:{PORT}" ]; token_file = "{token}"; }}; }};
 devices = ( {{ name = "d"; match = {{ ibdev = "{DEV}"; }}; }} );
 profiles = ( {{ name = "p"; device = "d";

@@ -53,7 +53,7 @@ def test_device_memory_imported_by_clients():
     run = Path("/run") / f"rdmad-hw-{secrets.token_hex(4)}"
     conf = run.with_suffix(".conf")
     conf.write_text(f"""
-daemon = {{ runtime_dir = "{run}"; http = {{ listen = [ "127.0.0.1:{PORT}" ]; }}; }};
+daemon = {{ admit_root = true; runtime_dir = "{run}"; http = {{ listen = [ "127.0.0.1:{PORT}" ]; }}; }};
 devices = ( {{ name = "d"; match = {{ ibdev = "{DEV}"; }}; }} );
 profiles = ( {{ name = "p"; device = "d";
   pd = ( {{ name = "a"; }} );

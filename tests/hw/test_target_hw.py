@@ -50,7 +50,7 @@ def test_window_bounds_hold():
     run = Path("/run") / f"rdmad-hw-{secrets.token_hex(4)}"
     conf = run.with_suffix(".conf")
     conf.write_text(f"""
-daemon = {{ runtime_dir = "{run}"; http = {{ listen = [ "127.0.0.1:{PORT}" ]; }}; }};
+daemon = {{ admit_root = true; runtime_dir = "{run}"; http = {{ listen = [ "127.0.0.1:{PORT}" ]; }}; }};
 devices = ( {{ name = "d"; match = {{ ibdev = "{DEV}"; }}; }} );
 profiles = ( {{ name = "p"; device = "d";
   memory = ( {{ name = "m"; size = "1M"; }} );

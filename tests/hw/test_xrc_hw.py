@@ -35,7 +35,7 @@ def test_xrc_target_qp_and_srq_by_number():
     run = Path("/run") / f"rdmad-hw-{secrets.token_hex(4)}"
     conf = run.with_suffix(".conf")
     conf.write_text(f"""
-daemon = {{ runtime_dir = "{run}"; http = {{ listen = [ "127.0.0.1:{PORT}" ]; }}; }};
+daemon = {{ admit_root = true; runtime_dir = "{run}"; http = {{ listen = [ "127.0.0.1:{PORT}" ]; }}; }};
 devices = ( {{ name = "d"; match = {{ ibdev = "{DEV}"; }}; }} );
 profiles = ( {{ name = "p"; device = "d";
   xrcd = ( {{ name = "x"; file = "{run}.xrcd"; }} );

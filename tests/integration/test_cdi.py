@@ -4,7 +4,12 @@ project's own JSON schema (a copy in cdi-schema/), one device per profile
 whose device is open, naming that device's uverbs node as the kernel
 lists it in sysfs; rewritten on reload and when a device goes and comes
 back; removed on stop. A client given only the spec's environment
-attaches to its profile."""
+attaches to its profile, through the profile's own socket (the only one
+a container is given: never the daemon's main socket), and a container
+given p0, running as root, can neither attach p1, reload, nor read p1.
+
+The tests run as root, and attach as root: the profiles' allow lists
+name root (a tenant is exactly its allow list, rdmad.conf(5))."""
 
 import json
 import os
@@ -28,11 +33,12 @@ devices = ( { name = "d0"; match = { ibdev = "rxe0"; }; },
             { name = "d1"; match = { ibdev = "rxe1"; }; },
             { name = "absent"; match = { ibdev = "rxe9"; }; } );
 profiles = (
-  { name = "p0"; device = "d0";
+  { name = "p0"; device = "d0"; allow = { users = [ "root" ]; };
     memory = ( { name = "m"; size = "64K"; } );
     pd = ( { name = "a"; } );
     mr = ( { name = "r"; pd = "a"; memory = "m"; } ); },
-  { name = "p1"; device = "d1"; pd = ( { name = "b"; } ); },
+  { name = "p1"; device = "d1"; allow = { users = [ "root" ]; };
+    pd = ( { name = "b"; } ); },
   { name = "waits"; device = "absent"; pd = ( { name = "c"; } ); }
 );
 """
@@ -41,7 +47,7 @@ RELOADED = """
 devices = ( { name = "d0"; match = { ibdev = "rxe0"; }; },
             { name = "d1"; match = { ibdev = "rxe1"; }; } );
 profiles = (
-  { name = "p0"; device = "d0";
+  { name = "p0"; device = "d0"; allow = { users = [ "root" ]; };
     memory = ( { name = "m"; size = "64K"; } );
     pd = ( { name = "a"; } );
     mr = ( { name = "r"; pd = "a"; memory = "m"; } ); },
@@ -73,9 +79,11 @@ def daemon_section(tmp, port, cdi):
     token.write_text(TOKEN + "\n")
     token.chmod(0o600)
     cdi_line = f'cdi_spec = "{cdi}";' if cdi is not None else ""
+    # admit_root: unset (conftest.root_everywhere), the allow lists say.
     return (f'daemon = {{ runtime_dir = "{tmp}"; {cdi_line} '
             f'http = {{ listen = [ "127.0.0.1:{port}" ]; '
-            f'token_file = "{token}"; }}; }};\n')
+            f'token_file = "{token}"; }}; }};\n'
+            '# admit_root: the allow lists name root\n')
 
 
 def start(rdmad, tmp_path, text, cdi):
@@ -83,7 +91,13 @@ def start(rdmad, tmp_path, text, cdi):
     d = rdmad(daemon_section(tmp_path, port, cdi) + text)
     d.token = TOKEN
     d.sock = str(tmp_path / "rdmad.sock")  # runtime_dir's
+    d.rt = tmp_path
     return d
+
+
+def own_dir(d, name):
+    """The directory of the profile's own socket (rdmad(8), CONTAINERS)."""
+    return os.path.join(str(d.rt), "profiles", name)
 
 
 def wait_spec(path, pred, timeout=30):
@@ -114,8 +128,8 @@ def check_spec(spec, d, expected):
     validator().validate(spec)
     assert spec["kind"] == "rdmad.io/profile"
     assert names(spec) == sorted(expected)
-    sockdir = os.path.dirname(d.sock)
     for dev in spec["devices"]:
+        sockdir = own_dir(d, dev["name"])
         ibdev = expected[dev["name"]]
         edits = dev["containerEdits"]
         nodes = [n["path"] for n in edits["deviceNodes"]]
@@ -123,14 +137,19 @@ def check_spec(spec, d, expected):
         assert "/dev/infiniband/rdma_cm" in nodes
         for n in nodes:
             assert stat.S_ISCHR(os.stat(n).st_mode), n
-        own = "RDMAD_PROFILE_" + "".join(
-            c.upper() if c.isascii() and c.isalnum() else "_"
-            for c in dev["name"])
+        upper = "".join(c.upper() if c.isascii() and c.isalnum() else "_"
+                        for c in dev["name"])
+        sock = f"{sockdir}/rdmad.sock"
         assert sorted(edits["env"]) == sorted([
-            f"RDMAD_SOCKET={d.sock}", f"RDMAD_PROFILE={dev['name']}",
-            f"{own}={dev['name']}"])
+            f"RDMAD_SOCKET={sock}", f"RDMAD_PROFILE={dev['name']}",
+            f"RDMAD_PROFILE_{upper}={dev['name']}",
+            f"RDMAD_SOCKET_{upper}={sock}"])
+        # The profile's own socket, never the main one (nor its
+        # directory, where the main socket is).
         (mount,) = edits["mounts"]
         assert mount["hostPath"] == mount["containerPath"] == sockdir
+        assert stat.S_ISSOCK(os.stat(sock).st_mode)
+        assert sockdir != os.path.dirname(d.sock)
         assert "bind" in mount["options"] and "ro" in mount["options"]
 
 
@@ -251,7 +270,8 @@ def test_container_attaches_through_cdi(rdmad):
     """podman applies rdmad's CDI device to a container whose root is
     this machine's own (no image): the container sees the profile
     device's uverbs node and rdma_cm and no other RDMA device, has
-    RDMAD_SOCKET, RDMAD_PROFILE and RDMAD_PROFILE_P0, and the
+    RDMAD_SOCKET (p0's own socket), RDMAD_PROFILE, RDMAD_PROFILE_P0 and
+    RDMAD_SOCKET_P0, and the
     unmodified client attaches
     with no argument."""
     podman.need_podman()
@@ -271,12 +291,77 @@ def test_container_attaches_through_cdi(rdmad):
         lines = r.stdout.splitlines()
         assert sorted(lines[:2]) == sorted(
             [os.path.basename(uverbs), "rdma_cm"]), r.stdout
-        assert lines[2:5] == ["RDMAD_PROFILE=p0", "RDMAD_PROFILE_P0=p0",
-                              f"RDMAD_SOCKET={d.sock}"], r.stdout
-        assert lines[5].startswith("profile p0: local mode, device rxe0"), \
+        sock = own_dir(d, "p0") + "/rdmad.sock"
+        assert lines[2:6] == ["RDMAD_PROFILE=p0", "RDMAD_PROFILE_P0=p0",
+                              f"RDMAD_SOCKET={sock}",
+                              f"RDMAD_SOCKET_P0={sock}"], r.stdout
+        assert lines[6].startswith("profile p0: local mode, device rxe0"), \
             r.stdout
         assert "attached to p0" in d.log()
         assert d.stop() == 0
         assert not Path("/run/cdi/rdmad.json").exists()
+    finally:
+        podman.remove(tmp)
+
+
+# Run in the container, as root, with what the CDI device gave it: the
+# protocol client of the tests (rdmadproto.py, on the machine's root that
+# is the container's) on $RDMAD_SOCKET.
+TENANT = r"""
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+import rdmadproto as rp
+c = rp.Client(os.environ["RDMAD_SOCKET"])
+out = {"uid": os.getuid()}
+for name in ("p0", "p1"):
+    t, doc, fds = c.call(rp.ATTACH, {"profile": name})
+    for fd in fds:
+        os.close(fd)
+    out["attach " + name] = "ATTACHED" if t == rp.ATTACHED else \
+        doc["error"]["code"]
+for method, path in (("POST", "/v1/reload"), ("GET", "/v1/profiles/p1"),
+                     ("GET", "/v1/profiles/p1/pd/b"), ("GET", "/v1/config"),
+                     ("GET", "/v1/sessions"), ("GET", "/v1/profiles")):
+    status, body = c.request(method, path)
+    out[method + " " + path] = [status, body["error"]["code"]
+                                if status >= 400 else
+                                sorted(p["name"] for p in body)
+                                if path == "/v1/profiles" else "ok"]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.container
+def test_container_as_root_gets_its_profile_only(rdmad):
+    """A container given p0 through CDI, running as root (uid 0, which
+    both p0's and p1's allow lists name): it attaches p0, and gets
+    "forbidden" for an ATTACH of p1, a reload and p1's documents (REPLY
+    status 403); GET /v1/profiles lists p0 alone. The daemon's log shows
+    no reload and no attachment to p1."""
+    podman.need_podman()
+    tmp = podman.workdir()
+    try:
+        d = start(rdmad, tmp, PROFILES, None)  # the default: /run/cdi
+        wait_spec("/run/cdi/rdmad.json", lambda s: names(s) == ["p0", "p1"])
+        here = str(Path(__file__).resolve().parent)
+        r = subprocess.run(
+            podman.run_argv(tmp, ["--network", "none", "--user", "0",
+                                  "--device", "rdmad.io/profile=p0"],
+                            ["python3", "-c", TENANT, here]),
+            capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        out = json.loads(r.stdout.splitlines()[-1])
+        assert out == {
+            "uid": 0, "attach p0": "ATTACHED", "attach p1": "forbidden",
+            "POST /v1/reload": [403, "forbidden"],
+            "GET /v1/profiles/p1": [403, "forbidden"],
+            "GET /v1/profiles/p1/pd/b": [403, "forbidden"],
+            "GET /v1/config": [403, "forbidden"],
+            "GET /v1/sessions": [403, "forbidden"],
+            "GET /v1/profiles": [200, ["p0"]]}, out
+        log = d.log()
+        assert "attached to p0" in log and "attached to p1" not in log
+        assert "reloaded" not in log, log
+        assert d.stop() == 0
     finally:
         podman.remove(tmp)

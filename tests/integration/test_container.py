@@ -109,7 +109,7 @@ def test_daemon_in_a_container_without_udev():
         token.chmod(0o600)
         port = free_port()
         (conf / "rdmad.conf").write_text(
-            f'daemon = {{ runtime_dir = "/run/rdmad"; '
+            f'daemon = {{ admit_root = true; runtime_dir = "/run/rdmad"; '
             f'http = {{ listen = [ "127.0.0.1:{port}" ]; '
             f'token_file = "{token}"; }}; }};\n' + PROFILES)
         # The DaemonSet's container, as podman says it: the node's

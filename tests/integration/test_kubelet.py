@@ -411,11 +411,17 @@ def test_topology_isolation_wire_and_cdi(rdmad, tmp_path, kubelet, plugin):
     assert not res.get("error"), res
     nodes = {n["path"] for n in res["device_nodes"]}
     assert {uverbs_of("rxe0"), uverbs_of("rxe1")} <= nodes, res
-    assert {"RDMAD_PROFILE_P0=p0", "RDMAD_PROFILE_9LIVES=9lives"} <= \
+    # Each profile's own socket, never the main one (rdmad(8),
+    # CONTAINERS): two directories bound, and both sockets named.
+    own = {n: str(tmp_path / "profiles" / n) for n in ("p0", "9lives")}
+    assert {"RDMAD_PROFILE_P0=p0", "RDMAD_PROFILE_9LIVES=9lives",
+            f"RDMAD_SOCKET_P0={own['p0']}/rdmad.sock",
+            f"RDMAD_SOCKET_9LIVES={own['9lives']}/rdmad.sock"} <= \
         set(res["env"]), res
-    (m,) = {(x["source"], x["destination"]) for x in res["mounts"]}
-    assert m == (str(tmp_path), str(tmp_path))
-    assert {"nosuid", "nodev", "ro"} <= set(res["mounts"][0]["options"])
+    assert {(x["source"], x["destination"]) for x in res["mounts"]} == \
+        {(o, o) for o in own.values()}, res
+    for x in res["mounts"]:
+        assert {"nosuid", "nodev", "ro"} <= set(x["options"])
 
     # --no-topology, and --no-cdi's answer: the CDI device's contents.
     assert p.stop() == 0

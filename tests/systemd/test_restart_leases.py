@@ -48,7 +48,7 @@ def config(with_spare=True, spare_length="8M", big=False):
            access = [ "local_write", "remote_write", "remote_read" ]; }}'''
              if with_spare else "")
     return f"""
-daemon = {{ runtime_dir = "/run/rdmad"; control_socket = "/run/rdmad/rdmad.sock";
+daemon = {{ admit_root = true; runtime_dir = "/run/rdmad"; control_socket = "/run/rdmad/rdmad.sock";
            http = {{ listen = [ "127.0.0.1:{PORT}" ]; }}; }};
 devices = ( {{ name = "d"; match = {{ ibdev = "rxe0"; }}; port = 1; }} );
 profiles = ( {{ name = "io"; device = "d";

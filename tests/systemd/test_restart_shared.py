@@ -49,7 +49,7 @@ def config(changed=False):
         f'access = [ {access(i)} ]; }}' for i in range(N_MR))
     cqs = ", ".join(f'{{ name = "c{i}"; }}' for i in range(N_CQ))
     return f"""
-daemon = {{ runtime_dir = "/run/rdmad"; control_socket = "/run/rdmad/rdmad.sock";
+daemon = {{ admit_root = true; runtime_dir = "/run/rdmad"; control_socket = "/run/rdmad/rdmad.sock";
            http = {{ listen = [ "127.0.0.1:{PORT}" ]; }}; }};
 devices = ( {{ name = "d"; match = {{ ibdev = "rxe0"; }}; port = 1; }} );
 profiles = (
