@@ -460,7 +460,8 @@ def test_random_sessions_stay_within_the_budgets(budget_daemon, sink):
     worst_rss = worst_fds = 0
     running = set(kids)
     while running:
-        assert d.proc.poll() is None, d.log()[-3000:]
+        assert d.proc.poll() is None, \
+            f"rdmad exited {d.proc.returncode}: " + d.log()[-6000:]
         for k in list(running):
             done, status = os.waitpid(k, os.WNOHANG)
             if done:
