@@ -109,7 +109,7 @@ static int refuse_fds(struct session *s, const uint8_t *frame, size_t len,
 
 	proto_drop_fds(fds, n_fds);
 	proto_frame_ids(frame, len, &m);
-	session_send_error(s, m.id, "bad_request",
+	session_send_error(s, m.id, "bad_message",
 			   "the control socket takes no file descriptors "
 			   "from clients");
 	session_free(s);

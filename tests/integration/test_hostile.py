@@ -132,7 +132,7 @@ def test_fds_a_client_sends_never_stall_the_loop(daemon, sink, how):
     of a welcomed session; queued: five sent with requests by a client
     that closes at once, so that they are still queued in its socket
     when the daemon ends the session. Each message with fds is refused
-    (ERROR bad_request) and the loop goes on answering."""
+    (ERROR bad_message) and the loop goes on answering."""
     d = daemon
     bound = max(0.1, 3 * max(health(d) for _ in range(10)))
     c = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -154,7 +154,7 @@ def test_fds_a_client_sends_never_stall_the_loop(daemon, sink, how):
     else:
         mtype, doc = error_of(c)
         assert mtype == ERROR, doc
-        assert doc["error"]["code"] == "bad_request", doc
+        assert doc["error"]["code"] == "bad_message", doc
         assert "file descriptor" in doc["error"]["message"], doc
         c.close()
     responsive(d, 3, bound)
