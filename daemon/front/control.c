@@ -71,11 +71,9 @@ static void session_free(struct session *s)
 	for (int i = 0; i < c->n_ready; i++)
 		if (c->ready[i].data.ptr == s)
 			c->ready[i].data.ptr = NULL;
-	if (s->read_paused)
-		c->n_paused--;
 	if (s->io)
 		sd_event_source_disable_unref(s->io);
-	else if (!s->read_paused)
+	else
 		epoll_ctl(c->ep, EPOLL_CTL_DEL, s->fd, NULL);
 	sd_event_source_disable_unref(s->hello_timer);
 	session_out_clear(s);
@@ -128,9 +126,6 @@ static int session_handle_one(struct session *s)
 	uint16_t version;
 	int r;
 
-	/* Nothing more is read from a session whose answers pile up. */
-	if (session_read_held(s))
-		return 0;
 	r = proto_recv_frame(s->fd, frame, PROTO_RECV_BYTES, &len, fds,
 			     &n_fds);
 	if (r == -EAGAIN)

@@ -117,8 +117,10 @@ struct outmsg {
  * and goes out as it drains (src, EPOLLOUT on a dup of the session's
  * fd, as the event stream's: the fd itself is in an epoll set already).
  * Nothing passes what waits, so that the frames of one message are
- * never split by another message. Bounded: past CONTROL_OUT_MAX_BYTES
- * an EVENT is dropped, and any other message ends the session.
+ * never split by another message. Bounded: past CONTROL_OUT_MAX_BYTES,
+ * or past the uid's or all sessions' budget (daemon.output_budget_per_uid,
+ * daemon.output_budget), an EVENT is dropped, and any other message ends
+ * the session.
  */
 struct session_out {
 	struct outmsg *head, *tail;
@@ -131,7 +133,7 @@ struct session_out {
  * nothing waits: the bound is on what piles up behind it. */
 #define CONTROL_OUT_MAX_BYTES (8u * 1024 * 1024)
 /* Past this much waiting at once, the heap is trimmed when it is all
- * gone (sessions_read_release()). */
+ * gone (sessions_out_trim()). */
 #define CONTROL_TRIM_BYTES (4u * 1024 * 1024)
 
 struct session {
@@ -159,9 +161,6 @@ struct session {
 	char *scope;
 	bool admin;
 	bool welcomed;
-	/* Not read while what waits for it (or for its uid's sessions, or
-	 * for all) is over its budget (session_read_held()). */
-	bool read_paused;
 	struct attachment *att;
 	size_t n_att;
 	struct subscription *sub; /* REQUEST GET /v1/events */
@@ -203,9 +202,8 @@ struct control {
 	unsigned int n_sessions;
 	struct uid_count *uids; /* sessions per uid */
 	/* What waits in the sessions' output queues, bytes, and its peak
-	 * since the heap was last trimmed; sessions not read for it. */
+	 * since the heap was last trimmed. */
 	size_t out_bytes, out_peak;
-	unsigned int n_paused;
 	unsigned long long refused, evicted, timed_out;
 	/* The sessions at work, in an epoll set of their own: one wake-up
 	 * of the loop serves every one that has something to read
@@ -268,19 +266,9 @@ int session_out_source(struct session *s, int *fd, sd_event_source **es,
 		       sd_event_io_handler_t handler, void *ud);
 /* Forget what waits to be sent (the session ends). */
 void session_out_clear(struct session *s);
-/*
- * Is s not to be read now? Its answers pile up unread: while anything
- * waits in its own queue, or its uid's sessions' queues hold more than
- * daemon.output_budget_per_uid, or all of them more than
- * daemon.output_budget, s is not read (its socket leaves the epoll
- * set; its peer waits, nothing is refused), so that what a client that
- * does not read makes the daemon hold is one answer per session and
- * the budgets. true: s is held (and was taken off the set).
- */
-bool session_read_held(struct session *s);
-/* The sessions held that may be read again (a queue drained, a session
- * ended): back in the set. */
-void sessions_read_release(struct control *c);
+/* Once nothing waits for any session, the heap is trimmed if much did
+ * (CONTROL_TRIM_BYTES). */
+void sessions_out_trim(struct control *c);
 int session_send_json(struct session *s, uint16_t type, uint32_t id,
 		      json_t *payload, const int *fds, size_t n_fds);
 int session_send_text(struct session *s, uint16_t type, uint32_t id,

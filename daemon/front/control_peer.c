@@ -6,7 +6,6 @@
  */
 #include <fcntl.h>
 #include <malloc.h>
-#include <sys/epoll.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -86,33 +85,18 @@ static void outmsg_free(struct outmsg *o)
 
 /* ---- what sessions that do not read make the daemon hold ---- */
 
-static void read_set(struct session *s, bool on)
-{
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = s };
-
-	if (s->read_paused == !on)
-		return;
-	s->read_paused = !on;
-	if (on)
-		s->c->n_paused--;
-	else
-		s->c->n_paused++;
-	if (s->io)
-		sd_event_source_set_enabled(s->io, on ? SD_EVENT_ON
-						      : SD_EVENT_OFF);
-	else
-		epoll_ctl(s->c->ep, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, s->fd,
-			  &ev);
-}
-
-static bool over_budget(const struct session *s)
+/* Would len more bytes waiting for s pass a budget: its own bound, its
+ * uid's sessions' or all sessions' (daemon.output_budget_per_uid,
+ * daemon.output_budget)? */
+static bool over_budget(const struct session *s, size_t len, bool own)
 {
 	const struct conf_daemon *d = &s->c->m->config->daemon;
-	size_t mine = 0;
+	size_t mine = len;
 
-	if (s->out.head || s->c->out_bytes > d->output_budget)
+	if ((own && s->out.bytes + len > CONTROL_OUT_MAX_BYTES) ||
+	    s->c->out_bytes + len > d->output_budget)
 		return true;
-	if (s->c->out_bytes <= d->output_budget_per_uid)
+	if (s->c->out_bytes + len <= d->output_budget_per_uid)
 		return false; /* no uid can be over */
 	for (const struct session *o = s->c->sessions; o; o = o->next)
 		if (o->cred.uid == s->cred.uid)
@@ -120,15 +104,7 @@ static bool over_budget(const struct session *s)
 	return mine > d->output_budget_per_uid;
 }
 
-bool session_read_held(struct session *s)
-{
-	bool held = over_budget(s);
-
-	read_set(s, !held);
-	return held;
-}
-
-void sessions_read_release(struct control *c)
+void sessions_out_trim(struct control *c)
 {
 	/* What sessions let pile up is given back to the system once it
 	 * is gone: freed chunks of a heap grown for it stay otherwise. */
@@ -136,11 +112,6 @@ void sessions_read_release(struct control *c)
 		malloc_trim(0);
 		c->out_peak = 0;
 	}
-	if (!c->n_paused)
-		return;
-	for (struct session *s = c->sessions; s; s = s->next)
-		if (s->read_paused && !over_budget(s))
-			read_set(s, true);
 }
 
 static void out_account(struct session *s, size_t add, size_t sub)
@@ -169,7 +140,7 @@ void session_out_clear(struct session *s)
 	out_account(s, 0, q->bytes);
 	q->src = sd_event_source_disable_unref(q->src);
 	closep(&q->fd);
-	sessions_read_release(s->c);
+	sessions_out_trim(s->c);
 }
 
 /* Frame index of a message: 0 when the socket took it, -EAGAIN when it
@@ -221,7 +192,7 @@ static void out_flush(struct session *s)
 	}
 	if (!q->head) {
 		q->tail = NULL;
-		sessions_read_release(s->c);
+		sessions_out_trim(s->c);
 	}
 	sd_event_source_set_enabled(q->src, q->head ? SD_EVENT_ON
 						    : SD_EVENT_OFF);
@@ -303,9 +274,9 @@ int session_send_message(struct session *s, uint16_t type, uint32_t id,
 	if (n_frames > 1 && s->version < PROTO_VERSION_FRAMES)
 		return -EMSGSIZE;
 	if (s->out.head) {
-		/* Behind what waits: an event is dropped once the queue
-		 * is over its bound, anything else ends the session. */
-		if (s->out.bytes + len > CONTROL_OUT_MAX_BYTES)
+		/* Behind what waits: an event is dropped once a budget
+		 * would be passed, anything else ends the session. */
+		if (over_budget(s, len, true))
 			return type == PROTO_EVENT ? -EAGAIN : -ENOBUFS;
 	} else {
 		for (; i < n_frames; i++) {
@@ -321,6 +292,11 @@ int session_send_message(struct session *s, uint16_t type, uint32_t id,
 		 * read. Once a frame is out, the rest must follow. */
 		if (i == 0 && type == PROTO_EVENT)
 			return -EAGAIN;
+		/* The rest would wait: not past the uid's or all
+		 * sessions' budget (one message alone may pass its own
+		 * bound: it is taken whole). */
+		if (over_budget(s, len, false))
+			return -ENOBUFS;
 	}
 	return out_queue(s, type, id, parts, n_parts, fds, n_fds, i,
 			 n_frames);

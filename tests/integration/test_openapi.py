@@ -174,8 +174,9 @@ def api_routes():
     text = (ROOT / "daemon" / "api" / "api.c").read_text()
     table = re.search(r"routes\[\] = \{(.*?)\n\};", text, re.S).group(1)
     out = []
-    for m in re.finditer(r'\{ "(\w+)", \{ ([^}]*) \},\s+\w+, (true|false) \}',
-                         table):
+    # { method, { segments }, handler, mutating[, scoped] }
+    for m in re.finditer(r'\{ "(\w+)", \{ ([^}]*) \},\s+\w+, (true|false)'
+                         r'(?:,\s+(?:true|false))? \}', table):
         segs = tuple("*" if s.strip() == "ANY" else json.loads(s.strip())
                      for s in m.group(2).split(","))
         out.append((m.group(1).lower(), segs, m.group(3) == "true"))
