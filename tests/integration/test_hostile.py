@@ -429,14 +429,16 @@ def random_client(path, uid, seed, steps, sink_port):
                 elif op == "attach" and not c.sock.getblocking():
                     continue  # answers of a flood ahead: not mixed in
                 elif op == "attach":
-                    c.sock.settimeout(0.5)
+                    # Long enough to take ATTACHED and its fds whole
+                    # (see the note on leftovers below).
+                    c.sock.settimeout(10)
                     t, doc, fds = c.call(ATTACH, {"profile": "p"})
                     for fd in fds:
                         os.close(fd)
                     if t == ATTACHED:
                         c.atts.append(doc["attachment"])
                 elif op == "detach" and c.atts and c.sock.getblocking():
-                    c.sock.settimeout(0.5)
+                    c.sock.settimeout(10)
                     c.call(DETACH, {"attachment": c.atts.pop()})
                 elif op == "fd":
                     s = socket.create_connection(("127.0.0.1", sink_port))
