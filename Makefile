@@ -354,8 +354,17 @@ deps:
 	@tests/deps
 
 check: deps
-	$(MAKE) all unit helpers $(B)/rdmad-asan tsan
-	tests/check
+	@start=$$(date +%s); \
+	$(MAKE) all unit helpers $(B)/rdmad-asan tsan && \
+	RDMAD_CHECK_BUILD_S=$$(($$(date +%s) - start)) tests/check
+
+# A fast loop for development (no substitute for make check): the unit
+# tests, the suites on this machine and one VM lane of the suites a
+# change most likely breaks, against the plain daemon.
+check-quick: deps
+	@start=$$(date +%s); \
+	$(MAKE) all unit helpers $(B)/rdmad-asan && \
+	RDMAD_CHECK_BUILD_S=$$(($$(date +%s) - start)) tests/check --quick
 
 # The load and fault suite at full size (make check runs it small).
 stress: deps
@@ -470,7 +479,7 @@ bench:
 	$(MAKE) all bench-progs
 	bench/run --size "$(BENCH_SIZE)"
 
-.PHONY: all unit helpers tsan fuzz fuzz-build fuzz-image-seeds deps check stress \
+.PHONY: all unit helpers tsan fuzz fuzz-build fuzz-image-seeds deps check check-quick stress \
 	systemd-check demo clean install uninstall deb pkgcheck FORCE
 FORCE:
 -include $(shell find $(B) -path $(B)/deb -prune -o -name '*.d' -type f -print 2>/dev/null)
