@@ -355,7 +355,7 @@ deps:
 
 check: deps
 	@start=$$(date +%s); \
-	$(MAKE) all unit helpers $(B)/rdmad-asan tsan && \
+	$(MAKE) -j$$(nproc) all unit helpers $(B)/rdmad-asan tsan && \
 	RDMAD_CHECK_BUILD_S=$$(($$(date +%s) - start)) tests/check
 
 # A fast loop for development (no substitute for make check): the unit
@@ -363,7 +363,7 @@ check: deps
 # change most likely breaks, against the plain daemon.
 check-quick: deps
 	@start=$$(date +%s); \
-	$(MAKE) all unit helpers $(B)/rdmad-asan && \
+	$(MAKE) -j$$(nproc) all unit helpers $(B)/rdmad-asan && \
 	RDMAD_CHECK_BUILD_S=$$(($$(date +%s) - start)) tests/check --quick
 
 # The load and fault suite at full size (make check runs it small).

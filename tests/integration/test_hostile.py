@@ -507,3 +507,67 @@ def test_random_sessions_stay_within_the_budgets(budget_daemon, sink):
     assert settle(lambda: fd_count(d.pid) == fds0, 10), fd_count(d.pid)
     if not sanitized():
         assert rss(d.pid) - rss0 <= max(rss0 // 10, 4 << 20)
+
+
+def leave_as(path, uid, how, n):
+    """A child of uid (group GROUP) with n sessions, each leaving the way
+    `how` says, then exiting without reading: "attach" sends ATTACH,
+    "attach_flood" ATTACH then 40 REQUESTs, "detach_unread" ATTACH, reads
+    ATTACHED, sends DETACH and exits before DETACHED. Returns its pid."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgroups([])
+            os.setgid(GROUP)
+            os.setuid(uid)
+            held = []
+            for i in range(n):
+                c = Client(path)
+                if how == "detach_unread":
+                    t, doc, fds = c.call(ATTACH, {"profile": "p"})
+                    for fd in fds:
+                        os.close(fd)
+                    assert t == ATTACHED, doc
+                    c.send(DETACH, {"attachment": doc["attachment"]})
+                else:
+                    c.send(ATTACH, {"profile": "p"})
+                if how == "attach_flood":
+                    c.sock.setblocking(False)
+                    for j in range(40):
+                        try:
+                            c.sock.send(frame(REQUEST, {
+                                "method": "GET",
+                                "path": "/v1/openapi.json"}, 100 + j))
+                        except OSError:
+                            break
+                held.append(c)
+            # Long enough for the daemon to answer into the sockets.
+            time.sleep(1)
+            code = 0
+        finally:
+            os._exit(code)
+    return pid
+
+
+@pytest.mark.parametrize("how", ["attach", "attach_flood", "detach_unread"])
+def test_a_client_gone_with_answers_unread_leaves_no_session(
+        budget_daemon, how):
+    """Clients that exit with the daemon's answers unread in their
+    sockets (an ATTACHED and its fds; answers to a flood; a DETACHED):
+    within 5 s of the last one's exit no session of theirs is listed,
+    none of their attachments holds anything, and the daemon's fds are
+    back to what they were (rdmad(8): a session ends with its socket)."""
+    d = budget_daemon
+    assert not [s for s in sessions(d.sock) if s.get("uid") in (1000, 1001)]
+    fds0 = fd_count(d.pid)
+    kids = [leave_as(d.sock, uid, how, 6) for uid in (1000, 1001)]
+    for k in kids:
+        _, status = os.waitpid(k, 0)
+        assert status == 0
+    left = lambda: [s for s in sessions(d.sock)  # noqa: E731
+                    if s.get("uid") in (1000, 1001)]
+    assert settle(lambda: not left(), 5), left()
+    assert settle(lambda: fd_count(d.pid) == fds0, 5), \
+        (fd_count(d.pid), fds0)
+    assert d.proc.poll() is None
