@@ -568,6 +568,9 @@ def test_a_client_gone_with_answers_unread_leaves_no_session(
     left = lambda: [s for s in sessions(d.sock)  # noqa: E731
                     if s.get("uid") in (1000, 1001)]
     assert settle(lambda: not left(), 5), left()
-    assert settle(lambda: fd_count(d.pid) == fds0, 5), \
+    # At most what it had: the session that asked for the list just
+    # before may still have been counted then (its socket is closed off
+    # the loop).
+    assert settle(lambda: fd_count(d.pid) <= fds0, 5), \
         (fd_count(d.pid), fds0)
     assert d.proc.poll() is None
