@@ -203,6 +203,13 @@ def rss(pid):
     raise AssertionError("no VmRSS")
 
 
+def become(uid):
+    """This (forked) process becomes uid, in GROUP only."""
+    os.setgroups([])
+    os.setgid(GROUP)
+    os.setuid(uid)
+
+
 def flood_as(path, uid, sessions, requests):
     """A child of uid (group GROUP) with `sessions` sessions, each sending
     up to `requests` REQUESTs for the biggest document there is and
@@ -214,9 +221,7 @@ def flood_as(path, uid, sessions, requests):
         try:
             os.close(w)
             os.close(r2)
-            os.setgroups([])
-            os.setgid(GROUP)
-            os.setuid(uid)
+            become(uid)
             held = []
             for _ in range(sessions):
                 c = Client(path)
@@ -518,9 +523,7 @@ def leave_as(path, uid, how, n):
     if pid == 0:
         code = 1
         try:
-            os.setgroups([])
-            os.setgid(GROUP)
-            os.setuid(uid)
+            become(uid)
             held = []
             for i in range(n):
                 c = Client(path)
