@@ -139,7 +139,7 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si,
 
 	(void)s;
 	(void)si;
-	log_info("SIGHUP: reloading %s", m->config->path);
+	log_info("SIGHUP: reloading %s", manager_config(m)->path);
 	sysd_reloading();
 	/* Read and checked on a worker; on_hup_done has the outcome. */
 	r = manager_reload(m, false, on_hup_done, NULL);
@@ -199,16 +199,16 @@ static int setup_signals(struct manager *m)
 	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	r = sd_event_add_signal(m->event, NULL, SIGTERM, on_stop_signal, NULL);
+	r = sd_event_add_signal(manager_loop(m), NULL, SIGTERM, on_stop_signal, NULL);
 	if (r >= 0)
-		r = sd_event_add_signal(m->event, NULL, SIGINT, on_stop_signal,
+		r = sd_event_add_signal(manager_loop(m), NULL, SIGINT, on_stop_signal,
 					NULL);
 	if (r >= 0)
-		r = sd_event_add_signal(m->event, NULL, SIGHUP, on_hup, m);
+		r = sd_event_add_signal(manager_loop(m), NULL, SIGHUP, on_hup, m);
 	if (r >= 0 && stall && streq(stall, "1")) {
 		sigaddset(&mask, SIGUSR2);
 		sigprocmask(SIG_BLOCK, &mask, NULL);
-		r = sd_event_add_signal(m->event, NULL, SIGUSR2,
+		r = sd_event_add_signal(manager_loop(m), NULL, SIGUSR2,
 					on_stall_signal, NULL);
 	}
 	return r;
@@ -262,6 +262,8 @@ static int run(const struct options *o)
 	_cleanup_(manager_freep) struct manager *m = NULL;
 	/* Freed before the manager: it listens to it. */
 	_cleanup_(cdi_stopp) struct cdi *cdi = NULL;
+	struct control *control = NULL;
+	struct http *http = NULL;
 	const char *failed = NULL;
 	int r;
 
@@ -321,10 +323,6 @@ static int run(const struct options *o)
 		log_error(r, "cannot set up");
 		return EX_OSERR;
 	}
-	r = manager_load_token(m);
-	if (r < 0)
-		log_warn(r, "token file %s: changes over REST are off",
-			 m->config->daemon.token_file);
 	r = setup_signals(m);
 	if (r < 0) {
 		log_error(r, "cannot watch signals");
@@ -335,18 +333,17 @@ static int run(const struct options *o)
 		log_error(r, "cannot set up");
 		return EX_OSERR;
 	}
-	r = http_start(m, &failed);
+	r = http_start(m, &failed, &http);
 	if (r < 0) {
 		log_error(r, "cannot listen on %s", failed);
-		http_stop(m);
 		return EX_UNAVAILABLE;
 	}
-	r = control_start(m);
+	r = control_start(m, &control);
 	if (r < 0) {
 		log_error(r, "cannot listen on %s",
-			  m->config->daemon.control_socket);
-		control_stop(m);
-		http_stop(m);
+			  manager_config(m)->daemon.control_socket);
+		control_stop(control);
+		http_stop(http);
 		return EX_UNAVAILABLE;
 	}
 	sysd_listen_done();
@@ -357,13 +354,13 @@ static int run(const struct options *o)
 	/* The front ends answer while the objects are being created. */
 	manager_start(m);
 
-	r = sd_event_loop(m->event);
+	r = sd_event_loop(manager_loop(m));
 	/* A reload under way answers those who asked while they listen. */
 	manager_reload_cancel(m);
 	/* No container is given a profile of a daemon that is going. */
 	cdi = cdi_stop(cdi);
-	control_stop(m);
-	http_stop(m);
+	control = control_stop(control);
+	http = http_stop(http);
 	manager_stop(m);
 	if (r < 0) {
 		log_error(r, "event loop failed");

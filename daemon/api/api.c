@@ -184,8 +184,8 @@ static int get_profiles(struct request *r)
 {
 	json_t *a = json_array();
 
-	for (size_t i = 0; a && i < r->m->n_profiles; i++) {
-		const struct profile *p = r->m->profiles[i];
+	for (size_t i = 0; a && i < manager_n_profiles(r->m); i++) {
+		const struct profile *p = manager_profile_at(r->m, i);
 
 		/* A profile's own socket lists that profile alone. */
 		if (r->req->scope && !streq(p->conf->name, r->req->scope))
@@ -222,7 +222,7 @@ static int get_orphans(struct request *r)
 	if (!p)
 		return not_found(r, "profile", r->seg[1]);
 	/* The last scan's view now, and a newer one soon if it is old. */
-	orphans_refresh(r->m->orphans, p);
+	manager_orphans_refresh(r->m, p);
 	return reply(r, 200, viewed(r, orphans_json(p)));
 }
 
@@ -230,7 +230,7 @@ static int get_orphans(struct request *r)
 
 static int get_config(struct request *r)
 {
-	return reply(r, 200, config_json(r->m->config));
+	return reply(r, 200, config_json(manager_config(r->m)));
 }
 
 /* A reload's outcome as POST /v1/reload answers it. */
@@ -339,9 +339,7 @@ static struct object *ready_object(struct request *r, struct profile *p,
 
 static int get_sessions(struct request *r)
 {
-	struct manager_sessions *s = &r->m->sessions;
-
-	return reply(r, 200, viewed(r, s->json ? s->json(s->ud) : json_array()));
+	return reply(r, 200, viewed(r, manager_sessions_json(r->m)));
 }
 
 /* ---- QP state change: the remote end in the config's path vocabulary ---- */

@@ -23,8 +23,8 @@ static void objects(FILE *f, struct manager *m)
 	fputs("# HELP rdmad_objects Objects declared, by profile, kind and "
 	      "state.\n# TYPE rdmad_objects gauge\n",
 	      f);
-	for (size_t i = 0; i < m->n_profiles; i++) {
-		struct profile *p = m->profiles[i];
+	for (size_t i = 0; i < manager_n_profiles(m); i++) {
+		struct profile *p = manager_profile_at(m, i);
 		unsigned int n[OBJ_KIND_MAX][OBJ_CREATING + 1] = { { 0 } };
 
 		for (size_t k = 0; k < p->n_objects; k++)
@@ -45,8 +45,8 @@ static void objects(FILE *f, struct manager *m)
 	fputs("# HELP rdmad_registered_bytes Bytes registered by the daemon's "
 	      "memory regions.\n# TYPE rdmad_registered_bytes gauge\n",
 	      f);
-	for (size_t i = 0; i < m->n_profiles; i++) {
-		struct profile *p = m->profiles[i];
+	for (size_t i = 0; i < manager_n_profiles(m); i++) {
+		struct profile *p = manager_profile_at(m, i);
 		unsigned long long bytes = 0;
 
 		for (size_t k = 0; k < p->n_objects; k++)
@@ -59,10 +59,10 @@ static void objects(FILE *f, struct manager *m)
 	fputs("# HELP rdmad_profile_up 1 when the profile runs (ready or "
 	      "degraded).\n# TYPE rdmad_profile_up gauge\n",
 	      f);
-	for (size_t i = 0; i < m->n_profiles; i++)
+	for (size_t i = 0; i < manager_n_profiles(m); i++)
 		fprintf(f, "rdmad_profile_up{profile=\"%s\"} %d\n",
-			label(m->profiles[i]->conf->name),
-			m->profiles[i]->ctx != NULL);
+			label(manager_profile_at(m, i)->conf->name),
+			manager_profile_at(m, i)->ctx != NULL);
 }
 
 /* What RDMA netlink shows in each profile's context (orphans.c), by
@@ -70,14 +70,15 @@ static void objects(FILE *f, struct manager *m)
  * alert on. Only scanned contexts have series. */
 static void contexts(FILE *f, struct manager *m)
 {
+	struct manager_counters mc;
 	static const char *const owners[] = { "daemon", "client", "orphan" };
 
 	fputs("# HELP rdmad_context_objects Objects RDMA netlink lists in a "
 	      "profile's device context, by who made them.\n"
 	      "# TYPE rdmad_context_objects gauge\n",
 	      f);
-	for (size_t i = 0; i < m->n_profiles; i++) {
-		const struct profile *p = m->profiles[i];
+	for (size_t i = 0; i < manager_n_profiles(m); i++) {
+		const struct profile *p = manager_profile_at(m, i);
 		const unsigned int *n[] = { p->view.owned, p->view.clients,
 					    p->view.orphans };
 
@@ -97,8 +98,8 @@ static void contexts(FILE *f, struct manager *m)
 	      "context by clients that are gone.\n"
 	      "# TYPE rdmad_orphan_objects gauge\n",
 	      f);
-	for (size_t i = 0; i < m->n_profiles; i++) {
-		const struct profile *p = m->profiles[i];
+	for (size_t i = 0; i < manager_n_profiles(m); i++) {
+		const struct profile *p = manager_profile_at(m, i);
 
 		if (!p->ctx || !p->view.scanned || p->view.err)
 			continue;
@@ -110,6 +111,7 @@ static void contexts(FILE *f, struct manager *m)
 				rdmanl_kind_name((enum rdmanl_kind)k),
 				p->view.orphans[k]);
 	}
+	manager_counters(m, &mc);
 	fprintf(f,
 		"# HELP rdmad_orphan_scans_total RDMA netlink scans of the "
 		"profiles' contexts, by result.\n"
@@ -125,8 +127,8 @@ static void contexts(FILE *f, struct manager *m)
 		"another object by then (left alone).\n"
 		"# TYPE rdmad_stale_handles_total counter\n"
 		"rdmad_stale_handles_total{source=\"restore\"} %llu\n",
-		m->orphan_scans - m->orphan_scan_failures,
-		m->orphan_scan_failures, m->ctx_retirements,
+		mc.orphan_scans - mc.orphan_scan_failures,
+		mc.orphan_scan_failures, mc.ctx_retirements,
 		restore_stale_total());
 }
 
@@ -165,16 +167,16 @@ static const char *reclaim_kind(int k)
  * series exists from 0, so that a first increase is seen. */
 static void faults(FILE *f, struct manager *m)
 {
-	size_t n = m->n_profiles;
+	size_t n = manager_n_profiles(m);
 	const char **names = calloc(n + 1, sizeof(*names));
 	const unsigned long long **rows = calloc(6 * (n + 1), sizeof(*rows));
 
 	if (!names || !rows)
 		goto out;
 	for (size_t i = 0; i < n; i++) {
-		const struct profile_faults *pf = &m->profiles[i]->faults;
+		const struct profile_faults *pf = &manager_profile_at(m, i)->faults;
 
-		names[i] = m->profiles[i]->conf->name;
+		names[i] = manager_profile_at(m, i)->conf->name;
 		rows[i] = pf->lost;
 		rows[n + 1 + i] = pf->recreated;
 		rows[2 * (n + 1) + i] = pf->recreate_failed;
@@ -188,7 +190,7 @@ static void faults(FILE *f, struct manager *m)
 	for (size_t i = 0; i < n; i++)
 		fprintf(f, "rdmad_profile_ready{profile=\"%s\"} %d\n",
 			label(names[i]),
-			m->profiles[i]->state == PROFILE_READY);
+			manager_profile_at(m, i)->state == PROFILE_READY);
 	fault_rows(f, "rdmad_objects_lost_total",
 		   "Declared objects the kernel no longer had (a client "
 		   "destroyed them).",
@@ -224,11 +226,12 @@ out:
 static void sessions(FILE *f, struct manager *m)
 {
 	static const double no_buckets[SESSION_ATTACH_BUCKETS];
-	struct session_stats st = { .bucket_le = no_buckets };
+	struct session_stats st;
 	unsigned long long cumulative = 0;
+	bool lent = manager_session_stats(m, &st);
 
-	if (m->sessions.stats)
-		m->sessions.stats(m->sessions.ud, &st);
+	if (!lent)
+		st.bucket_le = no_buckets;
 	fprintf(f,
 		"# HELP rdmad_sessions Connected clients.\n"
 		"# TYPE rdmad_sessions gauge\nrdmad_sessions %u\n"
@@ -237,7 +240,7 @@ static void sessions(FILE *f, struct manager *m)
 		"# HELP rdmad_attach_seconds Time the daemon took to answer an "
 		"attach.\n# TYPE rdmad_attach_seconds histogram\n",
 		st.sessions, st.attachments);
-	for (size_t b = 0; m->sessions.stats && b < SESSION_ATTACH_BUCKETS;
+	for (size_t b = 0; lent && b < SESSION_ATTACH_BUCKETS;
 	     b++) {
 		cumulative += st.attach_buckets[b];
 		fprintf(f, "rdmad_attach_seconds_bucket{le=\"%g\"} %llu\n",
@@ -275,11 +278,12 @@ static void fronts(FILE *f, struct manager *m)
 		  "request headers (http) in time.",
 		  "counter", offsetof(struct front_stats, timed_out) },
 	};
-	struct front_stats st[FRONT_MAX] = { 0 };
+	struct front_stats st[FRONT_MAX];
+	bool lent[FRONT_MAX];
 
 	for (int k = 0; k < FRONT_MAX; k++)
-		if (m->fronts[k].stats)
-			m->fronts[k].stats(m->fronts[k].ud, &st[k]);
+		lent[k] = manager_front_stats(m, (enum manager_front_kind)k,
+					      &st[k]);
 	for (size_t r = 0; r < ARRAY_SIZE(rows); r++) {
 		fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", rows[r].metric,
 			rows[r].help, rows[r].metric, rows[r].type);
@@ -288,7 +292,7 @@ static void fronts(FILE *f, struct manager *m)
 				(const void *)((const char *)&st[k] +
 					       rows[r].off);
 
-			if (m->fronts[k].stats)
+			if (lent[k])
 				fprintf(f, "%s{front=\"%s\"} %llu\n",
 					rows[r].metric, name[k], *v);
 		}
@@ -337,16 +341,16 @@ static void port_counters(FILE *f, struct manager *m)
 	      "/sys/class/infiniband/DEV/ports/N/{counters,hw_counters}.\n"
 	      "# TYPE rdmad_port_stat_total counter\n",
 	      f);
-	for (size_t i = 0; i < m->n_profiles; i++) {
-		struct profile *p = m->profiles[i];
+	for (size_t i = 0; i < manager_n_profiles(m); i++) {
+		struct profile *p = manager_profile_at(m, i);
 		bool seen = false;
 
 		if (!p->ctx)
 			continue;
 		for (size_t k = 0; k < i; k++)
-			seen |= m->profiles[k]->ctx &&
-				streq(m->profiles[k]->ibdev, p->ibdev) &&
-				m->profiles[k]->dev->port == p->dev->port;
+			seen |= manager_profile_at(m, k)->ctx &&
+				streq(manager_profile_at(m, k)->ibdev, p->ibdev) &&
+				manager_profile_at(m, k)->dev->port == p->dev->port;
 		if (seen)
 			continue;
 		counter_dir(f, p, "counters");
@@ -364,8 +368,8 @@ static void targets(FILE *f, struct manager *m)
 	};
 	bool first = true;
 
-	for (size_t i = 0; i < m->n_profiles; i++) {
-		struct profile *p = m->profiles[i];
+	for (size_t i = 0; i < manager_n_profiles(m); i++) {
+		struct profile *p = manager_profile_at(m, i);
 
 		for (size_t k = 0; k < p->n_objects; k++) {
 			struct object *o = &p->objects[k];
@@ -412,12 +416,14 @@ static void targets(FILE *f, struct manager *m)
 
 char *metrics_render(struct manager *m)
 {
+	struct manager_counters mc;
 	char *text = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&text, &len);
 
 	if (!f)
 		return NULL;
+	manager_counters(m, &mc);
 	fprintf(f,
 		"# HELP rdmad_up 1 while rdmad runs.\n# TYPE rdmad_up gauge\n"
 		"rdmad_up 1\n"
@@ -428,8 +434,7 @@ char *metrics_render(struct manager *m)
 		"# TYPE rdmad_reloads_total counter\n"
 		"rdmad_reloads_total{result=\"ok\"} %u\n"
 		"rdmad_reloads_total{result=\"error\"} %u\n",
-		manager_uptime(m), m->reloads_applied,
-		m->reload_failures);
+		manager_uptime(m), mc.reloads_applied, mc.reload_failures);
 	objects(f, m);
 	contexts(f, m);
 	faults(f, m);

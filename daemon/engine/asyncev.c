@@ -18,32 +18,32 @@
 #include "objects.h"
 #include "qphealth.h"
 
-/* The verbs' async event types, as the stream names them. */
-static const char *async_event_name(enum ibv_event_type t)
+/* The verbs' async event types, as the bus has them. */
+static enum event_kind async_event_kind(enum ibv_event_type t)
 {
 	switch (t) {
-	case IBV_EVENT_CQ_ERR: return "cq_error";
-	case IBV_EVENT_QP_FATAL: return "qp_fatal";
-	case IBV_EVENT_QP_REQ_ERR: return "qp_request_error";
-	case IBV_EVENT_QP_ACCESS_ERR: return "qp_access_error";
-	case IBV_EVENT_COMM_EST: return "comm_established";
-	case IBV_EVENT_SQ_DRAINED: return "sq_drained";
-	case IBV_EVENT_PATH_MIG: return "path_migrated";
-	case IBV_EVENT_PATH_MIG_ERR: return "path_migration_error";
-	case IBV_EVENT_DEVICE_FATAL: return "device_fatal";
-	case IBV_EVENT_PORT_ACTIVE: return "port_active";
-	case IBV_EVENT_PORT_ERR: return "port_error";
-	case IBV_EVENT_LID_CHANGE: return "lid_change";
-	case IBV_EVENT_PKEY_CHANGE: return "pkey_change";
-	case IBV_EVENT_SM_CHANGE: return "sm_change";
-	case IBV_EVENT_SRQ_ERR: return "srq_error";
-	case IBV_EVENT_SRQ_LIMIT_REACHED: return "srq_limit_reached";
-	case IBV_EVENT_QP_LAST_WQE_REACHED: return "qp_last_wqe_reached";
-	case IBV_EVENT_CLIENT_REREGISTER: return "client_reregister";
-	case IBV_EVENT_GID_CHANGE: return "gid_change";
-	case IBV_EVENT_WQ_FATAL: return "wq_fatal";
+	case IBV_EVENT_CQ_ERR: return EV_CQ_ERROR;
+	case IBV_EVENT_QP_FATAL: return EV_QP_FATAL;
+	case IBV_EVENT_QP_REQ_ERR: return EV_QP_REQUEST_ERROR;
+	case IBV_EVENT_QP_ACCESS_ERR: return EV_QP_ACCESS_ERROR;
+	case IBV_EVENT_COMM_EST: return EV_COMM_ESTABLISHED;
+	case IBV_EVENT_SQ_DRAINED: return EV_SQ_DRAINED;
+	case IBV_EVENT_PATH_MIG: return EV_PATH_MIGRATED;
+	case IBV_EVENT_PATH_MIG_ERR: return EV_PATH_MIGRATION_ERROR;
+	case IBV_EVENT_DEVICE_FATAL: return EV_DEVICE_FATAL;
+	case IBV_EVENT_PORT_ACTIVE: return EV_PORT_ACTIVE;
+	case IBV_EVENT_PORT_ERR: return EV_PORT_ERROR;
+	case IBV_EVENT_LID_CHANGE: return EV_LID_CHANGE;
+	case IBV_EVENT_PKEY_CHANGE: return EV_PKEY_CHANGE;
+	case IBV_EVENT_SM_CHANGE: return EV_SM_CHANGE;
+	case IBV_EVENT_SRQ_ERR: return EV_SRQ_ERROR;
+	case IBV_EVENT_SRQ_LIMIT_REACHED: return EV_SRQ_LIMIT_REACHED;
+	case IBV_EVENT_QP_LAST_WQE_REACHED: return EV_QP_LAST_WQE_REACHED;
+	case IBV_EVENT_CLIENT_REREGISTER: return EV_CLIENT_REREGISTER;
+	case IBV_EVENT_GID_CHANGE: return EV_GID_CHANGE;
+	case IBV_EVENT_WQ_FATAL: return EV_WQ_FATAL;
 	}
-	return "unknown";
+	return EV_ASYNC_UNKNOWN;
 }
 
 /* The object of p an async event is about: a QP, CQ or SRQ of ours
@@ -92,12 +92,13 @@ static struct object *async_object(struct profile *p,
 static void publish_async(struct events *events, struct profile *p,
 			  const struct ibv_async_event *ev, struct object *o)
 {
-	json_t *j = json_pack("{s:s, s:s}", "profile", p->conf->name, "device",
-			      p->ibdev);
+	struct event e = { .kind = async_event_kind(ev->event_type),
+			   .profile_name = p->conf->name,
+			   .profile = p,
+			   .object = o,
+			   .u.async = { .ibdev = p->ibdev, .state = -1 } };
 	struct ibv_port_attr pa;
 
-	if (!j)
-		return;
 	switch (ev->event_type) {
 	case IBV_EVENT_PORT_ACTIVE:
 	case IBV_EVENT_PORT_ERR:
@@ -106,29 +107,16 @@ static void publish_async(struct events *events, struct profile *p,
 	case IBV_EVENT_SM_CHANGE:
 	case IBV_EVENT_CLIENT_REREGISTER:
 	case IBV_EVENT_GID_CHANGE:
-		json_object_set_new(j, "port", json_integer(ev->element.port_num));
+		e.u.async.port = ev->element.port_num;
 		/* As GET /v1/devices/{ibdev}/ports/{n} shows it. */
 		if (!ibv_query_port(p->ctx, (uint8_t)ev->element.port_num,
-				    &pa)) {
-			const char *name = devinfo_port_state_name(pa.state);
-
-			json_object_set_new(j, "state", json_integer(pa.state));
-			json_object_set_new(j, "state_name",
-					    json_string(name ? name
-							     : "unknown"));
-		}
+				    &pa))
+			e.u.async.state = pa.state;
 		break;
 	default:
 		break;
 	}
-	if (o) {
-		json_object_set_new(j, "kind", json_string(obj_kind_name(o->kind)));
-		json_object_set_new(j, "name", json_string(object_name(o)));
-		if (o->kind == OBJ_QP)
-			json_object_set_new(j, "qp_num",
-					    json_integer(o->u.qp.qp->qp_num));
-	}
-	events_publish(events, async_event_name(ev->event_type), j);
+	events_publish(events, &e);
 }
 
 /* The port's GID table changed (an address came or went): select the
@@ -140,7 +128,6 @@ static void reselect_gid(struct events *events, struct profile *p)
 	union ibv_gid gid;
 	char before[GID_TEXT_SIZE], after[GID_TEXT_SIZE];
 	int idx = -1;
-	json_t *j;
 
 	if (devmatch_gid(p->ctx, devmatch_of(p->dev), &idx, &gid) < 0)
 		idx = -1;
@@ -162,11 +149,12 @@ static void reselect_gid(struct events *events, struct profile *p)
 	p->gid_index = idx;
 	if (idx >= 0)
 		p->gid = gid;
-	j = json_pack("{s:s, s:s, s:i, s:i, s:s}", "profile", p->conf->name,
-		      "device", p->ibdev, "port", p->dev->port, "gid_index",
-		      idx, "gid", after);
-	if (j)
-		events_publish(events, "gid_selected", j);
+	events_publish(events,
+		       &(struct event){ .kind = EV_GID_SELECTED,
+					.profile_name = p->conf->name,
+					.profile = p,
+					.u.gid = { p->ibdev, p->dev->port, idx,
+						   after } });
 	profile_touch(p);
 }
 
@@ -183,7 +171,7 @@ bool asyncev_handle(struct events *events, struct profile *p,
 	if ((ev->event_type == IBV_EVENT_QP_FATAL ||
 	     ev->event_type == IBV_EVENT_QP_REQ_ERR ||
 	     ev->event_type == IBV_EVENT_QP_ACCESS_ERR) && o)
-		qphealth_failed(p, o, async_event_name(ev->event_type));
+		qphealth_failed(p, o, event_name(async_event_kind(ev->event_type)));
 	if (ev->event_type == IBV_EVENT_SRQ_LIMIT_REACHED && o) {
 		/* The device disarmed it: armed again for the next time. */
 		r = object_srq_arm(o);

@@ -1,10 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "events.h"
 
@@ -13,13 +10,20 @@ struct subscriber {
 	void *ud;
 };
 
+/* A delivery under way: the next subscriber to call. A subscriber may
+ * publish from its callback (an attach answered on a profile's change
+ * takes leases, which are announced): deliveries nest, each with its
+ * own place, and unsubscribing moves every place behind it. */
+struct delivery {
+	size_t next;
+	struct delivery *outer;
+};
+
 struct events {
 	uint64_t seq;
 	struct subscriber *subs;
 	size_t n_subs;
-	/* While publishing: the next subscriber to call (unsubscribing
-	 * moves those behind it). */
-	size_t next;
+	struct delivery *delivering; /* the innermost */
 };
 
 int events_new(struct events **out)
@@ -64,8 +68,9 @@ void events_unsubscribe(struct events *b, events_fn fn, void *ud)
 		memmove(&b->subs[i], &b->subs[i + 1],
 			(b->n_subs - i - 1) * sizeof(*b->subs));
 		b->n_subs--;
-		if (i < b->next)
-			b->next--;
+		for (struct delivery *d = b->delivering; d; d = d->outer)
+			if (i < d->next)
+				d->next--;
 		return;
 	}
 }
@@ -75,82 +80,81 @@ uint64_t events_last_seq(const struct events *b)
 	return b ? b->seq : 0;
 }
 
-/* "2026-11-26T07:06:32.123Z". The part to the second is formatted when
- * the second changes: a burst of events (attaches, progress) formatted
- * the date each time, most of publishing one. */
-static json_t *timestamp(void)
+static const char *const names[EV_KIND_MAX] = {
+	[EV_PROFILE_STATE] = "profile_state",
+	[EV_OBJECT_STATE] = "object_state",
+	[EV_PROGRESS] = "progress",
+	[EV_RELOAD] = "reload",
+	[EV_DEVICE_ADDED] = "device_added",
+	[EV_DEVICE_REMOVED] = "device_removed",
+	[EV_PORT_ACTIVE] = "port_active",
+	[EV_PORT_ERROR] = "port_error",
+	[EV_LID_CHANGE] = "lid_change",
+	[EV_PKEY_CHANGE] = "pkey_change",
+	[EV_SM_CHANGE] = "sm_change",
+	[EV_CLIENT_REREGISTER] = "client_reregister",
+	[EV_GID_CHANGE] = "gid_change",
+	[EV_QP_FATAL] = "qp_fatal",
+	[EV_QP_REQUEST_ERROR] = "qp_request_error",
+	[EV_QP_ACCESS_ERROR] = "qp_access_error",
+	[EV_COMM_ESTABLISHED] = "comm_established",
+	[EV_SQ_DRAINED] = "sq_drained",
+	[EV_PATH_MIGRATED] = "path_migrated",
+	[EV_PATH_MIGRATION_ERROR] = "path_migration_error",
+	[EV_QP_LAST_WQE_REACHED] = "qp_last_wqe_reached",
+	[EV_CQ_ERROR] = "cq_error",
+	[EV_SRQ_ERROR] = "srq_error",
+	[EV_SRQ_LIMIT_REACHED] = "srq_limit_reached",
+	[EV_WQ_FATAL] = "wq_fatal",
+	[EV_DEVICE_FATAL] = "device_fatal",
+	[EV_ASYNC_UNKNOWN] = "unknown",
+	[EV_GID_SELECTED] = "gid_selected",
+	[EV_QP_ERROR] = "qp_error",
+	[EV_QP_RECOVERED] = "qp_recovered",
+	[EV_QP_RECOVER_FAILED] = "qp_recover_failed",
+	[EV_MCAST_JOIN] = "mcast_join",
+	[EV_MCAST_ERROR] = "mcast_error",
+	[EV_TARGET_CONNECT] = "target_connect",
+	[EV_TARGET_DISCONNECT] = "target_disconnect",
+	[EV_TARGET_REJECT] = "target_reject",
+	[EV_TARGET_REVOKE] = "target_revoke",
+	[EV_SESSION_ATTACH] = "session_attach",
+	[EV_SESSION_DETACH] = "session_detach",
+	[EV_OBJECT_LOST] = "object_lost",
+	[EV_OBJECT_RECREATED] = "object_recreated",
+	/* the engine's own */
+	[EV_CREATION_STEP] = "creation_step",
+	[EV_PROFILE_CHANGED] = "profile_changed",
+	[EV_SETTLED] = "settled",
+	[EV_DEVICE_LOST] = "device_lost",
+	[EV_PROFILE_REMOVED] = "profile_removed",
+	[EV_LEASES_CHANGED] = "leases_changed",
+};
+
+const char *event_name(enum event_kind k)
 {
-	static __thread time_t cached_sec = -1;
-	static __thread char date[64];
-	static __thread size_t n;
-	struct timespec ts;
-	char buf[96];
-	long ms;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	if (ts.tv_sec != cached_sec) {
-		struct tm tm;
-
-		gmtime_r(&ts.tv_sec, &tm);
-		n = strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm);
-		cached_sec = ts.tv_sec;
-	}
-	ms = ts.tv_nsec / 1000000;
-	memcpy(buf, date, n);
-	buf[n] = '.';
-	buf[n + 1] = (char)('0' + ms / 100);
-	buf[n + 2] = (char)('0' + ms / 10 % 10);
-	buf[n + 3] = (char)('0' + ms % 10);
-	buf[n + 4] = 'Z';
-	return json_stringn(buf, n + 5);
+	return (unsigned int)k < EV_KIND_MAX && names[k] ? names[k] : "?";
 }
 
-int64_t events_publish(struct events *b, const char *name, json_t *body)
+uint64_t events_publish(struct events *b, struct event *ev)
 {
-	json_t *ev;
+	struct event_render render = { 0 };
+	struct delivery d = { 0, b ? b->delivering : NULL };
 
-	if (body && !json_is_object(body)) {
-		json_decref(body);
-		return -EINVAL;
-	}
-	if (!b) {
-		json_decref(body);
+	if (!b)
 		return 0;
-	}
-	/* seq, time and event first: a reader sees what it is at once. */
-	ev = json_pack("{s:I, s:o, s:s}", "seq", (json_int_t)(b->seq + 1),
-		       "time", timestamp(), "event", name);
-	if (!ev || (body && json_object_update(ev, body) < 0)) {
-		json_decref(ev);
-		json_decref(body);
-		return -ENOMEM;
-	}
-	json_decref(body);
-	b->seq++;
-	for (b->next = 0; b->next < b->n_subs;) {
-		struct subscriber s = b->subs[b->next++];
+	ev->seq = event_streamed(ev->kind) ? ++b->seq : 0;
+	ev->render = &render;
+	b->delivering = &d;
+	while (d.next < b->n_subs) {
+		struct subscriber s = b->subs[d.next++];
 
 		s.fn(s.ud, ev);
 	}
-	json_decref(ev);
-	return (int64_t)b->seq;
-}
-
-int64_t events_publishf(struct events *b, const char *name, const char *fmt,
-			...)
-{
-	json_error_t err;
-	json_t *body;
-	va_list ap;
-
-	if (!b)
-		return 0; /* nobody to build it for */
-	va_start(ap, fmt);
-	body = json_vpack_ex(&err, 0, fmt, ap);
-	va_end(ap);
-	if (!body)
-		return -ENOMEM;
-	return events_publish(b, name, body);
+	b->delivering = d.outer;
+	json_decref(render.json);
+	ev->render = NULL;
+	return ev->seq;
 }
 
 /* ---- a subscriber's queue ---- */
@@ -172,7 +176,8 @@ void events_queue_clear(struct events_queue *q)
 	*q = (struct events_queue){ 0 };
 }
 
-bool events_queue_push(struct events_queue *q, const json_t *ev)
+bool events_queue_push(struct events_queue *q, const json_t *ev,
+		       uint64_t seq)
 {
 	if (q->overflowed)
 		return false;
@@ -181,7 +186,7 @@ bool events_queue_push(struct events_queue *q, const json_t *ev)
 		return false;
 	}
 	q->ev[(q->head + q->n++) % q->cap] = json_incref((json_t *)ev);
-	q->last_seq = (uint64_t)json_integer_value(json_object_get(ev, "seq"));
+	q->last_seq = seq;
 	return true;
 }
 

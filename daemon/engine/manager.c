@@ -10,7 +10,7 @@
 #include "devwatch.h"
 #include "events.h"
 #include "log.h"
-#include "manager.h"
+#include "manager_internal.h"
 #include "objects.h"
 #include "orphans.h"
 #include "populate.h"
@@ -19,43 +19,15 @@
 
 /* ---- announcements ---- */
 
-int manager_subscribe(struct manager *m, manager_listener_fn fn, void *ud)
-{
-	struct manager_listener *l = realloc(
-		m->listeners, (m->n_listeners + 1) * sizeof(*l));
-
-	if (!l)
-		return -ENOMEM;
-	m->listeners = l;
-	l[m->n_listeners++] = (struct manager_listener){ fn, ud };
-	return 0;
-}
-
-void manager_unsubscribe(struct manager *m, manager_listener_fn fn, void *ud)
-{
-	for (size_t i = 0; i < m->n_listeners; i++)
-		if (m->listeners[i].fn == fn && m->listeners[i].ud == ud) {
-			m->listeners[i] = m->listeners[--m->n_listeners];
-			return;
-		}
-}
-
-/* Tell every subscriber (one may unsubscribe itself). */
-static void manager_announce_event(struct manager *m,
-				   const struct manager_event *ev)
-{
-	/* A listener may unsubscribe itself. */
-	for (size_t i = m->n_listeners; i-- > 0;)
-		if (i < m->n_listeners)
-			m->listeners[i].fn(m->listeners[i].ud, ev);
-}
-
-static void manager_announce(struct manager *m, enum manager_event_kind kind,
+/* What the manager tells the bus (events.h): the engine's own events. */
+static void manager_announce(struct manager *m, enum event_kind kind,
 			     struct profile *p)
 {
-	struct manager_event ev = { .kind = kind, .profile = p };
-
-	manager_announce_event(m, &ev);
+	events_publish(m->events,
+		       &(struct event){ .kind = kind,
+					.profile_name = p ? p->conf->name
+							  : NULL,
+					.profile = p });
 }
 
 void manager_set_sessions(struct manager *m, const struct manager_sessions *s)
@@ -135,17 +107,16 @@ static void stop_profile(struct manager *m, struct profile *p,
 	if (lost) {
 		/* After our own context is closed: the device can go as soon
 		 * as the sessions' contexts are closed too. */
-		struct manager_event ev = { .kind = MANAGER_DEVICE_LOST,
-					    .profile = p,
-					    .ibdev = ibdev,
-					    .reason = reason };
-
-		manager_announce_event(m, &ev);
+		events_publish(m->events,
+			       &(struct event){ .kind = EV_DEVICE_LOST,
+						.profile_name = p->conf->name,
+						.profile = p,
+						.u.device = { ibdev, reason } });
 	}
-	manager_announce(m, MANAGER_PROFILE_CHANGED, p);
+	manager_announce(m, EV_PROFILE_CHANGED, p);
 	/* A creation it cut short may have been the last one under way. */
 	if (was_busy && !m->reloading && !manager_busy(m))
-		manager_announce(m, MANAGER_SETTLED, NULL);
+		manager_announce(m, EV_SETTLED, NULL);
 }
 
 /* An async event of p's context (asyncev.c): a device that failed
@@ -189,7 +160,7 @@ static void start_profile(struct manager *m, struct profile *p)
 	watch_profile(m, p);
 	if (!profile_busy(p))
 		log_profile(p);
-	manager_announce(m, MANAGER_PROFILE_CHANGED, p);
+	manager_announce(m, EV_PROFILE_CHANGED, p);
 }
 
 /* devwatch's callback: a device came or went. */
@@ -203,9 +174,11 @@ static void on_device(void *ud, const char *ibdev, enum devwatch_action a)
 							 : MSGID_DEVICE_GONE },
 		"device %s %s", ibdev,
 		a == DEVWATCH_ADD ? "appeared" : "went away");
-	events_publishf(m->events,
-			a == DEVWATCH_ADD ? "device_added" : "device_removed",
-			"{s:s}", "device", ibdev);
+	events_publish(m->events,
+		       &(struct event){ .kind = a == DEVWATCH_ADD
+							? EV_DEVICE_ADDED
+							: EV_DEVICE_REMOVED,
+					.u.device.ibdev = ibdev });
 	manager_devices_changed(m, ibdev, a == DEVWATCH_REMOVE);
 	/* What removed profiles still drain on it goes with it. */
 	for (size_t i = m->n_retired; a == DEVWATCH_REMOVE && i-- > 0;)
@@ -241,18 +214,16 @@ static void publish_progress(struct manager *m, struct profile *p, bool force)
 {
 	const struct profile_progress *g = &p->progress;
 	size_t step = g->objects_total / PROGRESS_EVENTS + 1;
-	json_t *ev;
+	struct profile_progress now;
 
 	if (!force && g->objects % step && g->objects != g->objects_total)
 		return;
-	ev = profile_progress_json(p);
-	if (!ev || json_object_set_new(ev, "profile",
-				       json_string(p->conf->name)) < 0) {
-		json_decref(ev);
-		return;
-	}
-	p->populated_said = json_integer_value(json_object_get(ev, "populated"));
-	events_publish(m->events, "progress", ev);
+	profile_progress_now(p, &now);
+	p->populated_said = now.populated;
+	events_publish(m->events,
+		       &(struct event){ .kind = EV_PROGRESS,
+					.profile_name = p->conf->name,
+					.profile = p });
 }
 
 /* Every POPULATE_TICK_USEC while a creation populates large memory: a
@@ -275,7 +246,7 @@ static int on_populate_tick(sd_event_source *s, uint64_t usec, void *ud)
 		/* Its documents show the bytes: cached ones are stale. */
 		profile_touch(p);
 		publish_progress(m, p, true);
-		manager_announce(m, MANAGER_PROGRESS, p);
+		manager_announce(m, EV_CREATION_STEP, p);
 	}
 	if (more)
 		sd_event_source_set_time(s, usec + POPULATE_TICK_USEC);
@@ -314,27 +285,28 @@ static void on_profile_change(void *ud, struct profile *p,
 		return;
 	}
 	if (what == PROFILE_LEASES || what == PROFILE_LEASES_ENDED) {
-		struct manager_event ev = { .kind = MANAGER_LEASES_CHANGED,
-					    .profile = p,
-					    .ended = what ==
-						     PROFILE_LEASES_ENDED };
-
-		manager_announce_event(m, &ev);
+		events_publish(m->events,
+			       &(struct event){ .kind = EV_LEASES_CHANGED,
+						.profile_name = p->conf->name,
+						.profile = p,
+						.u.leases_ended =
+							what ==
+							PROFILE_LEASES_ENDED });
 		return;
 	}
 	if (what == PROFILE_PROGRESS) {
 		publish_progress(m, p, false);
-		manager_announce(m, MANAGER_PROGRESS, p);
+		manager_announce(m, EV_CREATION_STEP, p);
 		return;
 	}
 	log_profile(p);
 	if (p->adopt && !profile_busy(p))
-		manager_adopt(m, p, manager_release);
+		manager_adopt(m, p);
 	/* What its context holds has changed: look again. */
 	orphans_request(m->orphans);
-	manager_announce(m, MANAGER_PROFILE_CHANGED, p);
+	manager_announce(m, EV_PROFILE_CHANGED, p);
 	if (!m->reloading && !manager_busy(m))
-		manager_announce(m, MANAGER_SETTLED, NULL);
+		manager_announce(m, EV_SETTLED, NULL);
 }
 
 /* The profiles by name, for lookups. */
@@ -408,19 +380,18 @@ int manager_new(struct config *config, struct manager **out)
 
 /* ---- what the orphan scans ask of the manager (orphans.h) ---- */
 
-static bool orphans_attached(void *ud, const char *profile, pid_t pid)
+bool manager_attached(struct manager *m, const char *profile, pid_t pid)
 {
-	const struct manager_sessions *s = &((struct manager *)ud)->sessions;
+	const struct manager_sessions *s = &m->sessions;
 
 	return s->attached && s->attached(s->ud, profile, pid);
 }
 
 /* The policy retires p's context: closed, with what is left in it, and
  * p's objects created again in a fresh one; memory stays. */
-static void orphans_retire(void *ud, struct profile *p, const char *reason)
+void manager_retire_ctx(struct manager *m, struct profile *p,
+			const char *reason)
 {
-	struct manager *m = ud;
-
 	/* Not a lost device: nobody is attached to be told. */
 	p->async = asyncwatch_free(p->async);
 	profile_lose_device(p, reason);
@@ -428,10 +399,8 @@ static void orphans_retire(void *ud, struct profile *p, const char *reason)
 	start_profile(m, p);
 }
 
-static void orphans_scanned(void *ud, bool failed)
+void manager_orphans_scanned(struct manager *m, bool failed)
 {
-	struct manager *m = ud;
-
 	m->orphan_scans++;
 	m->orphan_scan_failures += failed;
 }
@@ -453,21 +422,14 @@ int manager_start(struct manager *m)
 			 "devices are seen as the kernel announces them",
 			 devwatch_udev_control());
 	manager_devices_changed(m, NULL, false);
-	r = orphans_new(&(struct orphans_owner){ .event = m->event,
-						 .profiles = manager_profiles_of,
-						 .attached = orphans_attached,
-						 .retire = orphans_retire,
-						 .may_retire = manager_may_retire,
-						 .scanned = orphans_scanned,
-						 .ud = m },
-			&m->orphans);
+	r = orphans_new(m, &m->orphans);
 	if (r < 0)
 		log_warn(r, "cannot look for orphaned objects, ignoring");
 	manager_check_start(m);
 	for (size_t i = 0; i < m->n_profiles; i++)
 		start_profile(m, m->profiles[i]);
 	if (!manager_busy(m))
-		manager_announce(m, MANAGER_SETTLED, NULL);
+		manager_announce(m, EV_SETTLED, NULL);
 	orphans_request(m->orphans);
 	return 0;
 }
@@ -489,7 +451,6 @@ struct manager *manager_free(struct manager *m)
 	if (!m)
 		return NULL;
 	/* Nobody hears the last words of a manager going away. */
-	m->n_listeners = 0;
 	manager_stop(m);
 	HASH_CLEAR(hh, m->by_name);
 	for (size_t i = 0; i < m->n_profiles; i++)
@@ -500,9 +461,7 @@ struct manager *manager_free(struct manager *m)
 	m->workers = workers_free(m->workers);
 	m->populate_tick = sd_event_source_disable_unref(m->populate_tick);
 	free(m->profiles);
-	free(m->listeners);
 	m->events = events_free(m->events);
-	free(m->token);
 	config_free(m->config);
 	sd_event_unref(m->event);
 	free(m);
@@ -511,9 +470,46 @@ struct manager *manager_free(struct manager *m)
 
 /* ---- reload ---- */
 
+/* A reload's changes, typed, for the bus's subscribers (EV_RELOAD). */
+struct change_list {
+	struct reload_change *v;
+	size_t n;
+};
+
+static void change_list_clear(struct change_list *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free((char *)l->v[i].profile);
+		free((char *)l->v[i].name);
+	}
+	free(l->v);
+	*l = (struct change_list){ 0 };
+}
+
+/* Out of memory, the change is left out of the typed list only: the
+ * answer's JSON has it. */
+static void change_list_add(struct change_list *l, const char *profile,
+			    int kind, const char *name, const char *action,
+			    bool drains)
+{
+	struct reload_change *v = realloc(l->v, (l->n + 1) * sizeof(*v));
+	char *pc = strdup(profile), *nc = name ? strdup(name) : NULL;
+
+	if (!v || !pc || (name && !nc)) {
+		if (v)
+			l->v = v;
+		free(pc);
+		free(nc);
+		return;
+	}
+	l->v = v;
+	v[l->n++] = (struct reload_change){ pc, kind, nc, action, drains };
+}
+
 struct reload_report {
 	const char *profile;
 	json_t *changes;
+	struct change_list *typed;
 	size_t kept;
 };
 
@@ -534,6 +530,9 @@ static void report_action(void *ud, const struct object *o,
 		json_pack("{s:s, s:s, s:s, s:s}", "profile", r->profile, "kind",
 			  obj_kind_name(o->kind), "name", object_name(o), "action",
 			  obj_action_name(a)));
+	change_list_add(r->typed, r->profile, (int)o->kind, object_name(o),
+			obj_action_name(a),
+			a == ACT_RECREATE || a == ACT_REMOVE);
 }
 
 static void report_profile(struct reload_report *r, const struct profile *p,
@@ -545,6 +544,7 @@ static void report_profile(struct reload_report *r, const struct profile *p,
 			      json_pack("{s:s, s:s, s:s}", "profile",
 					p->conf->name, "kind", "profile",
 					"action", action));
+	change_list_add(r->typed, p->conf->name, -1, NULL, action, false);
 }
 
 /* {"status":"error", "errors":[{file, line: 0, message}]}: a reason that
@@ -682,17 +682,19 @@ struct reload_req {
 	int r;
 	struct config *next;
 	json_t *result;
+	struct change_list changes; /* applied: what it changed */
 	struct reload_req *later; /* the queue */
 };
 
 static int apply(struct manager *m, struct config *next, bool force,
-		 json_t **result);
+		 json_t **result, struct change_list *changes);
 static void reload_next(struct manager *m);
 
 static void reload_req_free(struct reload_req *q)
 {
 	config_free(q->next);
 	json_decref(q->result);
+	change_list_clear(&q->changes);
 	free(q->path);
 	free(q);
 }
@@ -709,20 +711,23 @@ static void reload_run(struct work *w)
 /* The reload's answer to whoever asked, and to the event stream. */
 static void reload_answer(struct manager *m, struct reload_req *q)
 {
-	json_t *body;
-
 	if (q->r < 0 && !q->result)
 		q->result = json_pack("{s:s, s:s}", "status", "error",
 				      "message", strerror(-q->r));
 	/* The reload's answer, as POST /v1/reload gives it. */
-	body = q->result ? json_deep_copy(q->result) : NULL;
-	events_publish(m->events, "reload", body);
+	events_publish(m->events,
+		       &(struct event){ .kind = EV_RELOAD,
+					.u.reload = { q->result,
+						      q->changes.v,
+						      q->changes.n } });
 	for (size_t i = 0; q->r == 0 && i < m->n_profiles; i++) {
 		struct profile *p = m->profiles[i];
 
 		p->events = m->events;
-		events_publish(m->events, "profile_state",
-			       profile_event_body(p));
+		events_publish(m->events,
+			       &(struct event){ .kind = EV_PROFILE_STATE,
+						.profile_name = p->conf->name,
+						.profile = p });
 	}
 	if (q->done)
 		q->done(q->ud, q->r, q->result);
@@ -742,7 +747,8 @@ static void reload_done(struct work *w, bool cancelled)
 				      "message",
 				      "the daemon is stopping: not reloaded");
 	} else if (q->r == 0) {
-		q->r = apply(m, TAKE_PTR(q->next), q->force, &q->result);
+		q->r = apply(m, TAKE_PTR(q->next), q->force, &q->result,
+			     &q->changes);
 	}
 	if (q->r == 0)
 		m->reloads_applied++;
@@ -760,7 +766,7 @@ static void reload_done(struct work *w, bool cancelled)
 	if (!m->reload_queue)
 		orphans_resume(m->orphans);
 	if (!manager_busy(m))
-		manager_announce(m, MANAGER_SETTLED, NULL);
+		manager_announce(m, EV_SETTLED, NULL);
 }
 
 /* The first reload queued goes to the workers, unless one is there. */
@@ -833,10 +839,10 @@ void manager_reload_cancel(struct manager *m)
 
 /* Put next in place of the running configuration (on the loop). */
 static int apply(struct manager *m, struct config *next_in, bool force,
-		 json_t **result)
+		 json_t **result, struct change_list *changes)
 {
 	_cleanup_(config_freep) struct config *next = next_in;
-	struct reload_report rep = { 0 };
+	struct reload_report rep = { .typed = changes };
 	struct profile **profiles;
 	int r;
 
@@ -883,7 +889,7 @@ static int apply(struct manager *m, struct config *next_in, bool force,
 
 		if (!config_profile(next, old->conf->name)) {
 			report_profile(&rep, old, "remove");
-			manager_announce(m, MANAGER_PROFILE_REMOVED, old);
+			manager_announce(m, EV_PROFILE_REMOVED, old);
 			retire_profile(m, old);
 			m->profiles[i] = NULL;
 		}
@@ -917,49 +923,14 @@ static int apply(struct manager *m, struct config *next_in, bool force,
 		log_set_level(log_parse_level(next->daemon.log_level));
 	config_free(m->config);
 	m->config = TAKE_PTR(next);
-	r = manager_load_token(m);
-	if (r < 0)
-		log_warn(r, "token file %s: changes over REST are off",
-			 m->config->daemon.token_file);
 	*result = json_pack("{s:s, s:o, s:i}", "status", "ok", "changes",
 			    rep.changes, "kept", (int)rep.kept);
 	log_ctx(LOG_INFO, 0, &(struct log_ctx){ .message_id = MSGID_RELOADED },
 		"reloaded %s: %zu changes, %zu objects kept",
 		 m->config->path, json_array_size(rep.changes), rep.kept);
 	for (size_t i = 0; i < m->n_profiles; i++)
-		manager_announce(m, MANAGER_PROFILE_CHANGED, m->profiles[i]);
+		manager_announce(m, EV_PROFILE_CHANGED, m->profiles[i]);
 	return 0;
-}
-
-/* ---- the REST token ---- */
-
-int manager_load_token(struct manager *m)
-{
-	const char *path = m->config->daemon.token_file;
-	_cleanup_close_ int fd = -1;
-	char buf[256];
-	struct stat st;
-	ssize_t n;
-
-	free(m->token);
-	m->token = NULL;
-	if (!path)
-		return 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0 || fstat(fd, &st) < 0)
-		return -errno;
-	if (st.st_mode & (S_IRWXG | S_IRWXO))
-		log_warn(0, "token file %s is readable by others than its "
-			    "owner", path);
-	n = read(fd, buf, sizeof(buf) - 1);
-	if (n < 0)
-		return -errno;
-	buf[n] = '\0';
-	buf[strcspn(buf, "\r\n")] = '\0';
-	if (strlen(buf) < 16)
-		return -EINVAL; /* too short to be a secret */
-	m->token = strdup(buf);
-	return m->token ? 0 : -ENOMEM;
 }
 
 /* ---- queries ---- */

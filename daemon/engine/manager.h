@@ -3,14 +3,15 @@
  * The manager owns the running configuration, the profiles, the worker
  * pool and the event loop, and reacts to reloads and to devices coming
  * and going. It never calls the front ends: they subscribe to what it
- * announces (manager_subscribe) and lend it what only they know (the
- * sessions, manager_set_sessions).
+ * announces on the bus (m->events, events.h: the engine's own events
+ * and the stream's) and lend it what only they know (the sessions,
+ * manager_set_sessions).
  *
- * It is the engine's face: the rest of daemon/engine/ is below it and
- * never calls it. profile_reload.c, profile.c, orphans.c and asyncev.c
- * are given what they need as arguments, and tell it what happened
- * through callbacks it lends them at creation (profile_change_fn, struct
- * orphans_owner) or through what they return (asyncev_handle()).
+ * It is the engine's face. The scans and checks that work for it
+ * (orphans.c, reconcile.c, manager_adopt.c) ask it by name; the
+ * profiles (profile.c) tell it what happened through the one callback
+ * it lends each (profile_change_fn: unit tests make profiles without a
+ * manager).
  */
 #ifndef RDMAD_MANAGER_H
 #define RDMAD_MANAGER_H
@@ -20,51 +21,15 @@
 #include <time.h>
 
 #include "config.h"
+#include "events.h"
 #include "profile.h"
 
-struct http;
 struct devwatch;
 struct manager_devices;
-struct control;
 struct workers;
 struct orphans;
 struct reload_req;
 struct events;
-
-/* What the manager announces, on the loop. */
-enum manager_event_kind {
-	MANAGER_PROGRESS,	 /* an object of a profile's creation is done */
-	MANAGER_PROFILE_CHANGED, /* a profile settled, started or stopped */
-	MANAGER_SETTLED,	 /* nothing is being created anywhere */
-	/* A profile lost its device (removed or failed); it is pending
-	 * now: what sessions opened on the device themselves must go. */
-	MANAGER_DEVICE_LOST,
-	/* A reload is removing a profile (it drains what is leased). */
-	MANAGER_PROFILE_REMOVED,
-	/* Who holds what of a profile changed: a shared client's lease was
-	 * taken or ended, or one of the previous run's was adopted
-	 * (manager_holders_text() tells the new truth). */
-	MANAGER_LEASES_CHANGED,
-};
-
-struct manager_event {
-	enum manager_event_kind kind;
-	struct profile *profile; /* NULL for MANAGER_SETTLED */
-	/* MANAGER_DEVICE_LOST: the device it had (the profile's is
-	 * cleared by then) and why; NULL otherwise. */
-	const char *ibdev;
-	const char *reason;
-	/* MANAGER_LEASES_CHANGED: only ended (none taken): what the lease
-	 * record says may wait for the end of the loop's turn. */
-	bool ended;
-};
-
-typedef void (*manager_listener_fn)(void *ud, const struct manager_event *ev);
-
-struct manager_listener {
-	manager_listener_fn fn;
-	void *ud;
-};
 
 /* Sessions are the control socket's; the control layer and /metrics
  * show them through what it lends here. */
@@ -104,57 +69,44 @@ struct manager_front {
 	void *ud;
 };
 
-struct manager {
-	sd_event *event;
-	struct config *config;
-	struct profile **profiles;
-	size_t n_profiles;
-	struct profile *by_name; /* the same profiles, by name */
-	/* Profiles a reload removed while sessions held some of their
-	 * objects: kept, out of sight, until the last lease ends. */
-	struct profile **retired;
-	size_t n_retired;
-	struct workers *workers;
-	/* The event stream (events.h): the engine publishes there, the
-	 * front ends subscribe; anyone may publish (sessions, targets). */
-	struct events *events;
-	struct manager_listener *listeners;
-	size_t n_listeners;
-	struct manager_sessions sessions;
-	struct http *http;
-	struct manager_front fronts[FRONT_MAX];
-	struct control *control;
-	struct devwatch *devwatch;
-	/* The host's devices as GET /v1/devices shows them, read again
-	 * when one comes or goes (manager_devices.c). */
-	struct manager_devices *devices;
-	struct orphans *orphans; /* RDMA netlink scans (orphans.c) */
-	struct reconcile *reconcile; /* objects against the kernel */
-	/* The previous run's shared clients whose leases this one adopted
-	 * (manager_adopt.c). */
-	struct adopted *adopted;
-	/* Progress events while large memory is populated. */
-	sd_event_source *populate_tick;
-	char *token; /* REST bearer token, NULL: mutating calls refused */
-	struct timespec started; /* CLOCK_MONOTONIC */
-	/* Reloads that ended (applied, or refused or cancelled): counted
-	 * at the end, so a queued one is in neither. */
+/* The manager is its files' own (manager_internal.h): the rest ask it
+ * through the functions below. */
+struct manager;
+
+/* The loop everything runs on, the bus it announces on (events.h), the
+ * running configuration (a reload replaces it: do not keep it). */
+sd_event *manager_loop(const struct manager *m);
+struct events *manager_bus(const struct manager *m);
+const struct config *manager_config(const struct manager *m);
+/* The running profiles, one by one (i < manager_n_profiles()). */
+size_t manager_n_profiles(const struct manager *m);
+struct profile *manager_profile_at(const struct manager *m, size_t i);
+/* A reload is being applied: the profile list is half old, half new
+ * (it ends with an EV_PROFILE_CHANGED for every profile). */
+bool manager_reloading(const struct manager *m);
+/* What /metrics counts of the manager's own work. */
+struct manager_counters {
 	unsigned int reloads_applied, reload_failures;
 	unsigned long long orphan_scans, orphan_scan_failures;
 	unsigned long long ctx_retirements; /* contexts renewed for orphans */
-	struct reload_req *reload_queue; /* the first is on the workers */
-	bool reloading; /* a reload is being applied */
-	bool stopping;
 };
+void manager_counters(const struct manager *m, struct manager_counters *out);
+/* What the front ends lent (manager_set_sessions(), manager_set_front()),
+ * asked: false (and *out zero) when nobody lent it. */
+bool manager_session_stats(const struct manager *m, struct session_stats *out);
+bool manager_front_stats(const struct manager *m, enum manager_front_kind k,
+			 struct front_stats *out);
+/* GET /v1/sessions' sessions (a new reference; an empty array when no
+ * front end lends them), NULL out of memory. */
+json_t *manager_sessions_json(const struct manager *m);
+/* Someone looks at p's orphans: scan again if the last scan is old. */
+void manager_orphans_refresh(struct manager *m, const struct profile *p);
 
 /* Takes config over (freed with the manager, or at once on failure). */
 int manager_new(struct config *config, struct manager **out);
 /* Open the devices, start creating every profile's objects on the
- * workers, watch devices. MANAGER_SETTLED comes when all is created. */
+ * workers, watch devices. EV_SETTLED comes when all is created. */
 int manager_start(struct manager *m);
-/* Hear what the manager announces, until unsubscribed. */
-int manager_subscribe(struct manager *m, manager_listener_fn fn, void *ud);
-void manager_unsubscribe(struct manager *m, manager_listener_fn fn, void *ud);
 void manager_set_sessions(struct manager *m, const struct manager_sessions *s);
 void manager_set_front(struct manager *m, enum manager_front_kind kind,
 		       const struct manager_front *f);
@@ -182,7 +134,7 @@ typedef void (*manager_reload_fn)(void *ud, int r, json_t *result);
  * from within this call, with a document in result:
  *   0          applied: {"status":"ok", "changes":[...], "kept": N}; new
  *              and changed objects are created on the workers after
- *              (MANAGER_SETTLED when done);
+ *              (EV_SETTLED when done);
  *   -EINVAL    the configuration has errors (or could not be read):
  *              {"status":"error", "errors":[{file, line, message}...]};
  *   -ENOTEMPTY it declares no profile and would remove every running one:
@@ -207,8 +159,6 @@ void manager_reload_cancel(struct manager *m);
 void manager_release(struct manager *m, const char *profile,
 		     enum obj_kind kind, const char *name, uint64_t serial);
 
-/* Read daemon.http.token_file (at least 16 characters, first line). */
-int manager_load_token(struct manager *m);
 
 struct profile *manager_profile(struct manager *m, const char *name);
 /* An ATTACH is about to hand out p's handles: check them against the
@@ -217,12 +167,8 @@ struct profile *manager_profile(struct manager *m, const char *name);
 int manager_check(struct manager *m, struct profile *p);
 /* manager_adopt.c: p settled with the previous run's holders
  * (p->adopt): the live ones' leases are taken over, each watched until
- * it exits, when release (manager_release) ends each lease. */
-typedef void (*manager_release_fn)(struct manager *m, const char *profile,
-				   enum obj_kind kind, const char *name,
-				   uint64_t serial);
-void manager_adopt(struct manager *m, struct profile *p,
-		   manager_release_fn release);
+ * it exits, when manager_release() ends each lease. */
+void manager_adopt(struct manager *m, struct profile *p);
 void manager_adopt_stop(struct manager *m);
 /*
  * Who holds what of p, as the lease record says it (restore.h): the
@@ -254,11 +200,23 @@ json_t *manager_adopted_json(struct manager *m);
 /* manager_check.c's, for manager.c: the checks start and stop. */
 void manager_check_start(struct manager *m);
 void manager_check_stop(struct manager *m);
-/* The running profiles, for the scans' and checks' owners (ud: the
- * manager). */
-struct profile *const *manager_profiles_of(void *ud, size_t *n);
-/* The orphan scans' owner: daemon.orphans = "retire"? */
-bool manager_may_retire(void *ud);
+/* For the scans (orphans.c) and the checks (reconcile.c), which work
+ * for the manager and ask it by name: */
+/* The running profiles. */
+struct profile *const *manager_profiles_of(struct manager *m, size_t *n);
+/* daemon.orphans = "retire"? */
+bool manager_may_retire(struct manager *m);
+/* Is process pid (0: any) attached to the profile (the sessions')? */
+bool manager_attached(struct manager *m, const char *profile, pid_t pid);
+/* The sessions attached to profile, as GET /v1/sessions shows them: who
+ * held it when an object went (a new JSON array). */
+json_t *manager_holders_json(struct manager *m, const char *profile);
+/* The policy retires p's context: closed, with what is left in it, and
+ * p's objects created again in a fresh one; memory stays. */
+void manager_retire_ctx(struct manager *m, struct profile *p,
+			const char *reason);
+/* A scan ended; failed: some device's dumps could not be read. */
+void manager_orphans_scanned(struct manager *m, bool failed);
 /* manager_devices.c: the host's devices read again, at start (ibdev
  * NULL) and when ibdev came or went (gone); only a device not seen
  * before is opened (its import probe). */

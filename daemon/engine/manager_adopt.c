@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "manager.h"
+#include "manager_internal.h"
 #include "objects.h"
 #include "restore.h"
 #include "restore_doc.h"
@@ -27,7 +27,6 @@ struct adopted_lease {
 struct adopted {
 	struct adopted *next;
 	struct manager *m;
-	manager_release_fn release; /* the manager's, lent */
 	char *profile;
 	pid_t pid;
 	uid_t uid;
@@ -75,7 +74,7 @@ static int on_exit_of(sd_event_source *es, int fd, uint32_t revents,
 		 a->profile, (int)a->pid, a->n_leases);
 	unlink_adopted(m, a);
 	for (size_t i = 0; i < a->n_leases; i++)
-		a->release(m, a->profile, a->leases[i].kind,
+		manager_release(m, a->profile, a->leases[i].kind,
 			   a->leases[i].name, a->leases[i].serial);
 	adopted_free(a);
 	return 0;
@@ -108,8 +107,7 @@ static struct object *leased(struct profile *p, enum obj_kind kind,
 	return NULL;
 }
 
-static void adopt_one(struct manager *m, struct profile *p, const json_t *h,
-		      manager_release_fn release)
+static void adopt_one(struct manager *m, struct profile *p, const json_t *h)
 {
 	struct adopted *a = calloc(1, sizeof(*a));
 	const json_t *l;
@@ -119,7 +117,6 @@ static void adopt_one(struct manager *m, struct profile *p, const json_t *h,
 	if (!a)
 		return;
 	a->m = m;
-	a->release = release;
 	a->pidfd = -1;
 	a->pid = (pid_t)json_integer_value(json_object_get(h, "pid"));
 	a->uid = (uid_t)json_integer_value(json_object_get(h, "uid"));
@@ -174,8 +171,7 @@ static void adopt_one(struct manager *m, struct profile *p, const json_t *h,
 		 p->conf->name, (int)a->pid, a->n_leases);
 }
 
-void manager_adopt(struct manager *m, struct profile *p,
-		   manager_release_fn release)
+void manager_adopt(struct manager *m, struct profile *p)
 {
 	_cleanup_(json_decrefp) json_t *holders = TAKE_PTR(p->adopt);
 	const json_t *h;
@@ -184,7 +180,7 @@ void manager_adopt(struct manager *m, struct profile *p,
 
 	json_array_foreach(holders, i, h)
 		if (restore_holder_alive(h))
-			adopt_one(m, p, h, release);
+			adopt_one(m, p, h);
 	/* Kept for a holder that is gone by now: nobody drains for. */
 	while (again) {
 		again = false;

@@ -16,7 +16,7 @@
 #include "devmatch.h"
 #include "devwatch.h"
 #include "log.h"
-#include "manager.h"
+#include "manager_internal.h"
 
 struct devview_entry {
 	json_t *summary; /* devinfo_summary()'s document */

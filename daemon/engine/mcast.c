@@ -350,18 +350,17 @@ static void changed(struct mcast *m)
 		m->changed(m->ud);
 }
 
-static void publish(struct mcast *m, const char *what, const char *reason)
+static void publish(struct mcast *m, enum event_kind what, const char *reason)
 {
 	char text[INET6_ADDRSTRLEN];
-	json_t *j = json_pack("{s:s, s:s, s:s, s:s}", "profile", m->profile,
-			      "kind", "mcast", "name", m->name, "group",
-			      group_text(m, text, sizeof(text)));
 
-	if (!j)
-		return;
-	if (reason)
-		json_object_set_new(j, "reason", json_string(reason));
-	events_publish(m->events, what, j);
+	events_publish(m->events,
+		       &(struct event){
+			       .kind = what,
+			       .profile_name = m->profile,
+			       .u.mcast = { m->name,
+					    group_text(m, text, sizeof(text)),
+					    reason } });
 }
 
 static void set_error(struct mcast *m, const char *fmt, ...) _printf_(2, 3);
@@ -377,7 +376,7 @@ static void set_error(struct mcast *m, const char *fmt, ...)
 	m->state = JOIN_ERROR;
 	log_object(LOG_WARNING, 0, m->profile, "mcast", m->name, "%s",
 		   m->reason ? m->reason : "error");
-	publish(m, "mcast_error", m->reason);
+	publish(m, EV_MCAST_ERROR, m->reason);
 }
 
 /* The fabric dropped the group (or the address moved): detach, leave
@@ -415,7 +414,7 @@ static void on_event(struct mcast *m, enum rdma_cm_event_type type,
 			set_error(m, "%s", why ? why : "attach failed");
 			free(why);
 		} else {
-			publish(m, "mcast_join", NULL);
+			publish(m, EV_MCAST_JOIN, NULL);
 		}
 		changed(m);
 		break;
@@ -466,17 +465,16 @@ static int on_again(sd_event_source *s, void *ud)
 }
 
 /* The device's events for this profile that drop memberships. */
-static void on_stream(void *ud, const json_t *ev)
+static void on_stream(void *ud, const struct event *ev)
 {
-	const char *what = json_string_value(json_object_get(ev, "event"));
-	const char *prof = json_string_value(json_object_get(ev, "profile"));
 	struct mcast *m = ud;
 
-	if (!what || !prof || !streq(prof, m->profile) || !m->again)
+	if (!ev->profile_name || !streq(ev->profile_name, m->profile) ||
+	    !m->again)
 		return;
-	if (streq(what, "port_active"))
+	if (ev->kind == EV_PORT_ACTIVE)
 		m->again_why = "the port is active again";
-	else if (streq(what, "gid_change"))
+	else if (ev->kind == EV_GID_CHANGE)
 		m->again_why = "the GID table changed";
 	else
 		return;

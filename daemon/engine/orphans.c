@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "manager.h"
 #include "orphans.h"
 #include "profile.h"
 #include "qphealth.h"
@@ -36,7 +37,7 @@ struct seen_ctx {
 };
 
 struct orphans {
-	struct orphans_owner owner;
+	struct manager *m; /* whose profiles are scanned */
 	struct rdmanl *nl;
 	sd_event_source *io, *timer, *soon;
 	/* A scan after RECLAIM_DELAY_USEC: leftovers wait for it. */
@@ -211,9 +212,7 @@ static enum owner owner_of(struct orphans *o, const struct profile *p,
 			   struct held *h, const struct rdmanl_res *r,
 			   struct pid_cache *pc)
 {
-	const struct orphans_owner *w = &o->owner;
 	pid_t tgid;
-
 
 	if (holds_number(h, r))
 		return OWNER_DAEMON;
@@ -247,7 +246,7 @@ static enum owner owner_of(struct orphans *o, const struct profile *p,
 	tgid = (r->has & RDMANL_HAS_PID) ? tgid_of(pc, r->pid) : 0;
 	if (tgid && tgid == getpid())
 		return OWNER_DAEMON;
-	if (tgid && w->attached(w->ud, p->conf->name, tgid))
+	if (tgid && manager_attached(o->m, p->conf->name, tgid))
 		return OWNER_CLIENT;
 	/* A live process (the kernel names it: it is alive, even where
 	 * /proc hides it from us, as the unit's ProtectProc= does) with
@@ -448,14 +447,12 @@ static int device_err(const struct orphans *o, uint32_t dev_index)
  * previous run left behind (kept_orphans) does not retire it alone. */
 static bool retire_due(const struct orphans *o, const struct profile *p)
 {
-	const struct orphans_owner *w = &o->owner;
-
-	return w->may_retire(w->ud) && reclaim_stuck(p) > 0 &&
+	return manager_may_retire(o->m) && reclaim_stuck(p) > 0 &&
 	       p->view.n_orphan > p->kept_orphans && p->ctx &&
 	       !profile_busy(p) &&
 	       (p->state == PROFILE_READY || p->state == PROFILE_DEGRADED) &&
 	       !profile_leased(p) &&
-	       !w->attached(w->ud, p->conf->name, 0);
+	       !manager_attached(o->m, p->conf->name, 0);
 }
 
 static void scan_later(struct orphans *o);
@@ -463,12 +460,12 @@ static void scan_later(struct orphans *o);
 static void sort_all(struct orphans *o)
 {
 	size_t n;
-	struct profile *const *profiles = o->owner.profiles(o->owner.ud, &n);
+	struct profile *const *profiles = manager_profiles_of(o->m, &n);
 	struct reclaim_census census;
 	bool waiting = false;
 	uint64_t now = 0;
 
-	sd_event_now(o->owner.event, CLOCK_MONOTONIC, &now);
+	sd_event_now(manager_loop(o->m), CLOCK_MONOTONIC, &now);
 
 	for (size_t i = 0; i < n; i++) {
 		struct profile *p = profiles[i];
@@ -503,7 +500,7 @@ static void sort_all(struct orphans *o)
 		if (!v.err)
 			waiting |= reclaim_end(
 				p, &census,
-				o->owner.attached(o->owner.ud, p->conf->name,
+				manager_attached(o->m, p->conf->name,
 						  0),
 				now);
 		/* Who made what is written down for the next run. */
@@ -538,7 +535,7 @@ static void sort_all(struct orphans *o)
 				 v.n_orphan);
 			log_notice("profile %s: %s; opening a fresh one",
 				   p->conf->name, reason);
-			o->owner.retire(o->owner.ud, p, reason);
+			manager_retire_ctx(o->m, p, reason);
 		}
 	}
 	if (waiting)
@@ -578,7 +575,7 @@ static void scan_end(struct orphans *o)
 
 	for (size_t i = 0; i < o->n_devs; i++)
 		failed |= o->dev_err[i] < 0;
-	o->owner.scanned(o->owner.ud, failed);
+	manager_orphans_scanned(o->m, failed);
 	sort_all(o);
 	scan_clear(o);
 	if (o->again) {
@@ -626,7 +623,7 @@ static void scan_next(struct orphans *o, bool advance)
 		if (!o->io) {
 			r = o->nl ? 0 : rdmanl_open(false, &o->nl);
 			if (r >= 0)
-				r = sd_event_add_io(o->owner.event, &o->io,
+				r = sd_event_add_io(manager_loop(o->m), &o->io,
 						    rdmanl_fd(o->nl), EPOLLIN,
 						    on_readable, o);
 			/* After the clients and the front ends. */
@@ -693,10 +690,10 @@ static int on_maker_gone(sd_event_source *es, int fd, uint32_t revents,
 static void scan_start(struct orphans *o)
 {
 	size_t n;
-	struct profile *const *profiles = o->owner.profiles(o->owner.ud, &n);
+	struct profile *const *profiles = manager_profiles_of(o->m, &n);
 
 	o->running = true;
-	sd_event_now(o->owner.event, CLOCK_MONOTONIC, &o->last_start);
+	sd_event_now(manager_loop(o->m), CLOCK_MONOTONIC, &o->last_start);
 	o->devs = calloc(n + 1, sizeof(*o->devs));
 	o->dev_err = calloc(n + 1, sizeof(*o->dev_err));
 	o->ctxs = calloc(n + 1, sizeof(*o->ctxs));
@@ -712,7 +709,7 @@ static void scan_start(struct orphans *o)
 			continue;
 		o->ctxs[o->n_ctxs++] =
 			(struct seen_ctx){ p->dev_index, p->ctxn };
-		reclaim_begin((struct profile *)p, o->owner.event,
+		reclaim_begin((struct profile *)p, manager_loop(o->m),
 			      on_maker_gone, o);
 		if (p->ctxn < 0)
 			continue; /* nothing to sort it by */
@@ -784,7 +781,7 @@ static void scan_later(struct orphans *o)
 {
 	if (o->later)
 		return;
-	if (sd_event_add_time_relative(o->owner.event, &o->later,
+	if (sd_event_add_time_relative(manager_loop(o->m), &o->later,
 				       CLOCK_MONOTONIC,
 				       RECLAIM_DELAY_USEC + SCAN_SOON_USEC,
 				       10000, on_later, o) < 0)
@@ -804,11 +801,11 @@ void orphans_request(struct orphans *o)
 	if (o->soon)
 		return;
 	if (o->last_start &&
-	    sd_event_now(o->owner.event, CLOCK_MONOTONIC, &now) >= 0 &&
+	    sd_event_now(manager_loop(o->m), CLOCK_MONOTONIC, &now) >= 0 &&
 	    now - o->last_start < SCAN_GAP_USEC &&
 	    SCAN_GAP_USEC - (now - o->last_start) > delay)
 		delay = SCAN_GAP_USEC - (now - o->last_start);
-	if (sd_event_add_time_relative(o->owner.event, &o->soon, CLOCK_MONOTONIC,
+	if (sd_event_add_time_relative(manager_loop(o->m), &o->soon, CLOCK_MONOTONIC,
 				       delay, 10000, on_soon, o) < 0)
 		o->soon = NULL;
 }
@@ -824,15 +821,15 @@ static int on_timer(sd_event_source *es, uint64_t usec, void *ud)
 	return 0;
 }
 
-int orphans_new(const struct orphans_owner *owner, struct orphans **out)
+int orphans_new(struct manager *m, struct orphans **out)
 {
 	struct orphans *o = calloc(1, sizeof(*o));
 	int r;
 
 	if (!o)
 		return -ENOMEM;
-	o->owner = *owner;
-	r = sd_event_add_time_relative(owner->event, &o->timer, CLOCK_MONOTONIC,
+	o->m = m;
+	r = sd_event_add_time_relative(manager_loop(m), &o->timer, CLOCK_MONOTONIC,
 				       ORPHANS_SCAN_SECONDS * 1000000ULL,
 				       1000000, on_timer, o);
 	if (r < 0) {

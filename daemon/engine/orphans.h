@@ -27,32 +27,14 @@
 #include <systemd/sd-event.h>
 
 struct orphans;
+struct manager;
 struct profile;
 
 #define ORPHANS_SCAN_SECONDS 10
 
-/*
- * What the scans need of their owner (the manager), lent at creation:
- * the scans never call it by name.
- */
-struct orphans_owner {
-	sd_event *event;
-	/* The running profiles, as they are now (a reload replaces them). */
-	struct profile *const *(*profiles)(void *ud, size_t *n);
-	/* Is process pid (0: any) attached to the profile? */
-	bool (*attached)(void *ud, const char *profile, pid_t pid);
-	/* The policy says retire p's context: close it, with what is left
-	 * in it, and create p's objects again in a fresh one. */
-	void (*retire)(void *ud, struct profile *p, const char *reason);
-	/* May a context whose leftovers cannot be reclaimed be retired
-	 * (daemon.orphans = "retire")? */
-	bool (*may_retire)(void *ud);
-	/* A scan ended; failed: some device's dumps could not be read. */
-	void (*scanned)(void *ud, bool failed);
-	void *ud;
-};
-
-int orphans_new(const struct orphans_owner *owner, struct orphans **out);
+/* The scans of m's profiles' contexts; they ask m who is attached, and
+ * tell it to retire a context (manager_retire_ctx()). */
+int orphans_new(struct manager *m, struct orphans **out);
 struct orphans *orphans_free(struct orphans *o);
 /* Scan soon (after a lease ends: a client may have died). */
 void orphans_request(struct orphans *o);

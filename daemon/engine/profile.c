@@ -33,20 +33,11 @@ static void profile_set_state(struct profile *p, enum profile_state s,
 	}
 	if (p->events && (was != s || !streq(old ? old : "",
 					    p->reason ? p->reason : "")))
-		events_publish(p->events, "profile_state", profile_event_body(p));
+		events_publish(p->events,
+			       &(struct event){ .kind = EV_PROFILE_STATE,
+						.profile_name = p->conf->name,
+						.profile = p });
 	free(old);
-}
-
-json_t *profile_event_body(const struct profile *p)
-{
-	json_t *j = json_pack("{s:s, s:s}", "profile", p->conf->name, "state",
-			      profile_state_name(p->state));
-
-	if (j && p->ibdev[0])
-		json_object_set_new(j, "device", json_string(p->ibdev));
-	if (j && p->reason)
-		json_object_set_new(j, "reason", json_string(p->reason));
-	return j;
 }
 
 /*
@@ -60,19 +51,15 @@ json_t *profile_event_body(const struct profile *p)
 
 void profile_object_announce(struct profile *p, const struct object *o)
 {
-	json_t *j;
-
 	if (!p->events || !p->conf)
 		return;
 	if (o->state == OBJ_READY &&
 	    p->progress.objects_total > OBJECT_EVENTS_MAX_CREATION)
 		return;
-	j = json_pack("{s:s, s:s, s:s, s:s}", "profile", p->conf->name, "kind",
-		      obj_kind_name(o->kind), "name", object_name(o), "state",
-		      obj_state_name(o->state));
-	if (j && o->reason && o->state == OBJ_FAILED)
-		json_object_set_new(j, "reason", json_string(o->reason));
-	events_publish(p->events, "object_state", j);
+	events_publish(p->events, &(struct event){ .kind = EV_OBJECT_STATE,
+						   .profile_name = p->conf->name,
+						   .profile = p,
+						   .object = o });
 }
 
 /* The objects o refers to. Without links: those it waits for, i.e. all
@@ -477,8 +464,6 @@ static void object_ready(struct object *o)
  * said why. */
 static void lost_settled(struct profile *p, struct object *o)
 {
-	json_t *j;
-
 	o->relost = false;
 	if (o->state != OBJ_READY) {
 		p->faults.recreate_failed[o->kind]++;
@@ -494,14 +479,11 @@ static void lost_settled(struct profile *p, struct object *o)
 	log_object(LOG_NOTICE, 0, p->conf->name, obj_kind_name(o->kind),
 		   object_name(o), "profile %s: %s '%s' made again",
 		   p->conf->name, obj_kind_name(o->kind), object_name(o));
-	j = json_pack("{s:s, s:s, s:s, s:i}", "profile", p->conf->name, "kind",
-		      obj_kind_name(o->kind), "name", object_name(o), "lost",
-		      (int)o->lost);
-	object_identity_json(o, j);
-	if (p->events)
-		events_publish(p->events, "object_recreated", j);
-	else
-		json_decref(j);
+	events_publish(p->events,
+		       &(struct event){ .kind = EV_OBJECT_RECREATED,
+					.profile_name = p->conf->name,
+					.profile = p,
+					.object = o });
 }
 
 static void job_done(struct work *w, bool cancelled)

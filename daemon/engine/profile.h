@@ -74,7 +74,5 @@ void profile_progress_now(const struct profile *p,
 			  struct profile_progress *out);
 /* The same as the document's "progress" (and the event's fields). */
 json_t *profile_progress_json(const struct profile *p);
-/* The fields of a profile_state event: profile, state, device, reason. */
-json_t *profile_event_body(const struct profile *p);
 
 #endif

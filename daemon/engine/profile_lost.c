@@ -17,15 +17,9 @@
 static void announce_lost(struct profile *p, const struct object *o,
 			  json_t *holders)
 {
-	json_t *j = json_pack("{s:s, s:s, s:s, s:O}", "profile", p->conf->name,
-			      "kind", obj_kind_name(o->kind), "name",
-			      object_name(o), "sessions", holders);
 	enum uhandle_kind k;
 	uint32_t h = 0;
 
-	object_identity_json(o, j);
-	if (j && o->state == OBJ_DRAINING)
-		json_object_set_new(j, "draining", json_true());
 	object_handle(o, &k, &h);
 	log_object(LOG_WARNING, 0, p->conf->name, obj_kind_name(o->kind),
 		   object_name(o),
@@ -35,10 +29,11 @@ static void announce_lost(struct profile *p, const struct object *o,
 		   p->conf->name, obj_kind_name(o->kind), object_name(o), h,
 		   json_array_size(holders),
 		   o->state == OBJ_DRAINING ? "" : "; making it again");
-	if (p->events)
-		events_publish(p->events, "object_lost", j);
-	else
-		json_decref(j);
+	events_publish(p->events, &(struct event){ .kind = EV_OBJECT_LOST,
+						   .profile_name = p->conf->name,
+						   .profile = p,
+						   .object = o,
+						   .u.sessions = holders });
 }
 
 /* i and what depends on it, transitively (links too: a QP's peer is

@@ -28,17 +28,13 @@ static bool qp_in_error(const struct object *o)
 }
 
 static void publish(struct profile *p, const struct object *o,
-		    const char *event, const char *reason)
+		    enum event_kind kind, const char *reason)
 {
-	json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:I}", "profile",
-			      p->conf->name, "kind", "qp", "name",
-			      object_name(o), "qp_num",
-			      (json_int_t)o->u.qp.qp->qp_num, "recoveries",
-			      (json_int_t)o->u.qp.recoveries);
-
-	if (j && reason)
-		json_object_set_new(j, "reason", json_string(reason));
-	events_publish(p->events, event, j);
+	events_publish(p->events, &(struct event){ .kind = kind,
+						   .profile_name = p->conf->name,
+						   .profile = p,
+						   .object = o,
+						   .u.reason = reason });
 }
 
 /* Back through RESET to the declared state and path (object_connect()
@@ -71,7 +67,7 @@ static void recover(struct profile *p, struct object *o, bool again)
 			   p->conf->name, object_name(o),
 			   qp_target_state_name(c->state),
 			   o->reason ? o->reason : "");
-		publish(p, o, "qp_recover_failed", o->reason);
+		publish(p, o, EV_QP_RECOVER_FAILED, o->reason);
 		return;
 	}
 	free(why);
@@ -81,7 +77,7 @@ static void recover(struct profile *p, struct object *o, bool again)
 		 "(recovery %u)",
 		 p->conf->name, object_name(o), o->u.qp.qp->qp_num,
 		 qp_target_state_name(c->state), o->u.qp.recoveries);
-	publish(p, o, "qp_recovered", NULL);
+	publish(p, o, EV_QP_RECOVERED, NULL);
 	profile_touch(p);
 }
 
@@ -101,7 +97,7 @@ void qphealth_failed(struct profile *p, struct object *o, const char *why)
 		   "profile %s: qp %s (qpn %u) is in the error state: %s%s",
 		   p->conf->name, object_name(o), o->u.qp.qp->qp_num, why,
 		   c->recover == QPR_RESET ? "; recovering" : "");
-	publish(p, o, "qp_error", why);
+	publish(p, o, EV_QP_ERROR, why);
 	profile_touch(p);
 	if (c->recover == QPR_RESET)
 		recover(p, o, false);

@@ -6,12 +6,13 @@
  * queries), cheap enough to run every second and before each ATTACH.
  */
 #include "log.h"
+#include "manager.h"
 #include "objects.h"
 #include "profile.h"
 #include "reconcile.h"
 
 struct reconcile {
-	struct reconcile_owner owner;
+	struct manager *m; /* whose profiles are checked */
 	sd_event_source *timer;
 	bool unsupported; /* said once: the kernel cannot list handles */
 };
@@ -115,7 +116,7 @@ int reconcile_profile(struct reconcile *rc, struct profile *p,
 	size_t n = 0;
 	int r = 0, fd;
 
-	sd_event_now(rc->owner.event, CLOCK_MONOTONIC, &now);
+	sd_event_now(manager_loop(rc->m), CLOCK_MONOTONIC, &now);
 	if (!checkable(p) || (p->checked && now - p->checked < max_age))
 		return 0;
 	fd = p->ctx->cmd_fd;
@@ -135,8 +136,7 @@ int reconcile_profile(struct reconcile *rc, struct profile *p,
 	if (r < 0)
 		return r;
 	if (n) {
-		json_t *holders = rc->owner.holders(rc->owner.ud,
-						    p->conf->name);
+		json_t *holders = manager_holders_json(rc->m, p->conf->name);
 
 		if (profile_mark_lost(p, lost, n, holders))
 			profile_create_lost(p);
@@ -154,23 +154,24 @@ static int on_timer(sd_event_source *es, uint64_t usec, void *ud)
 	(void)usec;
 	sd_event_source_set_time_relative(es, RECONCILE_USEC);
 	sd_event_source_set_enabled(es, SD_EVENT_ON);
-	if (rc->owner.paused(rc->owner.ud))
+	/* A reload is under way: no round now. */
+	if (manager_reloading(rc->m))
 		return 0;
-	profiles = rc->owner.profiles(rc->owner.ud, &n);
+	profiles = manager_profiles_of(rc->m, &n);
 	for (size_t i = 0; i < n; i++)
 		reconcile_profile(rc, profiles[i], RECONCILE_USEC / 2);
 	return 0;
 }
 
-int reconcile_new(const struct reconcile_owner *owner, struct reconcile **out)
+int reconcile_new(struct manager *m, struct reconcile **out)
 {
 	struct reconcile *rc = calloc(1, sizeof(*rc));
 	int r;
 
 	if (!rc)
 		return -ENOMEM;
-	rc->owner = *owner;
-	r = sd_event_add_time_relative(owner->event, &rc->timer,
+	rc->m = m;
+	r = sd_event_add_time_relative(manager_loop(m), &rc->timer,
 				       CLOCK_MONOTONIC, RECONCILE_USEC,
 				       RECONCILE_USEC / 10, on_timer, rc);
 	if (r < 0) {

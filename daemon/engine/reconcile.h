@@ -22,6 +22,7 @@
 #include <systemd/sd-event.h>
 
 struct profile;
+struct manager;
 struct reconcile;
 
 #define RECONCILE_USEC 1000000
@@ -30,19 +31,10 @@ struct reconcile;
 /* MRs whose keys are checked per round and profile. */
 #define RECONCILE_MR_KEYS 64
 
-/* What the checks need of their owner (the manager), lent at creation. */
-struct reconcile_owner {
-	sd_event *event;
-	struct profile *const *(*profiles)(void *ud, size_t *n);
-	/* A reload is under way: no round now. */
-	bool (*paused)(void *ud);
-	/* The sessions attached to the profile, for object_lost: a new
-	 * JSON array. */
-	json_t *(*holders)(void *ud, const char *profile);
-	void *ud;
-};
-
-int reconcile_new(const struct reconcile_owner *owner, struct reconcile **out);
+/* The checks of m's profiles, every RECONCILE_USEC (none while m
+ * reloads); what a check finds lost is announced with m's sessions
+ * attached then (manager_holders_json()). */
+int reconcile_new(struct manager *m, struct reconcile **out);
 struct reconcile *reconcile_free(struct reconcile *r);
 /* Check p now, unless it was checked within max_age usec. Returns how
  * many of its objects were lost (their re-creation has started: p is

@@ -97,24 +97,20 @@ static void changed(struct target *t)
 
 /* One event of the stream: what happened to connection c (or, c NULL,
  * to a request from peer). */
-static void publish(struct target *t, const char *what, const struct conn *c,
-		    const char *peer, const char *reason)
+static void publish(struct target *t, enum event_kind what,
+		    const struct conn *c, const char *peer, const char *reason)
 {
-	json_t *j = json_pack("{s:s, s:s, s:s, s:s}", "profile", t->profile,
-			      "kind", "target", "name", t->name, "peer",
-			      c ? c->peer : peer);
-
-	if (!j)
-		return;
-	if (c) {
-		json_object_set_new(j, "id", json_integer((json_int_t)c->id));
-		if (c->qp)
-			json_object_set_new(j, "qp_num",
-					    json_integer(c->qp->qp_num));
-	}
-	if (reason)
-		json_object_set_new(j, "reason", json_string(reason));
-	events_publish(t->events, what, j);
+	events_publish(t->events,
+		       &(struct event){
+			       .kind = what,
+			       .profile_name = t->profile,
+			       .u.target = { .name = t->name,
+					     .peer = c ? c->peer : peer,
+					     .reason = reason,
+					     .conn = c ? c->id : 0,
+					     .qp_num = c && c->qp
+							       ? (int64_t)c->qp->qp_num
+							       : -1 } });
 }
 
 #define conn_log(prio, c, ...)                                                 \
@@ -308,7 +304,7 @@ static void conn_revoke(struct conn *c, const char *why)
 		}
 	conn_log(LOG_NOTICE, c, "connection %" PRIu64 " from %s %s", c->id,
 		 c->peer, why);
-	publish(t, "target_revoke", c, NULL, why);
+	publish(t, EV_TARGET_REVOKE, c, NULL, why);
 	if (c->state != CONN_ESTABLISHED ||
 	    sd_event_add_time_relative(t->event, &c->linger, CLOCK_MONOTONIC,
 				       TARGET_LINGER_MS * 1000ULL, 1000,
@@ -336,7 +332,7 @@ static void reject(struct target *t, struct rdma_cm_id *id,
 		char peer[INET6_ADDRSTRLEN + 8];
 
 		peer_text(id, peer, sizeof(peer));
-		publish(t, "target_reject", NULL, peer, text);
+		publish(t, EV_TARGET_REJECT, NULL, peer, text);
 	}
 	rdma_reject(id, buf, (uint8_t)n);
 	rdma_destroy_id(id);
@@ -700,7 +696,7 @@ static int on_cm(sd_event_source *s, int fd, uint32_t revents, void *ud)
 					 "connection %" PRIu64 " from %s, qp "
 					 "%u",
 					 c->id, c->peer, c->qp->qp_num);
-				publish(t, "target_connect", c, NULL, NULL);
+				publish(t, EV_TARGET_CONNECT, c, NULL, NULL);
 				changed(t);
 			}
 			break;
@@ -711,7 +707,7 @@ static int on_cm(sd_event_source *s, int fd, uint32_t revents, void *ud)
 					 "connection %" PRIu64 " from %s "
 					 "disconnected",
 					 c->id, c->peer);
-				publish(t, "target_disconnect", c, NULL,
+				publish(t, EV_TARGET_DISCONNECT, c, NULL,
 					"the peer disconnected");
 				conn_free(c);
 			}
@@ -795,7 +791,7 @@ struct target *target_free(struct target *t)
 	t->changed = NULL;
 	HASH_ITER(hh, t->conns, c, tmp) {
 		if (c->state == CONN_ESTABLISHED)
-			publish(t, "target_revoke", c, NULL,
+			publish(t, EV_TARGET_REVOKE, c, NULL,
 				"the target stopped");
 		conn_free(c);
 	}

@@ -150,8 +150,8 @@ json_t *cdi_spec_json(struct manager *m, const char *runtime_dir)
 	/* Present wherever rdma_ucm is loaded; absent, naming it would make
 	 * every container start fail. */
 	rdma_cm = access(RDMA_CM_PATH, F_OK) == 0;
-	for (size_t i = 0; i < m->n_profiles; i++) {
-		const struct profile *p = m->profiles[i];
+	for (size_t i = 0; i < manager_n_profiles(m); i++) {
+		const struct profile *p = manager_profile_at(m, i);
 
 		/* No socket of its own (too long a path): no device, rather
 		 * than one that cannot attach. */
@@ -235,7 +235,7 @@ static void cdi_remove(struct cdi *c)
 
 static void cdi_write(struct cdi *c)
 {
-	const char *path = c->m->config->daemon.cdi_spec;
+	const char *path = manager_config(c->m)->daemon.cdi_spec;
 	_cleanup_free_ char *text = NULL, *spec_text = NULL;
 	json_t *spec;
 	int r;
@@ -292,17 +292,17 @@ static int on_defer(sd_event_source *s, void *ud)
 	return 0;
 }
 
-static void on_manager_event(void *ud, const struct manager_event *ev)
+static void on_manager_event(void *ud, const struct event *ev)
 {
 	struct cdi *c = ud;
 
 	/* Progress and leases change nothing a container sees; during a
 	 * reload the profile list is half old, half new: it ends with an
 	 * announcement of every profile. */
-	if (ev->kind == MANAGER_PROGRESS || ev->kind == MANAGER_LEASES_CHANGED ||
-	    c->m->reloading || c->defer)
+	if (!event_profiles_moved(ev->kind) ||
+	    manager_reloading(c->m) || c->defer)
 		return;
-	if (sd_event_add_defer(c->m->event, &c->defer, on_defer, c) < 0) {
+	if (sd_event_add_defer(manager_loop(c->m), &c->defer, on_defer, c) < 0) {
 		c->defer = NULL;
 		cdi_write(c);
 	}
@@ -316,8 +316,8 @@ int cdi_start(struct manager *m, struct cdi **out)
 	if (!c)
 		return -ENOMEM;
 	c->m = m;
-	c->runtime_dir = strdup(m->config->daemon.runtime_dir);
-	r = c->runtime_dir ? manager_subscribe(m, on_manager_event, c)
+	c->runtime_dir = strdup(manager_config(m)->daemon.runtime_dir);
+	r = c->runtime_dir ? events_subscribe(manager_bus(m), on_manager_event, c)
 			   : -ENOMEM;
 	if (r < 0) {
 		free(c->runtime_dir);
@@ -327,8 +327,8 @@ int cdi_start(struct manager *m, struct cdi **out)
 	/* Nothing has a device before manager_start(): this only removes a
 	 * file a daemon killed before it could left behind. */
 	cdi_write(c);
-	if (!c->path && *m->config->daemon.cdi_spec)
-		unlink(m->config->daemon.cdi_spec);
+	if (!c->path && *manager_config(m)->daemon.cdi_spec)
+		unlink(manager_config(m)->daemon.cdi_spec);
 	*out = c;
 	return 0;
 }
@@ -337,7 +337,7 @@ struct cdi *cdi_stop(struct cdi *c)
 {
 	if (!c)
 		return NULL;
-	manager_unsubscribe(c->m, on_manager_event, c);
+	events_unsubscribe(manager_bus(c->m), on_manager_event, c);
 	c->defer = sd_event_source_disable_unref(c->defer);
 	cdi_remove(c);
 	free(c->runtime_dir);

@@ -41,7 +41,7 @@ static void uid_count_put(struct control *c, uid_t uid)
 }
 
 /* End s: its attachments are released, its waits forgotten. */
-static void session_free(struct session *s)
+void session_free(struct session *s)
 {
 	struct control *c = s->c;
 
@@ -54,7 +54,7 @@ static void session_free(struct session *s)
 	subscription_free(s->sub);
 	control_laters_drop(s);
 	for (size_t i = 0; i < s->n_att; i++) {
-		session_publish(s, &s->att[i], "session_detach",
+		session_publish(s, &s->att[i], EV_SESSION_DETACH,
 				"session ended");
 		attachment_release(c, &s->att[i]);
 	}
@@ -130,7 +130,7 @@ static int session_handle_one(struct session *s)
 			     &n_fds);
 	if (r == -EAGAIN)
 		return 0;
-	sd_event_now(s->c->m->event, CLOCK_MONOTONIC, &s->last_active);
+	sd_event_now(manager_loop(s->c->m), CLOCK_MONOTONIC, &s->last_active);
 	if (s->boost && !--s->boost)
 		session_settle(s);
 	if (r == -EPIPE || r == -ECONNRESET) {
@@ -306,7 +306,7 @@ static struct session *oldest_idle(struct control *c, uid_t uid)
 	struct session *best = NULL;
 	uint64_t now;
 
-	sd_event_now(c->m->event, CLOCK_MONOTONIC, &now);
+	sd_event_now(manager_loop(c->m), CLOCK_MONOTONIC, &now);
 	for (struct session *s = c->sessions; s; s = s->next)
 		if ((uid == (uid_t)-1 || s->cred.uid == uid) &&
 		    session_idle(s, now) &&
@@ -387,9 +387,9 @@ static int on_hello_timeout(sd_event_source *es, uint64_t usec, void *ud)
 	(void)usec;
 	log_debug("session %u (pid %d uid %u): no HELLO in %d s, closing",
 		  s->id, (int)s->cred.pid, (unsigned int)s->cred.uid,
-		  s->c->m->config->daemon.hello_timeout);
+		  manager_config(s->c->m)->daemon.hello_timeout);
 	session_send_error(s, 0, "timeout", "no HELLO within %d s (daemon.hello_timeout)",
-		   s->c->m->config->daemon.hello_timeout);
+		   manager_config(s->c->m)->daemon.hello_timeout);
 	s->c->timed_out++;
 	session_free(s);
 	return 0;
@@ -427,9 +427,9 @@ static void refuse(struct control *c, int fd, const struct ucred *cred,
 
 /* A connection on the main socket (scope NULL) or on profile scope's
  * own socket. */
-static void accept_one(struct control *c, int cfd, const char *scope)
+void control_accept_one(struct control *c, int cfd, const char *scope)
 {
-	int64_t admin = c->m->config->daemon.admin_gid;
+	int64_t admin = manager_config(c->m)->daemon.admin_gid;
 	socklen_t len = sizeof(struct ucred);
 	struct session *s;
 	struct uid_count *u;
@@ -465,7 +465,7 @@ static void accept_one(struct control *c, int cfd, const char *scope)
 	s->cred = cred;
 	s->id = ++c->next_session;
 	s->boost = SESSION_BOOST_MESSAGES;
-	sd_event_now(c->m->event, CLOCK_MONOTONIC, &s->last_active);
+	sd_event_now(manager_loop(c->m), CLOCK_MONOTONIC, &s->last_active);
 	r = session_read_groups(s);
 	if (r == 0 && scope && !(s->scope = strdup(scope)))
 		r = -ENOMEM;
@@ -481,13 +481,13 @@ static void accept_one(struct control *c, int cfd, const char *scope)
 	s->admin = !scope &&
 		   (s->cred.uid == 0 ||
 		    (admin >= 0 && session_in_group(s, (gid_t)admin)));
-	r = sd_event_add_io(c->m->event, &s->io, cfd, EPOLLIN, on_session, s);
+	r = sd_event_add_io(manager_loop(c->m), &s->io, cfd, EPOLLIN, on_session, s);
 	if (r >= 0)
 		r = sd_event_source_set_priority(s->io, PRIO_NEW_SESSION);
 	if (r >= 0)
 		r = sd_event_add_time_relative(
-			c->m->event, &s->hello_timer, CLOCK_MONOTONIC,
-			(uint64_t)c->m->config->daemon.hello_timeout * 1000000,
+			manager_loop(c->m), &s->hello_timer, CLOCK_MONOTONIC,
+			(uint64_t)manager_config(c->m)->daemon.hello_timeout * 1000000,
 			100000, on_hello_timeout, s);
 	if (r < 0) {
 		sd_event_source_disable_unref(s->io);
@@ -543,7 +543,7 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents,
 			return 0;
 		}
 		accept_pause_ok(&c->pause);
-		accept_one(c, cfd, NULL);
+		control_accept_one(c, cfd, NULL);
 	}
 	return 0;
 }
@@ -557,21 +557,9 @@ static bool control_attached(void *ud, const char *profile, pid_t pid);
 static void control_leases(void *ud, const char *profile, FILE *f,
 			   const char **sep);
 
-/* A waiting attach answered late could not be sent: the session ends. */
-static void on_attach_failed(void *ud, struct session *s)
+int control_start(struct manager *m, struct control **out)
 {
-	(void)ud;
-	session_free(s);
-}
-
-static void on_profile_accept(void *ud, int fd, const char *profile)
-{
-	accept_one(ud, fd, profile);
-}
-
-int control_start(struct manager *m)
-{
-	const struct conf_daemon *d = &m->config->daemon;
+	const struct conf_daemon *d = &manager_config(m)->daemon;
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	struct control *c;
 	struct stat st;
@@ -588,14 +576,15 @@ int control_start(struct manager *m)
 	c->m = m;
 	c->fd = -1;
 	c->ep = -1;
-	m->control = c;
+	/* The caller's from here: control_stop() undoes a half-way start. */
+	*out = c;
 	c->frame = malloc(PROTO_RECV_BYTES);
 	if (!c->frame)
 		return -ENOMEM;
 	c->ep = epoll_create1(EPOLL_CLOEXEC);
 	if (c->ep < 0)
 		return -errno;
-	r = sd_event_add_io(m->event, &c->sessions_io, c->ep, EPOLLIN,
+	r = sd_event_add_io(manager_loop(m), &c->sessions_io, c->ep, EPOLLIN,
 			    on_sessions, c);
 	if (r < 0)
 		return r;
@@ -651,13 +640,13 @@ int control_start(struct manager *m)
 	if (!streq(sun.sun_path, c->path) && rename(sun.sun_path, c->path) < 0)
 		return -errno;
 listening:
-	front_caps(m->config, &c->caps);
+	front_caps(manager_config(m), &c->caps);
 	if (c->caps.lowered)
 		log_notice("open-file limit %u: at most %u control sessions "
 			   "(%u per uid) and %u REST connections",
 			   c->caps.nofile, c->caps.sessions,
 			   c->caps.sessions_per_uid, c->caps.http);
-	r = sd_event_add_io(m->event, &c->io, c->fd, EPOLLIN, on_accept, c);
+	r = sd_event_add_io(manager_loop(m), &c->io, c->fd, EPOLLIN, on_accept, c);
 	if (r < 0)
 		return r;
 	r = sd_event_source_set_priority(c->io, PRIO_ACCEPT);
@@ -665,10 +654,10 @@ listening:
 		return r;
 	c->pause = (struct accept_pause){ .io = c->io,
 					  .what = "control socket" };
-	r = control_attach_start(c, on_attach_failed, c);
+	r = control_attach_start(c);
 	if (r < 0)
 		return r;
-	r = control_psocks_start(c, on_profile_accept, c);
+	r = control_psocks_start(c);
 	if (r < 0)
 		return r;
 	manager_set_sessions(m, &(struct manager_sessions){
@@ -684,12 +673,13 @@ listening:
 	return 0;
 }
 
-void control_stop(struct manager *m)
+struct control *control_stop(struct control *c)
 {
-	struct control *c = m->control;
+	struct manager *m;
 
 	if (!c)
-		return;
+		return NULL;
+	m = c->m;
 	control_psocks_stop(c);
 	control_attach_stop(c);
 	manager_set_sessions(m, NULL);
@@ -712,7 +702,7 @@ void control_stop(struct manager *m)
 	free(c->frame);
 	free(c->path);
 	free(c);
-	m->control = NULL;
+	return NULL;
 }
 
 static void control_stats(void *ud, struct session_stats *out)

@@ -12,13 +12,16 @@
 #include <stdio.h>
 
 struct manager;
+struct control;
 
 /* Listen on daemon.control_socket (mode 0660, group control_group), and
  * lend the manager the sessions for GET /v1/sessions and /metrics.
- * Returns 0 or -errno. */
-int control_start(struct manager *m);
-/* Tell every session goodbye and stop listening. */
-void control_stop(struct manager *m);
+ * Returns 0 or -errno; *out is the front end, also when it failed half
+ * way (control_stop() undoes what was done). */
+int control_start(struct manager *m, struct control **out);
+/* Tell every session goodbye and stop listening; NULL: nothing. Returns
+ * NULL. */
+struct control *control_stop(struct control *c);
 
 /*
  * A profile's own socket, <runtime_dir>/profiles/<profile>/rdmad.sock:

@@ -70,17 +70,18 @@ static void attachment_drop(struct attachment *a)
 /* session_attach / session_detach on the stream: the fields of
  * GET /v1/sessions. */
 void session_publish(struct session *s, const struct attachment *a,
-		     const char *what, const char *reason)
+		     enum event_kind what, const char *reason)
 {
-	json_t *j = json_pack("{s:i, s:i, s:i, s:s, s:i, s:s}", "session",
-			      (int)s->id, "pid", (int)s->cred.pid, "uid",
-			      (int)s->cred.uid, "profile", a->profile,
-			      "attachment", (int)a->id, "mode",
-			      a->shared ? "shared" : "local");
-
-	if (j && reason)
-		json_object_set_new(j, "reason", json_string(reason));
-	events_publish(s->c->m->events, what, j);
+	events_publish(manager_bus(s->c->m),
+		       &(struct event){
+			       .kind = what,
+			       .profile_name = a->profile,
+			       .u.session = { .session = s->id,
+					      .attachment = a->id,
+					      .pid = s->cred.pid,
+					      .uid = s->cred.uid,
+					      .shared = a->shared,
+					      .reason = reason } });
 }
 
 /* ---- ATTACH ---- */
@@ -153,7 +154,7 @@ static int wait_ready(struct session *s, uint32_t id, json_t *req,
 	c->waiters = w;
 	s->waits++;
 	if (wait_ms > 0) {
-		r = sd_event_add_time_relative(c->m->event, &w->timer,
+		r = sd_event_add_time_relative(manager_loop(c->m), &w->timer,
 					       CLOCK_MONOTONIC,
 					       (uint64_t)wait_ms * 1000, 1000,
 					       on_wait_timeout, w);
@@ -167,17 +168,17 @@ static int wait_ready(struct session *s, uint32_t id, json_t *req,
 
 /*
  * Tell every session attached to ev's profile that its device went
- * (MANAGER_DEVICE_LOST) or a reload removes it (MANAGER_PROFILE_REMOVED):
+ * (EV_DEVICE_LOST) or a reload removes it (EV_PROFILE_REMOVED):
  * one EVENT per attachment, so that clients let go of what they opened
  * on the device themselves (rxe's removal waits for every context on
  * it) and of their leases. The attachments stay until DETACH. A client
  * that does not read is not waited for: an EVENT that does not fit in
  * its socket is dropped.
  */
-static void sessions_notify(struct control *c, const struct manager_event *ev)
+static void sessions_notify(struct control *c, const struct event *ev)
 {
-	const char *name = profile_name(ev->profile);
-	bool lost = ev->kind == MANAGER_DEVICE_LOST;
+	const char *name = ev->profile_name;
+	bool lost = ev->kind == EV_DEVICE_LOST;
 
 	for (struct session *s = c->sessions; s; s = s->next)
 		for (size_t i = 0; i < s->n_att; i++) {
@@ -193,11 +194,13 @@ static void sessions_notify(struct control *c, const struct manager_event *ev)
 					"attachment", (int)a->id, "profile",
 					name);
 			if (doc && lost)
-				json_object_set_new(doc, "device",
-						    json_string(ev->ibdev));
-			if (doc && ev->reason)
-				json_object_set_new(doc, "reason",
-						    json_string(ev->reason));
+				json_object_set_new(
+					doc, "device",
+					json_string(ev->u.device.ibdev));
+			if (doc && lost && ev->u.device.reason)
+				json_object_set_new(
+					doc, "reason",
+					json_string(ev->u.device.reason));
 			r = session_send_json(s, PROTO_EVENT, 0, doc, NULL, 0);
 			if (r < 0)
 				log_warn(r,
@@ -215,12 +218,11 @@ static void sessions_notify(struct control *c, const struct manager_event *ev)
 		}
 }
 
-static bool holds(const struct attachment *a, const char *kind,
+static bool holds(const struct attachment *a, enum obj_kind kind,
 		  const char *name)
 {
 	for (size_t i = 0; i < a->n_leases; i++)
-		if (streq(obj_kind_name(a->leases[i].kind), kind) &&
-		    streq(a->leases[i].name, name))
+		if (a->leases[i].kind == kind && streq(a->leases[i].name, name))
 			return true;
 	return false;
 }
@@ -232,23 +234,20 @@ static bool holds(const struct attachment *a, const char *kind,
  * its client can detach and attach again for what the configuration
  * says now, and the old object goes.
  */
-static void on_draining(struct control *c, const json_t *ch)
+static void on_draining(struct control *c, const struct reload_change *ch)
 {
-	const char *profile = json_string_value(json_object_get(ch,
-								 "profile"));
-	const char *kind = json_string_value(json_object_get(ch, "kind"));
-	const char *name = json_string_value(json_object_get(ch, "name"));
-	const char *action = json_string_value(json_object_get(ch, "action"));
+	const char *profile = ch->profile, *name = ch->name;
+	const char *kind = ch->kind >= 0 ? obj_kind_name(ch->kind) : NULL;
 
-	if (!profile || !kind || !name || !action ||
-	    (!streq(action, "recreate") && !streq(action, "remove")))
+	if (!ch->drains || !kind || !name)
 		return;
 	for (struct session *s = c->sessions; s; s = s->next)
 		for (size_t i = 0; i < s->n_att; i++) {
 			const struct attachment *a = &s->att[i];
 			char reason[160];
 
-			if (!streq(a->profile, profile) || !holds(a, kind, name))
+			if (!streq(a->profile, profile) ||
+			    !holds(a, (enum obj_kind)ch->kind, name))
 				continue;
 			snprintf(reason, sizeof(reason),
 				 "%s '%s' was removed or changed by a reload: "
@@ -265,14 +264,22 @@ static void on_draining(struct control *c, const json_t *ch)
 }
 
 /*
- * An object of the profile the kernel lost (a client destroyed it), or
- * that was made again after: each attachment to it hears it, the event
- * as the stream has it (its old or new handle and keys) with the
- * attachment's id, so that its client imports the new one.
+ * An event of the stream for each session attached to its profile, as
+ * the stream has it (event_json()) and as the session may see it, with
+ * the attachment's id in place of seq and time:
+ *   - an object of the profile the kernel lost (a client destroyed it),
+ *     or that was made again after (its old or new handle and keys), so
+ *     that its client imports the new one;
+ *   - a port of the profile's device went down or came up, so that a
+ *     client can stop and resume its traffic.
+ * Dropped for a session whose socket is full, as the others.
  */
-static void on_object_fault(struct control *c, const json_t *ev,
-			    const char *name)
+static void sessions_pass_on(struct control *c, const struct event *ev)
 {
+	const json_t *stream = event_json(ev);
+
+	if (!stream)
+		return;
 	for (struct session *s = c->sessions; s; s = s->next)
 		for (size_t i = 0; i < s->n_att; i++) {
 			/* The other holders' processes as s may see them. */
@@ -281,9 +288,9 @@ static void on_object_fault(struct control *c, const json_t *ev,
 						      .uid = s->cred.uid };
 			json_t *doc, *seen;
 
-			if (!streq(s->att[i].profile, name))
+			if (!streq(s->att[i].profile, ev->profile_name))
 				continue;
-			seen = api_view_event(ev, &v);
+			seen = api_view_event(stream, &v);
 			doc = seen ? json_copy(seen) : NULL;
 			json_decref(seen);
 			if (doc) {
@@ -292,73 +299,18 @@ static void on_object_fault(struct control *c, const json_t *ev,
 				json_object_set_new(doc, "attachment",
 						    json_integer(s->att[i].id));
 			}
-			/* Dropped when the socket is full, as the others. */
 			session_send_json(s, PROTO_EVENT, 0, doc, NULL, 0);
 		}
 }
 
-/*
- * A port of a profile's device went down or came up: every session
- * attached to it hears it (one EVENT per attachment, as for
- * device_removed), so that a client can stop and resume its traffic.
- * A reload's result: what it removes or recreates that attachments hold
- * drains (on_draining()).
- */
-static void on_session_event(void *ud, const json_t *ev)
+/* A profile changed: answer the attaches that waited for it. Leases
+ * make no profile ready (and an attach answered here takes leases,
+ * which are announced from within this loop): only a profile's change
+ * and the end of the creations are heard. */
+static void answer_waiters(struct control *c)
 {
-	struct control *c = ud;
-	const char *what = json_string_value(json_object_get(ev, "event"));
-	const char *name = json_string_value(json_object_get(ev, "profile"));
-	const json_t *ch;
-	size_t k;
-
-	if (what && streq(what, "reload")) {
-		json_array_foreach(json_object_get(ev, "changes"), k, ch)
-			on_draining(c, ch);
-		return;
-	}
-	if (what && name &&
-	    (streq(what, "object_lost") || streq(what, "object_recreated"))) {
-		on_object_fault(c, ev, name);
-		return;
-	}
-	if (!what || !name ||
-	    (!streq(what, "port_error") && !streq(what, "port_active")))
-		return;
-	for (struct session *s = c->sessions; s; s = s->next)
-		for (size_t i = 0; i < s->n_att; i++) {
-			json_t *doc;
-
-			if (!streq(s->att[i].profile, name))
-				continue;
-			doc = json_pack("{s:s, s:i, s:s, s:O?, s:O?, s:O?, s:O?}",
-					"event", what, "attachment",
-					(int)s->att[i].id, "profile", name,
-					"device", json_object_get(ev, "device"),
-					"port", json_object_get(ev, "port"),
-					"state", json_object_get(ev, "state"),
-					"state_name",
-					json_object_get(ev, "state_name"));
-			/* Dropped when the socket is full, as the others. */
-			session_send_json(s, PROTO_EVENT, 0, doc, NULL, 0);
-		}
-}
-
-/* A profile changed: answer the attaches that waited for it. */
-static void on_manager_event(void *ud, const struct manager_event *ev)
-{
-	struct control *c = ud;
 	struct waiter *w, *next;
 
-	if (ev->kind == MANAGER_DEVICE_LOST ||
-	    ev->kind == MANAGER_PROFILE_REMOVED) {
-		sessions_notify(c, ev);
-		return;
-	}
-	/* Leases make no profile ready; and an attach answered below takes
-	 * leases, which are announced from within this loop. */
-	if (ev->kind == MANAGER_PROGRESS || ev->kind == MANAGER_LEASES_CHANGED)
-		return;
 	for (w = c->waiters; w; w = next) {
 		const char *name =
 			json_string_value(json_object_get(w->req, "profile"));
@@ -375,12 +327,44 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 		/* Answered in full, as if it had come now. */
 		if (control_attach(s, id, req) < 0) {
 			json_decref(req);
-			c->attach_failed(c->attach_failed_ud, s);
+			session_free(s);
 			/* The list may have lost more than w. */
 			next = c->waiters;
 			continue;
 		}
 		json_decref(req);
+	}
+}
+
+/* What attached sessions hear of the bus, and what answers the
+ * attaches that wait. */
+static void on_event(void *ud, const struct event *ev)
+{
+	struct control *c = ud;
+
+	switch (ev->kind) {
+	case EV_PROFILE_CHANGED:
+	case EV_SETTLED:
+		answer_waiters(c);
+		break;
+	case EV_DEVICE_LOST:
+	case EV_PROFILE_REMOVED:
+		sessions_notify(c, ev);
+		break;
+	case EV_RELOAD:
+		/* What it removes or recreates that attachments hold
+		 * drains. */
+		for (size_t k = 0; k < ev->u.reload.n_changes; k++)
+			on_draining(c, &ev->u.reload.changes[k]);
+		break;
+	case EV_OBJECT_LOST:
+	case EV_OBJECT_RECREATED:
+	case EV_PORT_ERROR:
+	case EV_PORT_ACTIVE:
+		sessions_pass_on(c, ev);
+		break;
+	default:
+		break;
 	}
 }
 
@@ -670,12 +654,12 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 			"uid %u may not attach to profile '%s'",
 			(unsigned int)s->cred.uid, name);
 	if (s->n_att >=
-	    (size_t)c->m->config->daemon.max_attachments_per_session)
+	    (size_t)manager_config(c->m)->daemon.max_attachments_per_session)
 		return session_send_error(
 			s, id, "resource_exhausted",
 			"a session holds at most %d attachments "
 			"(daemon.max_attachments_per_session)",
-			c->m->config->daemon.max_attachments_per_session);
+			manager_config(c->m)->daemon.max_attachments_per_session);
 	r = attach_ready(s, id, req, p);
 	if (r <= 0)
 		return r;
@@ -721,7 +705,7 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 	}
 	if (shared && json_is_true(json_object_get(req, "resume")))
 		resume(s, p, &s->att[s->n_att - 1]);
-	session_publish(s, &s->att[s->n_att - 1], "session_attach", NULL);
+	session_publish(s, &s->att[s->n_att - 1], EV_SESSION_ATTACH, NULL);
 	log_info("session %u (pid %d uid %u): attached to %s, %s mode", s->id,
 		 (int)s->cred.pid, (unsigned int)s->cred.uid, name,
 		 shared ? "shared" : "local");
@@ -748,7 +732,7 @@ int control_detach(struct session *s, uint32_t id, json_t *req)
 	if (!a)
 		return session_send_error(s, id, "not_found", "no such attachment");
 	aid = a->id;
-	session_publish(s, a, "session_detach", "detached");
+	session_publish(s, a, EV_SESSION_DETACH, "detached");
 	attachment_release(s->c, a);
 	*a = s->att[--s->n_att];
 	n = snprintf(text, sizeof(text), "{\"attachment\":%u}", aid);
@@ -898,26 +882,13 @@ void control_waiters_drop(struct control *c, struct session *s)
 	}
 }
 
-int control_attach_start(struct control *c,
-			 void (*failed)(void *ud, struct session *s), void *ud)
+int control_attach_start(struct control *c)
 {
-	int r;
-
-	c->attach_failed = failed;
-	c->attach_failed_ud = ud;
-	r = events_subscribe(c->m->events, on_session_event, c);
-
-	if (r < 0)
-		return r;
-	r = manager_subscribe(c->m, on_manager_event, c);
-	if (r < 0)
-		events_unsubscribe(c->m->events, on_session_event, c);
-	return r;
+	return events_subscribe(manager_bus(c->m), on_event, c);
 }
 
 void control_attach_stop(struct control *c)
 {
-	manager_unsubscribe(c->m, on_manager_event, c);
-	events_unsubscribe(c->m->events, on_session_event, c);
+	events_unsubscribe(manager_bus(c->m), on_event, c);
 	attach_cache_free(c);
 }

@@ -30,6 +30,8 @@
 #include "events.h"
 #include "manager.h"
 
+struct control;
+
 /* One object a session holds: by incarnation, since a reload may put
  * another object under the same name. */
 struct lease {
@@ -216,11 +218,6 @@ struct control {
 	struct cached_reply *cache;
 	struct cached_reply *cache_by_request; /* by their request's bytes */
 	struct attach_cache *attach_cache;	/* by "profile/mode" */
-	/* control.c's, given to control_attach_start(): a waiting attach
-	 * answered when its profile is ready that cannot be sent ends its
-	 * session. */
-	void (*attach_failed)(void *ud, struct session *s);
-	void *attach_failed_ud;
 	struct session *sessions;
 	unsigned int next_session, next_attachment;
 	struct control_psocks *psocks; /* the per-profile sockets */
@@ -229,12 +226,10 @@ struct control {
 extern const double control_attach_bucket_le[SESSION_ATTACH_BUCKETS];
 
 /* control_psock.c */
-/* A connection accepted on profile's own socket, for control.c to admit. */
-typedef void (*control_psock_accept_fn)(void *ud, int fd, const char *profile);
 /* Keep one socket per profile of c's manager, from now on (start, and
- * after each reload), each accepted connection handed to fn. */
-int control_psocks_start(struct control *c, control_psock_accept_fn fn,
-			 void *ud);
+ * after each reload), each accepted connection admitted as the control
+ * socket's are (control_accept_one(), scope: the profile). */
+int control_psocks_start(struct control *c);
 /* Stop listening; the sockets go, their directories stay (containers
  * bind them: the next run's socket appears in the same directory). */
 void control_psocks_stop(struct control *c);
@@ -284,13 +279,18 @@ int control_report(struct session *s, uint32_t id, json_t *req);
 int control_made(struct session *s, uint32_t id, json_t *req);
 void attachment_release(struct control *c, struct attachment *a);
 void session_publish(struct session *s, const struct attachment *a,
-		     const char *what, const char *reason);
+		     enum event_kind what, const char *reason);
+/* control.c: a session ends (its attachments released); a connection
+ * accepted is admitted, on the control socket (scope NULL) or on a
+ * profile's own. */
+void session_free(struct session *s);
+void control_accept_one(struct control *c, int cfd, const char *scope);
 /* Forget the ATTACHes of s that wait. */
 void control_waiters_drop(struct control *c, struct session *s);
-/* Hear the engine (profiles ready, devices lost, reloads' changes).
- * failed(ud, s) ends s when a waiting attach cannot be answered. */
-int control_attach_start(struct control *c,
-			 void (*failed)(void *ud, struct session *s), void *ud);
+/* Hear the engine (profiles ready, devices lost, reloads' changes). A
+ * waiting attach answered once its profile is ready that cannot be sent
+ * ends its session. */
+int control_attach_start(struct control *c);
 void control_attach_stop(struct control *c);
 
 /* control_request.c */

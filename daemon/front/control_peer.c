@@ -49,7 +49,7 @@ bool session_in_group(const struct session *s, gid_t gid)
 bool session_allowed(const struct profile *p, const struct session *s)
 {
 	return profile_admits(p, s->cred.uid, s->cred.gid, s->groups,
-			      s->n_groups, s->c->m->config->daemon.admit_root);
+			      s->n_groups, manager_config(s->c->m)->daemon.admit_root);
 }
 
 /* ---- sending ---- */
@@ -65,7 +65,7 @@ int session_out_source(struct session *s, int *fd, sd_event_source **es,
 	*fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 3);
 	if (*fd < 0)
 		return -errno;
-	r = sd_event_add_io(s->c->m->event, es, *fd, EPOLLOUT, handler, ud);
+	r = sd_event_add_io(manager_loop(s->c->m), es, *fd, EPOLLOUT, handler, ud);
 	if (r == 0)
 		r = sd_event_source_set_enabled(*es, SD_EVENT_OFF);
 	if (r < 0) {
@@ -90,7 +90,7 @@ static void outmsg_free(struct outmsg *o)
  * daemon.output_budget)? */
 static bool over_budget(const struct session *s, size_t len, bool own)
 {
-	const struct conf_daemon *d = &s->c->m->config->daemon;
+	const struct conf_daemon *d = &manager_config(s->c->m)->daemon;
 	size_t mine = len;
 
 	if ((own && s->out.bytes + len > CONTROL_OUT_MAX_BYTES) ||

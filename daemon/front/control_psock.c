@@ -54,8 +54,6 @@ struct control_psocks {
 	char *runtime_dir; /* as at start: a reload does not move it */
 	struct psock *socks; /* by name */
 	sd_event_source *defer; /* a sync scheduled */
-	control_psock_accept_fn accept;
-	void *ud;
 };
 
 int control_group_gid(const char *name, gid_t *gid)
@@ -73,7 +71,7 @@ static void psock_access(const struct control_psocks *ps,
 			 const struct conf_profile *cp, uid_t *uid, gid_t *gid,
 			 mode_t *mode)
 {
-	const struct conf_daemon *d = &ps->c->m->config->daemon;
+	const struct conf_daemon *d = &manager_config(ps->c->m)->daemon;
 
 	*uid = (uid_t)-1;
 	*gid = (gid_t)-1;
@@ -149,7 +147,7 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents,
 			return 0;
 		}
 		accept_pause_ok(&s->pause);
-		s->ps->accept(s->ps->ud, cfd, s->name);
+		control_accept_one(s->ps->c, cfd, s->name);
 	}
 	return 0;
 }
@@ -203,7 +201,7 @@ static int psock_listen(struct psock *s, const struct conf_profile *cp)
 		unlink(sun.sun_path);
 		return r;
 	}
-	r = sd_event_add_io(s->ps->c->m->event, &s->io, s->fd, EPOLLIN,
+	r = sd_event_add_io(manager_loop(s->ps->c->m), &s->io, s->fd, EPOLLIN,
 			    on_accept, s);
 	if (r >= 0)
 		r = sd_event_source_set_priority(s->io,
@@ -289,8 +287,8 @@ static void psocks_sync(struct control_psocks *ps)
 
 	HASH_ITER(hh, ps->socks, s, tmp)
 		s->seen = false;
-	for (size_t i = 0; i < m->n_profiles; i++) {
-		const struct conf_profile *cp = m->profiles[i]->conf;
+	for (size_t i = 0; i < manager_n_profiles(m); i++) {
+		const struct conf_profile *cp = manager_profile_at(m, i)->conf;
 		int r;
 
 		HASH_FIND_STR(ps->socks, cp->name, s);
@@ -325,23 +323,22 @@ static int on_defer(sd_event_source *es, void *ud)
 	return 0;
 }
 
-static void on_manager_event(void *ud, const struct manager_event *ev)
+static void on_manager_event(void *ud, const struct event *ev)
 {
 	struct control_psocks *ps = ud;
 
 	/* The profile list changes with a reload, which ends with an
 	 * announcement of every profile: synced then, once per turn. */
-	if (ev->kind == MANAGER_PROGRESS || ev->kind == MANAGER_LEASES_CHANGED ||
-	    ps->c->m->reloading || ps->defer)
+	if (!event_profiles_moved(ev->kind) ||
+	    manager_reloading(ps->c->m) || ps->defer)
 		return;
-	if (sd_event_add_defer(ps->c->m->event, &ps->defer, on_defer, ps) < 0) {
+	if (sd_event_add_defer(manager_loop(ps->c->m), &ps->defer, on_defer, ps) < 0) {
 		ps->defer = NULL;
 		psocks_sync(ps);
 	}
 }
 
-int control_psocks_start(struct control *c, control_psock_accept_fn fn,
-			 void *ud)
+int control_psocks_start(struct control *c)
 {
 	struct control_psocks *ps = calloc(1, sizeof(*ps));
 	char dir[PATH_MAX];
@@ -350,9 +347,7 @@ int control_psocks_start(struct control *c, control_psock_accept_fn fn,
 	if (!ps)
 		return -ENOMEM;
 	ps->c = c;
-	ps->accept = fn;
-	ps->ud = ud;
-	ps->runtime_dir = strdup(c->m->config->daemon.runtime_dir);
+	ps->runtime_dir = strdup(manager_config(c->m)->daemon.runtime_dir);
 	if (!ps->runtime_dir) {
 		free(ps);
 		return -ENOMEM;
@@ -363,7 +358,7 @@ int control_psocks_start(struct control *c, control_psock_accept_fn fn,
 		log_warn(errno, "cannot make %s: no profile has a socket of "
 			    "its own",
 			 dir);
-	r = manager_subscribe(c->m, on_manager_event, ps);
+	r = events_subscribe(manager_bus(c->m), on_manager_event, ps);
 	if (r < 0)
 		return r;
 	psocks_sync(ps);
@@ -376,7 +371,7 @@ void control_psocks_stop(struct control *c)
 
 	if (!ps)
 		return;
-	manager_unsubscribe(c->m, on_manager_event, ps);
+	events_unsubscribe(manager_bus(c->m), on_manager_event, ps);
 	ps->defer = sd_event_source_disable_unref(ps->defer);
 	while (ps->socks)
 		psock_free(ps, ps->socks, false);

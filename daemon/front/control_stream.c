@@ -66,12 +66,16 @@ static int on_sub_writable(sd_event_source *es, int fd, uint32_t revents,
 	return 0;
 }
 
-static void on_stream_event(void *ud, const json_t *bus_ev)
+static void on_stream_event(void *ud, const struct event *bus_ev)
 {
 	struct subscription *sub = ud;
-	json_t *ev = sub_view(sub, bus_ev);
+	const json_t *text = event_json(bus_ev);
+	json_t *ev;
 	int r;
 
+	if (!text)
+		return; /* the engine's own, or out of memory */
+	ev = sub_view(sub, text);
 	if (!ev)
 		return; /* out of memory: this one is not for it */
 	if (!sub->q.n && !sub->q.overflowed) {
@@ -81,7 +85,7 @@ static void on_stream_event(void *ud, const json_t *bus_ev)
 			return; /* sent, or the session is ending */
 		}
 	}
-	if (!events_queue_push(&sub->q, ev))
+	if (!events_queue_push(&sub->q, ev, bus_ev->seq))
 		log_debug("session %u: event stream queue full",
 			  sub->s->id);
 	json_decref(ev);
@@ -92,7 +96,7 @@ void subscription_free(struct subscription *sub)
 {
 	if (!sub)
 		return;
-	events_unsubscribe(sub->s->c->m->events, on_stream_event, sub);
+	events_unsubscribe(manager_bus(sub->s->c->m), on_stream_event, sub);
 	sd_event_source_disable_unref(sub->out);
 	closep(&sub->out_fd);
 	events_queue_clear(&sub->q);
@@ -125,7 +129,7 @@ int control_subscribe(struct session *s, uint32_t id)
 		r = session_out_source(s, &sub->out_fd, &sub->out,
 				       on_sub_writable, sub);
 	if (r == 0)
-		r = events_subscribe(c->m->events, on_stream_event, sub);
+		r = events_subscribe(manager_bus(c->m), on_stream_event, sub);
 	if (r < 0) {
 		sd_event_source_disable_unref(sub->out);
 		closep(&sub->out_fd);
@@ -145,7 +149,7 @@ int control_subscribe(struct session *s, uint32_t id)
 	return session_send_json(s, PROTO_REPLY, id,
 			 json_pack("{s:i, s:{s:I}}", "status", 200, "body",
 				   "last_seq",
-				   (json_int_t)events_last_seq(c->m->events)),
+				   (json_int_t)events_last_seq(manager_bus(c->m))),
 			 NULL, 0);
 }
 

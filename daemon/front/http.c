@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: MIT
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "api.h"
 #include "http.h"
@@ -53,12 +56,12 @@ static struct MHD_Response *json_response(json_t *doc)
 
 /* The document of path at generation, rendered once: a response the
  * cache keeps (*shared). */
-static struct MHD_Response *cached_answer(struct manager *m,
+static struct MHD_Response *cached_answer(struct http *h,
 					  const struct api_request *ar,
 					  uint64_t generation,
 					  unsigned int *status, bool *shared)
 {
-	struct http *h = m->http;
+	struct manager *m = h->m;
 	struct cached *c = NULL;
 	json_t *reply = NULL;
 	int st;
@@ -118,11 +121,11 @@ static bool token_equal(const char *a, const char *b)
 	return diff == 0;
 }
 
-static bool authorized(struct manager *m, const char *h)
+static bool authorized(const struct http *h, const char *auth)
 {
-	if (!m->token || !h || strncasecmp(h, "Bearer ", 7))
+	if (!h->token || !auth || strncasecmp(auth, "Bearer ", 7))
 		return false;
-	return token_equal(h + 7, m->token);
+	return token_equal(auth + 7, h->token);
 }
 
 /* Prometheus scrapes text, not JSON. */
@@ -175,7 +178,7 @@ static struct MHD_Response *with_status_headers(struct MHD_Response *resp,
 	return resp;
 }
 
-struct MHD_Response *http_answer(struct manager *m, const char *method,
+struct MHD_Response *http_answer(struct http *h, const char *method,
 				 const char *url, const char *authorization,
 				 const char *body, size_t len, bool too_big,
 				 struct api_later *later, unsigned int *status,
@@ -186,10 +189,11 @@ struct MHD_Response *http_answer(struct manager *m, const char *method,
 	struct api_request ar = {
 		.method = head ? "GET" : method,
 		.path = url,
-		.authorized = authorized(m, authorization),
-		.token_set = m->token != NULL,
+		.authorized = authorized(h, authorization),
+		.token_set = h->token != NULL,
 		.later = later,
 	};
+	struct manager *m = h->m;
 	struct MHD_Response *resp;
 	json_error_t jerr;
 	json_t *reply = NULL;
@@ -242,8 +246,8 @@ struct MHD_Response *http_answer(struct manager *m, const char *method,
 				   status);
 		return with_status_headers(resp, *status, url);
 	}
-	if (!len && m->http && api_cacheable(m, ar.method, url, &generation))
-		return cached_answer(m, &ar, generation, status, shared);
+	if (!len && api_cacheable(m, ar.method, url, &generation))
+		return cached_answer(h, &ar, generation, status, shared);
 	if (len) {
 		/* Depth is bounded by the body size limit and jansson's own
 		 * limit (2048). */
@@ -283,7 +287,7 @@ static enum MHD_Result events_start(struct listener *l,
 	if (!streams_full(l->h))
 		return stream_start(
 			l, c,
-			authorized(l->m, sym_MHD_lookup_connection_value(
+			authorized(l->h, sym_MHD_lookup_connection_value(
 						 c, MHD_HEADER_KIND,
 						 MHD_HTTP_HEADER_AUTHORIZATION)));
 	resp = json_answer(503,
@@ -421,7 +425,7 @@ static json_t *over_share(struct listener *l, struct MHD_Connection *c,
 
 	if (!cn)
 		return NULL;
-	if (authorized(l->m, auth)) {
+	if (authorized(l->h, auth)) {
 		if (cn->anon)
 			h->n_anon--;
 		cn->anon = false;
@@ -544,9 +548,9 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c,
 		return MHD_YES;
 	}
 	if (streq(method, "GET") && streq(url, "/v1/events") && !req->len &&
-	    l->m->events)
+	    manager_bus(l->m))
 		return events_start(l, c);
-	resp = http_answer(l->m, method, url,
+	resp = http_answer(l->h, method, url,
 			   sym_MHD_lookup_connection_value(
 				   c, MHD_HEADER_KIND,
 				   MHD_HTTP_HEADER_AUTHORIZATION),
@@ -625,13 +629,73 @@ static void http_share(struct http *h, const struct conf_daemon *d,
 					    : 1;
 }
 
-int http_start(struct manager *m, const char **failed)
+/* ---- the bearer token ---- */
+
+/* daemon.http.token_file's first line (at least 16 characters), read
+ * at start and after each reload; none: changes over REST are off. */
+static int load_token(struct http *h)
 {
-	const struct conf_daemon *d = &m->config->daemon;
+	const char *path = manager_config(h->m)->daemon.token_file;
+	_cleanup_close_ int fd = -1;
+	char buf[256];
+	struct stat st;
+	ssize_t n;
+
+	if (h->token)
+		explicit_bzero(h->token, strlen(h->token));
+	free(h->token);
+	h->token = NULL;
+	if (!path)
+		return 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return -errno;
+	if (st.st_mode & (S_IRWXG | S_IRWXO))
+		log_warn(0, "token file %s is readable by others than its "
+			    "owner", path);
+	n = read(fd, buf, sizeof(buf) - 1);
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\r\n")] = '\0';
+	n = (ssize_t)strlen(buf);
+	h->token = n >= 16 ? strdup(buf) : NULL;
+	explicit_bzero(buf, sizeof(buf));
+	if (n < 16)
+		return -EINVAL; /* too short to be a secret */
+	return h->token ? 0 : -ENOMEM;
+}
+
+static void token_reload(struct http *h)
+{
+	int r = load_token(h);
+
+	if (r < 0)
+		log_warn(r, "token file %s: changes over REST are off",
+			 manager_config(h->m)->daemon.token_file);
+}
+
+/* A reload applied may name another token file, or the file changed. */
+static void on_event(void *ud, const struct event *ev)
+{
+	const char *status;
+
+	if (ev->kind != EV_RELOAD || !ev->u.reload.result)
+		return;
+	status = json_string_value(json_object_get(ev->u.reload.result,
+						   "status"));
+	if (status && streq(status, "ok"))
+		token_reload(ud);
+}
+
+int http_start(struct manager *m, const char **failed, struct http **out)
+{
+	const struct conf_daemon *d = &manager_config(m)->daemon;
 	struct http *h = calloc(1, sizeof(*h));
 	struct front_caps caps;
 	int r;
 
+	*out = NULL;
 	if (!h)
 		return -ENOMEM;
 	h->l = calloc(d->n_listen, sizeof(*h->l));
@@ -639,11 +703,18 @@ int http_start(struct manager *m, const char **failed)
 		free(h);
 		return -ENOMEM;
 	}
-	m->http = h;
+	h->m = m;
+	token_reload(h);
+	r = events_subscribe(manager_bus(m), on_event, h);
+	if (r < 0) {
+		*failed = "the event bus";
+		http_stop(h);
+		return r;
+	}
 	manager_set_front(m, FRONT_HTTP,
 			  &(struct manager_front){ .stats = http_front_stats,
 						   .ud = h });
-	front_caps(m->config, &caps);
+	front_caps(manager_config(m), &caps);
 	h->max_conns = caps.http;
 	h->per_address = (unsigned int)d->http_max_per_address;
 	http_share(h, d, &caps);
@@ -651,32 +722,32 @@ int http_start(struct manager *m, const char **failed)
 			    d->n_http_hosts);
 	if (r < 0) {
 		*failed = "the host names";
-		http_stop(m);
+		http_stop(h);
 		return r;
 	}
 	h->header_timeout = (uint64_t)d->http_header_timeout * 1000000;
 	if (d->n_listen && mhd_open() < 0) {
 		*failed = d->listen[0];
-		http_stop(m);
+		http_stop(h);
 		return -ENOPKG;
 	}
 	if (d->tls_cert) {
 		if (d->n_listen &&
 		    !sym_MHD_is_feature_supported(MHD_FEATURE_TLS)) {
 			*failed = "https (libmicrohttpd is built without TLS)";
-			http_stop(m);
+			http_stop(h);
 			return -EOPNOTSUPP;
 		}
 		r = read_pem(d->tls_cert, &h->cert);
 		if (r < 0) {
 			*failed = d->tls_cert;
-			http_stop(m);
+			http_stop(h);
 			return r;
 		}
 		r = read_pem(d->tls_key, &h->key);
 		if (r < 0) {
 			*failed = d->tls_key;
-			http_stop(m);
+			http_stop(h);
 			return r;
 		}
 	}
@@ -687,7 +758,7 @@ int http_start(struct manager *m, const char **failed)
 					      .ud = h });
 	if (r < 0) {
 		*failed = "a timer";
-		http_stop(m);
+		http_stop(h);
 		return r;
 	}
 	for (size_t i = 0; i < d->n_listen; i++) {
@@ -696,22 +767,22 @@ int http_start(struct manager *m, const char **failed)
 		h->n++;
 		if (r < 0) {
 			*failed = d->listen[i];
-			http_stop(m);
+			http_stop(h);
 			return r;
 		}
 		log_info("REST API on %s%s", d->listen[i],
 			 h->l[i].tls ? " (HTTPS)" : "");
 	}
+	*out = h;
 	return 0;
 }
 
-void http_stop(struct manager *m)
+struct http *http_stop(struct http *h)
 {
-	struct http *h = m->http;
-
 	if (!h)
-		return;
-	manager_set_front(m, FRONT_HTTP, NULL);
+		return NULL;
+	events_unsubscribe(manager_bus(h->m), on_event, h);
+	manager_set_front(h->m, FRONT_HTTP, NULL);
 	streams_ping(h, 0, true);
 	for (size_t i = 0; i < h->n; i++)
 		if (h->l[i].mhd)
@@ -727,7 +798,10 @@ void http_stop(struct manager *m)
 	if (h->key)
 		explicit_bzero(h->key, strlen(h->key));
 	free(h->key);
+	if (h->token)
+		explicit_bzero(h->token, strlen(h->token));
+	free(h->token);
 	free(h);
-	m->http = NULL;
+	return NULL;
 }
 

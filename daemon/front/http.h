@@ -11,9 +11,11 @@ struct http;
 struct MHD_Response;
 
 /* Listen on every address of the configuration ("HOST:PORT",
- * "[V6]:PORT", "unix:/PATH"). Returns 0 or -errno; *failed names the
+ * "[V6]:PORT", "unix:/PATH"), with the bearer token of
+ * daemon.http.token_file (read again after each reload). Returns 0 and
+ * the front end in *out, or -errno (*out NULL); *failed names the
  * address that failed. */
-int http_start(struct manager *m, const char **failed);
+int http_start(struct manager *m, const char **failed, struct http **out);
 /*
  * The answer to one complete request, as libmicrohttpd hands it over
  * (url decoded; authorization: the Authorization header or NULL; the
@@ -24,11 +26,16 @@ int http_start(struct manager *m, const char **failed);
  * 503). The fuzz target calls it too.
  */
 struct api_later;
-struct MHD_Response *http_answer(struct manager *m, const char *method,
+struct MHD_Response *http_answer(struct http *h, const char *method,
 				 const char *url, const char *authorization,
 				 const char *body, size_t len, bool too_big,
 				 struct api_later *later, unsigned int *status,
 				 bool *shared);
-void http_stop(struct manager *m);
+/* Stop listening and free h (NULL: nothing). Returns NULL. */
+struct http *http_stop(struct http *h);
+static inline void http_stopp(struct http **h)
+{
+	http_stop(*h);
+}
 
 #endif

@@ -66,7 +66,7 @@ void conn_wait_headers(struct conn *cn)
 	struct http *h = cn->l->h;
 
 	conn_unlist(cn);
-	sd_event_now(cn->l->m->event, CLOCK_MONOTONIC, &cn->since);
+	sd_event_now(manager_loop(cn->l->m), CLOCK_MONOTONIC, &cn->since);
 	cn->prev = h->wait_tail;
 	if (h->wait_tail)
 		h->wait_tail->next = cn;
@@ -96,7 +96,7 @@ static void listener_rearm(struct listener *l)
 		sd_event_source_set_enabled(l->timer, SD_EVENT_OFF);
 		listener_kick(l);
 	} else {
-		sd_event_now(l->m->event, CLOCK_MONOTONIC, &now);
+		sd_event_now(manager_loop(l->m), CLOCK_MONOTONIC, &now);
 		sd_event_source_set_time(l->timer, now + ms * 1000);
 		sd_event_source_set_enabled(l->timer, SD_EVENT_ONESHOT);
 	}
@@ -148,7 +148,7 @@ static void conn_linger(struct conn *cn)
 		return;
 	fd = fcntl(ci->connect_fd, F_DUPFD_CLOEXEC, 3);
 	if (fd >= 0)
-		linger_start(cn->l->h, cn->l->m->event, fd);
+		linger_start(cn->l->h, manager_loop(cn->l->m), fd);
 }
 
 static void on_connection(void *cls, struct MHD_Connection *c,
@@ -519,7 +519,7 @@ int conns_start(struct manager *m, struct http *h,
 	int r;
 
 	h->hooks = *hooks;
-	r = sd_event_add_time_relative(m->event, &h->sweep, CLOCK_MONOTONIC,
+	r = sd_event_add_time_relative(manager_loop(m), &h->sweep, CLOCK_MONOTONIC,
 				       sweep_interval(h), 100000, on_sweep, h);
 
 	return r < 0 ? r : sd_event_source_set_enabled(h->sweep, SD_EVENT_ON);
@@ -653,7 +653,7 @@ int listener_start(struct manager *m, struct http *h,
 		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, l,
 		MHD_OPTION_CONNECTION_LIMIT, h->max_conns + 1,
 		MHD_OPTION_CONNECTION_TIMEOUT,
-		(unsigned int)m->config->daemon.http_idle_timeout,
+		(unsigned int)manager_config(m)->daemon.http_idle_timeout,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT,
 		(size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
 		h->hooks.completed, NULL, MHD_OPTION_NOTIFY_CONNECTION,
@@ -663,19 +663,19 @@ int listener_start(struct manager *m, struct http *h,
 	info = sym_MHD_get_daemon_info(l->mhd, MHD_DAEMON_INFO_EPOLL_FD);
 	if (!info)
 		return -EIO;
-	r = sd_event_add_io(m->event, &l->io, info->epoll_fd, EPOLLIN, on_io,
+	r = sd_event_add_io(manager_loop(m), &l->io, info->epoll_fd, EPOLLIN, on_io,
 			    l);
 	if (r < 0)
 		return r;
-	r = sd_event_add_time(m->event, &l->timer, CLOCK_MONOTONIC, 0, 0,
+	r = sd_event_add_time(manager_loop(m), &l->timer, CLOCK_MONOTONIC, 0, 0,
 			      on_timer, l);
 	if (r < 0)
 		return r;
-	r = sd_event_add_defer(m->event, &l->again, on_again, l);
+	r = sd_event_add_defer(manager_loop(m), &l->again, on_again, l);
 	if (r < 0)
 		return r;
 	sd_event_source_set_enabled(l->again, SD_EVENT_OFF);
-	r = sd_event_add_io(m->event, &l->accept_io, l->fd, EPOLLIN,
+	r = sd_event_add_io(manager_loop(m), &l->accept_io, l->fd, EPOLLIN,
 			    on_accept, l);
 	if (r < 0)
 		return r;

@@ -296,7 +296,7 @@ void conn_request_done(struct conn *cn)
 	fd = ci->connect_fd;
 	if (!cn->next_io) {
 		/* Before libmicrohttpd's turn on the same bytes. */
-		if (sd_event_add_io(cn->l->m->event, &cn->next_io, fd,
+		if (sd_event_add_io(manager_loop(cn->l->m), &cn->next_io, fd,
 				    EPOLLIN | EPOLLRDHUP | EPOLLET,
 				    on_next_bytes, cn) < 0) {
 			cn->tracked = false;
@@ -446,7 +446,7 @@ static void pending_reject(struct pending *pd, const struct screen_result *r)
 	answer_direct(fd, r->status, r->reason, r->code, r->message, r->head,
 		      0);
 	shutdown(fd, SHUT_WR);
-	linger_start(l->h, l->m->event, fd);
+	linger_start(l->h, manager_loop(l->m), fd);
 }
 
 static int on_first_bytes(sd_event_source *s, int fd, uint32_t revents,
@@ -499,7 +499,7 @@ void pending_start(struct listener *l, int fd, const struct sockaddr *sa,
 	struct http *h = l->h;
 	struct pending *pd = calloc(1, sizeof(*pd));
 
-	if (!pd || sd_event_add_io(l->m->event, &pd->io, fd,
+	if (!pd || sd_event_add_io(manager_loop(l->m), &pd->io, fd,
 				   EPOLLIN | EPOLLRDHUP | EPOLLET,
 				   on_first_bytes, pd) < 0) {
 		free(pd);
@@ -516,7 +516,7 @@ void pending_start(struct listener *l, int fd, const struct sockaddr *sa,
 		p->n++;
 	memcpy(&pd->sa, sa, len);
 	pd->len = len;
-	sd_event_now(l->m->event, CLOCK_MONOTONIC, &pd->since);
+	sd_event_now(manager_loop(l->m), CLOCK_MONOTONIC, &pd->since);
 	DL_APPEND(h->pending, pd);
 	h->n_pending++;
 }

@@ -237,6 +237,8 @@ struct http {
 	struct screen_result *adding_bad; /* and a bad one after it */
 	unsigned int adding_bad_after;
 	char *cert, *key;    /* PEM, for TLS */
+	struct manager *m;
+	char *token; /* the bearer token (daemon.http.token_file), or NULL */
 };
 
 

@@ -19,18 +19,19 @@ static void stream_wake(struct stream *st)
 	listener_kick(st->l);
 }
 
-static void on_stream_event(void *ud, const json_t *bus_ev)
+static void on_stream_event(void *ud, const struct event *bus_ev)
 {
 	struct stream *st = ud;
 	bool was = st->q.overflowed;
 	/* As this client may see it: REST callers are anonymous. */
 	const struct api_viewer v = { .admin = st->admin };
-	json_t *ev = api_view_event(bus_ev, &v);
+	const json_t *text = event_json(bus_ev);
+	json_t *ev = text ? api_view_event(text, &v) : NULL;
 	bool taken;
 
 	if (!ev)
 		return; /* out of memory: this one is not for it */
-	taken = events_queue_push(&st->q, ev);
+	taken = events_queue_push(&st->q, ev, bus_ev->seq);
 	json_decref(ev);
 	if (!taken && !was)
 		log_notice("%s: an events stream reads too slowly, dropping "
@@ -121,7 +122,7 @@ static void stream_free(void *cls)
 	struct stream *st = cls;
 	struct http *h = st->h;
 
-	events_unsubscribe(st->l->m->events, on_stream_event, st);
+	events_unsubscribe(manager_bus(st->l->m), on_stream_event, st);
 	if (st->prev)
 		st->prev->next = st->next;
 	else
@@ -171,7 +172,7 @@ enum MHD_Result stream_start(struct listener *l, struct MHD_Connection *c,
 		h->streams->prev = st;
 	h->streams = st;
 	h->n_streams++;
-	if (events_subscribe(l->m->events, on_stream_event, st) < 0) {
+	if (events_subscribe(manager_bus(l->m), on_stream_event, st) < 0) {
 		sym_MHD_destroy_response(resp); /* stream_free */
 		return MHD_NO;
 	}
@@ -186,7 +187,7 @@ enum MHD_Result stream_start(struct listener *l, struct MHD_Connection *c,
 	/* The first bytes at once: a client sees the stream is open (and
 	 * where in the sequence it starts). */
 	hello = json_pack("{s:s, s:I}", "event", "subscribed", "last_seq",
-			  (json_int_t)events_last_seq(l->m->events));
+			  (json_int_t)events_last_seq(manager_bus(l->m)));
 	if (hello)
 		stream_format(st, hello);
 	json_decref(hello);

@@ -573,13 +573,16 @@ static void store_config(struct sysd *s)
 
 	/* What the store holds is this run's until a reload is applied:
 	 * the image this run was loaded from, or the one stored last. */
-	if (s->config_stored && s->config_reloads == s->m->reloads_applied)
+	struct manager_counters mc;
+
+	manager_counters(s->m, &mc);
+	if (s->config_stored && s->config_reloads == mc.reloads_applied)
 		return;
 	s->config_stored = true;
-	s->config_reloads = s->m->reloads_applied;
+	s->config_reloads = mc.reloads_applied;
 	if (!getenv("NOTIFY_SOCKET"))
 		return;
-	r = config_keep(s->m->config, &buf, &len);
+	r = config_keep(manager_config(s->m), &buf, &len);
 	if (r == -ENOTSUP)
 		return; /* no build ID: no way to tell a next binary */
 	fd = r < 0 ? -1 : memfd_create("rdmad-config", MFD_CLOEXEC);
@@ -617,7 +620,7 @@ static void leases_later(struct sysd *s, struct profile *p)
 		return;
 	rec->leases_due = true;
 	if (!s->leases_due &&
-	    sd_event_add_defer(s->m->event, &s->leases_due, on_leases_due,
+	    sd_event_add_defer(manager_loop(s->m), &s->leases_due, on_leases_due,
 			       s) < 0) {
 		rec->leases_due = false;
 		store_leases(s->m, p);
@@ -626,15 +629,15 @@ static void leases_later(struct sysd *s, struct profile *p)
 	sd_event_source_set_enabled(s->leases_due, SD_EVENT_ONESHOT);
 }
 
-static void on_manager_event(void *ud, const struct manager_event *ev)
+static void on_manager_event(void *ud, const struct event *ev)
 {
 	struct sysd *s = ud;
 	struct profile_progress pr;
 	uint64_t now;
 
 	switch (ev->kind) {
-	case MANAGER_PROGRESS:
-		sd_event_now(s->m->event, CLOCK_MONOTONIC, &now);
+	case EV_CREATION_STEP:
+		sd_event_now(manager_loop(s->m), CLOCK_MONOTONIC, &now);
 		if (now - s->last_status < STATUS_USEC)
 			return;
 		s->last_status = now;
@@ -656,7 +659,7 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 		s->last_objects = pr.objects;
 		s->last_bytes = pr.bytes + pr.populated;
 		return;
-	case MANAGER_SETTLED:
+	case EV_SETTLED:
 		/* What parsing and creating freed goes back to the system:
 		 * a daemon holds its memory for a long time. */
 		malloc_trim(0);
@@ -669,18 +672,18 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 			restore_done(unstore_kept_ctx);
 			/* FDSTOREREMOVE goes by name: a name kept twice (a
 			 * reload had resized it) took the live fd out too. */
-			for (size_t i = 0; i < s->m->n_profiles; i++)
-				store_profile(s->m->profiles[i], false, true);
+			for (size_t i = 0; i < manager_n_profiles(s->m); i++)
+				store_profile(manager_profile_at(s->m, i), false, true);
 		}
 		sd_notify(0, "READY=1\nSTATUS=running");
 		if (!s->ready)
 			log_ctx(LOG_INFO, 0,
 				&(struct log_ctx){.message_id = MSGID_READY},
-				"ready: %zu profiles", s->m->n_profiles);
+				"ready: %zu profiles", manager_n_profiles(s->m));
 		s->ready = true;
 		store_config(s);
 		return;
-	case MANAGER_PROFILE_CHANGED:
+	case EV_PROFILE_CHANGED:
 		if (stopping)
 			return;
 		/* Before the first READY=1 the store waits for it (above)
@@ -693,7 +696,7 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 		else if (getenv("NOTIFY_SOCKET"))
 			store_ctx(ev->profile);
 		return;
-	case MANAGER_LEASES_CHANGED:
+	case EV_LEASES_CHANGED:
 		/* At the stop the sessions end: what they held stays as
 		 * written then, for the next run. */
 		if (stopping)
@@ -701,17 +704,19 @@ static void on_manager_event(void *ud, const struct manager_event *ev)
 		/* A lease taken is written before the client gets its
 		 * handles; ended ones once the loop's turn is over (a detach
 		 * ends one per object: one write for them all). */
-		if (ev->ended)
+		if (ev->u.leases_ended)
 			leases_later(s, ev->profile);
 		else
 			store_leases(s->m, ev->profile);
 		return;
-	case MANAGER_PROFILE_REMOVED:
+	case EV_PROFILE_REMOVED:
 		store_profile(ev->profile, true, false);
 		return;
-	case MANAGER_DEVICE_LOST:
+	case EV_DEVICE_LOST:
 		/* That context is dead: nothing to take back. */
-		unstore_ctx(profile_name(ev->profile));
+		unstore_ctx(ev->profile_name);
+		return;
+	default:
 		return;
 	}
 }
@@ -726,12 +731,12 @@ int sysd_start(struct manager *m)
 	sysd.config_stored = config_reused;
 	/* sd-event pings at half of WatchdogSec= when the loop runs; a
 	 * loop stuck anywhere stops the pings, and systemd restarts us. */
-	r = sd_event_set_watchdog(m->event, true);
+	r = sd_event_set_watchdog(manager_loop(m), true);
 	if (r < 0)
 		return r;
 	if (r > 0)
 		log_debug("watchdog on");
-	return manager_subscribe(m, on_manager_event, &sysd);
+	return events_subscribe(manager_bus(m), on_manager_event, &sysd);
 }
 
 void sysd_reloading(void)
@@ -759,8 +764,8 @@ void sysd_stopping(void)
 	if (!sysd.m || !getenv("NOTIFY_SOCKET"))
 		return;
 	stopping = true;
-	for (size_t i = 0; i < sysd.m->n_profiles; i++) {
-		struct profile *p = sysd.m->profiles[i];
+	for (size_t i = 0; i < manager_n_profiles(sysd.m); i++) {
+		struct profile *p = manager_profile_at(sysd.m, i);
 
 		if (!profile_leave_context(p))
 			continue;
