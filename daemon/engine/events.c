@@ -162,22 +162,22 @@ uint64_t events_publish(struct events *b, struct event *ev)
 int events_queue_init(struct events_queue *q, size_t cap)
 {
 	*q = (struct events_queue){ .cap = cap ? cap : 1 };
-	q->ev = calloc(q->cap, sizeof(*q->ev));
-	return q->ev ? 0 : -ENOMEM;
+	q->q = calloc(q->cap, sizeof(*q->q));
+	return q->q ? 0 : -ENOMEM;
 }
 
 void events_queue_clear(struct events_queue *q)
 {
-	json_t *ev;
+	struct events_queued e;
 
-	while ((ev = events_queue_pop(q)))
-		json_decref(ev);
-	free(q->ev);
+	while (events_queue_pop(q, &e))
+		json_decref(e.ev);
+	free(q->q);
 	*q = (struct events_queue){ 0 };
 }
 
 bool events_queue_push(struct events_queue *q, const json_t *ev,
-		       uint64_t seq)
+		       const struct event *bev)
 {
 	if (q->overflowed)
 		return false;
@@ -185,22 +185,29 @@ bool events_queue_push(struct events_queue *q, const json_t *ev,
 		q->overflowed = true;
 		return false;
 	}
-	q->ev[(q->head + q->n++) % q->cap] = json_incref((json_t *)ev);
-	q->last_seq = seq;
+	q->q[(q->head + q->n++) % q->cap] = (struct events_queued){
+		json_incref((json_t *)ev), bev->seq, event_name(bev->kind)
+	};
+	q->last_seq = bev->seq;
 	return true;
 }
 
-json_t *events_queue_pop(struct events_queue *q)
+bool events_queue_pop(struct events_queue *q, struct events_queued *out)
 {
-	json_t *ev;
-
 	if (!q->n)
-		return NULL;
-	ev = q->ev[q->head];
-	q->ev[q->head] = NULL;
+		return false;
+	*out = q->q[q->head];
+	q->q[q->head] = (struct events_queued){ 0 };
 	q->head = (q->head + 1) % q->cap;
 	q->n--;
-	return ev;
+	return true;
+}
+
+void events_queue_unpop(struct events_queue *q, const struct events_queued *e)
+{
+	q->head = (q->head + q->cap - 1) % q->cap;
+	q->q[q->head] = *e;
+	q->n++;
 }
 
 json_t *events_queue_overflow(const struct events_queue *q)

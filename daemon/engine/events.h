@@ -123,8 +123,11 @@ struct event {
 	const struct object *object; /* the object it is about, or NULL */
 	union {
 		struct {
-			/* EV_RELOAD: the answer as POST /v1/reload gives it
-			 * (passed on whole), and its changes, typed. */
+			/* EV_RELOAD: 0 (applied) or -errno as
+			 * manager_reload() says; the answer as POST
+			 * /v1/reload gives it (passed on whole), and its
+			 * changes, typed. */
+			int r;
 			const json_t *result;
 			const struct reload_change *changes;
 			size_t n_changes;
@@ -230,8 +233,14 @@ const json_t *event_json(const struct event *ev);
  * (overflowed), and its owner sends what is queued, then
  * events_queue_overflow()'s event, and ends the stream.
  */
+struct events_queued {
+	json_t *ev;
+	uint64_t seq;	  /* its seq (0: none) */
+	const char *name; /* its event_name() */
+};
+
 struct events_queue {
-	json_t **ev;
+	struct events_queued *q;
 	size_t cap, head, n;
 	bool overflowed;
 	uint64_t last_seq; /* of the last event taken */
@@ -241,12 +250,16 @@ struct events_queue {
 
 int events_queue_init(struct events_queue *q, size_t cap);
 void events_queue_clear(struct events_queue *q);
-/* Queue a reference to ev (of seq); false (and overflowed set) when
- * full. */
+/* Queue a reference to ev, the JSON of bus event bev (its seq and name
+ * kept beside it: the sender frames it without reading it back); false
+ * (and overflowed set) when full. */
 bool events_queue_push(struct events_queue *q, const json_t *ev,
-		       uint64_t seq);
-/* The oldest event (a reference, the caller's), or NULL. */
-json_t *events_queue_pop(struct events_queue *q);
+		       const struct event *bev);
+/* The oldest event (its reference is the caller's), false: none. */
+bool events_queue_pop(struct events_queue *q, struct events_queued *out);
+/* Put what was popped back at the head (a send that would block):
+ * nothing is lost or reordered. */
+void events_queue_unpop(struct events_queue *q, const struct events_queued *e);
 /* The last event a dropped subscriber gets:
  * {"event":"overflow", "last_seq": N, "message": "..."}: events after
  * seq N were not delivered. No seq of its own: it is not in the stream. */

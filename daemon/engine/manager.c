@@ -717,7 +717,7 @@ static void reload_answer(struct manager *m, struct reload_req *q)
 	/* The reload's answer, as POST /v1/reload gives it. */
 	events_publish(m->events,
 		       &(struct event){ .kind = EV_RELOAD,
-					.u.reload = { q->result,
+					.u.reload = { q->r, q->result,
 						      q->changes.v,
 						      q->changes.n } });
 	for (size_t i = 0; q->r == 0 && i < m->n_profiles; i++) {

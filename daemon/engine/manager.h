@@ -44,6 +44,9 @@ struct session_stats {
 
 struct manager_sessions {
 	json_t *(*json)(void *ud);
+	/* The attachments to profile (a new JSON array of {session, pid,
+	 * uid, attachment, mode}). */
+	json_t *(*holders)(void *ud, const char *profile);
 	void (*stats)(void *ud, struct session_stats *out);
 	/* Is process pid (0: any) attached to the profile? */
 	bool (*attached)(void *ud, const char *profile, pid_t pid);

@@ -283,6 +283,18 @@ json_t *manager_adopted_json(struct manager *m)
 	return out;
 }
 
+void manager_adopted_holders(struct manager *m, const char *profile,
+			     json_t *out)
+{
+	for (struct adopted *a = m->adopted; out && a; a = a->next)
+		if (streq(a->profile, profile))
+			json_array_append_new(
+				out, json_pack("{s:i, s:i, s:i, s:i, s:s}",
+					       "session", 0, "pid", (int)a->pid,
+					       "uid", (int)a->uid, "attachment",
+					       0, "mode", "shared"));
+}
+
 void manager_adopt_stop(struct manager *m)
 {
 	while (m->adopted) {

@@ -53,4 +53,9 @@ struct manager {
 	bool stopping;
 };
 
+/* manager_adopt.c: the adopted clients of profile appended to out, as
+ * manager_holders_json() gives holders. */
+void manager_adopted_holders(struct manager *m, const char *profile,
+			     json_t *out);
+
 #endif

@@ -90,29 +90,9 @@ struct profile *const *manager_profiles_of(struct manager *m, size_t *n)
 json_t *manager_holders_json(struct manager *m, const char *profile)
 {
 	const struct manager_sessions *s = &m->sessions;
-	json_t *all = s->json ? s->json(s->ud) : NULL, *out = json_array();
-	json_t *sess, *att;
-	size_t i, k;
+	json_t *out = s->holders ? s->holders(s->ud, profile) : json_array();
 
-	json_array_foreach(all, i, sess)
-		json_array_foreach(json_object_get(sess, "attachments"), k,
-				   att) {
-			if (!streq(json_string_value(json_object_get(
-					   att, "profile")) ?: "",
-				   profile))
-				continue;
-			json_array_append_new(
-				out,
-				json_pack("{s:O, s:O, s:O, s:O, s:O}",
-					  "session",
-					  json_object_get(sess, "session"),
-					  "pid", json_object_get(sess, "pid"),
-					  "uid", json_object_get(sess, "uid"),
-					  "attachment",
-					  json_object_get(att, "attachment"),
-					  "mode", json_object_get(att, "mode")));
-		}
-	json_decref(all);
+	manager_adopted_holders(m, profile, out);
 	return out;
 }
 

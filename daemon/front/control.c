@@ -553,6 +553,7 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents,
 static void control_stats(void *ud, struct session_stats *out);
 static void control_front_stats(void *ud, struct front_stats *out);
 static json_t *control_sessions_json(void *ud);
+static json_t *control_holders_json(void *ud, const char *profile);
 static bool control_attached(void *ud, const char *profile, pid_t pid);
 static void control_leases(void *ud, const char *profile, FILE *f,
 			   const char **sep);
@@ -662,6 +663,7 @@ listening:
 		return r;
 	manager_set_sessions(m, &(struct manager_sessions){
 					.json = control_sessions_json,
+					.holders = control_holders_json,
 					.stats = control_stats,
 					.attached = control_attached,
 					.leases_put = control_leases,
@@ -824,6 +826,30 @@ static json_t *control_sessions_json(void *ud)
 		json_array_extend(a, adopted);
 		json_decref(adopted);
 	}
+	return a;
+}
+
+/* The attachments to profile, each {session, pid, uid, attachment,
+ * mode}: who held it when one of its objects went. */
+static json_t *control_holders_json(void *ud, const char *profile)
+{
+	struct control *c = ud;
+	json_t *a = json_array();
+
+	for (struct session *s = c->sessions; a && s; s = s->next)
+		for (size_t i = 0; i < s->n_att; i++) {
+			const struct attachment *t = &s->att[i];
+
+			if (!streq(t->profile, profile))
+				continue;
+			json_array_append_new(
+				a, json_pack("{s:i, s:i, s:i, s:i, s:s}",
+					     "session", (int)s->id, "pid",
+					     (int)s->cred.pid, "uid",
+					     (int)s->cred.uid, "attachment",
+					     (int)t->id, "mode",
+					     t->shared ? "shared" : "local"));
+		}
 	return a;
 }
 

@@ -24,19 +24,16 @@ static json_t *sub_view(const struct subscription *sub, const json_t *ev)
  * queue is empty, say so and end the subscription. */
 static void sub_flush(struct subscription *sub)
 {
-	json_t *ev;
+	struct events_queued e;
 	int r = 0;
 
-	while ((ev = events_queue_pop(&sub->q))) {
-		r = sub_send(sub, ev);
+	while (events_queue_pop(&sub->q, &e)) {
+		r = sub_send(sub, e.ev);
 		if (r == -EAGAIN) {
-			/* Back at the head: nothing is lost or reordered. */
-			sub->q.head = (sub->q.head + sub->q.cap - 1) % sub->q.cap;
-			sub->q.ev[sub->q.head] = ev;
-			sub->q.n++;
+			events_queue_unpop(&sub->q, &e);
 			break;
 		}
-		json_decref(ev);
+		json_decref(e.ev);
 		if (r < 0)
 			break;
 	}
@@ -85,7 +82,7 @@ static void on_stream_event(void *ud, const struct event *bus_ev)
 			return; /* sent, or the session is ending */
 		}
 	}
-	if (!events_queue_push(&sub->q, ev, bus_ev->seq))
+	if (!events_queue_push(&sub->q, ev, bus_ev))
 		log_debug("session %u: event stream queue full",
 			  sub->s->id);
 	json_decref(ev);

@@ -490,7 +490,7 @@ static void on_later(struct api_later *later, int status, json_t *reply)
 	listener_kick(l);
 }
 
-static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c,
+enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c,
 				const char *url, const char *method,
 				const char *version, const char *upload,
 				size_t *upload_size, void **state)
@@ -570,7 +570,7 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c,
 	return ret;
 }
 
-static void http_on_completed(void *cls, struct MHD_Connection *c, void **state,
+void http_on_completed(void *cls, struct MHD_Connection *c, void **state,
 		       enum MHD_RequestTerminationCode code)
 {
 	struct request *req = *state;
@@ -596,12 +596,6 @@ static void http_on_completed(void *cls, struct MHD_Connection *c, void **state,
 	*state = NULL;
 }
 
-
-/* A turn of the connections' sweep: keep-alives for the streams. */
-static void on_sweep_turn(void *ud, uint64_t now)
-{
-	streams_ping(ud, now, false);
-}
 
 static void http_front_stats(void *ud, struct front_stats *out)
 {
@@ -678,13 +672,7 @@ static void token_reload(struct http *h)
 /* A reload applied may name another token file, or the file changed. */
 static void on_event(void *ud, const struct event *ev)
 {
-	const char *status;
-
-	if (ev->kind != EV_RELOAD || !ev->u.reload.result)
-		return;
-	status = json_string_value(json_object_get(ev->u.reload.result,
-						   "status"));
-	if (status && streq(status, "ok"))
+	if (ev->kind == EV_RELOAD && ev->u.reload.r == 0)
 		token_reload(ud);
 }
 
@@ -751,11 +739,7 @@ int http_start(struct manager *m, const char **failed, struct http **out)
 			return r;
 		}
 	}
-	r = conns_start(m, h,
-			&(struct conn_hooks){ .request = http_on_request,
-					      .completed = http_on_completed,
-					      .sweep = on_sweep_turn,
-					      .ud = h });
+	r = conns_start(m, h);
 	if (r < 0) {
 		*failed = "a timer";
 		http_stop(h);

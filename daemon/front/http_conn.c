@@ -323,8 +323,8 @@ static int on_sweep(sd_event_source *s, uint64_t usec, void *ud)
 	}
 	while (h->lingering && h->lingering->until <= now)
 		linger_end(h->lingering);
-	if (h->hooks.sweep)
-		h->hooks.sweep(h->hooks.ud, now);
+	/* Keep-alives for the streams. */
+	streams_ping(h, now, false);
 	sd_event_source_set_time(s, now + sweep_interval(h));
 	for (size_t i = 0; i < h->n; i++)
 		if (h->l[i].mhd)
@@ -513,12 +513,10 @@ static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *ud)
 	return 0;
 }
 
-int conns_start(struct manager *m, struct http *h,
-		const struct conn_hooks *hooks)
+int conns_start(struct manager *m, struct http *h)
 {
 	int r;
 
-	h->hooks = *hooks;
 	r = sd_event_add_time_relative(manager_loop(m), &h->sweep, CLOCK_MONOTONIC,
 				       sweep_interval(h), 100000, on_sweep, h);
 
@@ -649,14 +647,14 @@ int listener_start(struct manager *m, struct http *h,
 	/* The connection cap is ours (accept_one): libmicrohttpd's own
 	 * is only a backstop. */
 	l->mhd = sym_MHD_start_daemon(
-		flags, 0, NULL, NULL, h->hooks.request, l,
+		flags, 0, NULL, NULL, http_on_request, l,
 		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, l,
 		MHD_OPTION_CONNECTION_LIMIT, h->max_conns + 1,
 		MHD_OPTION_CONNECTION_TIMEOUT,
 		(unsigned int)manager_config(m)->daemon.http_idle_timeout,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT,
 		(size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
-		h->hooks.completed, NULL, MHD_OPTION_NOTIFY_CONNECTION,
+		http_on_completed, NULL, MHD_OPTION_NOTIFY_CONNECTION,
 		on_connection, l, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
 	if (!l->mhd)
 		return -EIO;

@@ -1,16 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The REST front end's parts, for its files only. Calls go one way,
- * down this list; no file calls one above it:
+ * The REST front end's parts, for its files only (they call each other
+ * by name):
  *
  *   http.c         the face: requests and answers, the document cache,
  *                  start and stop
  *   http_stream.c  GET /v1/events
  *   http_conn.c    listening, accepting, the caps and deadlines of
- *                  connections, libmicrohttpd on the loop; what it
- *                  needs of the face (a request, a request done, a
- *                  turn of its sweep) it calls through the conn_hooks
- *                  given to conns_start()
+ *                  connections, libmicrohttpd on the loop; it hands
+ *                  libmicrohttpd the face's request callbacks
+ *                  (http_on_request(), http_on_completed()), and each
+ *                  turn of its sweep pings the streams
  *   http_early.c   what is answered before libmicrohttpd: request heads
  *                  judged before it reads them (http_screen.c, which
  *                  calls nothing), answers on the socket, lingering
@@ -195,13 +195,6 @@ struct screen_result;
 /* What the connections' part calls in the face: libmicrohttpd's
  * request and request-completed callbacks (their cls: the listener,
  * NULL), and sweep(ud, now) at each turn of the sweep (keep-alives). */
-struct conn_hooks {
-	MHD_AccessHandlerCallback request;
-	MHD_RequestCompletedCallback completed;
-	void (*sweep)(void *ud, uint64_t now);
-	void *ud;
-};
-
 struct http {
 	struct listener *l;
 	size_t n;
@@ -229,7 +222,6 @@ struct http {
 	struct lingering *lingering; /* oldest first */
 	unsigned int n_lingering;
 	sd_event_source *sweep;
-	struct conn_hooks hooks;
 	struct peer *peers;
 	struct peer *adding; /* the peer of the connection being added */
 	bool adding_tracked; /* its first request's length is known: */
@@ -241,6 +233,15 @@ struct http {
 	char *token; /* the bearer token (daemon.http.token_file), or NULL */
 };
 
+
+/* http.c: libmicrohttpd's callbacks for a request (its access
+ * handler) and for a request done (cls: the listener). */
+enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c,
+				const char *url, const char *method,
+				const char *version, const char *upload,
+				size_t *upload_size, void **state);
+void http_on_completed(void *cls, struct MHD_Connection *c, void **state,
+		       enum MHD_RequestTerminationCode toe);
 
 /* http_conn.c */
 /* Its request's headers are in: no deadline until the next request. */
@@ -288,10 +289,8 @@ void linger_end(struct lingering *lg);
 void peer_put(struct http *h, struct peer *p);
 
 /* http_conn.c */
-/* The sweep of connections past their header deadline, and the face's
- * hooks for it and for the listeners started after. */
-int conns_start(struct manager *m, struct http *h,
-		const struct conn_hooks *hooks);
+/* The sweep of connections past their header deadline. */
+int conns_start(struct manager *m, struct http *h);
 /* The sweep ends, and the lingering connections are closed (after
  * every listener_stop()). */
 void conns_stop(struct http *h);

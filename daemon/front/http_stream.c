@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -31,7 +32,7 @@ static void on_stream_event(void *ud, const struct event *bus_ev)
 
 	if (!ev)
 		return; /* out of memory: this one is not for it */
-	taken = events_queue_push(&st->q, ev, bus_ev->seq);
+	taken = events_queue_push(&st->q, ev, bus_ev);
 	json_decref(ev);
 	if (!taken && !was)
 		log_notice("%s: an events stream reads too slowly, dropping "
@@ -41,11 +42,10 @@ static void on_stream_event(void *ud, const struct event *bus_ev)
 }
 
 /* The SSE text of ev: its seq is the id (a reconnecting client can
- * tell what it missed), its name the event type. */
-static int stream_format(struct stream *st, json_t *ev)
+ * tell what it missed; 0: none), its name the event type. */
+static int stream_format(struct stream *st, const json_t *ev, uint64_t seq,
+			 const char *name)
 {
-	const char *name = json_string_value(json_object_get(ev, "event"));
-	json_t *seq = json_object_get(ev, "seq");
 	char *data = json_dumps(ev, JSON_COMPACT);
 	int n;
 
@@ -54,10 +54,8 @@ static int stream_format(struct stream *st, json_t *ev)
 	free(st->chunk);
 	st->chunk = NULL;
 	if (seq)
-		n = asprintf(&st->chunk, "id: %" JSON_INTEGER_FORMAT
-					 "\nevent: %s\ndata: %s\n\n",
-			     json_integer_value(seq), name ? name : "message",
-			     data);
+		n = asprintf(&st->chunk, "id: %" PRIu64 "\nevent: %s\ndata: %s\n\n",
+			     seq, name ? name : "message", data);
 	else
 		n = asprintf(&st->chunk, "event: %s\ndata: %s\n\n",
 			     name ? name : "message", data);
@@ -74,20 +72,21 @@ static int stream_format(struct stream *st, json_t *ev)
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct stream *st = cls;
+	struct events_queued e;
 	json_t *ev;
 	size_t n;
 
 	(void)pos;
 	if (st->off == st->len) {
-		if ((ev = events_queue_pop(&st->q))) {
-			int r = stream_format(st, ev);
+		if (events_queue_pop(&st->q, &e)) {
+			int r = stream_format(st, e.ev, e.seq, e.name);
 
-			json_decref(ev);
+			json_decref(e.ev);
 			if (r < 0)
 				return MHD_CONTENT_READER_END_WITH_ERROR;
 		} else if (st->q.overflowed && !st->ending) {
 			ev = events_queue_overflow(&st->q);
-			if (!ev || stream_format(st, ev) < 0) {
+			if (!ev || stream_format(st, ev, 0, "overflow") < 0) {
 				json_decref(ev);
 				return MHD_CONTENT_READER_END_WITH_ERROR;
 			}
@@ -189,7 +188,7 @@ enum MHD_Result stream_start(struct listener *l, struct MHD_Connection *c,
 	hello = json_pack("{s:s, s:I}", "event", "subscribed", "last_seq",
 			  (json_int_t)events_last_seq(manager_bus(l->m)));
 	if (hello)
-		stream_format(st, hello);
+		stream_format(st, hello, 0, "subscribed");
 	json_decref(hello);
 	ret = sym_MHD_queue_response(c, MHD_HTTP_OK, resp);
 	sym_MHD_destroy_response(resp);

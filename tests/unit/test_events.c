@@ -212,8 +212,22 @@ static void enqueue(void *ud, const struct event *ev)
 	struct queued *s = ud;
 	const json_t *j = event_json(ev);
 
-	if (j && !events_queue_push(&s->q, j, ev->seq))
+	if (j && !events_queue_push(&s->q, j, ev))
 		s->refused++;
+}
+
+/* The oldest queued: its seq, as kept beside it and as its JSON says. */
+static json_t *pop(struct events_queue *q)
+{
+	struct events_queued e;
+
+	if (!events_queue_pop(q, &e))
+		return NULL;
+	assert_int_equal(json_integer_value(json_object_get(e.ev, "seq")),
+			 e.seq);
+	assert_string_equal(json_string_value(json_object_get(e.ev, "event")),
+			    e.name);
+	return e.ev;
 }
 
 static int64_t seq_of(const json_t *ev)
@@ -232,7 +246,7 @@ static void test_queue_overflow(void **state)
 	assert_int_equal(events_queue_init(&s.q, 3), 0);
 	assert_int_equal(events_subscribe(b, enqueue, &s), 0);
 	publish(b, EV_PORT_ACTIVE);
-	ev = events_queue_pop(&s.q);
+	ev = pop(&s.q);
 	assert_int_equal(seq_of(ev), 1);
 	json_decref(ev);
 	/* Wraps around the ring, then fills it. */
@@ -243,9 +257,11 @@ static void test_queue_overflow(void **state)
 	assert_int_equal(s.q.n, 3);
 	assert_int_equal(s.q.last_seq, 4);
 	/* Room again does not take it back: the stream has a hole. */
-	ev = events_queue_pop(&s.q);
+	ev = pop(&s.q);
 	assert_int_equal(seq_of(ev), 2);
-	assert_false(events_queue_push(&s.q, ev, 2));
+	assert_false(events_queue_push(&s.q, ev,
+				       &(struct event){ .kind = EV_PORT_ERROR,
+							.seq = 2 }));
 	json_decref(ev);
 	last = events_queue_overflow(&s.q);
 	assert_string_equal(json_string_value(json_object_get(last, "event")),
@@ -253,12 +269,22 @@ static void test_queue_overflow(void **state)
 	assert_int_equal(json_integer_value(json_object_get(last, "last_seq")),
 			 4);
 	json_decref(last);
+	/* A send that would block puts it back: nothing lost, nor
+	 * reordered. */
+	{
+		struct events_queued e;
+
+		assert_true(events_queue_pop(&s.q, &e));
+		assert_int_equal(e.seq, 3);
+		events_queue_unpop(&s.q, &e);
+		assert_int_equal(s.q.n, 2);
+	}
 	for (int want = 3; want <= 4; want++) {
-		ev = events_queue_pop(&s.q);
+		ev = pop(&s.q);
 		assert_int_equal(seq_of(ev), want);
 		json_decref(ev);
 	}
-	assert_null(events_queue_pop(&s.q));
+	assert_null(pop(&s.q));
 	events_queue_clear(&s.q);
 	/* What is still queued is let go with the queue. */
 	assert_int_equal(events_queue_init(&s.q, 4), 0);
@@ -266,7 +292,7 @@ static void test_queue_overflow(void **state)
 	assert_int_equal(s.q.n, 1);
 	events_unsubscribe(b, enqueue, &s);
 	events_queue_clear(&s.q);
-	assert_null(s.q.ev);
+	assert_null(s.q.q);
 }
 
 int main(void)
