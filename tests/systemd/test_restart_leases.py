@@ -156,9 +156,25 @@ def restart():
     ready()
 
 
+def reloads_ok():
+    """Reloads applied so far, as /metrics counts them."""
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/metrics",
+                                timeout=30) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith('rdmad_reloads_total{result="ok"}'):
+                return int(line.split()[-1])
+    raise AssertionError("/metrics has no rdmad_reloads_total")
+
+
 def reload(text):
+    # systemctl reload returns once ExecReload's kill -HUP has, which
+    # may be before the daemon's RELOADING=1: the reload is over when
+    # the daemon counts it applied, and its objects are ready.
+    before = reloads_ok()
     write_config(text=text)
     sh("systemctl", "reload", "rdmad.service", timeout=300)
+    wait_for(lambda: reloads_ok() > before, 120, "the reload applied")
     ready()
 
 
