@@ -31,6 +31,17 @@ int object_fail(struct object *o, int err, const char *fmt, ...)
 	return -o->err;
 }
 
+/*
+ * The one place an object's state changes. Silent, unlike
+ * profile_set_state() (profile.c): an object's change is told by its profile
+ * (profile_object_announce(), or the creation's progress), which
+ * decides when thousands of changes make one event.
+ */
+void object_set_state(struct object *o, enum obj_state s)
+{
+	o->state = s;
+}
+
 /* A dependency of o, which must be ready; fails o otherwise. */
 static struct object *dep(struct profile *p, struct object *o,
 			  enum obj_kind kind, const char *name)
@@ -915,7 +926,7 @@ void object_hand_over(struct object *o)
 void object_forget(struct object *o)
 {
 	object_reset(o);
-	o->state = OBJ_PENDING;
+	object_set_state(o, OBJ_PENDING);
 }
 
 int object_build(struct profile *p, struct object *o)
@@ -978,5 +989,5 @@ void object_destroy(struct object *o)
 	free(o->reason);
 	o->reason = NULL;
 	o->err = 0;
-	o->state = OBJ_PENDING;
+	object_set_state(o, OBJ_PENDING);
 }

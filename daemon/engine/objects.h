@@ -22,6 +22,8 @@ int object_connect(struct profile *p, struct object *o);
 int object_start(struct profile *p, struct object *o);
 /* o was taken over by p (a reload): it tells p of its changes now. */
 void object_adopt(struct profile *p, struct object *o);
+/* Set o's state: the only assignment of it. */
+void object_set_state(struct object *o, enum obj_state s);
 /* The serial of a new incarnation (leases name the one they hold). */
 uint64_t object_next_serial(void);
 /* Free what o holds, whatever its state; o becomes pending. */

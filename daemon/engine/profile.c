@@ -463,12 +463,12 @@ static void object_destroy_failed(struct object *o)
 	object_destroy(o);
 	o->reason = reason;
 	o->err = err;
-	o->state = OBJ_FAILED;
+	object_set_state(o, OBJ_FAILED);
 }
 
 static void object_ready(struct object *o)
 {
-	o->state = OBJ_READY;
+	object_set_state(o, OBJ_READY);
 	o->serial = object_next_serial();
 }
 
@@ -516,9 +516,9 @@ static void job_done(struct work *w, bool cancelled)
 		/* Never ran: a built QP stays creating (not connected),
 		 * anything else has nothing. */
 		if (j->phase == PHASE_CREATE)
-			o->state = OBJ_PENDING;
+			object_set_state(o, OBJ_PENDING);
 	} else if (j->result < 0) {
-		o->state = OBJ_FAILED;
+		object_set_state(o, OBJ_FAILED);
 	} else if (j->phase == PHASE_CREATE && needs_connect(o)) {
 		/* Built; connected once every object exists. */
 	} else if (object_start(p, o) < 0) {
@@ -574,11 +574,11 @@ void profile_create_objects(struct profile *p)
 		if (!p->jobs) {
 			o->todo = false;
 			object_fail(o, ENOMEM, "out of memory");
-			o->state = OBJ_FAILED;
+			object_set_state(o, OBJ_FAILED);
 			continue;
 		}
 		p->jobs[i].profile = p;
-		o->state = OBJ_CREATING;
+		object_set_state(o, OBJ_CREATING);
 		p->progress.objects_total++;
 		p->progress.bytes_total += object_bytes(p, o);
 		if (o->kind == OBJ_MEMORY &&
@@ -794,7 +794,7 @@ int profile_add_draining(struct profile *p, struct object *o)
 	p->draining = d;
 	d[p->n_draining] = *o;
 	d[p->n_draining].conf = conf;
-	d[p->n_draining].state = OBJ_DRAINING;
+	object_set_state(&d[p->n_draining], OBJ_DRAINING);
 	d[p->n_draining].reason = NULL;
 	/* A group stays joined for its clients, without the daemon's QPs
 	 * and AH, which may go before it. */

@@ -91,7 +91,7 @@ struct object {
 	enum obj_kind kind : 4;
 	/* While the state is creating, only the job touches u, err and
 	 * reason. */
-	enum obj_state state : 3;
+	enum obj_state state : 3; /* object_set_state() alone sets it */
 	bool todo : 1; /* part of the creation under way */
 	/* Being made again because the kernel lost it: its readiness is
 	 * announced (object_recreated). */
