@@ -14,6 +14,7 @@
 #include "attached.h"
 #include "kinds.h"
 #include "mcast.h"
+#include "objects.h"
 #include "profile_index.h"
 
 static enum attach_part attach_part(struct profile *p, const struct object *o,

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "kinds.h"
+#include "objects.h"
 
 int object_fail(struct object *o, int err, const char *fmt, ...)
 {

@@ -10,6 +10,7 @@
 #include "hugepages.h"
 #include "kinds.h"
 #include "log.h"
+#include "objects.h"
 #include "restore.h"
 #include "verbs_spec.h"
 

@@ -8,6 +8,7 @@
 
 #include "kinds.h"
 #include "log.h"
+#include "objects.h"
 #include "restore.h"
 
 /* ---- xrcd ---- */

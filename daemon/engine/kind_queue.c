@@ -8,6 +8,7 @@
 
 #include "gid.h"
 #include "kinds.h"
+#include "objects.h"
 #include "qpstate.h"
 
 /* ---- cq ---- */

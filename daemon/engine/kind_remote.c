@@ -9,6 +9,7 @@
 
 #include "kinds.h"
 #include "mcast.h"
+#include "objects.h"
 #include "target.h"
 
 void object_touch(void *p)

@@ -16,7 +16,7 @@
 #ifndef RDMAD_KINDS_H
 #define RDMAD_KINDS_H
 
-#include "objects.h"
+#include "profile_index.h"
 
 /* How an object goes into ATTACHED, in one mode (attach_view.c). */
 enum attach_part {

@@ -4,6 +4,7 @@
  * (kinds.h): the tables by kind, and the steps of an object's life.
  */
 #include "kinds.h"
+#include "objects.h"
 
 /*
  * The one place an object's state changes. Silent, unlike

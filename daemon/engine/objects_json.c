@@ -6,6 +6,7 @@
  * table's (kinds.h).
  */
 #include "kinds.h"
+#include "objects.h"
 
 json_t *object_json(const struct object *o)
 {

@@ -4,6 +4,7 @@
  * part someone else destroyed (reconcile.h), through its kind's table.
  */
 #include "kinds.h"
+#include "objects.h"
 
 bool object_handle(const struct object *o, enum uhandle_kind *k, uint32_t *h)
 {
