@@ -92,7 +92,7 @@ int object_start(struct profile *p, struct object *o)
 	return kinds[o->kind]->start(p, o);
 }
 
-void object_adopt(struct profile *p, struct object *o)
+void object_take_over(struct profile *p, struct object *o)
 {
 	kinds[o->kind]->take_over(p, o);
 }

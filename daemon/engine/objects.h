@@ -21,7 +21,7 @@ int object_connect(struct profile *p, struct object *o);
  * loop starts (a target's listener). Same rules as object_build(). */
 int object_start(struct profile *p, struct object *o);
 /* o was taken over by p (a reload): it tells p of its changes now. */
-void object_adopt(struct profile *p, struct object *o);
+void object_take_over(struct profile *p, struct object *o);
 /* Set o's state: the only assignment of it. */
 void object_set_state(struct object *o, enum obj_state s);
 /* The serial of a new incarnation (leases name the one they hold). */

@@ -149,7 +149,7 @@ static void take_over(struct diff *d)
 
 		if (d->keep[i]) {
 			o->u = was->u;
-			object_adopt(d->next, o);
+			object_take_over(d->next, o);
 			o->leases = was->leases;
 			o->serial = was->serial;
 			o->lost = was->lost;
