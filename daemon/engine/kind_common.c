@@ -90,6 +90,19 @@ void kind_no_hand_over(struct object *o _unused_)
 {
 }
 
+/* It drains as it is. */
+void kind_no_drain(struct object *o _unused_)
+{
+}
+
+/* It made nothing else in the context. */
+void kind_no_held_handles(const struct object *o _unused_,
+			  void (*add)(void *ud, enum uhandle_kind k,
+				      uint32_t h) _unused_,
+			  void *ud _unused_)
+{
+}
+
 /* Not a kernel object of the context (uverbs UH_KINDS): never lost. */
 void kind_never_lost(struct object *o _unused_)
 {

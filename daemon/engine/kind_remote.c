@@ -102,11 +102,22 @@ static void target_take_over(struct profile *p, struct object *o)
 		target_set_owner(o->u.target, object_touch, p);
 }
 
+static void target_held_handles(const struct object *o,
+				void (*add)(void *ud, enum uhandle_kind k,
+					    uint32_t h),
+				void *ud)
+{
+	if (o->u.target)
+		target_handles(o->u.target, add, ud);
+}
+
 const struct object_kind kind_target = {
 	.kind = OBJ_TARGET,
 	.parents = KIND_BIT(OBJ_PD) | KIND_BIT(OBJ_CQ) | KIND_BIT(OBJ_MR),
 	.uverbs = UH_KINDS,
 	.netlink = RDMANL_KINDS,
+	.on_loop = true,
+	.kept_by_restart = false,
 	.reset = kind_no_reset,
 	.create = target_create,
 	.connect = kind_no_connect,
@@ -114,6 +125,8 @@ const struct object_kind kind_target = {
 	.destroy = target_destroy,
 	.take_over = target_take_over,
 	.hand_over = kind_no_hand_over,
+	.drain = kind_no_drain,
+	.held_handles = target_held_handles,
 	.lose = kind_never_lost,
 	.handle = kind_no_handle,
 	.json = target_obj_json,
@@ -190,11 +203,29 @@ static enum attach_part mcast_attach(struct profile *p _unused_,
 	return PART_MCAST;
 }
 
+/* A group stays joined for its clients, without the daemon's QPs and
+ * AH, which may go before it. */
+static void mcast_obj_drain(struct object *o)
+{
+	mcast_drain(o->u.mcast);
+}
+
+static void mcast_held_handles(const struct object *o,
+			       void (*add)(void *ud, enum uhandle_kind k,
+					   uint32_t h),
+			       void *ud)
+{
+	if (o->u.mcast)
+		mcast_handles(o->u.mcast, add, ud);
+}
+
 const struct object_kind kind_mcast = {
 	.kind = OBJ_MCAST,
 	.parents = KIND_BIT(OBJ_QP),
 	.uverbs = UH_KINDS,
 	.netlink = RDMANL_KINDS,
+	.on_loop = true,
+	.kept_by_restart = false,
 	.reset = kind_no_reset,
 	.create = mcast_create,
 	.connect = kind_no_connect,
@@ -202,6 +233,8 @@ const struct object_kind kind_mcast = {
 	.destroy = mcast_destroy,
 	.take_over = mcast_take_over,
 	.hand_over = kind_no_hand_over,
+	.drain = mcast_obj_drain,
+	.held_handles = mcast_held_handles,
 	.lose = kind_never_lost,
 	.handle = kind_no_handle,
 	.json = mcast_obj_json,

@@ -2,9 +2,9 @@
 /*
  * Everything the engine knows of an object kind, in one table per kind
  * (as networkd's NetDevVTable): how it is made, connected, started,
- * taken over, handed over, destroyed and lost, its uverbs and RDMA
- * netlink kinds, its document, its part of ATTACHED and the kinds it
- * names. The tables are in kind_pd.c (xrcd, pd), kind_memory.c (memory,
+ * taken over, handed over, drained, destroyed and lost, its uverbs and
+ * RDMA netlink kinds, the handles it holds, its document, its part of
+ * ATTACHED and the kinds it names. The tables are in kind_pd.c (xrcd, pd), kind_memory.c (memory,
  * dm, mr, mw), kind_queue.c (cq, srq, qp, ah) and kind_remote.c
  * (target, mcast); objects.c holds them by kind and dispatches.
  *
@@ -45,6 +45,12 @@ struct object_kind {
 	 * holds the context's file can destroy it (lose). */
 	enum uhandle_kind uverbs;
 	enum rdmanl_kind netlink;
+	/* It has event sources on the loop (a target's listener, a
+	 * group's watch): destroyed there at once, never buried. */
+	bool on_loop;
+	/* A stop that hands the context over to the next run keeps it
+	 * there (hand_over), instead of destroying it. */
+	bool kept_by_restart;
 	/* o->u as it is before a creation, once zeroed (fds at -1). */
 	void (*reset)(struct object *o);
 	/* object_build(), object_connect(), object_start(): the same rules
@@ -60,6 +66,14 @@ struct object_kind {
 	/* Our part of the kernel's object freed, the kernel's kept for the
 	 * next run (object_hand_over()). */
 	void (*hand_over)(struct object *o);
+	/* o drains: its declaration went, a lease keeps it. */
+	void (*drain)(struct object *o);
+	/* The handles of what it made in the context beside its own: the
+	 * daemon's, not leftovers (reclaim.c). */
+	void (*held_handles)(const struct object *o,
+			     void (*add)(void *ud, enum uhandle_kind k,
+					 uint32_t h),
+			     void *ud);
 	/* The kernel lost o's object: what of it is ours goes, without a
 	 * kernel call (object_lose()). */
 	void (*lose)(struct object *o);
@@ -89,6 +103,10 @@ int kind_no_connect(struct profile *p, struct object *o);
 int kind_no_start(struct profile *p, struct object *o);
 void kind_no_take_over(struct profile *p, struct object *o);
 void kind_no_hand_over(struct object *o);
+void kind_no_drain(struct object *o);
+void kind_no_held_handles(const struct object *o,
+			  void (*add)(void *ud, enum uhandle_kind k, uint32_t h),
+			  void *ud);
 void kind_never_lost(struct object *o);
 bool kind_no_handle(const struct object *o, uint32_t *h);
 void kind_no_json(const struct object *o, json_t *j);

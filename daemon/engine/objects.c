@@ -97,6 +97,33 @@ void object_take_over(struct profile *p, struct object *o)
 	kinds[o->kind]->take_over(p, o);
 }
 
+bool object_kind_losable(enum obj_kind k)
+{
+	return kinds[k]->uverbs != UH_KINDS;
+}
+
+bool object_on_loop(const struct object *o)
+{
+	return kinds[o->kind]->on_loop;
+}
+
+bool object_kept_by_restart(const struct object *o)
+{
+	return kinds[o->kind]->kept_by_restart;
+}
+
+void object_drain(struct object *o)
+{
+	kinds[o->kind]->drain(o);
+}
+
+void object_held_handles(const struct object *o,
+			 void (*add)(void *ud, enum uhandle_kind k, uint32_t h),
+			 void *ud)
+{
+	kinds[o->kind]->held_handles(o, add, ud);
+}
+
 void object_destroy(struct object *o)
 {
 	kinds[o->kind]->destroy(o);

@@ -37,6 +37,23 @@ void object_hand_over(struct object *o);
 /* o's uverbs handle and its kind, when o holds a kernel object of the
  * context that has one. */
 bool object_handle(const struct object *o, enum uhandle_kind *k, uint32_t *h);
+/* Whether kind k's objects are kernel objects of the context, which a
+ * process holding its file can destroy (object_lose()). */
+bool object_kind_losable(enum obj_kind k);
+/* Whether o has event sources on the loop (a target, a group): it is
+ * destroyed at once, never buried on a worker. */
+bool object_on_loop(const struct object *o);
+/* Whether a stop that hands the context to the next run keeps o there
+ * (object_hand_over(): a PD, an MR) rather than destroying it. */
+bool object_kept_by_restart(const struct object *o);
+/* o drains (its declaration went, a lease keeps it): what its kind
+ * does then (a group stays joined without the daemon's QPs). */
+void object_drain(struct object *o);
+/* The handles of what o made in the context beside its own (a
+ * target's connections, a group's AH), to add. */
+void object_held_handles(const struct object *o,
+			 void (*add)(void *ud, enum uhandle_kind k, uint32_t h),
+			 void *ud);
 /* The kernel no longer has o's object (a process holding the context's
  * file destroyed it): what of it is ours goes, without a kernel call
  * (the handle may be another object's by now). o becomes pending; its

@@ -31,7 +31,7 @@ json_t *object_json(const struct object *o)
 	SET_INT(j, "leases", o->leases);
 	/* Times the kernel lost it and it was made again (reconcile.c):
 	 * the kinds a process holding the context can destroy. */
-	if (t->uverbs != UH_KINDS)
+	if (object_kind_losable(o->kind))
 		SET_INT(j, "lost", o->lost);
 	return j;
 }

@@ -18,12 +18,10 @@ bool object_handle(const struct object *o, enum uhandle_kind *k, uint32_t *h)
 
 void object_lose(struct object *o)
 {
-	const struct object_kind *t = object_kind(o->kind);
-
 	/* Not a kernel object of the context: never lost. */
-	if (t->uverbs == UH_KINDS)
+	if (!object_kind_losable(o->kind))
 		return;
-	t->lose(o);
+	object_kind(o->kind)->lose(o);
 	object_forget(o);
 	o->leases = 0;
 }

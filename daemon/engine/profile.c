@@ -6,7 +6,6 @@
 #include "verbs_spec.h"
 #include "events.h"
 #include "log.h"
-#include "mcast.h"
 #include "objects.h"
 #include "populate.h"
 #include "profile.h"
@@ -732,8 +731,7 @@ void profile_bury(struct burial **bp, struct object *o)
 	struct burial *b = *bp;
 
 	/* Targets and groups have event sources on the loop. */
-	if (o->kind == OBJ_TARGET || o->kind == OBJ_MCAST ||
-	    o->state == OBJ_PENDING) {
+	if (object_on_loop(o) || o->state == OBJ_PENDING) {
 		object_destroy(o);
 		return;
 	}
@@ -796,10 +794,7 @@ int profile_add_draining(struct profile *p, struct object *o)
 	d[p->n_draining].conf = conf;
 	object_set_state(&d[p->n_draining], OBJ_DRAINING);
 	d[p->n_draining].reason = NULL;
-	/* A group stays joined for its clients, without the daemon's QPs
-	 * and AH, which may go before it. */
-	if (o->kind == OBJ_MCAST)
-		mcast_drain(d[p->n_draining].u.mcast);
+	object_drain(&d[p->n_draining]);
 	p->n_draining++;
 	profile_object_announce(p, &d[p->n_draining - 1]);
 	object_forget(o);
@@ -826,8 +821,7 @@ static void destroy_draining(struct profile *p, bool all)
 				continue;
 			if (!all && (o->leases || k < held))
 				continue;
-			if (all && p->hand_over &&
-			    (o->kind == OBJ_PD || o->kind == OBJ_MR))
+			if (all && p->hand_over && object_kept_by_restart(o))
 				object_hand_over(o);
 			else
 				object_destroy(o);
@@ -858,7 +852,7 @@ static void stop(struct profile *p, const char *reason, bool keep_memory)
 		/* The context outlives us: they stay in it for the next
 		 * run. */
 		if (p->hand_over && o->state == OBJ_READY &&
-		    (o->kind == OBJ_PD || o->kind == OBJ_MR))
+		    object_kept_by_restart(o))
 			object_hand_over(o);
 		else
 			object_destroy(o);

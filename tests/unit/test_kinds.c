@@ -127,7 +127,9 @@ static void test_parents_cover_references(void **state)
 /*
  * A kind with a uverbs kind is a kernel object of the context: it has a
  * handle and can be lost; one without has neither. Each uverbs kind is
- * one kind's, and so is each netlink kind but the context's.
+ * one kind's, and so is each netlink kind but the context's. A kind on
+ * the loop is the one started there; a kind a restart keeps is the one
+ * handed over.
  */
 static void test_kernel_kinds_agree(void **state)
 {
@@ -143,6 +145,12 @@ static void test_kernel_kinds_agree(void **state)
 		if (kernel != (t->handle != kind_no_handle) ||
 		    kernel != (t->lose != kind_never_lost))
 			fail_msg("kind %s: uverbs kind, handle and loss disagree",
+				 obj_kind_name((enum obj_kind)k));
+		if (t->on_loop != (t->start != kind_no_start))
+			fail_msg("kind %s: on the loop, or started there",
+				 obj_kind_name((enum obj_kind)k));
+		if (t->kept_by_restart != (t->hand_over != kind_no_hand_over))
+			fail_msg("kind %s: kept by a restart, or handed over",
 				 obj_kind_name((enum obj_kind)k));
 		if (t->netlink != RDMANL_KINDS && !kernel)
 			fail_msg("kind %s: a netlink kind without a uverbs one",
