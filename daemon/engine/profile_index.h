@@ -2,9 +2,9 @@
 /*
  * A profile's and its objects' types, and what the rest of the engine
  * reads a profile by (profile_index.c): lookups, state names, the
- * generation. The bottom of the engine: the objects' code (objects.c,
- * objects_json.c), the scans (orphans.c, qphealth.c) and restore.c use
- * this header, never profile.h, whose functions call them.
+ * generation. The bottom of the engine: the objects' code (objects*.c,
+ * the kinds' kind_*.c), the scans (orphans.c, qphealth.c) and restore.c
+ * use this header, never profile.h, whose functions call them.
  */
 #ifndef RDMAD_PROFILE_INDEX_H
 #define RDMAD_PROFILE_INDEX_H
