@@ -102,6 +102,14 @@ bool object_kind_losable(enum obj_kind k)
 	return kinds[k]->uverbs != UH_KINDS;
 }
 
+enum uhandle_kind object_uverbs_of_netlink(enum rdmanl_kind n)
+{
+	for (int k = 0; k < OBJ_KIND_MAX; k++)
+		if (kinds[k]->netlink == n && n != RDMANL_KINDS)
+			return kinds[k]->uverbs;
+	return UH_KINDS;
+}
+
 bool object_on_loop(const struct object *o)
 {
 	return kinds[o->kind]->on_loop;

@@ -155,9 +155,13 @@ static void test_kernel_kinds_agree(void **state)
 		if (t->netlink != RDMANL_KINDS && !kernel)
 			fail_msg("kind %s: a netlink kind without a uverbs one",
 				 obj_kind_name((enum obj_kind)k));
+		if (t->netlink != RDMANL_KINDS)
+			assert_int_equal(object_uverbs_of_netlink(t->netlink),
+					 t->uverbs);
 		uverbs[t->uverbs]++;
 		netlink[t->netlink]++;
 	}
+	assert_int_equal(object_uverbs_of_netlink(RDMANL_CTX), UH_KINDS);
 	for (int u = 0; u < UH_KINDS; u++)
 		if (uverbs[u] != 1)
 			fail_msg("uverbs kind %s is %d kinds'",
