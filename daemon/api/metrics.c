@@ -6,6 +6,7 @@
 
 #include "manager.h"
 #include "metrics.h"
+#include "objects.h"
 #include "restore.h"
 #include "reclaim.h"
 #include "target.h"
@@ -152,9 +153,9 @@ static void fault_rows(FILE *f, const char *metric, const char *help,
 /* The kinds a process holding a context can destroy. */
 static const char *lost_kind(int k)
 {
-	return k == OBJ_MEMORY || k == OBJ_TARGET || k == OBJ_MCAST
-		       ? NULL
-		       : obj_kind_name((enum obj_kind)k);
+	return object_kind_losable((enum obj_kind)k)
+		       ? obj_kind_name((enum obj_kind)k)
+		       : NULL;
 }
 
 static const char *reclaim_kind(int k)

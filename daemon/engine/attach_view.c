@@ -12,61 +12,17 @@
 
 #include "attach_view.h"
 #include "attached.h"
+#include "kinds.h"
 #include "mcast.h"
 #include "objects.h"
 #include "profile_index.h"
 
-/* How an object goes into ATTACHED, in one mode. */
-enum attach_part {
-	PART_NONE,	  /* not in ATTACHED */
-	PART_MEMORY,	  /* "memory", with its fd */
-	PART_XRCD,	  /* "xrcd", with an fd of its file (shared by inode) */
-	PART_PD,	  /* "pd", by handle */
-	PART_NUMBER,	  /* "qp" or "srq", by number */
-	PART_DM,	  /* "dm", imported in shared mode */
-	PART_DM_MR,	  /* "dm_mr" */
-	PART_IMPLICIT_MR, /* "implicit_mr": the client registers its own */
-	PART_MR,	  /* "mr", over a memory with an fd */
-	PART_MCAST,	  /* "mcast": a group's MGID, MLID, qkey and AH */
-};
-
 static enum attach_part attach_part(struct profile *p, const struct object *o,
 				    bool shared)
 {
-	const struct conf_mr *mr = o->conf;
-	struct object *m;
-
 	if (o->state != OBJ_READY)
 		return PART_NONE;
-	switch (o->kind) {
-	case OBJ_MEMORY:
-		return o->u.mem.fd >= 0 ? PART_MEMORY : PART_NONE;
-	case OBJ_XRCD:
-		return ((const struct conf_xrcd *)o->conf)->file ? PART_XRCD
-								 : PART_NONE;
-	case OBJ_PD:
-		return PART_PD;
-	case OBJ_MCAST:
-		return PART_MCAST;
-	case OBJ_QP:
-	case OBJ_SRQ:
-		return PART_NUMBER;
-	case OBJ_DM:
-		/* The context's: imported in shared mode (ibv_import_dm),
-		 * out of reach in local. */
-		return shared ? PART_DM : PART_NONE;
-	case OBJ_MR:
-		if (mr->dm)
-			return shared ? PART_DM_MR : PART_NONE;
-		/* Implicit: the daemon's covers the daemon's memory. */
-		if (!mr->memory)
-			return PART_IMPLICIT_MR;
-		m = profile_find(p, OBJ_MEMORY, mr->memory);
-		/* Anonymous memory is not shareable. */
-		return m && m->u.mem.fd >= 0 ? PART_MR : PART_NONE;
-	default:
-		return PART_NONE;
-	}
+	return object_kind(o->kind)->attach(p, o, shared);
 }
 
 /* Whether the client reaches o (a ready QP or SRQ) by number, so that it

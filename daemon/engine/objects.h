@@ -21,7 +21,9 @@ int object_connect(struct profile *p, struct object *o);
  * loop starts (a target's listener). Same rules as object_build(). */
 int object_start(struct profile *p, struct object *o);
 /* o was taken over by p (a reload): it tells p of its changes now. */
-void object_adopt(struct profile *p, struct object *o);
+void object_take_over(struct profile *p, struct object *o);
+/* Set o's state: the only assignment of it. */
+void object_set_state(struct object *o, enum obj_state s);
 /* The serial of a new incarnation (leases name the one they hold). */
 uint64_t object_next_serial(void);
 /* Free what o holds, whatever its state; o becomes pending. */
@@ -35,6 +37,26 @@ void object_hand_over(struct object *o);
 /* o's uverbs handle and its kind, when o holds a kernel object of the
  * context that has one. */
 bool object_handle(const struct object *o, enum uhandle_kind *k, uint32_t *h);
+/* Whether kind k's objects are kernel objects of the context, which a
+ * process holding its file can destroy (object_lose()). */
+bool object_kind_losable(enum obj_kind k);
+/* The uverbs kind of what RDMA netlink lists as n: the kind tables'
+ * (UH_KINDS for a context, which has no handle). */
+enum uhandle_kind object_uverbs_of_netlink(enum rdmanl_kind n);
+/* Whether o has event sources on the loop (a target, a group): it is
+ * destroyed at once, never buried on a worker. */
+bool object_on_loop(const struct object *o);
+/* Whether a stop that hands the context to the next run keeps o there
+ * (object_hand_over(): a PD, an MR) rather than destroying it. */
+bool object_kept_by_restart(const struct object *o);
+/* o drains (its declaration went, a lease keeps it): what its kind
+ * does then (a group stays joined without the daemon's QPs). */
+void object_drain(struct object *o);
+/* The handles of what o made in the context beside its own (a
+ * target's connections, a group's AH), to add. */
+void object_held_handles(const struct object *o,
+			 void (*add)(void *ud, enum uhandle_kind k, uint32_t h),
+			 void *ud);
 /* The kernel no longer has o's object (a process holding the context's
  * file destroyed it): what of it is ours goes, without a kernel call
  * (the handle may be another object's by now). o becomes pending; its

@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "manager.h"
+#include "objects.h"
 #include "orphans.h"
 #include "profile.h"
 #include "qphealth.h"
@@ -280,19 +281,13 @@ static uint64_t now_realtime(void)
 	return (uint64_t)t.tv_sec * 1000000 + (uint64_t)t.tv_nsec / 1000;
 }
 
-/* The handle kind of a netlink kind. */
-static const enum uhandle_kind uh_of[RDMANL_KINDS] = {
-	[RDMANL_CTX] = UH_KINDS, [RDMANL_PD] = UH_PD, [RDMANL_CQ] = UH_CQ,
-	[RDMANL_QP] = UH_QP,	 [RDMANL_MR] = UH_MR, [RDMANL_SRQ] = UH_SRQ,
-};
-
 /* Count r for reclaim.h: made by a process now gone, or by a live one
  * other than the daemon (a thread of a process /proc hides from us is
  * such a one). */
 static void census_add(struct reclaim_census *c, const struct rdmanl_res *r,
 		       enum owner w, struct pid_cache *pc)
 {
-	enum uhandle_kind k = uh_of[r->kind];
+	enum uhandle_kind k = object_uverbs_of_netlink(r->kind);
 
 	if (k == UH_KINDS)
 		return;
@@ -368,7 +363,7 @@ static int sort_context(struct orphans *o, const struct profile *p, int err,
 	}
 	qsort(h.pdn, h.n_pdn, sizeof(*h.pdn), cmp_u32);
 	for (int k = RDMANL_PD; k < RDMANL_KINDS; k++)
-		c->dumped[uh_of[k]] = true;
+		c->dumped[object_uverbs_of_netlink((enum rdmanl_kind)k)] = true;
 	for (int pass = 0; pass < 2; pass++) {
 		memset(h.prev_taken, 0, h.n_prevlen * sizeof(*h.prev_taken));
 		for (size_t i = 0; i < o->n_recs; i++) {

@@ -6,7 +6,6 @@
 #include "verbs_spec.h"
 #include "events.h"
 #include "log.h"
-#include "mcast.h"
 #include "objects.h"
 #include "populate.h"
 #include "profile.h"
@@ -450,12 +449,12 @@ static void object_destroy_failed(struct object *o)
 	object_destroy(o);
 	o->reason = reason;
 	o->err = err;
-	o->state = OBJ_FAILED;
+	object_set_state(o, OBJ_FAILED);
 }
 
 static void object_ready(struct object *o)
 {
-	o->state = OBJ_READY;
+	object_set_state(o, OBJ_READY);
 	o->serial = object_next_serial();
 }
 
@@ -498,9 +497,9 @@ static void job_done(struct work *w, bool cancelled)
 		/* Never ran: a built QP stays creating (not connected),
 		 * anything else has nothing. */
 		if (j->phase == PHASE_CREATE)
-			o->state = OBJ_PENDING;
+			object_set_state(o, OBJ_PENDING);
 	} else if (j->result < 0) {
-		o->state = OBJ_FAILED;
+		object_set_state(o, OBJ_FAILED);
 	} else if (j->phase == PHASE_CREATE && needs_connect(o)) {
 		/* Built; connected once every object exists. */
 	} else if (object_start(p, o) < 0) {
@@ -556,11 +555,11 @@ void profile_create_objects(struct profile *p)
 		if (!p->jobs) {
 			o->todo = false;
 			object_fail(o, ENOMEM, "out of memory");
-			o->state = OBJ_FAILED;
+			object_set_state(o, OBJ_FAILED);
 			continue;
 		}
 		p->jobs[i].profile = p;
-		o->state = OBJ_CREATING;
+		object_set_state(o, OBJ_CREATING);
 		p->progress.objects_total++;
 		p->progress.bytes_total += object_bytes(p, o);
 		if (o->kind == OBJ_MEMORY &&
@@ -714,8 +713,7 @@ void profile_bury(struct burial **bp, struct object *o)
 	struct burial *b = *bp;
 
 	/* Targets and groups have event sources on the loop. */
-	if (o->kind == OBJ_TARGET || o->kind == OBJ_MCAST ||
-	    o->state == OBJ_PENDING) {
+	if (object_on_loop(o) || o->state == OBJ_PENDING) {
 		object_destroy(o);
 		return;
 	}
@@ -776,12 +774,9 @@ int profile_add_draining(struct profile *p, struct object *o)
 	p->draining = d;
 	d[p->n_draining] = *o;
 	d[p->n_draining].conf = conf;
-	d[p->n_draining].state = OBJ_DRAINING;
+	object_set_state(&d[p->n_draining], OBJ_DRAINING);
 	d[p->n_draining].reason = NULL;
-	/* A group stays joined for its clients, without the daemon's QPs
-	 * and AH, which may go before it. */
-	if (o->kind == OBJ_MCAST)
-		mcast_drain(d[p->n_draining].u.mcast);
+	object_drain(&d[p->n_draining]);
 	p->n_draining++;
 	profile_object_announce(p, &d[p->n_draining - 1]);
 	object_forget(o);
@@ -808,8 +803,7 @@ static void destroy_draining(struct profile *p, bool all)
 				continue;
 			if (!all && (o->leases || k < held))
 				continue;
-			if (all && p->hand_over &&
-			    (o->kind == OBJ_PD || o->kind == OBJ_MR))
+			if (all && p->hand_over && object_kept_by_restart(o))
 				object_hand_over(o);
 			else
 				object_destroy(o);
@@ -840,7 +834,7 @@ static void stop(struct profile *p, const char *reason, bool keep_memory)
 		/* The context outlives us: they stay in it for the next
 		 * run. */
 		if (p->hand_over && o->state == OBJ_READY &&
-		    (o->kind == OBJ_PD || o->kind == OBJ_MR))
+		    object_kept_by_restart(o))
 			object_hand_over(o);
 		else
 			object_destroy(o);

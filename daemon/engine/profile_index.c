@@ -4,7 +4,7 @@
  * here calls up: its objects found by kind and name (the configuration's
  * own index) or by incarnation, whether sessions hold any, the names of
  * the states, and the generation that documents are cached by. The
- * objects' own code (objects.c, objects_json.c) and the scans (orphans.c,
+ * objects' own code (objects*.c, kind_*.c) and the scans (orphans.c,
  * qphealth.c) use these; profile.c, which calls those, does too.
  */
 #include "profile_index.h"

@@ -2,9 +2,9 @@
 /*
  * A profile's and its objects' types, and what the rest of the engine
  * reads a profile by (profile_index.c): lookups, state names, the
- * generation. The bottom of the engine: the objects' code (objects.c,
- * objects_json.c), the scans (orphans.c, qphealth.c) and restore.c use
- * this header, never profile.h, whose functions call them.
+ * generation. The bottom of the engine: the objects' code (objects*.c,
+ * the kinds' kind_*.c), the scans (orphans.c, qphealth.c) and restore.c
+ * use this header, never profile.h, whose functions call them.
  */
 #ifndef RDMAD_PROFILE_INDEX_H
 #define RDMAD_PROFILE_INDEX_H
@@ -91,7 +91,7 @@ struct object {
 	enum obj_kind kind : 4;
 	/* While the state is creating, only the job touches u, err and
 	 * reason. */
-	enum obj_state state : 3;
+	enum obj_state state : 3; /* object_set_state() alone sets it */
 	bool todo : 1; /* part of the creation under way */
 	/* Being made again because the kernel lost it: its readiness is
 	 * announced (object_recreated). */

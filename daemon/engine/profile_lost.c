@@ -67,7 +67,7 @@ size_t profile_mark_lost(struct profile *p, struct object *const *lost,
 			/* Nothing to make again: it goes with its last
 			 * lease, as it would have. */
 			object_lose(o);
-			o->state = OBJ_DRAINING;
+			object_set_state(o, OBJ_DRAINING);
 			o->leases = leases;
 			continue;
 		}

@@ -79,7 +79,7 @@ static void take_memory(struct profile *next, struct profile *old)
 		o->u = was->u;
 		o->leases = was->leases;
 		o->serial = was->serial;
-		o->state = OBJ_READY;
+		object_set_state(o, OBJ_READY);
 		object_forget(was);
 	}
 }
@@ -149,11 +149,11 @@ static void take_over(struct diff *d)
 
 		if (d->keep[i]) {
 			o->u = was->u;
-			object_adopt(d->next, o);
+			object_take_over(d->next, o);
 			o->leases = was->leases;
 			o->serial = was->serial;
 			o->lost = was->lost;
-			o->state = OBJ_READY;
+			object_set_state(o, OBJ_READY);
 			object_forget(was);
 			if (d->mask[i] < 0)
 				d->report(d->ud, o, ACT_KEEP);
@@ -177,7 +177,7 @@ static void change_in_place(struct diff *d)
 		if (!d->keep[i] || d->mask[i] < 0)
 			continue;
 		if (object_qp_change(d->next, o, d->mask[i]) < 0)
-			o->state = OBJ_FAILED;
+			object_set_state(o, OBJ_FAILED);
 		d->report(d->ud, o, ACT_UPDATE);
 		if (o->state == OBJ_FAILED)
 			profile_object_announce(d->next, o);

@@ -3,10 +3,8 @@
 #include <stdio.h>
 
 #include "log.h"
-#include "mcast.h"
 #include "objects.h"
 #include "reclaim_internal.h"
-#include "target.h"
 
 static void sets_add(void *ud, enum uhandle_kind k, uint32_t h)
 {
@@ -41,10 +39,7 @@ static bool own(const struct profile *p, struct sets *s)
 
 			if (object_handle(o, &k, &h))
 				sets_add(s, k, h);
-			else if (o->kind == OBJ_TARGET && o->u.target)
-				target_handles(o->u.target, sets_add, s);
-			else if (o->kind == OBJ_MCAST && o->u.mcast)
-				mcast_handles(o->u.mcast, sets_add, s);
+			object_held_handles(o, sets_add, s);
 		}
 	for (int k = 0; k < UH_KINDS; k++)
 		uhandle_sort(s->h[k], s->n[k]);

@@ -307,8 +307,16 @@ struct conf_device {
 	enum gid_family gid_family;
 };
 
-/* The object kinds, in dependency order: each kind refers only to kinds
- * before it (a QP's peer is a link, not a dependency). */
+/*
+ * The object kinds. Their order is the creation order, stated here
+ * alone: each kind refers only to kinds before it (a QP's peer is a
+ * link, not a dependency); a profile holds its objects in this order,
+ * makes each once what it names is ready and destroys them in reverse;
+ * lists of kinds (the configuration's names, REST, the docs) follow it.
+ * Everything the engine knows of a kind is its table
+ * (daemon/engine/kinds.h). tests/unit/test_kinds.c and tests/kinds
+ * check the tables and the lists against this order.
+ */
 enum obj_kind {
 	OBJ_MEMORY,
 	OBJ_XRCD,
