@@ -708,7 +708,7 @@ bool api_cacheable(struct manager *m, const char *method, const char *path,
 	p = manager_profile(m, r.seg[1]);
 	if (!p)
 		return false;
-	*generation = p->generation;
+	*generation = p->notify.generation;
 	return true;
 }
 

@@ -80,10 +80,11 @@ static void contexts(FILE *f, struct manager *m)
 	      f);
 	for (size_t i = 0; i < manager_n_profiles(m); i++) {
 		const struct profile *p = manager_profile_at(m, i);
-		const unsigned int *n[] = { p->view.owned, p->view.clients,
-					    p->view.orphans };
+		const unsigned int *n[] = {p->health.view.owned,
+					   p->health.view.clients,
+					   p->health.view.orphans};
 
-		if (!p->ctx || !p->view.scanned || p->view.err)
+		if (!p->ctx || !p->health.view.scanned || p->health.view.err)
 			continue;
 		for (int w = 0; w < 3; w++)
 			for (int k = RDMANL_PD; k < RDMANL_KINDS; k++)
@@ -102,7 +103,7 @@ static void contexts(FILE *f, struct manager *m)
 	for (size_t i = 0; i < manager_n_profiles(m); i++) {
 		const struct profile *p = manager_profile_at(m, i);
 
-		if (!p->ctx || !p->view.scanned || p->view.err)
+		if (!p->ctx || !p->health.view.scanned || p->health.view.err)
 			continue;
 		for (int k = RDMANL_PD; k < RDMANL_KINDS; k++)
 			fprintf(f,
@@ -110,7 +111,7 @@ static void contexts(FILE *f, struct manager *m)
 				"device=\"%s\",kind=\"%s\"} %u\n",
 				label(p->conf->name), label(p->ibdev),
 				rdmanl_kind_name((enum rdmanl_kind)k),
-				p->view.orphans[k]);
+				p->health.view.orphans[k]);
 	}
 	manager_counters(m, &mc);
 	fprintf(f,
@@ -175,7 +176,8 @@ static void faults(FILE *f, struct manager *m)
 	if (!names || !rows)
 		goto out;
 	for (size_t i = 0; i < n; i++) {
-		const struct profile_faults *pf = &manager_profile_at(m, i)->faults;
+		const struct profile_faults *pf =
+		    &manager_profile_at(m, i)->health.faults;
 
 		names[i] = manager_profile_at(m, i)->conf->name;
 		rows[i] = pf->lost;

@@ -228,7 +228,7 @@ char *profile_attach_text(struct profile *p, bool shared, size_t *len)
 
 uint64_t profile_attach_generation(const struct profile *p)
 {
-	return p->attach_generation;
+	return p->notify.attach_generation;
 }
 
 void attach_view_clear(struct attach_view *v)
@@ -340,9 +340,10 @@ char *profile_state_sentence(const struct profile *p)
 	if (p->state == PROFILE_CREATING)
 		snprintf(progress, sizeof(progress),
 			 " (%zu of %zu objects, %llu of %llu bytes)",
-			 p->progress.objects, p->progress.objects_total,
-			 (unsigned long long)p->progress.bytes,
-			 (unsigned long long)p->progress.bytes_total);
+			 p->build.progress.objects,
+			 p->build.progress.objects_total,
+			 (unsigned long long)p->build.progress.bytes,
+			 (unsigned long long)p->build.progress.bytes_total);
 	if (p->ctx && p->gid_index < 0 &&
 	    (p->state == PROFILE_READY || p->state == PROFILE_DEGRADED))
 		r = asprintf(&text,

@@ -36,17 +36,17 @@ int profile_kept_context(const struct profile *p, struct kept_context *out)
 {
 	/* Until what the previous run kept is judged (restore_finish()),
 	 * its document is the truth: this run's would not name it. */
-	if (!profile_hands_over(p) || p->restored)
+	if (!profile_hands_over(p) || p->restart.restored)
 		return -1;
 	out->text = restore_state(p, NULL, &out->len);
 	out->ctxn = p->ctxn;
-	out->taken_back = p->ctx_kept;
+	out->taken_back = p->restart.ctx_kept;
 	out->cmd_fd = p->ctx->cmd_fd;
 	return out->text ? 0 : -1;
 }
 
 bool profile_leave_context(struct profile *p)
 {
-	p->hand_over = profile_hands_over(p);
-	return p->hand_over;
+	p->restart.hand_over = profile_hands_over(p);
+	return p->restart.hand_over;
 }

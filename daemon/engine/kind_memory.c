@@ -25,7 +25,8 @@ static int memory_obj_create(struct profile *p, struct object *o)
 
 	/* The key under which a restart finds it again (fd store). */
 	snprintf(key, sizeof(key), "%s/%s", p->conf->name, c->name);
-	r = memory_create_keyed(&m, key, &p->stop, &o->u.mem, why, sizeof(why));
+	r = memory_create_keyed(&m, key, &p->build.stop, &o->u.mem, why,
+				sizeof(why));
 	if (r == -ECANCELED)
 		return object_fail(o, r, "its creation was cancelled");
 	if (r < 0 && why[0])
@@ -277,17 +278,19 @@ static int mr_create(struct profile *p, struct object *o)
 	len = c->length ? c->length : mem->u.mem.size - c->offset;
 	/* The previous run's MR, when nothing about it changed and its
 	 * memory came back too: same pages, same keys (restore.h). */
-	if (restore_claimed(p->restored, "pd", c->pd) && mem->u.mem.kept &&
-	    restore_mr(p->restored, c->name,
-		       &(struct restore_mr){ .pd = c->pd, .memory = c->memory,
-					     .offset = c->offset,
-					     .length = len,
-					     .access = c->access,
-					     .zero_based = c->zero_based },
+	if (restore_claimed(p->restart.restored, "pd", c->pd) &&
+	    mem->u.mem.kept &&
+	    restore_mr(p->restart.restored, c->name,
+		       &(struct restore_mr){.pd = c->pd,
+					    .memory = c->memory,
+					    .offset = c->offset,
+					    .length = len,
+					    .access = c->access,
+					    .zero_based = c->zero_based},
 		       &was)) {
 		o->u.mr.mr = ibv_import_mr(pd->u.pd, was.handle);
 		if (o->u.mr.mr && mr_is(o->u.mr.mr, &was)) {
-			restore_claim(p->restored, "mr", c->name);
+			restore_claim(p->restart.restored, "mr", c->name);
 			o->u.mr.iova = was.iova;
 			o->u.mr.restored = true;
 			o->u.mr.stats = memory_stats_hold(&mem->u.mem, len);

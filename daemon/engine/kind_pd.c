@@ -131,8 +131,8 @@ static int pd_create(struct profile *p, struct object *o)
 	bool kept;
 
 	/* The previous run's, by handle (restore.h): its MRs' keys too. */
-	o->u.pd = restore_pd(p->restored, p->ctx, object_name(o), &handle,
-			     &kept);
+	o->u.pd = restore_pd(p->restart.restored, p->ctx, object_name(o),
+			     &handle, &kept);
 	if (o->u.pd)
 		return 0;
 	if (kept)

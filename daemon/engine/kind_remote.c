@@ -25,17 +25,17 @@ static int target_create(struct profile *p, struct object *o)
 	struct object *pd = object_dep(p, o, OBJ_PD, c->pd);
 	struct object *cq = pd ? object_dep(p, o, OBJ_CQ, c->cq) : NULL;
 	struct target_params tp = {
-		.profile = p->conf->name,
-		.conf = c,
-		.ctx = p->ctx,
-		.ibdev = p->ibdev,
-		.port = p->dev->port,
-		.pd = pd ? pd->u.pd : NULL,
-		.cq = cq ? cq->u.cq.cq : NULL,
-		.channel = cq ? cq->u.cq.channel : NULL,
-		.events = p->events,
-		.changed = object_touch,
-		.ud = p,
+	    .profile = p->conf->name,
+	    .conf = c,
+	    .ctx = p->ctx,
+	    .ibdev = p->ibdev,
+	    .port = p->dev->port,
+	    .pd = pd ? pd->u.pd : NULL,
+	    .cq = cq ? cq->u.cq.cq : NULL,
+	    .channel = cq ? cq->u.cq.channel : NULL,
+	    .events = p->notify.events,
+	    .changed = object_touch,
+	    .ud = p,
 	};
 	char *why = NULL;
 	int r;
@@ -89,7 +89,7 @@ static int target_obj_start(struct profile *p, struct object *o)
 
 	if (!o->u.target)
 		return 0;
-	r = target_start(o->u.target, workers_event(p->workers));
+	r = target_start(o->u.target, workers_event(p->build.workers));
 	if (r < 0)
 		return object_fail(o, r, "cannot serve connections: %s",
 				   strerror(-r));
@@ -141,9 +141,15 @@ static int mcast_create(struct profile *p, struct object *o)
 {
 	const struct conf_mcast *c = o->conf;
 	struct mcast_params mp = {
-		.profile = p->conf->name, .conf = c, .ibdev = p->ibdev,
-		.port = p->dev->port, .gid_index = p->gid_index,
-		.gid = p->gid, .events = p->events, .changed = object_touch, .ud = p,
+	    .profile = p->conf->name,
+	    .conf = c,
+	    .ibdev = p->ibdev,
+	    .port = p->dev->port,
+	    .gid_index = p->gid_index,
+	    .gid = p->gid,
+	    .events = p->notify.events,
+	    .changed = object_touch,
+	    .ud = p,
 	};
 	char *why = NULL;
 	int r;
@@ -184,7 +190,7 @@ static int mcast_obj_start(struct profile *p, struct object *o)
 
 	if (!o->u.mcast)
 		return 0;
-	r = mcast_start(o->u.mcast, workers_event(p->workers));
+	r = mcast_start(o->u.mcast, workers_event(p->build.workers));
 	return r < 0 ? object_fail(o, r, "cannot watch the group: %s",
 				   strerror(-r))
 		     : 0;

@@ -124,7 +124,7 @@ static void stop_profile(struct manager *m, struct profile *p,
 static void on_async_event(void *ud, const struct ibv_async_event *ev)
 {
 	struct profile *p = ud;
-	struct manager *m = p->changed_ud;
+	struct manager *m = p->notify.changed_ud;
 	char reason[128];
 
 	if (!asyncev_handle(m->events, p, ev))
@@ -212,14 +212,14 @@ static void on_device(void *ud, const char *ibdev, enum devwatch_action a)
 
 static void publish_progress(struct manager *m, struct profile *p, bool force)
 {
-	const struct profile_progress *g = &p->progress;
+	const struct profile_progress *g = &p->build.progress;
 	size_t step = g->objects_total / PROGRESS_EVENTS + 1;
 	struct profile_progress now;
 
 	if (!force && g->objects % step && g->objects != g->objects_total)
 		return;
 	profile_progress_now(p, &now);
-	p->populated_said = now.populated;
+	p->notify.populated_said = now.populated;
 	events_publish(m->events,
 		       &(struct event){ .kind = EV_PROGRESS,
 					.profile_name = p->conf->name,
@@ -237,11 +237,12 @@ static int on_populate_tick(sd_event_source *s, uint64_t usec, void *ud)
 		struct profile *p = m->profiles[i];
 		struct profile_progress g;
 
-		if (p->state != PROFILE_CREATING || !p->progress.populated_total)
+		if (p->state != PROFILE_CREATING ||
+		    !p->build.progress.populated_total)
 			continue;
 		more = true;
 		profile_progress_now(p, &g);
-		if (g.populated == p->populated_said)
+		if (g.populated == p->notify.populated_said)
 			continue;
 		/* Its documents show the bytes: cached ones are stale. */
 		profile_touch(p);
@@ -280,7 +281,7 @@ static void on_profile_change(void *ud, struct profile *p,
 	struct manager *m = ud;
 
 	if (what == PROFILE_STARTED) {
-		if (p->progress.populated_total)
+		if (p->build.progress.populated_total)
 			populate_watch(m);
 		return;
 	}
@@ -300,7 +301,7 @@ static void on_profile_change(void *ud, struct profile *p,
 		return;
 	}
 	log_profile(p);
-	if (p->adopt && !profile_busy(p))
+	if (p->restart.adopt && !profile_busy(p))
 		manager_adopt(m, p);
 	/* What its context holds has changed: look again. */
 	orphans_request(m->orphans);
@@ -370,7 +371,7 @@ int manager_new(struct config *config, struct manager **out)
 			manager_free(m);
 			return r;
 		}
-		m->profiles[i]->events = m->events;
+		m->profiles[i]->notify.events = m->events;
 		m->n_profiles++;
 	}
 	index_profiles(m);
@@ -723,7 +724,7 @@ static void reload_answer(struct manager *m, struct reload_req *q)
 	for (size_t i = 0; q->r == 0 && i < m->n_profiles; i++) {
 		struct profile *p = m->profiles[i];
 
-		p->events = m->events;
+		p->notify.events = m->events;
 		events_publish(m->events,
 			       &(struct event){ .kind = EV_PROFILE_STATE,
 						.profile_name = p->conf->name,
@@ -883,7 +884,7 @@ static int apply(struct manager *m, struct config *next_in, bool force,
 	/* The old profiles go quietly, the new ones come up quietly: the
 	 * stream hears the reload, then each profile's state (below). */
 	for (size_t i = 0; i < m->n_profiles; i++)
-		m->profiles[i]->events = NULL;
+		m->profiles[i]->notify.events = NULL;
 	for (size_t i = 0; i < m->n_profiles; i++) {
 		struct profile *old = m->profiles[i];
 

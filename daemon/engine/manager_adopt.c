@@ -173,7 +173,7 @@ static void adopt_one(struct manager *m, struct profile *p, const json_t *h)
 
 void manager_adopt(struct manager *m, struct profile *p)
 {
-	_cleanup_(json_decrefp) json_t *holders = TAKE_PTR(p->adopt);
+	_cleanup_(json_decrefp) json_t *holders = TAKE_PTR(p->restart.adopt);
 	const json_t *h;
 	size_t i;
 	bool again = true;

@@ -203,8 +203,8 @@ static bool holds_number(const struct held *h, const struct rdmanl_res *r)
 
 static bool made_by_previous_run(const struct profile *p, uint32_t tid)
 {
-	for (size_t i = 0; i < p->n_prev_tids; i++)
-		if ((uint32_t)p->prev_tids[i] == tid)
+	for (size_t i = 0; i < p->restart.n_prev_tids; i++)
+		if ((uint32_t)p->restart.prev_tids[i] == tid)
 			return true;
 	return false;
 }
@@ -234,13 +234,13 @@ static enum owner owner_of(struct orphans *o, const struct profile *p,
 	 * objects were destroyed at its exit, unless it was killed: orphans
 	 * then.
 	 */
-	if (p->ctx_kept && !(r->has & RDMANL_HAS_PID) &&
+	if (p->restart.ctx_kept && !(r->has & RDMANL_HAS_PID) &&
 	    (r->kind == RDMANL_PD ||
 	     (r->kind == RDMANL_MR && !(r->has & RDMANL_HAS_KEYS) &&
-	      (p->restored || (!reclaim_knows_mr(p, r->id, r->mrlen) &&
-			       prev_mr_take(h, r->mrlen))))))
+	      (p->restart.restored || (!reclaim_knows_mr(p, r->id, r->mrlen) &&
+				       prev_mr_take(h, r->mrlen))))))
 		return OWNER_DAEMON;
-	if (p->ctx_kept && r->kind == RDMANL_PD &&
+	if (p->restart.ctx_kept && r->kind == RDMANL_PD &&
 	    (r->has & RDMANL_HAS_PID) && made_by_previous_run(p, r->pid))
 		return OWNER_DAEMON;
 	/* Gone (no pid): its maker died, whoever it was. */
@@ -253,7 +253,7 @@ static enum owner owner_of(struct orphans *o, const struct profile *p,
 	 * /proc hides it from us, as the unit's ProtectProc= does) with
 	 * objects in a context taken back imported it from the previous
 	 * run and holds it still: a client, not gone. */
-	if (p->ctx_kept && (r->has & RDMANL_HAS_PID))
+	if (p->restart.ctx_kept && (r->has & RDMANL_HAS_PID))
 		return OWNER_CLIENT;
 	return OWNER_ORPHAN;
 }
@@ -443,11 +443,10 @@ static int device_err(const struct orphans *o, uint32_t dev_index)
 static bool retire_due(const struct orphans *o, const struct profile *p)
 {
 	return manager_may_retire(o->m) && reclaim_stuck(p) > 0 &&
-	       p->view.n_orphan > p->kept_orphans && p->ctx &&
+	       p->health.view.n_orphan > p->restart.kept_orphans && p->ctx &&
 	       !profile_busy(p) &&
 	       (p->state == PROFILE_READY || p->state == PROFILE_DEGRADED) &&
-	       !profile_leased(p) &&
-	       !manager_attached(o->m, p->conf->name, 0);
+	       !profile_leased(p) && !manager_attached(o->m, p->conf->name, 0);
 }
 
 static void scan_later(struct orphans *o);
@@ -465,7 +464,7 @@ static void sort_all(struct orphans *o)
 	for (size_t i = 0; i < n; i++) {
 		struct profile *p = profiles[i];
 		struct ctx_view v;
-		size_t before = p->view.n_orphan;
+		size_t before = p->health.view.n_orphan;
 
 		/* Being made: looked at once it is ready (a profile's change
 		 * asks for a scan). Meanwhile what its workers make and, after
@@ -486,10 +485,10 @@ static void sort_all(struct orphans *o)
 			free(census.qps);
 			continue;
 		}
-		if (!view_equal(&v, &p->view) || v.n_orphan != before)
+		if (!view_equal(&v, &p->health.view) || v.n_orphan != before)
 			profile_touch(p);
-		ctx_view_clear(&p->view);
-		p->view = v;
+		ctx_view_clear(&p->health.view);
+		p->health.view = v;
 		/* Only with the dumps in hand: an empty census vouches for
 		 * nothing. */
 		if (!v.err)
@@ -503,9 +502,10 @@ static void sort_all(struct orphans *o)
 			profile_touch_leases_ended(p);
 		free(census.mrs);
 		free(census.qps);
-		if (p->ctx_kept && !p->kept_scanned && !profile_busy(p)) {
-			p->kept_scanned = true;
-			p->kept_orphans = v.n_orphan;
+		if (p->restart.ctx_kept && !p->restart.kept_scanned &&
+		    !profile_busy(p)) {
+			p->restart.kept_scanned = true;
+			p->restart.kept_orphans = v.n_orphan;
 			if (v.n_orphan)
 				log_notice("profile %s: the previous run left "
 					   "%zu objects in the context it "
@@ -903,7 +903,7 @@ static json_t *attribution_json(const struct profile *p)
 
 	reclaim_stats(p, &st);
 	for (int k = 0; k < UH_KINDS; k++)
-		stale += p->faults.stale[k];
+		stale += p->health.faults.stale[k];
 	j = json_pack("{s:I, s:I, s:I, s:I}", "makers", (json_int_t)st.makers,
 		      "mrs_live", (json_int_t)st.mrs_live, "mrs_waiting",
 		      (json_int_t)st.mrs_waiting, "stale_handles",
@@ -922,14 +922,15 @@ static json_t *attribution_json(const struct profile *p)
 
 void orphans_refresh(struct orphans *o, const struct profile *p)
 {
-	if (p->ctx && (!p->view.scanned ||
-		       now_realtime() - p->view.when > ORPHANS_FRESH_USEC))
+	if (p->ctx &&
+	    (!p->health.view.scanned ||
+	     now_realtime() - p->health.view.when > ORPHANS_FRESH_USEC))
 		orphans_request(o);
 }
 
 json_t *orphans_json(const struct profile *p)
 {
-	const struct ctx_view *v = &p->view;
+	const struct ctx_view *v = &p->health.view;
 	json_t *j = json_pack("{s:s, s:s, s:b}", "profile", p->conf->name,
 			      "state", profile_state_name(p->state), "scanned",
 			      v->scanned);

@@ -30,12 +30,12 @@ static void profile_set_state(struct profile *p, enum profile_state s,
 			p->reason = NULL;
 		va_end(ap);
 	}
-	if (p->events && (was != s || !streq(old ? old : "",
-					    p->reason ? p->reason : "")))
-		events_publish(p->events,
-			       &(struct event){ .kind = EV_PROFILE_STATE,
-						.profile_name = p->conf->name,
-						.profile = p });
+	if (p->notify.events &&
+	    (was != s || !streq(old ? old : "", p->reason ? p->reason : "")))
+		events_publish(p->notify.events,
+			       &(struct event){.kind = EV_PROFILE_STATE,
+					       .profile_name = p->conf->name,
+					       .profile = p});
 	free(old);
 }
 
@@ -50,15 +50,16 @@ static void profile_set_state(struct profile *p, enum profile_state s,
 
 void profile_object_announce(struct profile *p, const struct object *o)
 {
-	if (!p->events || !p->conf)
+	if (!p->notify.events || !p->conf)
 		return;
 	if (o->state == OBJ_READY &&
-	    p->progress.objects_total > OBJECT_EVENTS_MAX_CREATION)
+	    p->build.progress.objects_total > OBJECT_EVENTS_MAX_CREATION)
 		return;
-	events_publish(p->events, &(struct event){ .kind = EV_OBJECT_STATE,
-						   .profile_name = p->conf->name,
-						   .profile = p,
-						   .object = o });
+	events_publish(p->notify.events,
+		       &(struct event){.kind = EV_OBJECT_STATE,
+				       .profile_name = p->conf->name,
+				       .profile = p,
+				       .object = o});
 }
 
 /* The objects o refers to. Without links: those it waits for, i.e. all
@@ -142,10 +143,10 @@ int profile_new(const struct config *cfg, const struct conf_profile *c,
 	p->dev = config_device(cfg, c->device);
 	p->gid_index = -1;
 	p->ctxn = -1;
-	p->workers = w;
+	p->build.workers = w;
 	profile_touch(p);
-	p->changed = changed;
-	p->changed_ud = ud;
+	p->notify.changed = changed;
+	p->notify.changed_ud = ud;
 	profile_set_state(p, PROFILE_PENDING, "not started");
 	/* Kind order is a dependency order. */
 	for (int k = 0; k < OBJ_KIND_MAX; k++) {
@@ -264,21 +265,22 @@ static int profile_open(struct profile *p)
 		return r;
 	}
 	/* The previous run's context, when the fd store kept it. */
-	p->restored = restore_take(p, &p->ctx);
-	if (p->restored) {
+	p->restart.restored = restore_take(p, &p->ctx);
+	if (p->restart.restored) {
 		p->dev_index = (uint32_t)devinfo_index(p->ibdev);
-		p->ctxn = restore_ctxn(p->restored);
-		free(p->prev_tids);
-		p->prev_tids = restore_take_tids(p->restored, &p->n_prev_tids);
+		p->ctxn = restore_ctxn(p->restart.restored);
+		free(p->restart.prev_tids);
+		p->restart.prev_tids = restore_take_tids(
+		    p->restart.restored, &p->restart.n_prev_tids);
 		log_info("profile %s: took back the device context of the "
 			 "previous run on %s",
 			 p->conf->name, p->ibdev);
 	} else {
 		p->ctx = open_numbered(p);
 	}
-	p->ctx_kept = p->restored != NULL;
-	p->kept_scanned = false;
-	p->kept_orphans = 0;
+	p->restart.ctx_kept = p->restart.restored != NULL;
+	p->restart.kept_scanned = false;
+	p->restart.kept_orphans = 0;
 	if (!p->ctx) {
 		r = -errno;
 		profile_set_state(p, PROFILE_FAILED, "ibv_open_device %s: %s",
@@ -321,12 +323,12 @@ struct job {
 
 static struct object *job_object(struct job *j)
 {
-	return &j->profile->objects[j - j->profile->jobs];
+	return &j->profile->objects[j - j->profile->build.jobs];
 }
 
 static struct job *object_job(struct profile *p, const struct object *o)
 {
-	return &p->jobs[o - p->objects];
+	return &p->build.jobs[o - p->objects];
 }
 
 static void job_run(struct work *w)
@@ -346,15 +348,15 @@ static void submit(struct profile *p, struct object *o, enum obj_phase ph)
 
 	j->phase = ph;
 	j->work = (struct work){ .run = job_run, .done = job_done, .owner = p };
-	p->in_flight++;
-	workers_submit(p->workers, &j->work);
+	p->build.in_flight++;
+	workers_submit(p->build.workers, &j->work);
 }
 
 /* The creation is over: its bookkeeping goes. */
 static void jobs_free(struct profile *p)
 {
-	free(p->jobs);
-	p->jobs = NULL;
+	free(p->build.jobs);
+	p->build.jobs = NULL;
 }
 
 /* Does o, once built, still have to move to its target state? */
@@ -397,14 +399,14 @@ static void restore_end(struct profile *p, bool keep)
 {
 	size_t n;
 
-	if (!p->restored)
+	if (!p->restart.restored)
 		return;
 	if (keep) {
-		json_decref(p->adopt);
-		p->adopt = restore_holders(p->restored);
-		reclaim_restore(p, restore_makers(p->restored));
+		json_decref(p->restart.adopt);
+		p->restart.adopt = restore_holders(p->restart.restored);
+		reclaim_restore(p, restore_makers(p->restart.restored));
 	}
-	n = restore_finish(TAKE_PTR(p->restored), p->ctx,
+	n = restore_finish(TAKE_PTR(p->restart.restored), p->ctx,
 			   keep ? keep_leased : NULL, p);
 	if (n)
 		log_info("profile %s: destroyed %zu PDs and MRs of the "
@@ -428,15 +430,15 @@ static void phase_end(struct profile *p)
 		}
 	}
 	/* What a reload destroys on the workers ends the phase too. */
-	if (connecting || p->burying)
+	if (connecting || p->build.burying)
 		return;
 	for (size_t i = 0; i < p->n_objects; i++)
 		p->objects[i].todo = false;
 	jobs_free(p);
 	restore_end(p, true);
 	update_state(p);
-	if (p->changed)
-		p->changed(p->changed_ud, p, PROFILE_SETTLED);
+	if (p->notify.changed)
+		p->notify.changed(p->notify.changed_ud, p, PROFILE_SETTLED);
 }
 
 /* Built, but it could not start on the loop: what it made goes, the
@@ -465,7 +467,7 @@ static void lost_settled(struct profile *p, struct object *o)
 {
 	o->relost = false;
 	if (o->state != OBJ_READY) {
-		p->faults.recreate_failed[o->kind]++;
+		p->health.faults.recreate_failed[o->kind]++;
 		log_object(LOG_ERR, o->err, p->conf->name,
 			   obj_kind_name(o->kind), object_name(o),
 			   "profile %s: %s '%s' was lost and cannot be made "
@@ -474,15 +476,15 @@ static void lost_settled(struct profile *p, struct object *o)
 			   object_name(o));
 		return;
 	}
-	p->faults.recreated[o->kind]++;
+	p->health.faults.recreated[o->kind]++;
 	log_object(LOG_NOTICE, 0, p->conf->name, obj_kind_name(o->kind),
 		   object_name(o), "profile %s: %s '%s' made again",
 		   p->conf->name, obj_kind_name(o->kind), object_name(o));
-	events_publish(p->events,
-		       &(struct event){ .kind = EV_OBJECT_RECREATED,
-					.profile_name = p->conf->name,
-					.profile = p,
-					.object = o });
+	events_publish(p->notify.events,
+		       &(struct event){.kind = EV_OBJECT_RECREATED,
+				       .profile_name = p->conf->name,
+				       .profile = p,
+				       .object = o});
 }
 
 static void job_done(struct work *w, bool cancelled)
@@ -491,7 +493,7 @@ static void job_done(struct work *w, bool cancelled)
 	struct profile *p = j->profile;
 	struct object *o = job_object(j);
 
-	p->in_flight--;
+	p->build.in_flight--;
 	profile_touch(p);
 	if (cancelled) {
 		/* Never ran: a built QP stays creating (not connected),
@@ -513,11 +515,11 @@ static void job_done(struct work *w, bool cancelled)
 	    (o->state == OBJ_READY || o->state == OBJ_FAILED))
 		lost_settled(p, o);
 	if (!cancelled && j->phase == PHASE_CREATE) {
-		p->progress.objects++;
+		p->build.progress.objects++;
 		if (o->state != OBJ_FAILED)
-			p->progress.bytes += object_bytes(p, o);
+			p->build.progress.bytes += object_bytes(p, o);
 	}
-	if (p->cancelling)
+	if (p->build.cancelling)
 		return;
 	if (j->phase == PHASE_CREATE) {
 		for (uint32_t e = p->dep_start[o - p->objects];
@@ -531,10 +533,11 @@ static void job_done(struct work *w, bool cancelled)
 			    --object_job(p, d)->waiting == 0)
 				submit(p, d, PHASE_CREATE);
 		}
-		if (p->changed)
-			p->changed(p->changed_ud, p, PROFILE_PROGRESS);
+		if (p->notify.changed)
+			p->notify.changed(p->notify.changed_ud, p,
+					  PROFILE_PROGRESS);
 	}
-	if (!p->in_flight)
+	if (!p->build.in_flight)
 		phase_end(p);
 }
 
@@ -544,28 +547,28 @@ void profile_create_objects(struct profile *p)
 	struct object *deps[CONF_MAX_REFS];
 	size_t roots = 0;
 
-	p->progress = (struct profile_progress){ 0 };
+	p->build.progress = (struct profile_progress){0};
 	jobs_free(p);
-	p->jobs = calloc(p->n_objects + 1, sizeof(*p->jobs));
+	p->build.jobs = calloc(p->n_objects + 1, sizeof(*p->build.jobs));
 	for (size_t i = 0; i < p->n_objects; i++) {
 		struct object *o = &p->objects[i];
 
 		if (!o->todo)
 			continue;
-		if (!p->jobs) {
+		if (!p->build.jobs) {
 			o->todo = false;
 			object_fail(o, ENOMEM, "out of memory");
 			object_set_state(o, OBJ_FAILED);
 			continue;
 		}
-		p->jobs[i].profile = p;
+		p->build.jobs[i].profile = p;
 		object_set_state(o, OBJ_CREATING);
-		p->progress.objects_total++;
-		p->progress.bytes_total += object_bytes(p, o);
+		p->build.progress.objects_total++;
+		p->build.progress.bytes_total += object_bytes(p, o);
 		if (o->kind == OBJ_MEMORY &&
 		    populate_large(((const struct conf_memory *)o->conf)->size))
-			p->progress.populated_total +=
-				((const struct conf_memory *)o->conf)->size;
+			p->build.progress.populated_total +=
+			    ((const struct conf_memory *)o->conf)->size;
 	}
 	for (size_t i = 0; i < p->n_objects; i++) {
 		struct object *o = &p->objects[i];
@@ -575,23 +578,23 @@ void profile_create_objects(struct profile *p)
 			continue;
 		n = object_refs(p, o, false, deps);
 		for (size_t d = 0; d < n; d++)
-			p->jobs[i].waiting += deps[d]->todo;
+			p->build.jobs[i].waiting += deps[d]->todo;
 	}
 	profile_set_state(p, PROFILE_CREATING, NULL);
 	profile_touch(p);
-	p->populated_said = 0;
-	if (p->changed)
-		p->changed(p->changed_ud, p, PROFILE_STARTED);
-	workers_plug(p->workers);
+	p->notify.populated_said = 0;
+	if (p->notify.changed)
+		p->notify.changed(p->notify.changed_ud, p, PROFILE_STARTED);
+	workers_plug(p->build.workers);
 	for (size_t i = 0; i < p->n_objects; i++) {
 		struct object *o = &p->objects[i];
 
-		if (o->todo && !p->jobs[i].waiting) {
+		if (o->todo && !p->build.jobs[i].waiting) {
 			submit(p, o, PHASE_CREATE);
 			roots++;
 		}
 	}
-	workers_unplug(p->workers);
+	workers_unplug(p->build.workers);
 	if (!roots)
 		phase_end(p);
 }
@@ -604,8 +607,8 @@ void profile_create_lost(struct profile *p)
 void profile_progress_now(const struct profile *p,
 			  struct profile_progress *out)
 {
-	*out = p->progress;
-	if (!p->progress.populated_total)
+	*out = p->build.progress;
+	if (!p->build.progress.populated_total)
 		return;
 	for (size_t i = p->kind_start[OBJ_MEMORY];
 	     i < p->kind_start[OBJ_MEMORY] + p->conf->n_objs[OBJ_MEMORY];
@@ -626,13 +629,13 @@ void profile_progress_now(const struct profile *p,
  * is waited for. Objects are left as they are, to be destroyed or kept. */
 void profile_cancel_creation(struct profile *p)
 {
-	if (!p->in_flight)
+	if (!p->build.in_flight)
 		return;
-	p->cancelling = true;
-	atomic_store(&p->stop, true);
-	workers_drain(p->workers, p);
-	atomic_store(&p->stop, false);
-	p->cancelling = false;
+	p->build.cancelling = true;
+	atomic_store(&p->build.stop, true);
+	workers_drain(p->build.workers, p);
+	atomic_store(&p->build.stop, false);
+	p->build.cancelling = false;
 	for (size_t i = 0; i < p->n_objects; i++)
 		p->objects[i].todo = false;
 	jobs_free(p);
@@ -688,10 +691,10 @@ static void burial_done(struct work *w, bool cancelled)
 	if (cancelled)
 		burial_run(w);
 	free(b);
-	p->burying--;
+	p->build.burying--;
 	profile_touch(p);
 	/* The last of the reload's work: it settles now. */
-	if (!p->burying && !p->unburying && !p->in_flight &&
+	if (!p->build.burying && !p->build.unburying && !p->build.in_flight &&
 	    p->state == PROFILE_CREATING)
 		phase_end(p);
 }
@@ -699,11 +702,11 @@ static void burial_done(struct work *w, bool cancelled)
 /* Wait for what was buried in p's context. */
 void profile_bury_wait(struct profile *p)
 {
-	if (!p->ctx || !p->burying)
+	if (!p->ctx || !p->build.burying)
 		return;
-	p->unburying = true;
-	workers_drain(p->workers, p->ctx);
-	p->unburying = false;
+	p->build.unburying = true;
+	workers_drain(p->build.workers, p->ctx);
+	p->build.unburying = false;
 }
 
 /* Add o to *bp (NULL: a new burial), or destroy it now if it cannot be
@@ -749,8 +752,8 @@ void profile_bury_submit(struct profile *p, struct burial *b)
 				 .done = burial_done,
 				 .owner = p->ctx };
 	b->profile = p;
-	p->burying++;
-	workers_submit(p->workers, &b->work);
+	p->build.burying++;
+	workers_submit(p->build.workers, &b->work);
 }
 
 /* Keep a removed object alive, apart, while sessions hold it. */
@@ -803,7 +806,8 @@ static void destroy_draining(struct profile *p, bool all)
 				continue;
 			if (!all && (o->leases || k < held))
 				continue;
-			if (all && p->hand_over && object_kept_by_restart(o))
+			if (all && p->restart.hand_over &&
+			    object_kept_by_restart(o))
 				object_hand_over(o);
 			else
 				object_destroy(o);
@@ -833,7 +837,7 @@ static void stop(struct profile *p, const char *reason, bool keep_memory)
 			continue;
 		/* The context outlives us: they stay in it for the next
 		 * run. */
-		if (p->hand_over && o->state == OBJ_READY &&
+		if (p->restart.hand_over && o->state == OBJ_READY &&
 		    object_kept_by_restart(o))
 			object_hand_over(o);
 		else
@@ -844,7 +848,7 @@ static void stop(struct profile *p, const char *reason, bool keep_memory)
 		ibv_close_device(p->ctx);
 	p->ctx = NULL;
 	p->ctxn = -1;
-	ctx_view_clear(&p->view);
+	ctx_view_clear(&p->health.view);
 	p->ibdev[0] = '\0';
 	p->gid_index = -1;
 	profile_set_state(p, PROFILE_PENDING, "%s", reason ? reason : "stopped");
@@ -890,7 +894,7 @@ void profile_release(struct profile *p, struct object *o)
 		o->leases--;
 	/* The last lease of a removed object: it goes now; at an exit that
 	 * leaves the context to the next run, that run judges. */
-	if (o->state == OBJ_DRAINING && !o->leases && !p->hand_over)
+	if (o->state == OBJ_DRAINING && !o->leases && !p->restart.hand_over)
 		destroy_draining(p, false);
 }
 
@@ -905,10 +909,10 @@ struct profile *profile_free(struct profile *p)
 	free(p->dep_start);
 	free(p->dependents);
 	free(p->draining);
-	free(p->prev_tids);
-	json_decref(p->adopt);
+	free(p->restart.prev_tids);
+	json_decref(p->restart.adopt);
 	reclaim_free(p);
-	ctx_view_clear(&p->view);
+	ctx_view_clear(&p->health.view);
 	free(p->reason);
 	free(p->objects);
 	free(p);
@@ -954,10 +958,10 @@ json_t *profile_json(const struct profile *p, int detail)
 					    json_string(strerror(-p->import_err)));
 		if (p->ctxn >= 0)
 			json_object_set_new(j, "ctxn", json_integer(p->ctxn));
-		if (p->view.scanned && !p->view.err)
+		if (p->health.view.scanned && !p->health.view.err)
 			json_object_set_new(
-				j, "orphans",
-				json_integer((json_int_t)p->view.n_orphan));
+			    j, "orphans",
+			    json_integer((json_int_t)p->health.view.n_orphan));
 	}
 	if (p->state == PROFILE_CREATING)
 		json_object_set_new(j, "progress", profile_progress_json(p));

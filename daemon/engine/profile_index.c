@@ -54,23 +54,24 @@ static uint64_t generations;
 
 void profile_touch(struct profile *p)
 {
-	p->generation = p->attach_generation = ++generations;
+	p->notify.generation = p->notify.attach_generation = ++generations;
 }
 
 void profile_touch_leases(struct profile *p)
 {
-	p->generation = ++generations;
+	p->notify.generation = ++generations;
 	/* Who holds what must outlive us at every moment (the lease
 	 * record): said at once, not at the next settle. */
-	if (p->changed)
-		p->changed(p->changed_ud, p, PROFILE_LEASES);
+	if (p->notify.changed)
+		p->notify.changed(p->notify.changed_ud, p, PROFILE_LEASES);
 }
 
 void profile_touch_leases_ended(struct profile *p)
 {
-	p->generation = ++generations;
-	if (p->changed)
-		p->changed(p->changed_ud, p, PROFILE_LEASES_ENDED);
+	p->notify.generation = ++generations;
+	if (p->notify.changed)
+		p->notify.changed(p->notify.changed_ud, p,
+				  PROFILE_LEASES_ENDED);
 }
 
 /* The objects are the config's declarations, in its order: its name

@@ -166,31 +166,9 @@ enum profile_change {
 typedef void (*profile_change_fn)(void *ud, struct profile *p,
 				  enum profile_change what);
 
-struct profile {
-	const struct conf_profile *conf;
-	const struct conf_device *dev;
-	char ibdev[64]; /* the device matched, "" while pending */
-	int gid_index;	/* the GID selected on dev->port, -1 if none */
-	union ibv_gid gid;
-	int import_err; /* 0: the context can be imported; else -errno */
-	struct ibv_context *ctx;
-	/* The device's and the context's numbers in RDMA netlink (ctxn -1:
-	 * not found), and what the last scan saw there. */
-	uint32_t dev_index;
-	int64_t ctxn;
-	struct ctx_view view;
-	enum profile_state state;
-	char *reason;
-	/* In creation order: kind by kind, each kind in the order of its
-	 * declarations (objects[kind_start[k] + i] is declaration i of kind
-	 * k), so that the config's own name index finds them. */
-	struct object *objects;
-	size_t n_objects;
-	size_t kind_start[OBJ_KIND_MAX];
-	/* Who depends on object i: dependents[dep_start[i] .. dep_start[i+1]) */
-	uint32_t *dep_start, *dependents;
-	/* The creation under way, on workers: a job per object, allocated
-	 * while it runs. */
+/* The creation under way, on workers (profile.c's): a job per object,
+ * allocated while it runs. */
+struct profile_build {
 	struct workers *workers;
 	struct job *jobs;
 	size_t in_flight;  /* jobs submitted and not done */
@@ -203,9 +181,15 @@ struct profile {
 	unsigned int burying;
 	bool unburying; /* bury_wait: a done burial settles nothing */
 	struct profile_progress progress;
-	uint64_t populated_said; /* the owner's, for its progress events */
+};
+
+/* Who hears of the profile, and what its documents are cached by. */
+struct profile_notify {
+	/* The owner's word (the manager's), and what it said last of the
+	 * population under way (its progress events). */
 	profile_change_fn changed;
 	void *changed_ud;
+	uint64_t populated_said;
 	/* Where its state changes are published (events.h); NULL: nowhere.
 	 * The owner sets it after profile_new(). */
 	struct events *events;
@@ -216,14 +200,13 @@ struct profile {
 	/* The same, but for leases (which ATTACHED does not show): what
 	 * the control socket keeps ATTACHED by (attach_view.h). */
 	uint64_t attach_generation;
-	UT_hash_handle hh; /* the manager's index, by name */
-	struct asyncwatch *async; /* the context's async events */
-	/* Objects a reload removed while sessions held them. */
-	struct object *draining;
-	size_t n_draining;
-	/* The context came back from the previous run (restore.h): what it
-	 * kept, until the creation settles, and that run's threads (whose
-	 * PDs in the context are ours). */
+};
+
+/* A restart's part (restore.h, handover.c): what the context brought
+ * back from the previous run, and what it leaves for the next. */
+struct profile_restart {
+	/* What it kept, until the creation settles, and that run's threads
+	 * (whose PDs in the context are ours). */
 	struct restored *restored;
 	pid_t *prev_tids;
 	size_t n_prev_tids;
@@ -236,17 +219,65 @@ struct profile {
 	/* At exit, PDs and MRs stay in the context for the next run. */
 	bool hand_over;
 	/* The previous run's shared clients that held objects of the
-	 * context taken back (restore.h), until the owner adopts their
-	 * leases once the profile has settled; NULL: none. */
+	 * context taken back, until the owner adopts their leases once the
+	 * profile has settled; NULL: none. */
 	json_t *adopt;
+};
+
+/* What became of the context after the objects were made: the scans'
+ * view (orphans.c), the checks against the kernel (reconcile.c), the
+ * leftovers to reclaim (reclaim.c) and the faults counted. */
+struct profile_health {
+	/* What the last RDMA netlink scan saw in the context. */
+	struct ctx_view view;
 	struct profile_faults faults;
-	/* The last check of its objects against the kernel (reconcile.c):
-	 * CLOCK_MONOTONIC usec; and where the next round of MR key checks
-	 * begins. */
+	/* The last check of its objects against the kernel: CLOCK_MONOTONIC
+	 * usec; and where the next round of MR key checks begins. */
 	uint64_t checked;
 	size_t mr_cursor;
 	/* Leftovers seen in its context, waiting to be reclaimed. */
 	struct reclaim *reclaim;
+};
+
+/*
+ * A profile at run time, by concern: what it is and its device context
+ * (here), its objects (here), the creation under way (build), who hears
+ * of it (notify), a restart's part (restart) and what became of the
+ * context (health).
+ */
+struct profile {
+	const struct conf_profile *conf;
+	const struct conf_device *dev;
+	enum profile_state state;
+	char *reason;
+	/* The device context. */
+	char ibdev[64]; /* the device matched, "" while pending */
+	int gid_index;	/* the GID selected on dev->port, -1 if none */
+	union ibv_gid gid;
+	int import_err; /* 0: the context can be imported; else -errno */
+	struct ibv_context *ctx;
+	struct asyncwatch *async; /* the context's async events */
+	/* The device's and the context's numbers in RDMA netlink (ctxn -1:
+	 * not found). */
+	uint32_t dev_index;
+	int64_t ctxn;
+	/* In creation order: kind by kind, each kind in the order of its
+	 * declarations (objects[kind_start[k] + i] is declaration i of kind
+	 * k), so that the config's own name index finds them. */
+	struct object *objects;
+	size_t n_objects;
+	size_t kind_start[OBJ_KIND_MAX];
+	/* Who depends on object i: dependents[dep_start[i] .. dep_start[i+1])
+	 */
+	uint32_t *dep_start, *dependents;
+	/* Objects a reload removed while sessions held them. */
+	struct object *draining;
+	size_t n_draining;
+	struct profile_build build;
+	struct profile_notify notify;
+	struct profile_restart restart;
+	struct profile_health health;
+	UT_hash_handle hh; /* the manager's index, by name */
 };
 
 /* What a reload did to one object. */

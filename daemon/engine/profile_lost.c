@@ -29,11 +29,12 @@ static void announce_lost(struct profile *p, const struct object *o,
 		   p->conf->name, obj_kind_name(o->kind), object_name(o), h,
 		   json_array_size(holders),
 		   o->state == OBJ_DRAINING ? "" : "; making it again");
-	events_publish(p->events, &(struct event){ .kind = EV_OBJECT_LOST,
-						   .profile_name = p->conf->name,
-						   .profile = p,
-						   .object = o,
-						   .u.sessions = holders });
+	events_publish(p->notify.events,
+		       &(struct event){.kind = EV_OBJECT_LOST,
+				       .profile_name = p->conf->name,
+				       .profile = p,
+				       .object = o,
+				       .u.sessions = holders});
 }
 
 /* i and what depends on it, transitively (links too: a QP's peer is
@@ -61,7 +62,7 @@ size_t profile_mark_lost(struct profile *p, struct object *const *lost,
 		unsigned int leases = o->leases;
 
 		announce_lost(p, o, holders);
-		p->faults.lost[o->kind]++;
+		p->health.faults.lost[o->kind]++;
 		o->lost++;
 		if (o->state == OBJ_DRAINING) {
 			/* Nothing to make again: it goes with its last

@@ -130,10 +130,10 @@ static void take_context(struct profile *next, struct profile *old)
 	next->import_err = old->import_err;
 	next->dev_index = old->dev_index;
 	next->ctxn = old->ctxn;
-	next->view = old->view;
-	old->view = (struct ctx_view){ 0 };
+	next->health.view = old->health.view;
+	old->health.view = (struct ctx_view){0};
 	/* Who made what in the context (reclaim.h) stays with it. */
-	next->reclaim = TAKE_PTR(old->reclaim);
+	next->health.reclaim = TAKE_PTR(old->health.reclaim);
 	next->draining = TAKE_PTR(old->draining);
 	next->n_draining = old->n_draining;
 	old->n_draining = 0;
@@ -230,7 +230,7 @@ int profile_reload(struct profile *next, struct profile *old,
 	int r;
 
 	/* Its counters go on in the profile that replaces it. */
-	next->faults = old->faults;
+	next->health.faults = old->health.faults;
 	/* What old is still creating stops here; what ran is kept or
 	 * destroyed like the rest. What an earlier reload buried goes
 	 * first: a parent may be buried now. */

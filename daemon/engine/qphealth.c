@@ -30,11 +30,12 @@ static bool qp_in_error(const struct object *o)
 static void publish(struct profile *p, const struct object *o,
 		    enum event_kind kind, const char *reason)
 {
-	events_publish(p->events, &(struct event){ .kind = kind,
-						   .profile_name = p->conf->name,
-						   .profile = p,
-						   .object = o,
-						   .u.reason = reason });
+	events_publish(p->notify.events,
+		       &(struct event){.kind = kind,
+				       .profile_name = p->conf->name,
+				       .profile = p,
+				       .object = o,
+				       .u.reason = reason});
 }
 
 /* Back through RESET to the declared state and path (object_connect()

@@ -193,14 +193,14 @@ static void destroy(struct profile *p, int k, uint32_t h)
 	int e = reclaim_verbs_get()->destroy(p->ctx->cmd_fd, (enum uhandle_kind)k, h);
 
 	if (e == 0) {
-		p->faults.reclaimed[k]++;
+		p->health.faults.reclaimed[k]++;
 		log_info("profile %s: destroyed %s handle %u, left in the "
 			 "context by a client that is gone",
 			 p->conf->name, uhandle_kind_name((enum uhandle_kind)k),
 			 h);
 	} else if (e != -ENOENT && e != -EINVAL) {
 		/* Gone meanwhile is no failure; the rest is tried again. */
-		p->faults.reclaim_failed[k]++;
+		p->health.faults.reclaim_failed[k]++;
 		log_warn(e, "profile %s: cannot destroy the leftover %s "
 			    "handle %u",
 			 p->conf->name, uhandle_kind_name((enum uhandle_kind)k),
@@ -222,7 +222,7 @@ static bool destroy_made(struct profile *p, struct made *m,
 	int e = reclaim_verbs_get()->destroy(fd, UH_MR, h);
 
 	if (e == 0) {
-		p->faults.reclaimed[UH_MR]++;
+		p->health.faults.reclaimed[UH_MR]++;
 		m->listed = false;
 		log_info("profile %s: destroyed mr handle %u (mrn %u, lkey "
 			 "0x%x, %" PRIu64 " bytes), made by process %d, "
@@ -237,7 +237,7 @@ static bool destroy_made(struct profile *p, struct made *m,
 		m->listed = false;
 		return false;
 	}
-	p->faults.reclaim_failed[UH_MR]++;
+	p->health.faults.reclaim_failed[UH_MR]++;
 	if (!m->refused)
 		log_warn(e, "profile %s: cannot destroy mr handle %u of "
 			    "process %d, which is gone (tried again at the "
@@ -469,7 +469,7 @@ static void keys_note(const struct profile *p, const struct reclaim *r,
 bool reclaim_end(struct profile *p, const struct reclaim_census *census,
 		 bool attached, uint64_t now)
 {
-	struct reclaim *r = p->reclaim;
+	struct reclaim *r = p->health.reclaim;
 	struct sets second = { .n = { 0 } }, ours = { .n = { 0 } };
 	_cleanup_(mr_handles_clear) struct mr_handles mh = { 0 };
 	struct reclaim_census c = *census;
@@ -521,16 +521,16 @@ bool reclaim_end(struct profile *p, const struct reclaim_census *census,
 
 unsigned int reclaim_stuck(const struct profile *p)
 {
-	return p->reclaim ? p->reclaim->stuck : 0;
+	return p->health.reclaim ? p->health.reclaim->stuck : 0;
 }
 
 void reclaim_free(struct profile *p)
 {
-	struct reclaim *r = p->reclaim;
+	struct reclaim *r = p->health.reclaim;
 
 	if (!r)
 		return;
 	reclaim_forget(r);
 	free(r);
-	p->reclaim = NULL;
+	p->health.reclaim = NULL;
 }

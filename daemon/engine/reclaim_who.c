@@ -63,9 +63,9 @@ bool reclaim_shareable(const struct profile *p)
 
 struct reclaim *reclaim_get(struct profile *p)
 {
-	struct reclaim *r = p->reclaim;
+	struct reclaim *r = p->health.reclaim;
 
-	if (!r && !(r = p->reclaim = calloc(1, sizeof(*r))))
+	if (!r && !(r = p->health.reclaim = calloc(1, sizeof(*r))))
 		return NULL;
 	if (r->ctx != p->ctx || r->ctxn != p->ctxn) {
 		/* Handles and makers of a context closed since. */
@@ -278,7 +278,7 @@ void reclaim_attribute(struct reclaim *r, const struct reclaim_census *c)
 /* A handle that names another object than the one reclaim means. */
 void reclaim_stale(struct profile *p, int k, uint32_t h, const char *why)
 {
-	p->faults.stale[k]++;
+	p->health.faults.stale[k]++;
 	log_notice("profile %s: %s handle %u %s; left alone", p->conf->name,
 		   uhandle_kind_name((enum uhandle_kind)k), h, why);
 }
@@ -467,7 +467,7 @@ bool reclaim_settle_claims(struct profile *p, struct reclaim *r, int k,
 		e = verbs->destroy(p->ctx->cmd_fd, (enum uhandle_kind)k,
 				   cl->handle);
 		if (e == -EBUSY) {
-			p->faults.reclaim_failed[k]++;
+			p->health.faults.reclaim_failed[k]++;
 			waiting = true;
 			continue;
 		}
@@ -481,11 +481,11 @@ bool reclaim_settle_claims(struct profile *p, struct reclaim *r, int k,
 					 p->conf->name,
 					 uhandle_kind_name((enum uhandle_kind)k),
 					 cl->handle, (int)cl->maker->pid);
-			p->faults.reclaim_failed[k] += e != -ENOENT;
+			p->health.faults.reclaim_failed[k] += e != -ENOENT;
 			continue;
 		}
 		budget -= budget > 0;
-		p->faults.reclaimed[k]++;
+		p->health.faults.reclaimed[k]++;
 		(*destroyed)++;
 		log_info("profile %s: destroyed %s handle %u, made by process "
 			 "%d (so it said), which is gone",
@@ -497,7 +497,7 @@ bool reclaim_settle_claims(struct profile *p, struct reclaim *r, int k,
 
 pid_t reclaim_maker_of(const struct profile *p, uint32_t mrn, bool *alive)
 {
-	const struct reclaim *r = p->reclaim;
+	const struct reclaim *r = p->health.reclaim;
 	struct made *m = r ? made_find(r->made, r->n_made, mrn) : NULL;
 
 	if (alive)
@@ -507,7 +507,7 @@ pid_t reclaim_maker_of(const struct profile *p, uint32_t mrn, bool *alive)
 
 bool reclaim_knows_mr(const struct profile *p, uint32_t mrn, uint64_t length)
 {
-	const struct reclaim *r = p->reclaim;
+	const struct reclaim *r = p->health.reclaim;
 	const struct made *m = r ? made_find(r->made, r->n_made, mrn) : NULL;
 
 	return m && m->key.length == length;
@@ -515,7 +515,7 @@ bool reclaim_knows_mr(const struct profile *p, uint32_t mrn, uint64_t length)
 
 pid_t reclaim_qp_maker(const struct profile *p, uint32_t qpn)
 {
-	const struct reclaim *r = p->reclaim;
+	const struct reclaim *r = p->health.reclaim;
 
 	for (size_t i = 0; r && i < r->n_claims; i++)
 		if (!r->claims[i].dropped && r->claims[i].kind == UH_QP &&
@@ -526,7 +526,7 @@ pid_t reclaim_qp_maker(const struct profile *p, uint32_t qpn)
 
 void reclaim_stats(const struct profile *p, struct reclaim_stats *st)
 {
-	const struct reclaim *r = p->reclaim;
+	const struct reclaim *r = p->health.reclaim;
 
 	*st = (struct reclaim_stats){ .keys = r ? r->keys : -1 };
 	if (!r)

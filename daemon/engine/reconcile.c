@@ -101,7 +101,7 @@ static int look(struct tables *t, int fd, struct object *o, bool keys,
 static bool keys_due(struct profile *p, size_t i)
 {
 	size_t first = p->kind_start[OBJ_MR], n = p->conf->n_objs[OBJ_MR];
-	size_t at = i - first, from = n ? p->mr_cursor % n : 0;
+	size_t at = i - first, from = n ? p->health.mr_cursor % n : 0;
 
 	return n && i >= first && at < n &&
 	       (at - from + n) % n < RECONCILE_MR_KEYS;
@@ -117,7 +117,8 @@ int reconcile_profile(struct reconcile *rc, struct profile *p,
 	int r = 0, fd;
 
 	sd_event_now(manager_loop(rc->m), CLOCK_MONOTONIC, &now);
-	if (!checkable(p) || (p->checked && now - p->checked < max_age))
+	if (!checkable(p) ||
+	    (p->health.checked && now - p->health.checked < max_age))
 		return 0;
 	fd = p->ctx->cmd_fd;
 	for (size_t i = 0; r >= 0 && i < p->n_objects; i++)
@@ -125,8 +126,8 @@ int reconcile_profile(struct reconcile *rc, struct profile *p,
 	for (size_t i = 0; r >= 0 && i < p->n_draining; i++)
 		r = look(&t, fd, &p->draining[i], false, &lost, &n);
 	tables_clear(&t);
-	p->checked = now;
-	p->mr_cursor += RECONCILE_MR_KEYS;
+	p->health.checked = now;
+	p->health.mr_cursor += RECONCILE_MR_KEYS;
 	if (r == -EOPNOTSUPP && !rc->unsupported) {
 		rc->unsupported = true;
 		log_notice("the kernel cannot list a context's handles "

@@ -224,7 +224,7 @@ static void test_dead_makers_mr_goes_live_ones_stays(void **state)
 	scan(a_gone, 2, 4 * SEC + 1);
 	assert_int_equal(file.destroyed, 1);
 	assert_int_equal(file.last_destroyed[UH_MR], 5);
-	assert_int_equal(prof.faults.reclaimed[UH_MR], 1);
+	assert_int_equal(prof.health.faults.reclaimed[UH_MR], 1);
 	assert_int_equal(find(UH_MR, 6), 0);
 	/* Forgotten once destroyed; B's MR is never a leftover. */
 	assert_int_equal(reclaim_maker_of(&prof, 1, NULL), 0);
@@ -264,7 +264,7 @@ static void test_stale_handle_left_alone(void **state)
 	file.key[UH_MR][0].lkey = file.key[UH_MR][0].rkey = 0x400;
 	scan(y, 1, 4 * SEC);
 	assert_int_equal(file.destroyed, 0);
-	assert_int_equal(prof.faults.stale[UH_MR], 1);
+	assert_int_equal(prof.health.faults.stale[UH_MR], 1);
 	scan(y, 1, 5 * SEC);
 	assert_int_equal(file.destroyed, 0);
 	scan(y, 1, 6 * SEC + 1);
@@ -283,7 +283,7 @@ static void test_leftover_not_listed_dead_is_left_alone(void **state)
 	scan(dead, 1, 1 * SEC);
 	scan(dead, 1, 4 * SEC);
 	assert_int_equal(file.destroyed, 0);
-	assert_int_equal(prof.faults.stale[UH_MR], 1);
+	assert_int_equal(prof.health.faults.stale[UH_MR], 1);
 }
 
 /* Keys hidden: a dead maker's MR is matched by its length only where
@@ -327,11 +327,11 @@ static void test_refused_is_tried_again(void **state)
 	file.refuse = -EINVAL;
 	scan(gone, 1, 5 * SEC);
 	assert_int_equal(file.destroyed, 0);
-	assert_int_equal(prof.faults.reclaim_failed[UH_MR], 1);
+	assert_int_equal(prof.health.faults.reclaim_failed[UH_MR], 1);
 	file.refuse = 0;
 	scan(gone, 1, 6 * SEC);
 	assert_int_equal(file.destroyed, 1);
-	assert_int_equal(prof.faults.reclaimed[UH_MR], 1);
+	assert_int_equal(prof.health.faults.reclaimed[UH_MR], 1);
 }
 
 /* An MR number the kernel gives again, to an MR of other keys: not the
@@ -422,7 +422,7 @@ static void test_claim_without_its_qp_number_is_left_alone(void **state)
 	scan_qps(other, 1, 0, 1 * SEC);
 	scan_qps(other, 1, 0, 4 * SEC);
 	assert_int_equal(file.destroyed, 0);
-	assert_int_equal(prof.faults.stale[UH_QP], 1);
+	assert_int_equal(prof.health.faults.stale[UH_QP], 1);
 }
 
 /* A handle another live process claims is refused; taken back, it is
