@@ -12,11 +12,6 @@
 #include "objects.h"
 #include "target.h"
 
-void object_touch(void *p)
-{
-	profile_touch(p);
-}
-
 /* ---- target ---- */
 
 static int target_create(struct profile *p, struct object *o)
@@ -34,8 +29,7 @@ static int target_create(struct profile *p, struct object *o)
 	    .cq = cq ? cq->u.cq.cq : NULL,
 	    .channel = cq ? cq->u.cq.channel : NULL,
 	    .events = p->notify.events,
-	    .changed = object_touch,
-	    .ud = p,
+	    .owner = p,
 	};
 	char *why = NULL;
 	int r;
@@ -99,7 +93,7 @@ static int target_obj_start(struct profile *p, struct object *o)
 static void target_take_over(struct profile *p, struct object *o)
 {
 	if (o->u.target)
-		target_set_owner(o->u.target, object_touch, p);
+		target_set_owner(o->u.target, p);
 }
 
 static void target_held_handles(const struct object *o,
@@ -148,8 +142,7 @@ static int mcast_create(struct profile *p, struct object *o)
 	    .gid_index = p->gid_index,
 	    .gid = p->gid,
 	    .events = p->notify.events,
-	    .changed = object_touch,
-	    .ud = p,
+	    .owner = p,
 	};
 	char *why = NULL;
 	int r;
@@ -199,7 +192,7 @@ static int mcast_obj_start(struct profile *p, struct object *o)
 static void mcast_take_over(struct profile *p, struct object *o)
 {
 	if (o->u.mcast)
-		mcast_set_owner(o->u.mcast, object_touch, p);
+		mcast_set_owner(o->u.mcast, p);
 }
 
 static enum attach_part mcast_attach(struct profile *p _unused_,

@@ -118,8 +118,6 @@ struct object *object_dep(struct profile *p, struct object *o,
 			  enum obj_kind kind, const char *name);
 /* Keep what the provider made for a lost object, never used again. */
 void object_keep_remains(void *v);
-/* The owner a target or a group tells of its changes (kind_remote.c). */
-void object_touch(void *p);
 
 #define SET_INT(j, k, v) json_object_set_new(j, k, json_integer((json_int_t)(v)))
 #define SET_STR(j, k, v)                                                       \

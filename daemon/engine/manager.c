@@ -124,7 +124,7 @@ static void stop_profile(struct manager *m, struct profile *p,
 static void on_async_event(void *ud, const struct ibv_async_event *ev)
 {
 	struct profile *p = ud;
-	struct manager *m = p->notify.changed_ud;
+	struct manager *m = p->notify.owner;
 	char reason[128];
 
 	if (!asyncev_handle(m->events, p, ev))
@@ -275,11 +275,9 @@ static void populate_watch(struct manager *m)
 }
 
 /* The engine's word on a profile (profile.c), passed on. */
-static void on_profile_change(void *ud, struct profile *p,
-			      enum profile_change what)
+void manager_profile_changed(struct manager *m, struct profile *p,
+			     enum profile_change what)
 {
-	struct manager *m = ud;
-
 	if (what == PROFILE_STARTED) {
 		if (p->build.progress.populated_total)
 			populate_watch(m);
@@ -365,8 +363,8 @@ int manager_new(struct config *config, struct manager **out)
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < config->n_profiles; i++) {
-		r = profile_new(config, &config->profiles[i], m->workers,
-				on_profile_change, m, &m->profiles[i]);
+		r = profile_new(config, &config->profiles[i], m->workers, m,
+				&m->profiles[i]);
 		if (r < 0) {
 			manager_free(m);
 			return r;
@@ -867,8 +865,8 @@ static int apply(struct manager *m, struct config *next_in, bool force,
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < next->n_profiles; i++) {
-		r = profile_new(next, &next->profiles[i], m->workers,
-				on_profile_change, m, &profiles[i]);
+		r = profile_new(next, &next->profiles[i], m->workers, m,
+				&profiles[i]);
 		if (r < 0) {
 			for (size_t k = 0; k < i; k++)
 				profile_free(profiles[k]);

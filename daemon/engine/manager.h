@@ -9,9 +9,8 @@
  *
  * It is the engine's face. The scans and checks that work for it
  * (orphans.c, reconcile.c, manager_adopt.c) ask it by name; the
- * profiles (profile.c) tell it what happened through the one callback
- * it lends each (profile_change_fn: unit tests make profiles without a
- * manager).
+ * profiles (profile.c) tell it what happened by name too
+ * (manager_profile_changed(); unit tests make profiles without one).
  */
 #ifndef RDMAD_MANAGER_H
 #define RDMAD_MANAGER_H

@@ -25,6 +25,7 @@
 #include "events.h"
 #include "gid.h"
 #include "log.h"
+#include "profile_index.h"
 #include "mcast.h"
 #include "util.h"
 
@@ -66,8 +67,7 @@ struct mcast {
 	sd_event_source *again;
 	const char *again_why;
 	struct events *events;
-	void (*changed)(void *ud);
-	void *ud;
+	struct profile *owner;
 };
 
 static int fail(char **why, int err, const char *fmt, ...) _printf_(3, 4);
@@ -254,8 +254,7 @@ static int init(struct mcast *m, const struct mcast_params *mp)
 	m->n_qps = mp->n_qps;
 	m->pd = mp->pd;
 	m->events = mp->events;
-	m->changed = mp->changed;
-	m->ud = mp->ud;
+	m->owner = mp->owner;
 	for (size_t i = 0; i < mp->n_qps; i++) {
 		m->qps[i] = mp->qps[i];
 		m->qp_names[i] = strdup(c->qps[i]);
@@ -346,8 +345,8 @@ err:
 
 static void changed(struct mcast *m)
 {
-	if (m->changed)
-		m->changed(m->ud);
+	if (m->owner)
+		profile_touch(m->owner);
 }
 
 static void publish(struct mcast *m, enum event_kind what, const char *reason)
@@ -511,10 +510,9 @@ void mcast_drain(struct mcast *m)
 	m->pd = NULL;
 }
 
-void mcast_set_owner(struct mcast *m, void (*fn)(void *ud), void *ud)
+void mcast_set_owner(struct mcast *m, struct profile *owner)
 {
-	m->changed = fn;
-	m->ud = ud;
+	m->owner = owner;
 }
 
 struct mcast *mcast_free(struct mcast *m)

@@ -24,6 +24,7 @@
 #include "uhandle.h"
 
 struct events;
+struct profile;
 struct mcast;
 struct proto_att_mcast;
 
@@ -44,8 +45,9 @@ struct mcast_params {
 	size_t n_qps;
 	struct ibv_pd *pd;
 	struct events *events; /* join, rejoin and error events */
-	void (*changed)(void *ud); /* on the loop: the document changed */
-	void *ud;
+	/* Whose documents show it: touched on the loop when its document
+	 * changes (profile_touch()); NULL: nobody's. */
+	struct profile *owner;
 };
 
 /* Join, attach and make the AH (on a worker: nothing of the loop is
@@ -53,8 +55,8 @@ struct mcast_params {
 int mcast_new(const struct mcast_params *mp, struct mcast **out, char **why);
 /* Watch the group's rdma_cm events from the loop e. */
 int mcast_start(struct mcast *m, sd_event *e);
-/* Who hears of changes from now on (a reload took the group over). */
-void mcast_set_owner(struct mcast *m, void (*changed)(void *ud), void *ud);
+/* Whose documents show it from now on (a reload took the group over). */
+void mcast_set_owner(struct mcast *m, struct profile *owner);
 /* The group is drained (a reload removed it while clients hold it): its
  * QPs are detached and its AH goes, the membership stays until
  * mcast_free(). */

@@ -123,8 +123,7 @@ static int build_dependents(struct profile *p)
 }
 
 int profile_new(const struct config *cfg, const struct conf_profile *c,
-		struct workers *w, profile_change_fn changed, void *ud,
-		struct profile **out)
+		struct workers *w, struct manager *owner, struct profile **out)
 {
 	struct profile *p = calloc(1, sizeof(*p));
 	size_t n = 0;
@@ -145,8 +144,7 @@ int profile_new(const struct config *cfg, const struct conf_profile *c,
 	p->ctxn = -1;
 	p->build.workers = w;
 	profile_touch(p);
-	p->notify.changed = changed;
-	p->notify.changed_ud = ud;
+	p->notify.owner = owner;
 	profile_set_state(p, PROFILE_PENDING, "not started");
 	/* Kind order is a dependency order. */
 	for (int k = 0; k < OBJ_KIND_MAX; k++) {
@@ -437,8 +435,8 @@ static void phase_end(struct profile *p)
 	jobs_free(p);
 	restore_end(p, true);
 	update_state(p);
-	if (p->notify.changed)
-		p->notify.changed(p->notify.changed_ud, p, PROFILE_SETTLED);
+	if (p->notify.owner)
+		manager_profile_changed(p->notify.owner, p, PROFILE_SETTLED);
 }
 
 /* Built, but it could not start on the loop: what it made goes, the
@@ -533,9 +531,9 @@ static void job_done(struct work *w, bool cancelled)
 			    --object_job(p, d)->waiting == 0)
 				submit(p, d, PHASE_CREATE);
 		}
-		if (p->notify.changed)
-			p->notify.changed(p->notify.changed_ud, p,
-					  PROFILE_PROGRESS);
+		if (p->notify.owner)
+			manager_profile_changed(p->notify.owner, p,
+						PROFILE_PROGRESS);
 	}
 	if (!p->build.in_flight)
 		phase_end(p);
@@ -583,8 +581,8 @@ void profile_create_objects(struct profile *p)
 	profile_set_state(p, PROFILE_CREATING, NULL);
 	profile_touch(p);
 	p->notify.populated_said = 0;
-	if (p->notify.changed)
-		p->notify.changed(p->notify.changed_ud, p, PROFILE_STARTED);
+	if (p->notify.owner)
+		manager_profile_changed(p->notify.owner, p, PROFILE_STARTED);
 	workers_plug(p->build.workers);
 	for (size_t i = 0; i < p->n_objects; i++) {
 		struct object *o = &p->objects[i];

@@ -11,10 +11,10 @@
 #include "profile_index.h"
 
 /* Build the object list of c (nothing is created yet); its objects are
- * created on w, and changed() hears how it goes. */
+ * created on w, and its owner m hears how it goes
+ * (manager_profile_changed(); NULL: nobody). */
 int profile_new(const struct config *cfg, const struct conf_profile *c,
-		struct workers *w, profile_change_fn changed, void *ud,
-		struct profile **out);
+		struct workers *w, struct manager *owner, struct profile **out);
 /* Find and open the device and start creating every object on the
  * workers (state creating; PROFILE_SETTLED when done). Returns 0 when
  * the profile runs or is being created, -ENODEV when the device is

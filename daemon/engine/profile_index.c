@@ -62,16 +62,16 @@ void profile_touch_leases(struct profile *p)
 	p->notify.generation = ++generations;
 	/* Who holds what must outlive us at every moment (the lease
 	 * record): said at once, not at the next settle. */
-	if (p->notify.changed)
-		p->notify.changed(p->notify.changed_ud, p, PROFILE_LEASES);
+	if (p->notify.owner)
+		manager_profile_changed(p->notify.owner, p, PROFILE_LEASES);
 }
 
 void profile_touch_leases_ended(struct profile *p)
 {
 	p->notify.generation = ++generations;
-	if (p->notify.changed)
-		p->notify.changed(p->notify.changed_ud, p,
-				  PROFILE_LEASES_ENDED);
+	if (p->notify.owner)
+		manager_profile_changed(p->notify.owner, p,
+					PROFILE_LEASES_ENDED);
 }
 
 /* The objects are the config's declarations, in its order: its name

@@ -163,8 +163,11 @@ enum profile_change {
 	PROFILE_LEASES,	  /* a lease was taken (or adopted, or handed on) */
 	PROFILE_LEASES_ENDED, /* a lease ended */
 };
-typedef void (*profile_change_fn)(void *ud, struct profile *p,
-				  enum profile_change what);
+struct manager;
+/* What a profile tells its owner, on the loop (manager.c; a NULL owner,
+ * as in unit tests: nobody). */
+void manager_profile_changed(struct manager *m, struct profile *p,
+			     enum profile_change what);
 
 /* The creation under way, on workers (profile.c's): a job per object,
  * allocated while it runs. */
@@ -185,10 +188,10 @@ struct profile_build {
 
 /* Who hears of the profile, and what its documents are cached by. */
 struct profile_notify {
-	/* The owner's word (the manager's), and what it said last of the
-	 * population under way (its progress events). */
-	profile_change_fn changed;
-	void *changed_ud;
+	/* The owner (told by manager_profile_changed(); NULL: none), and
+	 * what it said last of the population under way (its progress
+	 * events). */
+	struct manager *owner;
 	uint64_t populated_said;
 	/* Where its state changes are published (events.h); NULL: nowhere.
 	 * The owner sets it after profile_new(). */

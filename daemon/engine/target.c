@@ -20,6 +20,7 @@
 
 #include "events.h"
 #include "log.h"
+#include "profile_index.h"
 #include "target.h"
 #include "target_proto.h"
 #include "util.h"
@@ -77,8 +78,7 @@ struct target {
 	uint64_t next_id;
 	struct target_stats stats;
 	struct events *events;
-	void (*changed)(void *ud);
-	void *ud;
+	struct profile *owner;
 };
 
 static uint64_t now_usec(void)
@@ -91,8 +91,8 @@ static uint64_t now_usec(void)
 
 static void changed(struct target *t)
 {
-	if (t->changed)
-		t->changed(t->ud);
+	if (t->owner)
+		profile_touch(t->owner);
 }
 
 /* One event of the stream: what happened to connection c (or, c NULL,
@@ -207,8 +207,7 @@ int target_new(const struct target_params *tp, struct target **out,
 	t->n_range = tp->n_range;
 	memcpy(t->range, tp->range, sizeof(t->range));
 	t->max_connections = c->max_connections;
-	t->changed = tp->changed;
-	t->ud = tp->ud;
+	t->owner = tp->owner;
 	t->events = tp->events;
 	if (c->token && (r = read_token(c->token, t->token, &t->token_len,
 					why)) < 0)
@@ -745,10 +744,9 @@ static int on_cm(sd_event_source *s, int fd, uint32_t revents, void *ud)
 	return 0;
 }
 
-void target_set_owner(struct target *t, void (*fn)(void *ud), void *ud)
+void target_set_owner(struct target *t, struct profile *owner)
 {
-	t->changed = fn;
-	t->ud = ud;
+	t->owner = owner;
 }
 
 int target_start(struct target *t, sd_event *e)
@@ -788,7 +786,7 @@ struct target *target_free(struct target *t)
 
 	if (!t)
 		return NULL;
-	t->changed = NULL;
+	t->owner = NULL;
 	HASH_ITER(hh, t->conns, c, tmp) {
 		if (c->state == CONN_ESTABLISHED)
 			publish(t, EV_TARGET_REVOKE, c, NULL,

@@ -25,6 +25,7 @@
 #include "uhandle.h"
 
 struct events;
+struct profile;
 
 #define TARGET_LINGER_MS 2000
 
@@ -54,9 +55,9 @@ struct target_params {
 	/* Where connect, disconnect, revoke and reject are published
 	 * (NULL: nowhere). */
 	struct events *events;
-	/* Called on the loop when the connections change (documents). */
-	void (*changed)(void *ud);
-	void *ud;
+	/* Whose documents show the connections: touched on the loop when
+	 * they change (profile_touch()); NULL: nobody's. */
+	struct profile *owner;
 };
 
 /* What the target counted, for /metrics. */
@@ -73,8 +74,8 @@ struct target_stats {
  */
 int target_new(const struct target_params *tp, struct target **out,
 	       char **why);
-/* Who hears of changes from now on (a reload took the target over). */
-void target_set_owner(struct target *t, void (*changed)(void *ud), void *ud);
+/* Whose documents show it from now on (a reload took the target over). */
+void target_set_owner(struct target *t, struct profile *owner);
 /* Serve connections from the loop e. */
 int target_start(struct target *t, sd_event *e);
 /* Tear every connection down (windows first) and stop listening. */

@@ -32,8 +32,7 @@ static void test_absent_device_is_pending(void **state)
 	(void)state;
 	assert_int_equal(config_load_string("t.conf", text, &cfg), 0);
 	assert_int_equal(cfg->n_errors, 0);
-	assert_int_equal(profile_new(cfg, &cfg->profiles[0], NULL, NULL, NULL,
-				     &p),
+	assert_int_equal(profile_new(cfg, &cfg->profiles[0], NULL, NULL, &p),
 			 0);
 	assert_int_equal(p->n_objects, 3);
 	/* Indexed by kind and name. */

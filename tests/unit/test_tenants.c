@@ -74,7 +74,7 @@ static void test_admission(void **state)
 		gid_t groups[1] = { k->supplementary };
 
 		assert_non_null(cp);
-		assert_int_equal(profile_new(cfg, cp, NULL, NULL, NULL, &p), 0);
+		assert_int_equal(profile_new(cfg, cp, NULL, NULL, &p), 0);
 		if (profile_admits(p, k->uid, k->gid, groups,
 				   k->supplementary ? 1 : 0,
 				   k->admit_root) != k->admitted)
