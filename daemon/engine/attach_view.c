@@ -302,6 +302,27 @@ const char *profile_name(const struct profile *p)
 	return p->conf->name;
 }
 
+const char *profile_uverbs_node(const struct profile *p)
+{
+	bool usable = p->state == PROFILE_READY ||
+		      p->state == PROFILE_DEGRADED ||
+		      p->state == PROFILE_CREATING;
+
+	return usable && p->ctx && p->ctx->device && p->ctx->device->dev_name[0]
+		   ? p->ctx->device->dev_name
+		   : NULL;
+}
+
+const struct conf_profile *profile_conf(const struct profile *p)
+{
+	return p->conf;
+}
+
+size_t profile_n_objects(const struct profile *p)
+{
+	return p->n_objects;
+}
+
 /* Ready, and with a GID: a port whose GID table lost every entry the
  * profile's gid settings match (its address went) has none to give;
  * ATTACHED says a GID index, never -1. */

@@ -69,6 +69,15 @@ void attach_view_lease(struct profile *p, const struct attach_view *v);
 
 /* What the control layer asks of a profile before an attach. */
 const char *profile_name(const struct profile *p);
+/* The uverbs node of its open context ("uverbs0") while it is ready,
+ * degraded or creating; NULL when it has none a container could be
+ * given (pending: the device is absent; failed: it could not be
+ * opened). */
+const char *profile_uverbs_node(const struct profile *p);
+/* Its declaration. */
+const struct conf_profile *profile_conf(const struct profile *p);
+/* How many objects it declares. */
+size_t profile_n_objects(const struct profile *p);
 /* Ready or degraded, with a context: ATTACH is answered now. */
 bool profile_attachable(const struct profile *p);
 /* Failed: an ATTACH waits for nothing. */

@@ -36,6 +36,7 @@
 #include <sys/stat.h>
 #include <systemd/sd-event.h>
 
+#include "attach_view.h"
 #include "cdi.h"
 #include "control.h"
 #include "log.h"
@@ -86,9 +87,7 @@ static bool cdi_name_valid(const char *s)
  * none: no CDI device, rather than one that names a missing node. */
 static bool profile_has_device(const struct profile *p)
 {
-	return p->ctx && p->ctx->device && p->ctx->device->dev_name[0] &&
-	       (p->state == PROFILE_READY || p->state == PROFILE_DEGRADED ||
-		p->state == PROFILE_CREATING);
+	return profile_uverbs_node(p) != NULL;
 }
 
 /* <prefix><NAME>=<value>: NAME upper case, '_' for the rest. */
@@ -117,24 +116,25 @@ static json_t *device_json(const struct profile *p, const char *socket_dir,
 
 	if (asprintf(&socket, "%s/%s", socket_dir, CONTROL_PROFILE_SOCKET) < 0)
 		return NULL;
-	own_env = profile_env("RDMAD_PROFILE_", p->conf->name, p->conf->name);
-	own_sock = profile_env("RDMAD_SOCKET_", p->conf->name, socket);
+	own_env =
+	    profile_env("RDMAD_PROFILE_", profile_name(p), profile_name(p));
+	own_sock = profile_env("RDMAD_SOCKET_", profile_name(p), socket);
 	if (!own_env || !own_sock)
 		return NULL;
 
 	snprintf(uverbs, sizeof(uverbs), "/dev/infiniband/%s",
-		 p->ctx->device->dev_name);
+		 profile_uverbs_node(p));
 	nodes = json_pack("[{s:s}]", "path", uverbs);
 	if (nodes && rdma_cm)
 		json_array_append_new(nodes,
 				      json_pack("{s:s}", "path", RDMA_CM_PATH));
 	edits = json_pack(
-		"{s:[s+, s+, s, s], s:o*, s:[{s:s, s:s, s:[s, s, s, s]}]}",
-		"env", "RDMAD_SOCKET=", socket, "RDMAD_PROFILE=", p->conf->name,
-		own_env, own_sock, "deviceNodes", nodes, "mounts", "hostPath", socket_dir,
-		"containerPath", socket_dir, "options", "bind", "ro", "nosuid",
-		"nodev");
-	return edits ? json_pack("{s:s, s:o}", "name", p->conf->name,
+	    "{s:[s+, s+, s, s], s:o*, s:[{s:s, s:s, s:[s, s, s, s]}]}", "env",
+	    "RDMAD_SOCKET=", socket, "RDMAD_PROFILE=", profile_name(p), own_env,
+	    own_sock, "deviceNodes", nodes, "mounts", "hostPath", socket_dir,
+	    "containerPath", socket_dir, "options", "bind", "ro", "nosuid",
+	    "nodev");
+	return edits ? json_pack("{s:s, s:o}", "name", profile_name(p),
 				 "containerEdits", edits)
 		     : NULL;
 }
@@ -155,8 +155,9 @@ json_t *cdi_spec_json(struct manager *m, const char *runtime_dir)
 
 		/* No socket of its own (too long a path): no device, rather
 		 * than one that cannot attach. */
-		if (!profile_has_device(p) || !cdi_name_valid(p->conf->name) ||
-		    !control_profile_dir(runtime_dir, p->conf->name, dir,
+		if (!profile_has_device(p) ||
+		    !cdi_name_valid(profile_name(p)) ||
+		    !control_profile_dir(runtime_dir, profile_name(p), dir,
 					 sizeof(dir)))
 			continue;
 		if (json_array_append_new(devices,
@@ -164,8 +165,9 @@ json_t *cdi_spec_json(struct manager *m, const char *runtime_dir)
 			json_decref(devices);
 			return NULL;
 		}
-		digit |= !((p->conf->name[0] >= 'a' && p->conf->name[0] <= 'z') ||
-			   (p->conf->name[0] >= 'A' && p->conf->name[0] <= 'Z'));
+		digit |= !(
+		    (profile_name(p)[0] >= 'a' && profile_name(p)[0] <= 'z') ||
+		    (profile_name(p)[0] >= 'A' && profile_name(p)[0] <= 'Z'));
 	}
 	if (!json_array_size(devices)) {
 		json_decref(devices);

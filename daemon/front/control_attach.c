@@ -743,7 +743,7 @@ int control_detach(struct session *s, uint32_t id, json_t *req)
  * session keeps of it is bounded by what the operator declared. */
 static size_t report_max(const struct profile *p)
 {
-	size_t n = p ? p->n_objects : 0;
+	size_t n = p ? profile_n_objects(p) : 0;
 
 	return n < CONTROL_MAX_REPORT_MRS ? n : CONTROL_MAX_REPORT_MRS;
 }

@@ -31,6 +31,7 @@
 #include <sys/un.h>
 
 #include "control.h"
+#include "attach_view.h"
 #include "control_internal.h"
 #include "log.h"
 
@@ -288,7 +289,8 @@ static void psocks_sync(struct control_psocks *ps)
 	HASH_ITER(hh, ps->socks, s, tmp)
 		s->seen = false;
 	for (size_t i = 0; i < manager_n_profiles(m); i++) {
-		const struct conf_profile *cp = manager_profile_at(m, i)->conf;
+		const struct conf_profile *cp =
+		    profile_conf(manager_profile_at(m, i));
 		int r;
 
 		HASH_FIND_STR(ps->socks, cp->name, s);
