@@ -380,9 +380,13 @@ static bool mr_handle(const struct object *o, uint32_t *h)
  * drains, maybe beside a running one of its name). */
 static void mr_json_unready(const struct object *o, json_t *j)
 {
-	const struct ibv_mr *mr = o->u.mr.mr;
+	const struct ibv_mr *mr;
 
-	if (o->state != OBJ_DRAINING || !mr)
+	/* Only then: while it is created, its job owns o->u. */
+	if (o->state != OBJ_DRAINING)
+		return;
+	mr = o->u.mr.mr;
+	if (!mr)
 		return;
 	SET_INT(j, "handle", mr->handle);
 	SET_INT(j, "lkey", mr->lkey);
