@@ -159,6 +159,12 @@ static void take_over(struct diff *d)
 				d->report(d->ud, o, ACT_KEEP);
 		} else {
 			o->todo = true;
+			/* Lost and not made again yet: its re-creation here
+			 * is announced and counted as such. */
+			if (was && was->relost) {
+				o->relost = true;
+				o->lost = was->lost;
+			}
 			d->retry[i] = was && was->state == OBJ_FAILED &&
 				      conf_obj_equal(o->kind, o->conf,
 						     was->conf);
@@ -229,13 +235,15 @@ int profile_reload(struct profile *next, struct profile *old,
 	struct diff d = { .next = next, .old = old, .report = report, .ud = ud };
 	int r;
 
-	/* Its counters go on in the profile that replaces it. */
-	next->health.faults = old->health.faults;
 	/* What old is still creating stops here; what ran is kept or
 	 * destroyed like the rest. What an earlier reload buried goes
 	 * first: a parent may be buried now. */
 	profile_cancel_creation(old);
 	profile_bury_wait(old);
+	/* Its counters go on in the profile that replaces it: taken once
+	 * what ran has ended (a lost object's re-creation that ends in the
+	 * wait above counts there). */
+	next->health.faults = old->health.faults;
 	if (!old->ctx || !conf_device_equal(next->dev, old->dev)) {
 		start_over(&d);
 		return 0;
