@@ -23,13 +23,6 @@
 #include "events.h"
 #include "profile.h"
 
-struct devwatch;
-struct manager_devices;
-struct workers;
-struct orphans;
-struct reload_req;
-struct events;
-
 /* Sessions are the control socket's; the control layer and /metrics
  * show them through what it lends here. */
 #define SESSION_ATTACH_BUCKETS 8
