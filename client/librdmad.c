@@ -91,56 +91,18 @@ static int import_context(struct rdmad_profile *p)
 	return 0;
 }
 
+/* Shared mode: the memories mapped and the context imported; each PD,
+ * MR and DM is imported when the program first asks for it
+ * (librdmad_objects.c), so that an attach costs the same whatever the
+ * profile holds. */
 static int setup_shared(struct rdmad_profile *p)
 {
-	size_t i;
-	int r, err;
+	int r;
 
 	r = map_memory(p);
 	if (r < 0)
 		return r;
-	r = import_context(p);
-	if (r < 0)
-		return r;
-	for (i = 0; i < p->n_pd; i++) {
-		struct client_pd *pd = &p->pd[i];
-
-		pd->pd = ibv_import_pd(p->ctx, pd->handle);
-		if (!pd->pd) {
-			err = errno ? errno : EIO;
-			return client_set_error(err,
-						"cannot import pd '%s' "
-						"(handle %u): %s",
-						pd->name, pd->handle,
-						strerror(err));
-		}
-	}
-	for (i = 0; i < p->n_mr; i++) {
-		struct client_mr *mr = &p->mr[i];
-
-		mr->mr = ibv_import_mr(p->pd[mr->pd].pd, mr->handle);
-		if (!mr->mr) {
-			err = errno ? errno : EIO;
-			return client_set_error(err,
-						"cannot import mr '%s' "
-						"(handle %u): %s",
-						mr->name, mr->handle,
-						strerror(err));
-		}
-		/* A handle that names another MR than announced. */
-		if (mr->mr->rkey != mr->rkey || mr->mr->length != mr->length)
-			return client_set_error(
-			    EPROTO,
-			    "mr '%s' (handle %u) imports with rkey %u "
-			    "and %zu bytes, rdmad announced rkey %u and "
-			    "%llu bytes",
-			    mr->name, mr->handle, mr->mr->rkey, mr->mr->length,
-			    mr->rkey, (unsigned long long)mr->length);
-		/* Imported MRs carry no address: give ours, as ibv_reg_mr
-		 * would. */
-		mr->mr->addr = client_mr_addr(p, mr);
-	}
-	return 0;
+	return import_context(p);
 }
 
 static bool has_cap_ipc_lock(void)
@@ -467,6 +429,7 @@ static int profile_teardown(struct rdmad_profile *p)
 			ibv_unimport_dm(p->dm[i].dm);
 		p->dm[i].dm = NULL;
 	}
+	client_table_mrs_free(p);
 	for (i = p->n_mr; i-- > 0;) {
 		struct client_mr *mr = &p->mr[i];
 
@@ -626,7 +589,10 @@ static int ask_attach(struct rdmad_profile *p, const char *mode,
 	int r;
 
 	proto_msg_init(ans);
-	doc = json_pack("{s:s, s:s}", "profile", p->name, "mode", mode);
+	/* "mr_table": in shared mode, the MRs in a table we read when
+	 * asked for one (proto/mr_table.h), not in the message. */
+	doc = json_pack("{s:s, s:s, s:b}", "profile", p->name, "mode", mode,
+			"mr_table", 1);
 	if (doc && wait_ms &&
 	    json_object_set_new(doc, "wait_ms", json_integer(wait_ms)) < 0) {
 		json_decref(doc);

@@ -4,14 +4,17 @@
  * checked whole by the protocol's one decoder (proto/attached.h) before
  * anything is opened or mapped, then taken into the profile.
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "attached.h"
 #include "librdmad_internal.h"
+#include "mr_table.h"
 #include "util.h"
 
 /* ---- profiles: parsing ATTACHED ---- */
@@ -30,6 +33,9 @@ void client_profile_free(struct rdmad_profile *p)
 		free(p->pd[i].name);
 	for (i = 0; i < p->n_mr; i++)
 		free(p->mr[i].name);
+	client_table_mrs_free(p);
+	if (p->mrt)
+		munmap((void *)p->mrt, p->mrt_len);
 	for (i = 0; i < p->n_xrcd; i++) {
 		free(p->xrcd[i].name);
 		closep(&p->xrcd[i].fd);
@@ -167,6 +173,40 @@ static int fill(struct rdmad_profile *p, struct proto_attached *a,
 	return client_mcasts_take(p, a);
 }
 
+/* The seals that make a table ours to read: nobody can write, shrink
+ * (a read past its end would be SIGBUS) or grow it any more. */
+#define TABLE_SEALS (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW)
+
+/* The MR table's memfd, fd, mapped read-only into p once checked. */
+static int map_table(struct rdmad_profile *p, const struct proto_att_mr_table *t,
+		     int fd)
+{
+	struct stat st;
+	int seals = fcntl(fd, F_GET_SEALS);
+	void *at;
+	int r;
+
+	if (seals < 0 || (seals & TABLE_SEALS) != TABLE_SEALS)
+		r = malformed(p, "its MR table is not sealed");
+	else if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != t->size)
+		r = malformed(p, "its MR table has another size than said");
+	else if ((at = mmap(NULL, t->size, PROT_READ, MAP_SHARED, fd, 0)) ==
+		 MAP_FAILED)
+		r = client_set_error(errno, "cannot map the MR table: %s",
+				     strerror(errno));
+	else {
+		p->mrt = at;
+		p->mrt_len = t->size;
+		r = proto_mr_table_check(at, t->size, &p->mrt_count) < 0 ||
+				    p->mrt_count != t->count
+			    ? malformed(p, "its MR table is not one this "
+					   "librdmad reads")
+			    : 0;
+	}
+	close(fd);
+	return r;
+}
+
 int client_parse_attached(struct rdmad_profile *p, struct proto_msg *m,
 			  unsigned int flags)
 {
@@ -208,6 +248,8 @@ int client_parse_attached(struct rdmad_profile *p, struct proto_msg *m,
 	if (p->mode == RDMAD_MODE_SHARED)
 		p->cmd_fd = TAKE_FD(m->fds[a.cmd_fd]);
 	r = fill(p, &a, m);
+	if (r == 0 && a.has_mr_table)
+		r = map_table(p, &a.mr_table, TAKE_FD(m->fds[a.mr_table.fd]));
 	proto_attached_free(&a);
 	return r;
 }

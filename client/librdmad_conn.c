@@ -169,6 +169,8 @@ static void event_take(struct rdmad *c, struct proto_msg *m)
 		if (p->granted && json_is_integer(a) &&
 		    json_integer_value(a) == (json_int_t)p->attachment)
 			break;
+	if (type == RDMAD_EVENT_OBJECT_DRAINING)
+		client_object_drained(p, m->payload);
 	event_push(c, type, p, json_incref(m->payload));
 }
 

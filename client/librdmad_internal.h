@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include <infiniband/verbs.h>
+#include <uthash.h>
 
 #include "proto.h"
 #include "rdmad.h"
@@ -100,18 +101,26 @@ struct client_memory {
 struct client_pd {
 	char *name;
 	uint32_t handle;
-	struct ibv_pd *pd;
+	struct ibv_pd *pd; /* shared mode: imported when first asked for */
 };
 
 struct client_mr {
-	char *name;
+	char *name; /* in the MR table (table): its mapping's, not ours */
 	size_t pd, memory; /* indexes into the profile's arrays */
 	uint32_t handle, rkey;
 	uint64_t offset, length, iova;
 	unsigned int access;
 	bool zero_based;
 	bool odp;
-	struct ibv_mr *mr;
+	/* A reload removed it before it was imported (OBJECT_DRAINING
+	 * read): asking for it is ESTALE. */
+	bool stale;
+	bool table;
+	struct ibv_mr *mr; /* shared mode: imported when first asked for */
+	/* From the MR table: its entry, and the profile's index of those
+	 * read so far (librdmad_objects.c). */
+	uint32_t entry;
+	UT_hash_handle hh;
 };
 
 /* Device memory of the daemon's context (shared mode), and the MRs over
@@ -173,6 +182,13 @@ struct rdmad_profile {
 	size_t n_pd;
 	struct client_mr *mr;
 	size_t n_mr;
+	/* Shared mode, from a daemon that sends one: the MR table
+	 * (proto/mr_table.h), mapped read-only, and the MRs read from it
+	 * so far (mr is then empty). */
+	const void *mrt;
+	size_t mrt_len;
+	uint32_t mrt_count;
+	struct client_mr *mrt_read;
 	struct client_xrcd *xrcd;
 	size_t n_xrcd;
 	struct client_num *qp, *srq;
@@ -236,6 +252,13 @@ static inline void *client_mr_addr(const struct rdmad_profile *p,
 {
 	return (char *)p->mem[mr->memory].addr + mr->offset;
 }
+
+/* librdmad_objects.c */
+/* An OBJECT_DRAINING of p's: an MR named in it that was not imported
+ * yet is not imported any more (ESTALE). */
+void client_object_drained(struct rdmad_profile *p, const json_t *event);
+/* Undo what the MRs read from the table hold, and forget them. */
+void client_table_mrs_free(struct rdmad_profile *p);
 
 /* librdmad_reuse.c */
 /* proto_decode_frame(), but an ATTACHED with the bytes of the last one

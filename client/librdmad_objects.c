@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "librdmad_internal.h"
+#include "mr_table.h"
 #include "util.h"
 
 static struct client_pd *find_pd(struct rdmad_profile *p, const char *name)
@@ -29,22 +30,176 @@ static struct client_pd *find_pd(struct rdmad_profile *p, const char *name)
 	return NULL;
 }
 
+static int no_mr(struct rdmad_profile *p, const char *name)
+{
+	errno = -client_set_error(ENOENT,
+				  "profile '%s' has no mr '%s' that can be "
+				  "shared (MRs on anonymous memory cannot)",
+				  p->name, name);
+	return -errno;
+}
+
+static int bad_table(struct rdmad_profile *p, const char *why)
+{
+	errno = -client_set_error(EPROTO,
+				  "rdmad's MR table of profile '%s' is "
+				  "malformed: %s",
+				  p->name, why);
+	return -errno;
+}
+
+/* Entry i of the MR table, read into a client_mr (once: then kept). */
+static struct client_mr *table_mr(struct rdmad_profile *p, uint32_t i)
+{
+	struct proto_mr_entry e;
+	struct client_mr *mr;
+	const char *name;
+	int r;
+
+	HASH_FIND(hh, p->mrt_read, &i, sizeof(i), mr);
+	if (mr)
+		return mr;
+	r = proto_mr_table_at(p->mrt, p->mrt_len, i, p->n_pd, p->n_mem, &e,
+			      &name);
+	if (r < 0) {
+		bad_table(p, "an entry is out of its bounds");
+		return NULL;
+	}
+	/* As the decoder checks the list's: within its memory. */
+	if (e.offset > p->mem[e.memory].size ||
+	    e.length > p->mem[e.memory].size - e.offset) {
+		bad_table(p, "an mr does not fit its memory");
+		return NULL;
+	}
+	mr = calloc(1, sizeof(*mr));
+	if (!mr) {
+		errno = -client_set_error(ENOMEM, "out of memory");
+		return NULL;
+	}
+	*mr = (struct client_mr){
+		.name = (char *)name, .table = true, .entry = i,
+		.pd = e.pd, .memory = e.memory, .handle = e.handle,
+		.rkey = e.rkey, .offset = e.offset, .length = e.length,
+		.zero_based = e.flags & PROTO_MR_ZERO_BASED,
+		.odp = e.flags & PROTO_MR_ODP,
+		.iova = e.flags & PROTO_MR_ZERO_BASED ? 0 : e.iova,
+		.access = e.access,
+	};
+	HASH_ADD(hh, p->mrt_read, entry, sizeof(mr->entry), mr);
+	return mr;
+}
+
 static struct client_mr *find_mr(struct rdmad_profile *p, const char *name)
 {
-	size_t i;
+	int64_t i;
 
 	if (!p || !name) {
 		errno = -client_set_error(EINVAL, "no profile or no name");
 		return NULL;
 	}
-	for (i = 0; i < p->n_mr; i++)
-		if (streq(p->mr[i].name, name))
-			return &p->mr[i];
-	errno = -client_set_error(ENOENT,
-				  "profile '%s' has no mr '%s' that can be "
-				  "shared (MRs on anonymous memory cannot)",
-				  p->name, name);
+	if (p->mrt) {
+		i = proto_mr_table_find(p->mrt, p->mrt_len, name);
+		if (i == -EPROTO)
+			bad_table(p, "its index is out of its bounds");
+		else if (i < 0)
+			no_mr(p, name);
+		return i < 0 ? NULL : table_mr(p, (uint32_t)i);
+	}
+	for (size_t k = 0; k < p->n_mr; k++)
+		if (streq(p->mr[k].name, name))
+			return &p->mr[k];
+	no_mr(p, name);
 	return NULL;
+}
+
+void client_table_mrs_free(struct rdmad_profile *p)
+{
+	struct client_mr *mr, *tmp;
+
+	HASH_ITER(hh, p->mrt_read, mr, tmp) {
+		HASH_DEL(p->mrt_read, mr);
+		if (mr->mr)
+			ibv_unimport_mr(mr->mr);
+		free(mr);
+	}
+}
+
+/* Shared mode: the daemon's PD in this process, imported when first
+ * needed (ibv_import_pd(3)). */
+static struct ibv_pd *pd_import(struct rdmad_profile *p, struct client_pd *pd)
+{
+	if (pd->pd || p->mode != RDMAD_MODE_SHARED)
+		return pd->pd;
+	errno = 0;
+	pd->pd = ibv_import_pd(p->ctx, pd->handle);
+	if (!pd->pd)
+		errno = -client_set_error(errno ? errno : EIO,
+					  "cannot import pd '%s' (handle "
+					  "%u): %s",
+					  pd->name, pd->handle,
+					  strerror(errno ? errno : EIO));
+	return pd->pd;
+}
+
+/* Shared mode: the daemon's MR in this process, imported when first
+ * asked for, and checked against what rdmad announced. */
+static struct ibv_mr *mr_import(struct rdmad_profile *p, struct client_mr *mr)
+{
+	struct ibv_pd *pd;
+
+	if (mr->mr || p->mode != RDMAD_MODE_SHARED)
+		return mr->mr;
+	if (mr->stale) {
+		errno = -client_set_error(ESTALE,
+					  "mr '%s' was removed or changed by "
+					  "a reload after the attach: attach "
+					  "again for what rdmad has now",
+					  mr->name);
+		return NULL;
+	}
+	pd = pd_import(p, &p->pd[mr->pd]);
+	if (!pd)
+		return NULL;
+	errno = 0;
+	mr->mr = ibv_import_mr(pd, mr->handle);
+	if (!mr->mr) {
+		errno = -client_set_error(errno ? errno : EIO,
+					  "cannot import mr '%s' (handle %u): "
+					  "%s",
+					  mr->name, mr->handle,
+					  strerror(errno ? errno : EIO));
+		return NULL;
+	}
+	/* A handle that names another MR than announced. */
+	if (mr->mr->rkey != mr->rkey || mr->mr->length != mr->length) {
+		errno = -client_set_error(
+			EPROTO,
+			"mr '%s' (handle %u) imports with rkey %u and %zu "
+			"bytes, rdmad announced rkey %u and %llu bytes",
+			mr->name, mr->handle, mr->mr->rkey, mr->mr->length,
+			mr->rkey, (unsigned long long)mr->length);
+		ibv_unimport_mr(mr->mr);
+		mr->mr = NULL;
+		return NULL;
+	}
+	/* Imported MRs carry no address: give ours, as ibv_reg_mr would. */
+	mr->mr->addr = client_mr_addr(p, mr);
+	return mr->mr;
+}
+
+void client_object_drained(struct rdmad_profile *p, const json_t *event)
+{
+	const char *kind = json_string_value(json_object_get(event, "kind"));
+	const char *name = json_string_value(json_object_get(event, "name"));
+	struct client_mr *mr;
+
+	if (!p || !kind || !name || !streq(kind, "mr") ||
+	    p->mode != RDMAD_MODE_SHARED)
+		return;
+	mr = find_mr(p, name);
+	/* Imported: it stays usable, draining, until the detach. */
+	if (mr && !mr->mr)
+		mr->stale = true;
 }
 
 enum rdmad_mode rdmad_mode(struct rdmad_profile *p)
@@ -80,7 +235,7 @@ struct ibv_pd *rdmad_pd(struct rdmad_profile *p, const char *name)
 {
 	struct client_pd *pd = find_pd(p, name);
 
-	return pd ? pd->pd : NULL;
+	return pd ? pd_import(p, pd) : NULL;
 }
 
 static struct ibv_mr *dm_mr_import(struct rdmad_profile *p,
@@ -88,6 +243,8 @@ static struct ibv_mr *dm_mr_import(struct rdmad_profile *p,
 {
 	if (mr->mr)
 		return mr->mr;
+	if (!pd_import(p, &p->pd[mr->pd]))
+		return NULL;
 	errno = 0;
 	mr->mr = ibv_import_mr(p->pd[mr->pd].pd, mr->handle);
 	if (!mr->mr) {
@@ -116,6 +273,8 @@ static struct ibv_mr *imr_register(struct rdmad_profile *p,
 {
 	if (mr->mr)
 		return mr->mr;
+	if (!pd_import(p, &p->pd[mr->pd]))
+		return NULL;
 	errno = 0;
 	mr->mr = ibv_reg_mr(p->pd[mr->pd].pd, NULL, SIZE_MAX,
 			    mr->access | IBV_ACCESS_ON_DEMAND);
@@ -142,7 +301,7 @@ struct ibv_mr *rdmad_mr(struct rdmad_profile *p, const char *name)
 		if (streq(p->imr[i].name, name))
 			return imr_register(p, &p->imr[i]);
 	mr = find_mr(p, name);
-	return mr ? mr->mr : NULL;
+	return mr ? mr_import(p, mr) : NULL;
 }
 
 struct ibv_dm *rdmad_dm(struct rdmad_profile *p, const char *name)
@@ -183,6 +342,16 @@ const char *rdmad_pd_name(struct rdmad_profile *p, size_t i)
 
 const char *rdmad_mr_name(struct rdmad_profile *p, size_t i)
 {
+	struct proto_mr_entry e;
+	const char *name;
+
+	if (p && p->mrt)
+		return i < p->mrt_count &&
+			       proto_mr_table_at(p->mrt, p->mrt_len,
+						 (uint32_t)i, p->n_pd,
+						 p->n_mem, &e, &name) == 0
+			   ? name
+			   : NULL;
 	return p && i < p->n_mr ? p->mr[i].name : NULL;
 }
 

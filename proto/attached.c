@@ -384,6 +384,10 @@ static int check_mode_and_groups(struct dctx *d, const struct proto_attached *a)
 {
 	if (a->mode == PROTO_ATTACH_SHARED && !a->has_cmd_fd)
 		return fail(d, "shared mode without cmd_fd");
+	if (a->has_mr_table && a->mode != PROTO_ATTACH_SHARED)
+		return fail(d, "mr_table in local mode");
+	if (a->has_mr_table && a->n_mr)
+		return fail(d, "both mr and mr_table");
 	for (size_t i = 0; i < a->n_mcast; i++) {
 		const struct proto_att_mcast *g = &a->mcast[i];
 

@@ -152,6 +152,14 @@ struct proto_att_mcast {
 	size_t n_qps;
 };
 
+/* A shared attach's "mr" list as an MR table (mr_table.h) in a sealed
+ * memfd: the list itself is then left out of the message. */
+struct proto_att_mr_table {
+	uint64_t fd;	/* index into the message's fds */
+	uint64_t count; /* its entries: the MRs */
+	uint64_t size;	/* bytes of the memfd */
+};
+
 struct proto_attached {
 	char *profile;
 	bool has_attachment; /* see PROTO_ATTACHED_NO_ID */
@@ -185,6 +193,10 @@ struct proto_attached {
 	size_t n_mcast;
 	struct proto_att_mr *mr;
 	size_t n_mr;
+	/* Shared mode, for a client that asked for it: the MRs are there,
+	 * and "mr" is empty. */
+	bool has_mr_table;
+	struct proto_att_mr_table mr_table;
 };
 
 /* Encode without "attachment" (whatever has_attachment says): the text

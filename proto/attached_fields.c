@@ -185,6 +185,17 @@ static const struct att_struct mcast_struct =
 	STRUCT(S, "mcast", mcast_fields, 8, AL_MCAST);
 #undef S
 
+#define S struct proto_att_mr_table
+static const struct att_field mr_table_fields[] = {
+	{ AT(S, "fd", AT_FD, fd), .required = true },
+	{ AT(S, "count", AT_U64, count), .required = true, .max = UINT32_MAX },
+	{ AT(S, "size", AT_U64, size), .required = true, .min = 64,
+	  .max = UINT32_MAX },
+};
+static const struct att_struct mr_table_struct =
+	STRUCT(S, "mr_table", mr_table_fields, 0, AL_NONE);
+#undef S
+
 #define S struct proto_attached
 static const struct att_field top_fields[] = {
 	{ AT(S, "attachment", AT_U64, attachment), HAS(S, has_attachment),
@@ -210,6 +221,8 @@ static const struct att_field top_fields[] = {
 	LIST(S, "implicit_mr", implicit_mr, imr_struct, n_implicit_mr),
 	LIST(S, "mcast", mcast, mcast_struct, n_mcast),
 	LIST(S, "mr", mr, mr_struct, n_mr),
+	{ AT(S, "mr_table", AT_OBJ, mr_table), HAS(S, has_mr_table),
+	  .sub = &mr_table_struct },
 };
 const struct att_struct att_top =
 	STRUCT(S, "ATTACHED", top_fields, 0, AL_NONE);

@@ -14,6 +14,7 @@
 #include "attached.h"
 #include "kinds.h"
 #include "mcast.h"
+#include "mr_table.h"
 #include "objects.h"
 #include "profile_index.h"
 
@@ -226,6 +227,41 @@ char *profile_attach_text(struct profile *p, bool shared, size_t *len)
 	return text;
 }
 
+int profile_attach_table(struct profile *p, char **text, size_t *len,
+			 void **table, size_t *table_len)
+{
+	struct proto_attached a;
+	int r = profile_attach_fill(p, true, &a);
+
+	*text = NULL;
+	*table = NULL;
+	if (r == 0)
+		r = proto_mr_table_encode(&a, table, table_len);
+	if (r == 0) {
+		size_t n_mr = a.n_mr;
+
+		/* The list is in the table now: left out of the text (and
+		 * put back for the free). The table's memfd comes after
+		 * every fd the lists name: the context's, the memories',
+		 * the XRC domains'. */
+		a.n_mr = 0;
+		a.has_mr_table = true;
+		a.mr_table = (struct proto_att_mr_table){
+			.fd = 1 + a.n_memory + a.n_xrcd,
+			.count = n_mr,
+			.size = *table_len,
+		};
+		r = proto_attached_encode(&a, PROTO_ATTACHED_NO_ID, text, len);
+		a.n_mr = n_mr;
+	}
+	proto_attached_free(&a);
+	if (r < 0) {
+		free(*table);
+		*table = NULL;
+	}
+	return r;
+}
+
 uint64_t profile_attach_generation(const struct profile *p)
 {
 	return p->notify.attach_generation;
@@ -243,7 +279,9 @@ void attach_view_clear(struct attach_view *v)
 
 int profile_attach_view(struct profile *p, bool shared, struct attach_view *v)
 {
-	size_t n = p->n_objects + 1;
+	/* The context's cmd_fd, each object's, and room for an MR
+	 * table's memfd (the caller's). */
+	size_t n = p->n_objects + 2;
 
 	*v = (struct attach_view){ 0 };
 	v->fds = malloc(n * sizeof(*v->fds));

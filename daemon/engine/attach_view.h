@@ -34,6 +34,7 @@ struct attach_lease {
  * shared mode). opened are those the view opened itself (XRC domains'
  * files): attach_view_clear() closes them; the others are the engine's,
  * valid while the profile stays as it is (until the loop runs again).
+ * There is room for one more fd: an MR table's memfd, the caller's.
  */
 struct attach_view {
 	int *fds;
@@ -50,6 +51,14 @@ struct attach_view {
  * profile_attach_generation() stays the same. NULL without memory.
  */
 char *profile_attach_text(struct profile *p, bool shared, size_t *len);
+/*
+ * ATTACHED of p in shared mode for a client that reads an MR table: the
+ * text (as above) without the "mr" list, naming instead the table
+ * (*table, *table_len bytes: proto/mr_table.h) as the fd after the
+ * view's. Both malloc'ed; 0 or -errno.
+ */
+int profile_attach_table(struct profile *p, char **text, size_t *len,
+			 void **table, size_t *table_len);
 /* The same as the typed ATTACHED (proto/attached.h): every string and
  * list malloc'ed, for proto_attached_free() (also on failure). 0 or
  * -ENOMEM. */

@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <time.h>
+#include <sys/mman.h>
 
 #include "control_internal.h"
 #include "attach_view.h"
@@ -413,13 +414,26 @@ struct attach_text {
 	uint64_t generation;
 	char *text; /* the object without "attachment": "{...}" */
 	size_t len;
+	/* With an MR table: its sealed memfd, the message's last fd. */
+	int table_fd;
 };
+
+/* How ATTACHED is sent: local, shared, shared with an MR table. */
+enum { TEXT_LOCAL, TEXT_SHARED, TEXT_TABLE, TEXT_KINDS };
 
 struct attach_cache {
 	UT_hash_handle hh;
-	struct attach_text mode[2]; /* local, shared */
-	char name[];		    /* the profile's */
+	struct attach_text mode[TEXT_KINDS];
+	char name[]; /* the profile's */
 };
+
+static void attach_text_clear(struct attach_text *t)
+{
+	free(t->text);
+	if (t->table_fd >= 0)
+		close(t->table_fd);
+	*t = (struct attach_text){ .table_fd = -1 };
+}
 
 static void attach_cache_free(struct control *c)
 {
@@ -427,29 +441,82 @@ static void attach_cache_free(struct control *c)
 
 	HASH_ITER(hh, c->attach_cache, e, tmp) {
 		HASH_DEL(c->attach_cache, e);
-		free(e->mode[0].text);
-		free(e->mode[1].text);
+		for (int k = 0; k < TEXT_KINDS; k++)
+			attach_text_clear(&e->mode[k]);
 		free(e);
 	}
 }
 
-/* ATTACHED's text of p in this mode: the one kept, or rendered again if
+/* The MR table in a memfd sealed against any change: every attach of
+ * the generation maps the same, and none can alter what another reads.
+ * The fd, or -errno. */
+static int table_memfd(const char *profile, const void *table, size_t len)
+{
+	char name[64];
+	int fd, r = 0;
+
+	snprintf(name, sizeof(name), "rdmad-mr-table:%s", profile);
+	fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	for (size_t at = 0; r == 0 && at < len;) {
+		ssize_t n = write(fd, (const char *)table + at, len - at);
+
+		if (n < 0 && errno != EINTR)
+			r = -errno;
+		else if (n > 0)
+			at += (size_t)n;
+	}
+	if (r == 0 && fcntl(fd, F_ADD_SEALS,
+			    F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW |
+				    F_SEAL_SEAL) < 0)
+		r = -errno;
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+/* The text of p's ATTACHED with an MR table, and the table's memfd. */
+static char *render_table(struct profile *p, size_t *len, int *table_fd)
+{
+	_cleanup_free_ void *table = NULL;
+	size_t table_len = 0;
+	char *text = NULL;
+	int r;
+
+	r = profile_attach_table(p, &text, len, &table, &table_len);
+	if (r == 0)
+		r = *table_fd = table_memfd(profile_name(p), table, table_len);
+	if (r < 0) {
+		log_warn(-r, "profile %s: cannot make its MR table",
+			 profile_name(p));
+		free(text);
+		return NULL;
+	}
+	return text;
+}
+
+/* ATTACHED's text of p in this way: the one kept, or rendered again if
  * the generation moved. NULL when out of memory. */
 static const struct attach_text *attach_text(struct control *c,
-					     struct profile *p, bool shared)
+					     struct profile *p, int how)
 {
 	const char *name = profile_name(p);
 	uint64_t generation = profile_attach_generation(p);
 	struct attach_cache *e;
 	struct attach_text *t;
+	int table_fd = -1;
 	size_t len = 0;
 	char *text;
 
 	HASH_FIND_STR(c->attach_cache, name, e);
-	if (e && e->mode[shared].text &&
-	    e->mode[shared].generation == generation)
-		return &e->mode[shared];
-	text = profile_attach_text(p, shared, &len);
+	if (e && e->mode[how].text && e->mode[how].generation == generation)
+		return &e->mode[how];
+	text = how == TEXT_TABLE ? render_table(p, &len, &table_fd)
+				 : profile_attach_text(p, how == TEXT_SHARED,
+						       &len);
 	if (!text)
 		return NULL;
 	if (!e) {
@@ -459,15 +526,19 @@ static const struct attach_text *attach_text(struct control *c,
 		e = calloc(1, sizeof(*e) + strlen(name) + 1);
 		if (!e) {
 			free(text);
+			if (table_fd >= 0)
+				close(table_fd);
 			return NULL;
 		}
+		for (int k = 0; k < TEXT_KINDS; k++)
+			e->mode[k].table_fd = -1;
 		strcpy(e->name, name);
 		HASH_ADD_STR(c->attach_cache, name, e);
 	}
-	t = &e->mode[shared];
-	free(t->text);
+	t = &e->mode[how];
+	attach_text_clear(t);
 	*t = (struct attach_text){ .generation = generation, .text = text,
-				   .len = len };
+				   .len = len, .table_fd = table_fd };
 	return t;
 }
 
@@ -669,12 +740,19 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 
 	a.shared = shared;
 	a.profile = strdup(name);
-	doc = attach_text(c, p, shared);
+	/* A client that reads an MR table gets one in shared mode. */
+	doc = attach_text(c, p,
+			  !shared ? TEXT_LOCAL
+			  : json_is_true(json_object_get(req, "mr_table"))
+				  ? TEXT_TABLE
+				  : TEXT_SHARED);
 	att = realloc(s->att, (s->n_att + 1) * sizeof(*att));
 	if (att)
 		s->att = att;
 	r = !a.profile || !doc || !att ? -ENOMEM
 				       : profile_attach_view(p, shared, &v);
+	if (r == 0 && doc->table_fd >= 0)
+		v.fds[v.n_fds++] = doc->table_fd;
 	if (r == 0)
 		r = attachment_leases(&a, &v);
 	if (r < 0) {

@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The MR table's writer (the daemon's, once per profile generation) and
+ * its reader's checks (librdmad's, at each first use of an MR): the
+ * layout is mr_table.h's.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mr_table.h"
+
+_Static_assert(sizeof(struct proto_mr_table_head) == 64, "head layout");
+_Static_assert(sizeof(struct proto_mr_entry) == 64, "entry layout");
+
+/* The index of name in a list of n structs of size bytes whose first
+ * member is the name; hint first (MRs of one memory come together). */
+static int64_t index_of(const void *list, size_t n, size_t size,
+			const char *name, size_t hint)
+{
+	const char *base = list;
+
+	if (hint < n && !strcmp(*(char *const *)(base + hint * size), name))
+		return (int64_t)hint;
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(*(char *const *)(base + i * size), name))
+			return (int64_t)i;
+	return -1;
+}
+
+/* For the sort of the index: names, by the entries' numbers. */
+struct sort_ctx {
+	const struct proto_att_mr *mr;
+};
+
+static int by_name(const void *x, const void *y, void *ud)
+{
+	const struct sort_ctx *s = ud;
+
+	return strcmp(s->mr[*(const uint32_t *)x].name,
+		      s->mr[*(const uint32_t *)y].name);
+}
+
+int proto_mr_table_encode(const struct proto_attached *a, void **buf,
+			  size_t *len)
+{
+	struct proto_mr_table_head *h;
+	struct proto_mr_entry *e;
+	uint32_t *index;
+	size_t names = 0, at, size;
+	int64_t pd = 0, mem = 0;
+	char *out;
+
+	if (a->n_mr > UINT32_MAX / 2)
+		return -EINVAL;
+	for (size_t i = 0; i < a->n_mr; i++)
+		names += strlen(a->mr[i].name) + 1;
+	size = sizeof(*h) + a->n_mr * (sizeof(*e) + sizeof(*index)) + names;
+	if (size > UINT32_MAX)
+		return -EINVAL;
+	out = calloc(1, size);
+	if (!out)
+		return -ENOMEM;
+	h = (struct proto_mr_table_head *)out;
+	memcpy(h->magic, PROTO_MR_TABLE_MAGIC, sizeof(h->magic));
+	h->version = PROTO_MR_TABLE_VERSION;
+	h->count = (uint32_t)a->n_mr;
+	h->entry_size = sizeof(*e);
+	h->entries_off = sizeof(*h);
+	h->index_off = (uint32_t)(h->entries_off + a->n_mr * sizeof(*e));
+	h->names_off = (uint32_t)(h->index_off + a->n_mr * sizeof(*index));
+	h->names_len = names;
+	e = (struct proto_mr_entry *)(out + h->entries_off);
+	index = (uint32_t *)(out + h->index_off);
+	at = 0;
+	for (size_t i = 0; i < a->n_mr; i++) {
+		const struct proto_att_mr *m = &a->mr[i];
+		size_t n = strlen(m->name);
+
+		pd = index_of(a->pd, a->n_pd, sizeof(*a->pd), m->pd,
+			      (size_t)pd);
+		mem = index_of(a->memory, a->n_memory, sizeof(*a->memory),
+			       m->memory ? m->memory : "", (size_t)mem);
+		if (pd < 0 || mem < 0) {
+			free(out);
+			return -EINVAL;
+		}
+		e[i] = (struct proto_mr_entry){
+			.name_off = (uint32_t)at, .name_len = (uint32_t)n,
+			.pd = (uint32_t)pd, .memory = (uint32_t)mem,
+			.handle = (uint32_t)m->handle,
+			.lkey = (uint32_t)m->lkey, .rkey = (uint32_t)m->rkey,
+			.access = m->access, .offset = m->offset,
+			.length = m->length, .iova = m->iova,
+			.flags = (m->zero_based ? PROTO_MR_ZERO_BASED : 0) |
+				 (m->odp ? PROTO_MR_ODP : 0),
+		};
+		memcpy(out + h->names_off + at, m->name, n + 1);
+		at += n + 1;
+		index[i] = (uint32_t)i;
+	}
+	qsort_r(index, a->n_mr, sizeof(*index), by_name,
+		&(struct sort_ctx){ a->mr });
+	*buf = out;
+	*len = size;
+	return 0;
+}
+
+static const struct proto_mr_table_head *head_of(const void *buf, size_t len)
+{
+	const struct proto_mr_table_head *h = buf;
+	uint64_t count;
+
+	if (!buf || len < sizeof(*h) ||
+	    memcmp(h->magic, PROTO_MR_TABLE_MAGIC, sizeof(h->magic)) ||
+	    h->version != PROTO_MR_TABLE_VERSION ||
+	    h->entry_size != sizeof(struct proto_mr_entry))
+		return NULL;
+	count = h->count;
+	/* In 64 bits: no sum below wraps. */
+	if ((uint64_t)h->entries_off + count * h->entry_size > len ||
+	    (uint64_t)h->index_off + count * sizeof(uint32_t) > len ||
+	    (uint64_t)h->names_off + h->names_len > len ||
+	    h->entries_off % 8 || h->index_off % 4)
+		return NULL;
+	return h;
+}
+
+int proto_mr_table_check(const void *buf, size_t len, uint32_t *count)
+{
+	const struct proto_mr_table_head *h = head_of(buf, len);
+
+	if (!h)
+		return -EPROTO;
+	*count = h->count;
+	return 0;
+}
+
+int proto_mr_table_at(const void *buf, size_t len, uint32_t i,
+		      size_t n_pd, size_t n_memory,
+		      struct proto_mr_entry *e, const char **name)
+{
+	const struct proto_mr_table_head *h = head_of(buf, len);
+	const char *names;
+
+	if (!h)
+		return -EPROTO;
+	if (i >= h->count)
+		return -ERANGE;
+	memcpy(e, (const char *)buf + h->entries_off + (size_t)i * sizeof(*e),
+	       sizeof(*e));
+	names = (const char *)buf + h->names_off;
+	/* The name and its NUL within the names; pd and memory within
+	 * the message's lists; a length that no memory can hold. */
+	if (e->name_len == 0 ||
+	    (uint64_t)e->name_off + e->name_len + 1 > h->names_len ||
+	    names[e->name_off + e->name_len] != '\0' ||
+	    memchr(names + e->name_off, '\0', e->name_len) ||
+	    e->pd >= n_pd || e->memory >= n_memory || e->length == 0 ||
+	    e->offset + e->length < e->offset)
+		return -EPROTO;
+	*name = names + e->name_off;
+	return 0;
+}
+
+int64_t proto_mr_table_find(const void *buf, size_t len, const char *name)
+{
+	const struct proto_mr_table_head *h = head_of(buf, len);
+	const uint32_t *index;
+	const char *names;
+	size_t lo = 0, hi;
+
+	if (!h)
+		return -EPROTO;
+	index = (const uint32_t *)((const char *)buf + h->index_off);
+	names = (const char *)buf + h->names_off;
+	hi = h->count;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		uint32_t i = index[mid];
+		struct proto_mr_entry e;
+		int c;
+
+		if (i >= h->count)
+			return -EPROTO;
+		memcpy(&e, (const char *)buf + h->entries_off +
+				   (size_t)i * sizeof(e),
+		       sizeof(e));
+		if ((uint64_t)e.name_off + e.name_len + 1 > h->names_len)
+			return -EPROTO;
+		/* strncmp within the entry's own bytes: a name missing
+		 * its NUL reads no further. */
+		c = strncmp(name, names + e.name_off, e.name_len);
+		if (c == 0)
+			c = name[e.name_len] ? 1 : 0;
+		if (c == 0)
+			return i;
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return -ENOENT;
+}
