@@ -252,7 +252,7 @@ unit: $(UNIT_BIN) $(FUZZ_REPLAY)
 HELPERS := $(B)/tests/loopback $(B)/tests/devwatch_probe \
 	$(B)/tests/event_client $(B)/tests/pattern_writer \
 	$(B)/tests/nums_client $(B)/tests/shared_rdma $(B)/tests/mcast_peer \
-	$(B)/tests/big_client $(B)/tests/made_client \
+	$(B)/tests/big_client $(B)/tests/made_client $(B)/tests/lazy_client \
 	$(B)/tests/kubelet/api_pb2.py $(B)/tests/kubelet/goclient \
 	$(B)/tests/kubelet/cdiresolve
 
@@ -299,7 +299,8 @@ $(B)/tests/event_client: tests/integration/helpers/event_client.c \
 		-Wl,-rpath,'$$ORIGIN/..' $(shell pkg-config --libs libibverbs)
 
 $(B)/tests/pattern_writer $(B)/tests/nums_client $(B)/tests/shared_rdma \
-		$(B)/tests/mcast_peer $(B)/tests/big_client $(B)/tests/made_client: \
+		$(B)/tests/mcast_peer $(B)/tests/big_client $(B)/tests/made_client \
+		$(B)/tests/lazy_client: \
 		$(B)/tests/%: \
 		tests/integration/helpers/%.c $(B)/librdmad.so.0
 	@mkdir -p $(dir $@)
@@ -320,7 +321,7 @@ FUZZ_CFLAGS := -g -O1 -std=gnu11 -D_GNU_SOURCE -DMHD_SONAME='"$(MHD_SONAME)"' -D
 	-Itests/fuzz
 FUZZ_ALL := fuzz_config fuzz_image fuzz_api fuzz_http fuzz_proto fuzz_attached \
 	fuzz_frames fuzz_rdmanl fuzz_target fuzz_uevent fuzz_restore_doc \
-	fuzz_durable
+	fuzz_durable fuzz_mr_table
 FUZZ_TARGETS ?= $(FUZZ_ALL)
 FUZZ_SECONDS ?= 60
 # fuzz_proto checks librdmad's decoder of ATTACHED against proto_decode.

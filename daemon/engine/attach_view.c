@@ -314,7 +314,7 @@ int profile_attach_view(struct profile *p, bool shared, struct attach_view *v)
 		}
 		if (attach_leased(o, part))
 			v->leases[v->n_leases++] = (struct attach_lease){
-				o->kind, object_name(o), o->serial
+				o->kind, object_name(o), o->serial, o
 			};
 	}
 	return 0;
@@ -322,14 +322,8 @@ int profile_attach_view(struct profile *p, bool shared, struct attach_view *v)
 
 void attach_view_lease(struct profile *p, const struct attach_view *v)
 {
-	for (size_t i = 0; i < v->n_leases; i++) {
-		const struct attach_lease *l = &v->leases[i];
-		struct object *o =
-			profile_find_serial(p, l->kind, l->name, l->serial);
-
-		if (o)
-			o->leases++;
-	}
+	for (size_t i = 0; i < v->n_leases; i++)
+		v->leases[i].o->leases++;
 	profile_touch_leases(p);
 }
 

@@ -17,6 +17,7 @@
 
 #include "config.h"
 
+struct object;
 struct profile;
 struct proto_attached;
 
@@ -26,6 +27,7 @@ struct attach_lease {
 	enum obj_kind kind;
 	const char *name;
 	uint64_t serial;
+	struct object *o; /* the engine's, while the generation holds */
 };
 
 /*
@@ -73,7 +75,8 @@ uint64_t profile_attach_generation(const struct profile *p);
 int profile_attach_view(struct profile *p, bool shared, struct attach_view *v);
 void attach_view_clear(struct attach_view *v);
 /* Take the view's leases (once it is on its way): each object stays
- * while leased (manager_release() lets it go). */
+ * while leased (manager_release() lets it go). v must be of p's
+ * attach generation now (its objects are the profile's as they are). */
 void attach_view_lease(struct profile *p, const struct attach_view *v);
 
 /* What the control layer asks of a profile before an attach. */

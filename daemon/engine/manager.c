@@ -665,6 +665,15 @@ void manager_release(struct manager *m, const char *profile,
 	}
 }
 
+void manager_release_objects(struct manager *m, struct profile *p,
+			     struct object *const *objs, size_t n)
+{
+	orphans_request(m->orphans);
+	for (size_t i = 0; i < n; i++)
+		profile_release(p, objs[i]);
+	profile_touch_leases_ended(p);
+}
+
 /*
  * A reload asked for: read and checked on a worker (load_checked), then
  * applied on the loop (apply), one at a time, in the order asked.

@@ -153,6 +153,10 @@ void manager_reload_cancel(struct manager *m);
  * profile of that name or in one a reload removed. */
 void manager_release(struct manager *m, const char *profile,
 		     enum obj_kind kind, const char *name, uint64_t serial);
+/* The same for n leases on objects of p as it is (p's attach generation
+ * has not moved since they were taken: attach_view.h's o), at once. */
+void manager_release_objects(struct manager *m, struct profile *p,
+			     struct object *const *objs, size_t n);
 
 
 struct profile *manager_profile(struct manager *m, const char *name);

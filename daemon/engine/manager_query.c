@@ -99,8 +99,7 @@ json_t *manager_holders_json(struct manager *m, const char *profile)
 int manager_check(struct manager *m, struct profile *p)
 {
 	return m->reconcile && !m->reloading
-		       ? reconcile_profile(m->reconcile, p,
-					   RECONCILE_ATTACH_USEC)
+		       ? reconcile_attach(m->reconcile, p)
 		       : 0;
 }
 

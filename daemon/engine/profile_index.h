@@ -238,6 +238,11 @@ struct profile_health {
 	 * usec; and where the next round of MR key checks begins. */
 	uint64_t checked;
 	size_t mr_cursor;
+	/* What that check listed, when it found nothing lost: the kinds
+	 * (bits of enum uhandle_kind) and each one's digest. An attach
+	 * whose listing digests the same knows nothing went since. */
+	unsigned int digested;
+	struct uhandle_digest digest[UH_KINDS];
 	/* Leftovers seen in its context, waiting to be reclaimed. */
 	struct reclaim *reclaim;
 };

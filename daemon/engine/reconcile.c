@@ -5,6 +5,8 @@
  * a round here is one ioctl per kind a context holds (and a few MR
  * queries), cheap enough to run every second and before each ATTACH.
  */
+#include <string.h>
+
 #include "log.h"
 #include "manager.h"
 #include "objects.h"
@@ -125,6 +127,14 @@ int reconcile_profile(struct reconcile *rc, struct profile *p,
 		r = look(&t, fd, &p->objects[i], keys_due(p, i), &lost, &n);
 	for (size_t i = 0; r >= 0 && i < p->n_draining; i++)
 		r = look(&t, fd, &p->draining[i], false, &lost, &n);
+	/* What was listed, for the next attach's quick look; only when all
+	 * is as it should be (what is lost is made again: new handles). */
+	p->health.digested = 0;
+	for (int k = 0; r >= 0 && !n && k < UH_KINDS; k++)
+		if (t.listed[k] && t.err[k] == 0 && t.complete[k]) {
+			uhandle_digest_of(t.h[k], t.n[k], &p->health.digest[k]);
+			p->health.digested |= 1u << k;
+		}
 	tables_clear(&t);
 	p->health.checked = now;
 	p->health.mr_cursor += RECONCILE_MR_KEYS;
@@ -144,6 +154,33 @@ int reconcile_profile(struct reconcile *rc, struct profile *p,
 		json_decref(holders);
 	}
 	return (int)n;
+}
+
+/* Whether every kind the last check listed digests the same now: one
+ * call per kind, no sort and no lookup per object. */
+static bool unchanged(struct profile *p)
+{
+	int fd = p->ctx->cmd_fd;
+
+	if (!p->health.digested)
+		return false;
+	for (int k = 0; k < UH_KINDS; k++) {
+		struct uhandle_digest d;
+
+		if (!(p->health.digested & (1u << k)))
+			continue;
+		if (uhandle_digest(fd, (enum uhandle_kind)k, &d) < 0 ||
+		    memcmp(&d, &p->health.digest[k], sizeof(d)))
+			return false;
+	}
+	return true;
+}
+
+int reconcile_attach(struct reconcile *rc, struct profile *p)
+{
+	if (!checkable(p) || unchanged(p))
+		return 0;
+	return reconcile_profile(rc, p, 0);
 }
 
 static int on_timer(sd_event_source *es, uint64_t usec, void *ud)

@@ -26,8 +26,6 @@ struct manager;
 struct reconcile;
 
 #define RECONCILE_USEC 1000000
-/* An ATTACH checks first, whenever the last check was. */
-#define RECONCILE_ATTACH_USEC 0
 /* MRs whose keys are checked per round and profile. */
 #define RECONCILE_MR_KEYS 64
 
@@ -36,6 +34,16 @@ struct reconcile;
  * attached then (manager_holders_json()). */
 int reconcile_new(struct manager *m, struct reconcile **out);
 struct reconcile *reconcile_free(struct reconcile *r);
+/*
+ * Before an ATTACH hands out p's handles, whenever the last check was:
+ * the kernel's listing of each kind the last check listed, digested
+ * (uhandle_digest()); the whole check only when one differs (something
+ * was destroyed, or made, in the context since). So an attach costs one
+ * call per kind, not a lookup per object. What a shared client destroyed
+ * is found either way: its handle leaves the listing. Returns as
+ * reconcile_profile() does.
+ */
+int reconcile_attach(struct reconcile *rc, struct profile *p);
 /* Check p now, unless it was checked within max_age usec. Returns how
  * many of its objects were lost (their re-creation has started: p is
  * creating), 0, or -errno when the kernel cannot be asked. */

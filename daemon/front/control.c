@@ -765,14 +765,21 @@ static void control_leases(void *ud, const char *profile, FILE *f,
 		for (size_t i = 0; i < s->n_att; i++) {
 			const struct attachment *t = &s->att[i];
 
-			if (!t->profile || !t->shared || !t->lease_len ||
+			if (!t->profile || !t->shared ||
 			    !streq(t->profile, profile))
 				continue;
 			if (!lf && !(lf = open_memstream(&l, &n)))
 				break;
-			if (n || ftell(lf) > 0)
-				putc(',', lf);
-			fwrite(t->lease_text, 1, t->lease_len, lf);
+			if (t->set && t->set->len) {
+				if (ftell(lf) > 0)
+					putc(',', lf);
+				fwrite(t->set->text, 1, t->set->len, lf);
+			}
+			if (t->lease_len) {
+				if (ftell(lf) > 0)
+					putc(',', lf);
+				fwrite(t->lease_text, 1, t->lease_len, lf);
+			}
 		}
 		if (!lf || fclose(lf) != 0)
 			continue;
@@ -799,7 +806,7 @@ static json_t *control_sessions_json(void *ud)
 				"{s:i, s:s, s:s, s:i}", "attachment",
 				(int)t->id, "profile", t->profile, "mode",
 				t->shared ? "shared" : "local", "leases",
-				(int)t->n_leases);
+				(int)attachment_n_leases(t));
 
 			if (t->resumed)
 				json_object_set_new(j, "resumed", json_true());

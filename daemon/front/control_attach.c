@@ -16,54 +16,9 @@ const double control_attach_bucket_le[SESSION_ATTACH_BUCKETS] = {
 	0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1,
 };
 
-/* ---- leases ---- */
-
-void attachment_release(struct control *c, struct attachment *a)
-{
-	for (size_t i = 0; i < a->n_leases; i++) {
-		struct lease *l = &a->leases[i];
-
-		manager_release(c->m, a->profile, l->kind, l->name, l->serial);
-		free(l->name);
-	}
-	free(a->leases);
-	free(a->profile);
-	free(a->lease_text);
-	json_decref(a->report);
-	*a = (struct attachment){ 0 };
-}
-
-void attachment_render(struct control *c, struct attachment *a)
-{
-	struct profile *p = manager_profile(c->m, a->profile);
-	const char *sep = "";
-	FILE *f;
-
-	free(a->lease_text);
-	a->lease_text = NULL;
-	a->lease_len = 0;
-	if (!p || !a->shared)
-		return;
-	f = open_memstream(&a->lease_text, &a->lease_len);
-	if (!f)
-		return;
-	for (size_t i = 0; i < a->n_leases; i++)
-		manager_lease_put(f, p, a->leases[i].kind, a->leases[i].name,
-				  a->leases[i].serial, &sep);
-	if (fclose(f) != 0) {
-		free(a->lease_text);
-		a->lease_text = NULL;
-		a->lease_len = 0;
-	}
-}
-
 /* An attachment that never went out: its record only, nothing leased. */
 static void attachment_drop(struct attachment *a)
 {
-	for (size_t i = 0; i < a->n_leases; i++)
-		free(a->leases[i].name);
-	free(a->leases);
-	free(a->lease_text);
 	free(a->profile);
 	*a = (struct attachment){ 0 };
 }
@@ -219,15 +174,6 @@ static void sessions_notify(struct control *c, const struct event *ev)
 		}
 }
 
-static bool holds(const struct attachment *a, enum obj_kind kind,
-		  const char *name)
-{
-	for (size_t i = 0; i < a->n_leases; i++)
-		if (a->leases[i].kind == kind && streq(a->leases[i].name, name))
-			return true;
-	return false;
-}
-
 /*
  * A reload removed or recreated an object (change ch of its result) that
  * attachments hold: it drains (kept for them) until the last lets go.
@@ -248,7 +194,7 @@ static void on_draining(struct control *c, const struct reload_change *ch)
 			char reason[160];
 
 			if (!streq(a->profile, profile) ||
-			    !holds(a, (enum obj_kind)ch->kind, name))
+			    !attachment_holds(a, (enum obj_kind)ch->kind, name))
 				continue;
 			snprintf(reason, sizeof(reason),
 				 "%s '%s' was removed or changed by a reload: "
@@ -416,6 +362,10 @@ struct attach_text {
 	size_t len;
 	/* With an MR table: its sealed memfd, the message's last fd. */
 	int table_fd;
+	/* The fds that go with it (the table's last), and the leases of
+	 * the generation's attaches while one holds them (NULL: none). */
+	struct attach_view view;
+	struct lease_set *set;
 };
 
 /* How ATTACHED is sent: local, shared, shared with an MR table. */
@@ -432,6 +382,9 @@ static void attach_text_clear(struct attach_text *t)
 	free(t->text);
 	if (t->table_fd >= 0)
 		close(t->table_fd);
+	attach_view_clear(&t->view);
+	/* The set lives on while attachments hold it. */
+	lease_set_forget(t->set);
 	*t = (struct attach_text){ .table_fd = -1 };
 }
 
@@ -500,14 +453,15 @@ static char *render_table(struct profile *p, size_t *len, int *table_fd)
 
 /* ATTACHED's text of p in this way: the one kept, or rendered again if
  * the generation moved. NULL when out of memory. */
-static const struct attach_text *attach_text(struct control *c,
+static struct attach_text *attach_text(struct control *c,
 					     struct profile *p, int how)
 {
 	const char *name = profile_name(p);
 	uint64_t generation = profile_attach_generation(p);
 	struct attach_cache *e;
+	struct attach_view view = { 0 };
 	struct attach_text *t;
-	int table_fd = -1;
+	int table_fd = -1, r;
 	size_t len = 0;
 	char *text;
 
@@ -519,6 +473,16 @@ static const struct attach_text *attach_text(struct control *c,
 						       &len);
 	if (!text)
 		return NULL;
+	r = profile_attach_view(p, how != TEXT_LOCAL, &view);
+	if (r < 0) {
+		log_warn(r, "profile %s: cannot attach", name);
+		free(text);
+		if (table_fd >= 0)
+			close(table_fd);
+		return NULL;
+	}
+	if (table_fd >= 0)
+		view.fds[view.n_fds++] = table_fd;
 	if (!e) {
 		/* Profiles gone by reloads leave theirs: a bound. */
 		if (HASH_COUNT(c->attach_cache) >= CONTROL_MAX_CACHED)
@@ -528,6 +492,7 @@ static const struct attach_text *attach_text(struct control *c,
 			free(text);
 			if (table_fd >= 0)
 				close(table_fd);
+			attach_view_clear(&view);
 			return NULL;
 		}
 		for (int k = 0; k < TEXT_KINDS; k++)
@@ -538,27 +503,9 @@ static const struct attach_text *attach_text(struct control *c,
 	t = &e->mode[how];
 	attach_text_clear(t);
 	*t = (struct attach_text){ .generation = generation, .text = text,
-				   .len = len, .table_fd = table_fd };
+				   .len = len, .table_fd = table_fd,
+				   .view = view };
 	return t;
-}
-
-/* The attachment's own record of the view's leases (names copied: the
- * configuration may go with a reload before the lease does). */
-static int attachment_leases(struct attachment *a, const struct attach_view *v)
-{
-	a->leases = calloc(v->n_leases ? v->n_leases : 1, sizeof(*a->leases));
-	if (!a->leases)
-		return -ENOMEM;
-	for (size_t i = 0; i < v->n_leases; i++) {
-		const struct attach_lease *l = &v->leases[i];
-
-		a->leases[i] = (struct lease){ l->kind, strdup(l->name),
-					       l->serial };
-		if (!a->leases[i].name)
-			return -ENOMEM;
-		a->n_leases++;
-	}
-	return 0;
 }
 
 /* A message too big for the session: what it would be, and why it does
@@ -699,8 +646,7 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 	struct control *c = s->c;
 	const char *name = json_string_value(json_object_get(req, "profile"));
 	struct profile *p = name ? manager_profile(c->m, name) : NULL;
-	const struct attach_text *doc;
-	struct attach_view v = { 0 };
+	struct attach_text *doc;
 	struct attachment *att, a = { 0 };
 	size_t n_fds = 0;
 	bool shared = false;
@@ -749,30 +695,30 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 	att = realloc(s->att, (s->n_att + 1) * sizeof(*att));
 	if (att)
 		s->att = att;
-	r = !a.profile || !doc || !att ? -ENOMEM
-				       : profile_attach_view(p, shared, &v);
-	if (r == 0 && doc->table_fd >= 0)
-		v.fds[v.n_fds++] = doc->table_fd;
-	if (r == 0)
-		r = attachment_leases(&a, &v);
-	if (r < 0) {
+	if (!a.profile || !doc || !att) {
 		/* Nothing was leased: the record goes without a release. */
-		attach_view_clear(&v);
 		attachment_drop(&a);
 		return session_send_error(s, id, "internal",
-					  "cannot attach: %s", strerror(-r));
+					  "cannot attach: %s",
+					  strerror(ENOMEM));
 	}
 	/* Leased, and so in the lease record that outlives us (sysd.c),
 	 * before the client has a handle: a crash right after the send
 	 * must not forget who holds what. A session that ends before the
 	 * message is all sent releases them with its attachments. */
 	a.id = ++c->next_attachment;
-	n_fds = v.n_fds;
-	attachment_render(c, &a);
+	n_fds = doc->view.n_fds;
+	a.set = lease_set_get(p, &doc->set, &doc->view, doc->generation);
+	if (!a.set) {
+		attachment_drop(&a);
+		return session_send_error(s, id, "internal",
+					  "cannot attach: %s",
+					  strerror(ENOMEM));
+	}
 	s->att[s->n_att++] = a;
-	attach_view_lease(p, &v);
-	r = attach_send(s, id, &s->att[s->n_att - 1], doc, &v);
-	attach_view_clear(&v);
+	/* Who holds them changed even when the set did not. */
+	profile_touch_leases(p);
+	r = attach_send(s, id, &s->att[s->n_att - 1], doc, &doc->view);
 	if (r < 0 && r != -EMSGSIZE)
 		return r; /* the socket's: the session ends, and releases */
 	if (r < 0) {

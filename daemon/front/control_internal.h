@@ -40,23 +40,72 @@ struct lease {
 	uint64_t serial;
 };
 
+/*
+ * Leases that attachments share. Every attach of a profile in one mode
+ * while its attach generation holds hands out the same objects: they
+ * share one set, leased once on the objects (each object's lease count
+ * counts sets) and rendered once for the lease record, so that an attach
+ * costs the same for 1 object or 10,000. The objects go when the last
+ * attachment holding the set lets go (attachment_release()).
+ */
+struct lease_set {
+	unsigned int refs; /* the attachments holding it */
+	struct lease *leases;
+	size_t n_leases;
+	/* The same objects, the engine's while the profile's attach
+	 * generation is still the set's: released at once then. */
+	struct object **objs;
+	uint64_t generation;
+	/* As the lease record writes them. */
+	char *text;
+	size_t len;
+	/* The attach cache's pointer to it, cleared when it goes (NULL:
+	 * the cache has let it go first). */
+	struct lease_set **slot;
+};
+
 struct attachment {
 	uint32_t id;
 	char *profile;
 	bool shared;
+	/* What the attach handed out (NULL: nothing leased). */
+	struct lease_set *set;
 	/* It took over what the previous run's adoption of this process
 	 * held (ATTACH "resume"). */
 	bool resumed;
+	/* Its own leases beyond the set: those of the previous run it
+	 * took over (ATTACH "resume"). */
 	struct lease *leases;
 	size_t n_leases;
-	/* Shared: its leases as the lease record writes them (rendered
-	 * once, when they are taken: they do not change), NULL: none. */
+	/* Shared: its own leases as the lease record writes them (rendered
+	 * when they are taken), NULL: none. */
 	char *lease_text;
 	size_t lease_len;
 	json_t *report; /* local mode: the client's keys */
 };
 /* a's lease_text, made again from its leases (after it took some). */
 void attachment_render(struct control *c, struct attachment *a);
+/* control_leases.c */
+/* The lease set of the attaches of slot's generation, taken by one more
+ * attachment: the one in *slot, or a new one made from v (its objects
+ * leased on the way) and put there. NULL when out of memory. */
+struct attach_view;
+struct lease_set *lease_set_get(struct profile *p, struct lease_set **slot,
+			       const struct attach_view *v,
+			       uint64_t generation);
+/* The attach cache lets set go: freed now if nobody holds it, else when
+ * the last holder lets go. */
+void lease_set_forget(struct lease_set *set);
+void lease_set_free(struct lease_set *set);
+/* The lease record's text of leases (manager_lease_put()); NULL: none,
+ * or out of memory. */
+char *leases_render(struct profile *p, const struct lease *l, size_t n,
+		    size_t *len);
+/* Whether a holds that object (its set's or its own lease). */
+bool attachment_holds(const struct attachment *a, enum obj_kind kind,
+		      const char *name);
+/* How many objects a holds. */
+size_t attachment_n_leases(const struct attachment *a);
 
 /* An ATTACH that waits for its profile to be ready ("wait_ms"). */
 struct waiter {

@@ -168,12 +168,9 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-int uhandle_list(int cmd_fd, enum uhandle_kind k, uint32_t **out, size_t *n,
-		 int *complete)
+static int list_handles(int cmd_fd, enum uhandle_kind k, size_t cap,
+			bool sort, uint32_t **out, size_t *n, int *complete)
 {
-	/* Grown until the kind fits, or the attribute's limit. */
-	size_t cap = 256;
-
 	*out = NULL;
 	*n = 0;
 	*complete = 1;
@@ -200,7 +197,8 @@ int uhandle_list(int cmd_fd, enum uhandle_kind k, uint32_t **out, size_t *n,
 		 * have left some out. */
 		if (total < cap || cap == UHANDLE_LIST_MAX) {
 			*complete = total < cap;
-			qsort(h, total, sizeof(*h), cmp_u32);
+			if (sort)
+				qsort(h, total, sizeof(*h), cmp_u32);
 			if (!total) {
 				free(h);
 				h = NULL;
@@ -212,6 +210,48 @@ int uhandle_list(int cmd_fd, enum uhandle_kind k, uint32_t **out, size_t *n,
 		free(h);
 		cap = cap * 4 > UHANDLE_LIST_MAX ? UHANDLE_LIST_MAX : cap * 4;
 	}
+}
+
+int uhandle_list(int cmd_fd, enum uhandle_kind k, uint32_t **out, size_t *n,
+		 int *complete)
+{
+	/* Grown until the kind fits, or the attribute's limit. */
+	return list_handles(cmd_fd, k, 256, true, out, n, complete);
+}
+
+/* A mix of one handle (splitmix64's finaliser): the digest's terms. */
+static uint64_t mix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+void uhandle_digest_of(const uint32_t *h, size_t n, struct uhandle_digest *d)
+{
+	*d = (struct uhandle_digest){ .n = n };
+	for (size_t i = 0; i < n; i++) {
+		d->sum += mix(h[i]);
+		d->x ^= mix(h[i] ^ 0x5bd1e995u);
+	}
+}
+
+int uhandle_digest(int cmd_fd, enum uhandle_kind k, struct uhandle_digest *d)
+{
+	uint32_t *h = NULL;
+	size_t n = 0;
+	int complete = 0;
+	/* One call at the attribute's limit: no sort, no second try. */
+	int r = list_handles(cmd_fd, k, UHANDLE_LIST_MAX, false, &h, &n,
+			     &complete);
+
+	if (r == 0 && !complete)
+		r = -E2BIG;
+	if (r == 0)
+		uhandle_digest_of(h, n, d);
+	free(h);
+	return r;
 }
 
 void uhandle_sort(uint32_t *list, size_t n)

@@ -61,6 +61,19 @@ const char *uhandle_kind_name(enum uhandle_kind k);
  */
 int uhandle_list(int cmd_fd, enum uhandle_kind k, uint32_t **out, size_t *n,
 		 int *complete);
+/*
+ * What a kind's handles in the file add up to, whatever their order:
+ * equal lists have equal digests, and a list that lost or gained a
+ * handle has another but by a 2^-64 chance. So a check against the
+ * kernel can tell "nothing changed since" with one call and no sort.
+ */
+struct uhandle_digest {
+	uint64_t n, sum, x;
+};
+void uhandle_digest_of(const uint32_t *h, size_t n, struct uhandle_digest *d);
+/* The digest of kind k's handles in the file now: 0, or -errno (-E2BIG:
+ * more than UHANDLE_LIST_MAX of them). */
+int uhandle_digest(int cmd_fd, enum uhandle_kind k, struct uhandle_digest *d);
 /* Sort a list of handles, for uhandle_in(). */
 void uhandle_sort(uint32_t *list, size_t n);
 /* Is h in the sorted list? */

@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The leases of the control socket's attachments: the sets the attaches
+ * of one generation share (control_internal.h), an attachment's own
+ * (those it took over from the previous run), their release and their
+ * text for the lease record.
+ */
+#include <stdio.h>
+
+#include "control_internal.h"
+#include "attach_view.h"
+
+static void leases_release(struct control *c, const char *profile,
+			   struct lease *leases, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct lease *l = &leases[i];
+
+		manager_release(c->m, profile, l->kind, l->name, l->serial);
+		free(l->name);
+	}
+	free(leases);
+}
+
+void lease_set_free(struct lease_set *set)
+{
+	for (size_t i = 0; i < set->n_leases; i++)
+		free(set->leases[i].name);
+	free(set->leases);
+	free(set->objs);
+	free(set->text);
+	free(set);
+}
+
+/*
+ * One attachment fewer holds set: the last lets its objects go. The set
+ * itself stays in the attach cache while its generation holds, so that
+ * the next attach leases the same objects without building it again (a
+ * worker that attaches, works and detaches in a loop).
+ */
+static void lease_set_put(struct control *c, const char *profile,
+			  struct lease_set *set)
+{
+	struct profile *p;
+
+	if (!set || --set->refs)
+		return;
+	p = manager_profile(c->m, profile);
+	/* Nothing moved since the attach: its objects, by pointer. */
+	if (p && profile_attach_generation(p) == set->generation)
+		manager_release_objects(c->m, p, set->objs, set->n_leases);
+	else
+		for (size_t i = 0; i < set->n_leases; i++) {
+			struct lease *l = &set->leases[i];
+
+			manager_release(c->m, profile, l->kind, l->name,
+					l->serial);
+		}
+	if (!set->slot)
+		lease_set_free(set);
+}
+
+void attachment_release(struct control *c, struct attachment *a)
+{
+	lease_set_put(c, a->profile, a->set);
+	leases_release(c, a->profile, a->leases, a->n_leases);
+	free(a->profile);
+	free(a->lease_text);
+	json_decref(a->report);
+	*a = (struct attachment){ 0 };
+}
+
+static bool leases_hold(const struct lease *l, size_t n, enum obj_kind kind,
+			const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (l[i].kind == kind && streq(l[i].name, name))
+			return true;
+	return false;
+}
+
+bool attachment_holds(const struct attachment *a, enum obj_kind kind,
+		      const char *name)
+{
+	return (a->set && leases_hold(a->set->leases, a->set->n_leases, kind,
+				      name)) ||
+	       leases_hold(a->leases, a->n_leases, kind, name);
+}
+
+size_t attachment_n_leases(const struct attachment *a)
+{
+	return (a->set ? a->set->n_leases : 0) + a->n_leases;
+}
+
+/* The lease record's text of leases (manager_lease_put()); NULL: none,
+ * or out of memory. */
+char *leases_render(struct profile *p, const struct lease *l, size_t n,
+			   size_t *len)
+{
+	const char *sep = "";
+	char *text = NULL;
+	FILE *f;
+
+	*len = 0;
+	if (!n || !(f = open_memstream(&text, len)))
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		manager_lease_put(f, p, l[i].kind, l[i].name, l[i].serial,
+				  &sep);
+	if (fclose(f) != 0) {
+		free(text);
+		*len = 0;
+		return NULL;
+	}
+	return text;
+}
+
+void attachment_render(struct control *c, struct attachment *a)
+{
+	struct profile *p = manager_profile(c->m, a->profile);
+
+	free(a->lease_text);
+	a->lease_text = NULL;
+	a->lease_len = 0;
+	if (p && a->shared)
+		a->lease_text =
+			leases_render(p, a->leases, a->n_leases, &a->lease_len);
+}
+
+void lease_set_forget(struct lease_set *set)
+{
+	if (set && set->refs)
+		set->slot = NULL;
+	else if (set)
+		lease_set_free(set);
+}
+
+struct lease_set *lease_set_get(struct profile *p, struct lease_set **slot,
+			       const struct attach_view *v, uint64_t generation)
+{
+	struct lease_set *set = *slot;
+
+	if (set) {
+		if (!set->refs++)
+			attach_view_lease(p, v);
+		return set;
+	}
+	set = calloc(1, sizeof(*set));
+	if (!set)
+		return NULL;
+	/* Names copied: the configuration may go with a reload before
+	 * the lease does. */
+	set->leases = calloc(v->n_leases ? v->n_leases : 1,
+			     sizeof(*set->leases));
+	set->objs = calloc(v->n_leases ? v->n_leases : 1, sizeof(*set->objs));
+	set->generation = generation;
+	for (size_t i = 0; set->leases && set->objs && i < v->n_leases; i++) {
+		const struct attach_lease *l = &v->leases[i];
+
+		set->objs[i] = l->o;
+		set->leases[i] = (struct lease){ l->kind, strdup(l->name),
+						 l->serial };
+		if (!set->leases[i].name)
+			break;
+		set->n_leases++;
+	}
+	if (!set->leases || !set->objs || set->n_leases < v->n_leases) {
+		lease_set_free(set);
+		return NULL;
+	}
+	set->text = leases_render(p, set->leases, set->n_leases, &set->len);
+	attach_view_lease(p, v);
+	set->refs = 1;
+	set->slot = slot;
+	*slot = set;
+	return set;
+}

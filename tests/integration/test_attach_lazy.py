@@ -1,0 +1,159 @@
+# SPDX-License-Identifier: MIT
+"""Objects imported when first used (issue 48): a shared client of a
+profile of many MRs imports only the PD and MRs it asks for, moves data
+through one of them, gets ESTALE (librdmad(3)) for an MR a reload
+removed after its attach and before it asked, keeps using one it had
+imported (draining, until its detach), and its detach lets the drained
+objects go.
+
+Oracles: the kernel's (the ioctl calls the client makes, counted by
+strace: an import of an MR is one RDMA_VERBS_IOCTL), librdmad(3) for
+the errors, REST for leases and what a reload left. Needs a device that
+imports (tests/vm/run --import)."""
+
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import BUILD
+
+pytestmark = pytest.mark.needs_import
+
+N_MEM, PER_MEM, MR_SIZE = 10, 100, 4096
+N_MR = N_MEM * PER_MEM
+ACCESS = '[ "local_write", "remote_write", "remote_read" ]'
+
+
+def conf(skip=()):
+    mems = ",\n".join(f'{{ name = "m{i}"; size = "{PER_MEM * 4}K"; }}'
+                      for i in range(N_MEM))
+    mrs = ",\n".join(
+        f'{{ name = "r{i}"; pd = "a"; memory = "m{i // PER_MEM}"; '
+        f'offset = {(i % PER_MEM) * MR_SIZE}; length = {MR_SIZE}; '
+        f'access = {ACCESS}; }}' for i in range(N_MR) if i not in skip)
+    return f"""
+devices = ( {{ name = "d"; match = {{ ibdev = "rxe0"; }}; }} );
+profiles = ( {{ name = "p"; device = "d";
+  memory = ( {mems} );
+  pd = ( {{ name = "a"; }} );
+  mr = ( {mrs} );
+}} );
+"""
+
+
+def ioctls(cmd, tmp_path):
+    """What cmd prints, and how many ioctl(2) calls it made."""
+    trace = tmp_path / "strace.out"
+    out = subprocess.run([shutil.which("strace"), "-f", "-qq", "-e",
+                          "trace=ioctl", "-o", str(trace), *cmd],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    calls = [ln for ln in trace.read_text().splitlines()
+             if "RDMA_VERBS_IOCTL" in ln]
+    return out.stdout, len(calls)
+
+
+def leases(d, name):
+    status, mr = d.get(f"/v1/profiles/p/mr/{name}")
+    assert status == 200, mr
+    return mr["leases"]
+
+
+@pytest.fixture
+def big(rdmad):
+    d = rdmad(conf())
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        status, prof = d.get("/v1/profiles/p")
+        if status == 200 and prof["state"] == "ready":
+            return d
+        time.sleep(0.5)
+    pytest.fail("the profile was not ready in 600 s")
+
+
+def test_one_mr_used_is_the_one_imported(big, tmp_path):
+    """Data moves through one of the 1,000 MRs, and the client's calls
+    into the kernel are those of one MR, not of every MR: an attach that
+    imported them all makes 1,000 ioctls more."""
+    if not shutil.which("strace"):
+        pytest.skip("no strace here")
+    out, n = ioctls([str(BUILD / "tests" / "shared_rdma"), big.sock, "p",
+                     "shared", "write", "r777", "0", "5", str(MR_SIZE)],
+                    tmp_path)
+    assert out.split()[:2] == ["ok", "shared"], out
+    status, rest = big.get("/v1/profiles/p/mr/r777")
+    keys = dict(w.split("=") for w in out.split()[2:])
+    assert int(keys["rkey"]) == rest["rkey"], (keys, rest)
+    # shared_rdma's own QPs, CQs and PD of its peer take a few dozen.
+    assert n < N_MR // 4, n
+    # One MR more costs one ioctl more: the import itself.
+    _, n1 = ioctls([str(BUILD / "tests" / "lazy_client"), big.sock, "p",
+                    "mr:r1"], tmp_path)
+    _, n3 = ioctls([str(BUILD / "tests" / "lazy_client"), big.sock, "p",
+                    "mr:r1", "mr:r2", "mr:r3", "mr:r2"], tmp_path)
+    assert n3 - n1 == 2, (n1, n3)
+    assert leases(big, "r1") == 0
+
+
+def test_names_and_keys_without_import(big):
+    """Every MR is listed (rdmad_mr_name()) and each asked for has the
+    daemon's keys; unknown names are ENOENT."""
+    out = subprocess.run([str(BUILD / "tests" / "lazy_client"), big.sock,
+                          "p", "names", "mr:r999", "mr:nope", "pd:a",
+                          "pd:nope"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[1] == f"names {N_MR} r0 r{N_MR - 1}", lines
+    status, rest = big.get("/v1/profiles/p/mr/r999")
+    assert lines[2] == f"mr r999 ok {rest['rkey']}", lines
+    assert lines[3] == "mr nope err ENOENT", lines
+    assert lines[4:6] == ["pd a ok", "pd nope err ENOENT"], lines
+    assert lines[6] == "detached 0", lines
+
+
+def test_mr_removed_by_a_reload_after_the_attach(big):
+    """r1 imported before the reload stays usable (draining) until the
+    detach; r2, removed before it was asked for, is ESTALE, never a dead
+    handle; r3, kept, imports; once the client detaches the drained MRs
+    go."""
+    p = subprocess.Popen([str(BUILD / "tests" / "lazy_client"), big.sock,
+                          "p", "mr:r1", "wait", "draining:r2", "mr:r2",
+                          "mr:r1", "mr:r3"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+    try:
+        assert p.stdout.readline().strip() == "attached"
+        first = p.stdout.readline().split()
+        assert first[:3] == ["mr", "r1", "ok"], first
+        assert leases(big, "r2") == 1  # held although not imported
+        big.conf.write_text(conf(skip=(1, 2)))
+        status, body = big.request("POST", "/v1/reload")
+        assert status == 200, body
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        assert p.stdout.readline().strip() == "draining r2"
+        assert p.stdout.readline().split() == ["mr", "r2", "err", "ESTALE"]
+        again = p.stdout.readline().split()
+        assert again == first, (again, first)  # the same, still there
+        status, rest = big.get("/v1/profiles/p/mr/r3")
+        assert p.stdout.readline().split() == ["mr", "r3", "ok",
+                                               str(rest["rkey"])]
+        assert p.stdout.readline().strip() == "detached 0"
+        assert p.wait(timeout=60) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    # The drained MRs go once their holder has let go.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        status, doc = big.get("/v1/profiles/p/mr/r2")
+        if status == 404:
+            break
+        time.sleep(0.2)
+    assert status == 404, doc
+    assert big.get("/v1/profiles/p/mr/r1")[0] == 404
