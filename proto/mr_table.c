@@ -120,7 +120,7 @@ static const struct proto_mr_table_head *head_of(const void *buf, size_t len)
 	/* In 64 bits: no sum below wraps. */
 	if ((uint64_t)h->entries_off + count * h->entry_size > len ||
 	    (uint64_t)h->index_off + count * sizeof(uint32_t) > len ||
-	    (uint64_t)h->names_off + h->names_len > len ||
+	    h->names_len > len || h->names_off > len - h->names_len ||
 	    h->entries_off % 8 || h->index_off % 4)
 		return NULL;
 	return h;
@@ -168,7 +168,7 @@ int64_t proto_mr_table_find(const void *buf, size_t len, const char *name)
 	const struct proto_mr_table_head *h = head_of(buf, len);
 	const uint32_t *index;
 	const char *names;
-	size_t lo = 0, hi;
+	size_t lo = 0, hi, want = strlen(name);
 
 	if (!h)
 		return -EPROTO;
@@ -188,11 +188,13 @@ int64_t proto_mr_table_find(const void *buf, size_t len, const char *name)
 		       sizeof(e));
 		if ((uint64_t)e.name_off + e.name_len + 1 > h->names_len)
 			return -EPROTO;
-		/* strncmp within the entry's own bytes: a name missing
-		 * its NUL reads no further. */
-		c = strncmp(name, names + e.name_off, e.name_len);
+		/* Bytewise, as strcmp sorts, within the entry's own bytes:
+		 * a name with a NUL inside (a malformed one) or missing
+		 * its own reads no further. */
+		c = memcmp(name, names + e.name_off,
+			   want < e.name_len ? want : e.name_len);
 		if (c == 0)
-			c = name[e.name_len] ? 1 : 0;
+			c = want < e.name_len ? -1 : want > e.name_len;
 		if (c == 0)
 			return i;
 		if (c < 0)

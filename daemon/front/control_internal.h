@@ -41,12 +41,13 @@ struct lease {
 };
 
 /*
- * Leases that attachments share. Every attach of a profile in one mode
- * while its attach generation holds hands out the same objects: they
- * share one set, leased once on the objects (each object's lease count
- * counts sets) and rendered once for the lease record, so that an attach
- * costs the same for 1 object or 10,000. The objects go when the last
- * attachment holding the set lets go (attachment_release()).
+ * What the attaches of a profile in one mode share while its attach
+ * generation holds: the objects they lease (each attachment takes a
+ * lease on each, by pointer: no lookup, no copy), their names (for a
+ * release after the generation moved) and their text for the lease
+ * record, made once, so that an attach costs little more for 10,000
+ * objects than for one. An object's lease count stays the number of
+ * attachments holding it; it goes when the last lets go.
  */
 struct lease_set {
 	unsigned int refs; /* the attachments holding it */

@@ -33,7 +33,8 @@ void lease_set_free(struct lease_set *set)
 }
 
 /*
- * One attachment fewer holds set: the last lets its objects go. The set
+ * One attachment fewer holds set: its lease on each object ends (by
+ * pointer while the generation holds: no lookup by name). The set
  * itself stays in the attach cache while its generation holds, so that
  * the next attach leases the same objects without building it again (a
  * worker that attaches, works and detaches in a loop).
@@ -43,8 +44,9 @@ static void lease_set_put(struct control *c, const char *profile,
 {
 	struct profile *p;
 
-	if (!set || --set->refs)
+	if (!set)
 		return;
+	set->refs--;
 	p = manager_profile(c->m, profile);
 	/* Nothing moved since the attach: its objects, by pointer. */
 	if (p && profile_attach_generation(p) == set->generation)
@@ -56,7 +58,7 @@ static void lease_set_put(struct control *c, const char *profile,
 			manager_release(c->m, profile, l->kind, l->name,
 					l->serial);
 		}
-	if (!set->slot)
+	if (!set->refs && !set->slot)
 		lease_set_free(set);
 }
 
@@ -141,8 +143,8 @@ struct lease_set *lease_set_get(struct profile *p, struct lease_set **slot,
 	struct lease_set *set = *slot;
 
 	if (set) {
-		if (!set->refs++)
-			attach_view_lease(p, v);
+		set->refs++;
+		attach_view_lease(p, v);
 		return set;
 	}
 	set = calloc(1, sizeof(*set));

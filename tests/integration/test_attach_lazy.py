@@ -11,14 +11,20 @@ strace: an import of an MR is one RDMA_VERBS_IOCTL), librdmad(3) for
 the errors, REST for leases and what a reload left. Needs a device that
 imports (tests/vm/run --import)."""
 
-import os
+import errno
 import shutil
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from conftest import BUILD
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "client"
+                       / "python"))
+import rdmad as pyrdmad  # noqa: E402
 
 pytestmark = pytest.mark.needs_import
 
@@ -157,3 +163,63 @@ def test_mr_removed_by_a_reload_after_the_attach(big):
         time.sleep(0.2)
     assert status == 404, doc
     assert big.get("/v1/profiles/p/mr/r1")[0] == 404
+
+
+PY_CLIENT = r"""
+import sys
+sys.path.insert(0, sys.argv[2])
+import rdmad
+with rdmad.connect(sys.argv[1]) as c:
+    with c.attach("p", mode="shared") as p:
+        for name in sys.argv[3:]:
+            print(name, p.mr(name).rkey)
+"""
+
+
+def test_python_imports_what_it_uses(big, tmp_path):
+    """The Python client: the same, one ioctl per MR first asked for
+    (and none for one asked again)."""
+    if not shutil.which("strace"):
+        pytest.skip("no strace here")
+    pkg = str(Path(__file__).resolve().parents[2] / "client" / "python")
+    base = [sys.executable, "-c", PY_CLIENT, big.sock, pkg]
+    out1, n1 = ioctls(base + ["r10"], tmp_path)
+    out3, n3 = ioctls(base + ["r10", "r11", "r12", "r11"], tmp_path)
+    status, rest = big.get("/v1/profiles/p/mr/r12")
+    assert out3.splitlines()[2] == f"r12 {rest['rkey']}", out3
+    assert n3 - n1 == 2, (n1, n3)
+    assert n1 < N_MR // 4, n1
+
+
+def test_python_stale_after_a_reload(big):
+    """An MR a reload removed before the Python client asked for it is
+    Error "stale" (ESTALE) once the client read the event; names and
+    keys of the others come from the table without an import."""
+    with pyrdmad.connect(big.sock) as c:
+        with c.attach("p", mode="shared") as p:
+            assert len(p.mr_names) == N_MR
+            kept = p.mr("r5")
+            status, rest = big.get("/v1/profiles/p/mr/r6")
+            assert p.daemon_rkey("r6") == rest["rkey"]
+            big.conf.write_text(conf(skip=(5, 6)))
+            status, body = big.request("POST", "/v1/reload")
+            assert status == 200, body
+            seen = set()
+            deadline = time.monotonic() + 20
+            while "r6" not in seen and time.monotonic() < deadline:
+                ev = c.next_event(timeout=1)
+                if ev and ev.get("event") == "object_draining":
+                    seen.add(ev.get("name"))
+            assert "r6" in seen, seen
+            with pytest.raises(pyrdmad.Error) as e:
+                p.mr("r6")
+            assert e.value.code == "stale" and \
+                e.value.errno == errno.ESTALE, e.value
+            assert p.mr("r5") is kept  # imported before: still there
+            assert p.mr("r7").rkey == big.get(
+                "/v1/profiles/p/mr/r7")[1]["rkey"]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and \
+            big.get("/v1/profiles/p/mr/r6")[0] != 404:
+        time.sleep(0.2)
+    assert big.get("/v1/profiles/p/mr/r6")[0] == 404

@@ -40,7 +40,7 @@ import stat
 import threading
 import time
 
-from . import attached, proto
+from . import attached, mrtable, proto
 
 __all__ = ["Error", "Connection", "Profile", "Group", "connect",
            "DEFAULT_SOCKET", "MODE_SHARED", "MODE_LOCAL"]
@@ -84,7 +84,9 @@ class Error(Exception):
     it stopped or restarted; connect again), "timeout" (no answer in
     time), "protocol_error" (an answer that breaks the protocol),
     "setup_failed" (this process could not map, open, import or
-    register what the daemon gave; errno says why when known).
+    register what the daemon gave; errno says why when known), "stale"
+    (an MR a reload removed after the attach, before it was first
+    imported: errno ESTALE; attach again).
     message: a sentence for people. status: the HTTP-style status of a
     refused request(), else None. document: the refusal's JSON document,
     else None. errno: an errno number when one is known, else None.
@@ -348,6 +350,7 @@ class Connection:
         while True:
             mtype, rid, doc, fds = self._recv(what)
             if mtype == proto.PROTO_EVENT:
+                self._heard(doc)
                 self.events.append(doc)
                 continue
             if mtype == proto.PROTO_ERROR:
@@ -431,7 +434,9 @@ class Connection:
             if not profile:
                 raise ValueError("no profile given and RDMAD_PROFILE is "
                                  "not set")
-        req = {"profile": profile, "mode": mode}
+        # In shared mode the MRs come as a table read when asked for
+        # (PROTOCOL.md, mr_table), not as a list in the message.
+        req = {"profile": profile, "mode": mode, "mr_table": True}
         timeout = self.timeout
         if wait is not None and wait != 0:
             if wait < 0 or math.isinf(wait):
@@ -517,7 +522,19 @@ class Connection:
                 if mtype != proto.PROTO_EVENT:
                     self._protocol(f"rdmad sent {proto.type_name(mtype)} "
                                    f"unasked")
+                self._heard(doc)
                 return doc
+
+    def _heard(self, doc):
+        """An EVENT read: an MR a reload removed that an attachment has
+        not imported yet is not imported any more (Profile.mr())."""
+        if not isinstance(doc, dict) or \
+                doc.get("event") != "object_draining" or \
+                doc.get("kind") != "mr":
+            return
+        for p in self._profiles:
+            if p.attachment == doc.get("attachment"):
+                p._drained(doc.get("name"))
 
     # ---- resuming after the daemon went ----
 
@@ -669,6 +686,12 @@ class Profile:
         self._maps = {}
         self._pds = {}
         self._mrs = {}  # name -> (pyverbs MR, description)
+        # Shared mode: what the program may ask for, imported when it
+        # first does (the "mr" list's, or the MR table's as read).
+        self._descs = {}
+        self._table = None
+        self._mem_order = []
+        self._stale = set()  # removed by a reload before imported
         self.context = None
         self.attachment = doc.get("attachment")
         self._granted = isinstance(self.attachment, int)
@@ -732,6 +755,17 @@ class Profile:
                             errno=e.errno) from None
             finally:
                 os.close(fd)
+        self._mem_order = [m["name"] for m in doc.get("memory") or []]
+        t = doc.get("mr_table")
+        if t is not None:
+            fd = self._take_fd(t.get("fd"), "mr_table")
+            try:
+                self._table = mrtable.Table(fd, t.get("size"),
+                                            t.get("count"))
+            except (mrtable.BadTable, OSError, ValueError) as e:
+                self._malformed(f"its MR table: {e}")
+            finally:
+                os.close(fd)
         descs = self._parse_mrs(doc)
         # Only the fds used are needed: the rest (XRC domains' files,
         # which pyverbs cannot open over a file) are closed now.
@@ -790,8 +824,6 @@ class Profile:
 
     def _setup_shared(self, cmd_fd, descs):
         from pyverbs.device import Context
-        from pyverbs.mr import MR
-        from pyverbs.pd import PD
 
         before = os.fstat(cmd_fd)
         try:
@@ -811,17 +843,79 @@ class Profile:
                         f"{self.ibdev}: {e}",
                         errno=_errno_of(e)) from None
         self._fds = []  # the context's now: closed with it
-        for p in self.document.get("pd") or []:
-            self._pds[p["name"]] = PD(self.context, handle=p["handle"])
-        for d in descs:
-            mr = MR(self._pds[d["pd"]], handle=d["handle"])
-            self._mrs[d["name"]] = (mr, d)
-            if mr.rkey != d["rkey"] or mr.length != d["length"]:
-                raise Error("protocol_error",
-                            f"mr '{d['name']}' (handle {d['handle']}) "
-                            f"imports with rkey {mr.rkey} and {mr.length} "
-                            f"bytes; rdmad announced rkey {d['rkey']} and "
-                            f"{d['length']} bytes")
+        # Each PD and MR is imported when first asked for (pd(), mr()):
+        # an attach costs the same whatever the profile holds.
+        self._descs = {d["name"]: d for d in descs}
+
+    def _table_desc(self, name):
+        """The MR called name from the MR table, checked as the list's
+        are, or None."""
+        try:
+            i = self._table.find(name)
+            if i is None:
+                return None
+            e = self._table.entry(i)
+        except mrtable.BadTable as err:
+            self._malformed(f"its MR table: {err}")
+        pds = self.document.get("pd") or []
+        if e["pd"] >= len(pds) or e["memory"] >= len(self._mem_order):
+            self._malformed(f"its MR table: mr '{name}' names no pd or "
+                            f"memory")
+        mem = self._maps[self._mem_order[e["memory"]]]
+        if e["offset"] + e["length"] > mem.size:
+            self._malformed(f"mr '{name}': offset and length do not fit "
+                            f"memory '{mem.name}'")
+        access = e["access_bits"] | (_ACCESS_ON_DEMAND if e["odp"] else 0)
+        return dict(name=name, pd=pds[e["pd"]]["name"], memory=mem.name,
+                    handle=e["handle"], lkey=e["lkey"], rkey=e["rkey"],
+                    length=e["length"], offset=e["offset"],
+                    iova=0 if e["zero_based"] else e["iova"],
+                    zero_based=e["zero_based"], access_flags=access)
+
+    def _desc(self, name):
+        """What rdmad said of the MR called name, without importing it."""
+        if self.mode != MODE_SHARED:
+            return self._mr(name)[1]
+        d = self._descs.get(name)
+        if d is None and self._table is not None:
+            d = self._table_desc(name)
+            if d is not None:
+                self._descs[name] = d
+        if d is None:
+            raise Error("not_found",
+                        f"profile '{self.name}' has no mr '{name}' that "
+                        f"can be shared (MRs on anonymous memory "
+                        f"cannot)")
+        return d
+
+    def _drained(self, name):
+        if isinstance(name, str) and name not in self._mrs:
+            self._stale.add(name)
+
+    def _import_mr(self, name):
+        from pyverbs.mr import MR
+
+        d = self._desc(name)
+        if name in self._stale:
+            raise Error("stale", f"mr '{name}' was removed or changed by "
+                        f"a reload after the attach: attach again for "
+                        f"what rdmad has now", errno=errno.ESTALE)
+        pd = self.pd(d["pd"])
+        try:
+            mr = MR(pd, handle=d["handle"])
+        except Exception as e:  # pyverbs' errors
+            raise Error("setup_failed", f"cannot import mr '{name}' "
+                        f"(handle {d['handle']}): {e}",
+                        errno=_errno_of(e)) from None
+        if mr.rkey != d["rkey"] or mr.length != d["length"]:
+            mr.close()
+            raise Error("protocol_error",
+                        f"mr '{name}' (handle {d['handle']}) imports "
+                        f"with rkey {mr.rkey} and {mr.length} bytes; "
+                        f"rdmad announced rkey {d['rkey']} and "
+                        f"{d['length']} bytes")
+        self._mrs[name] = (mr, d)
+        return self._mrs[name]
 
     def _setup_local(self, descs):
         from pyverbs.device import Context
@@ -884,6 +978,10 @@ class Profile:
                 except Exception as e:
                     first = first or e
         self._mrs, self._pds, self.context = {}, {}, None
+        self._descs = {}
+        if self._table is not None:
+            self._table.close()
+            self._table = None
         for m in self._maps.values():
             m.close()
         self._maps = {}
@@ -964,52 +1062,79 @@ class Profile:
     # ---- accessors ----
 
     def _mr(self, name):
-        try:
+        if name in self._mrs:
             return self._mrs[name]
-        except KeyError:
-            raise Error("not_found",
-                        f"profile '{self.name}' has no mr '{name}' that "
-                        f"can be shared (MRs on anonymous memory "
-                        f"cannot)") from None
+        if self.mode == MODE_SHARED and self.context is not None:
+            return self._import_mr(name)
+        raise Error("not_found",
+                    f"profile '{self.name}' has no mr '{name}' that "
+                    f"can be shared (MRs on anonymous memory "
+                    f"cannot)")
 
     @property
     def pd_names(self):
         """The names of the profile's PDs."""
-        return list(self._pds)
+        return [p["name"] for p in self.document.get("pd") or []]
 
     @property
     def mr_names(self):
         """The names of the profile's MRs this attachment gives."""
-        return list(self._mrs)
+        if self.mode != MODE_SHARED:
+            return list(self._mrs)
+        if self._table is not None:
+            try:
+                return self._table.names()
+            except mrtable.BadTable as e:
+                self._malformed(f"its MR table: {e}")
+        return list(self._descs)
 
     def pd(self, name):
-        """The PD called name: a pyverbs PD (imported in shared mode,
-        this process's own in local mode). Error "not_found" if none."""
-        try:
+        """The PD called name: a pyverbs PD (shared mode: imported the
+        first time it is asked for; local mode: this process's own).
+        Error "not_found" if none; in shared mode "setup_failed" when
+        the import fails."""
+        if name in self._pds:
             return self._pds[name]
-        except KeyError:
+        handle = next((p["handle"] for p in self.document.get("pd") or []
+                       if p.get("name") == name), None)
+        if self.mode != MODE_SHARED or handle is None or \
+                self.context is None:
             raise Error("not_found", f"profile '{self.name}' has no pd "
-                        f"'{name}'") from None
+                        f"'{name}'")
+        from pyverbs.pd import PD
+        try:
+            self._pds[name] = PD(self.context, handle=handle)
+        except Exception as e:  # pyverbs' errors
+            raise Error("setup_failed", f"cannot import pd '{name}' "
+                        f"(handle {handle}): {e}",
+                        errno=_errno_of(e)) from None
+        return self._pds[name]
 
     def mr(self, name):
         """The MR called name: a pyverbs MR. Shared mode: the daemon's
-        registration, imported by handle (its lkey and rkey are the
-        daemon's; an imported MR carries no address in this process, so
-        pyverbs' MR.read()/write() do not work on it: use mr_map()). Local mode: this
-        process's registration over the same memory with the same
-        access, at IOVA mr_iova(name). Error "not_found" if none."""
+        registration, imported by handle the first time it is asked for
+        (its lkey and rkey are the daemon's; an imported MR carries no
+        address in this process, so pyverbs' MR.read()/write() do not
+        work on it: use mr_map()); Error "stale" (errno ESTALE) for one
+        a reload removed after the attach and before it was first asked
+        for, once this connection has read the object_draining event
+        that says so; "setup_failed" or "protocol_error" when the import
+        fails. One imported before stays usable, draining, until
+        detach(). Local mode: this process's registration over the same
+        memory with the same access, at IOVA mr_iova(name). Error
+        "not_found" if none."""
         return self._mr(name)[0]
 
     def mr_map(self, name):
         """The MR's bytes in this process: a writable memoryview of the
         shared mapping (the same bytes the daemon and every other
         client see). Released by detach()."""
-        mr, d = self._mr(name)
+        d = self._desc(name)
         return self._maps[d["memory"]].view(d["offset"], d["length"])
 
     def mr_addr(self, name):
         """The address of the MR's first byte in this process."""
-        _, d = self._mr(name)
+        d = self._desc(name)
         return self._maps[d["memory"]].addr + d["offset"]
 
     def mr_iova(self, name):
@@ -1018,7 +1143,7 @@ class Profile:
         with its rkey. Shared mode: the daemon's (0 when zero-based).
         Local mode: this process's address (pyverbs registers at IOVA ==
         address; see daemon_iova())."""
-        mr, d = self._mr(name)
+        d = self._desc(name)
         if self.mode == MODE_SHARED:
             return d["iova"]
         return self.mr_addr(name)
@@ -1026,12 +1151,12 @@ class Profile:
     def daemon_iova(self, name):
         """The IOVA of the daemon's own registration of the MR (0 when
         zero-based): for peers that use daemon_rkey()."""
-        return self._mr(name)[1]["iova"]
+        return self._desc(name)["iova"]
 
     def daemon_rkey(self, name):
         """The rkey of the daemon's own registration of the MR (the same
         as mr(name).rkey in shared mode)."""
-        return self._mr(name)[1]["rkey"]
+        return self._desc(name)["rkey"]
 
     def _numbered(self, kind, name):
         for d in self.document.get(kind) or []:

@@ -91,6 +91,10 @@ MCAST = S("mcast", [
     F("qkey", "u64", hi=U32, has=True),
     F("remote_qpn", "u64", hi=0xFFFFFF, has=True),
     F("ah", "obj", has=True, sub=AH)], 8)
+#: A shared attach's MRs as a table in a sealed memfd (PROTOCOL.md,
+#: mr_table; rdmad.mrtable reads it).
+MR_TABLE = S("mr_table", [F("fd", "fd", True), F("count", "u64", True, hi=U32),
+                          F("size", "u64", True, lo=64, hi=U32)])
 TOP = S("ATTACHED", [
     F("attachment", "u64", True, hi=U32, has=True), F("profile", "str"),
     F("mode", "mode", True), F("ibdev", "str", True, nonempty=True),
@@ -102,7 +106,8 @@ TOP = S("ATTACHED", [
     F("pd", "list", sub=PD), F("qp", "list", sub=QP),
     F("srq", "list", sub=SRQ), F("dm", "list", sub=DM),
     F("dm_mr", "list", sub=DM_MR), F("implicit_mr", "list", sub=IMR),
-    F("mcast", "list", sub=MCAST), F("mr", "list", sub=MR)])
+    F("mcast", "list", sub=MCAST), F("mr", "list", sub=MR),
+    F("mr_table", "obj", has=True, sub=MR_TABLE)])
 LISTS = [f["key"] for f in TOP["fields"] if f["kind"] == "list"]
 
 
@@ -214,6 +219,10 @@ def _check(doc):
                                 f"do not fit {over} '{o[over]}'")
     if doc["mode"] == "shared" and "cmd_fd" not in doc:
         raise Malformed("shared mode without cmd_fd")
+    if "mr_table" in doc and doc["mode"] != "shared":
+        raise Malformed("mr_table in local mode")
+    if "mr_table" in doc and doc.get("mr"):
+        raise Malformed("both mr and mr_table")
     for g in doc.get("mcast", []):
         if g.get("join_state") == "joined" and not all(
                 k in g for k in ("mgid", "mlid", "qkey", "remote_qpn",
