@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A profile's and its objects' types, and what the rest of the engine
- * reads a profile by (profile_index.c): lookups, state names, the
- * generation. The bottom of the engine: the objects' code (objects*.c,
- * the kinds' kind_*.c), the scans (orphans.c, qphealth.c) and restore.c
- * use this header, never profile.h, whose functions call them.
+ * A profile's objects' types, and what the rest of the engine reads a
+ * profile by: lookups, state names, the generation (profile_index.c)
+ * and a function per fact (profile_query.c). The bottom of the engine: the objects' code
+ * (objects*.c, the kinds' kind_*.c), the scans (orphans.c, qphealth.c) and
+ * restore.c use this header, never profile.h, whose functions call them.
  */
 #ifndef RDMAD_PROFILE_INDEX_H
 #define RDMAD_PROFILE_INDEX_H
@@ -13,6 +13,7 @@
 #include <jansson.h>
 #include <uthash.h>
 
+#include "attach_view.h"
 #include "config.h"
 #include "memory.h"
 #include "rdmanl.h"
@@ -138,6 +139,10 @@ struct profile_faults {
 };
 
 struct reclaim;
+struct job;
+
+/* A device's name, as a profile keeps it. */
+#define PROFILE_IBDEV_MAX 64
 
 enum profile_state {
 	PROFILE_PENDING,  /* device absent */
@@ -174,8 +179,8 @@ void manager_profile_changed(struct manager *m, struct profile *p,
 struct profile_build {
 	struct workers *workers;
 	struct job *jobs;
-	size_t in_flight;  /* jobs submitted and not done */
-	bool cancelling;   /* a drain: done jobs start nothing new */
+	size_t in_flight; /* jobs submitted and not done */
+	bool cancelling;  /* a drain: done jobs start nothing new */
 	/* Set by the loop while it drains: a running job ends early where
 	 * it can (a population between chunks). */
 	atomic_bool stop;
@@ -254,8 +259,9 @@ struct profile {
 	enum profile_state state;
 	char *reason;
 	/* The device context. */
-	char ibdev[64]; /* the device matched, "" while pending */
-	int gid_index;	/* the GID selected on dev->port, -1 if none */
+	char
+	    ibdev[PROFILE_IBDEV_MAX]; /* the device matched, "" while pending */
+	int gid_index; /* the GID selected on dev->port, -1 if none */
 	union ibv_gid gid;
 	int import_err; /* 0: the context can be imported; else -errno */
 	struct ibv_context *ctx;
@@ -311,13 +317,89 @@ void profile_touch(struct profile *p);
 void profile_touch_leases(struct profile *p);
 void profile_touch_leases_ended(struct profile *p);
 /* Is a creation under way? */
-static inline bool profile_busy(const struct profile *p)
-{
-	return p->state == PROFILE_CREATING;
-}
+bool profile_busy(const struct profile *p);
 const char *obj_state_name(enum obj_state s);
 const char *obj_action_name(enum obj_action a);
 const char *profile_state_name(enum profile_state s);
+
+/*
+ * profile_query.c: what the rest of the engine and api/ ask of a profile
+ * (its fields are to be profile*.c's alone). attach_view.h has what
+ * the front ends ask too: profile_name(), profile_conf(),
+ * profile_ibdev(), profile_import_err(), profile_n_objects().
+ */
+enum profile_state profile_state(const struct profile *p);
+/* Why it is pending, failed or degraded; NULL: nothing to say. */
+const char *profile_reason(const struct profile *p);
+/* Its device's declaration; NULL once retired. */
+const struct conf_device *profile_device(const struct profile *p);
+/* The open context; NULL while pending or failed. */
+struct ibv_context *profile_ctx(const struct profile *p);
+/* The GID selected on the device's port: its index (-1 if none) and
+ * value; a port's GID table changed: the one selected again
+ * (asyncev.c). */
+int profile_gid_index(const struct profile *p);
+const union ibv_gid *profile_gid(const struct profile *p);
+void profile_set_gid(struct profile *p, int gid_index,
+		     const union ibv_gid *gid);
+/* The device's and the context's numbers in RDMA netlink (ctxn -1: not
+ * found). */
+uint32_t profile_dev_index(const struct profile *p);
+int64_t profile_ctxn(const struct profile *p);
+/* Its context's async watch, which the owner makes and frees. */
+struct asyncwatch *profile_async(const struct profile *p);
+void profile_set_async(struct profile *p, struct asyncwatch *w);
+
+/* Its objects in creation order: kind by kind, so that those of kind k
+ * are profile_kind_count() from profile_kind_first(). */
+struct object *profile_object_at(const struct profile *p, size_t i);
+size_t profile_kind_first(const struct profile *p, enum obj_kind k);
+size_t profile_kind_count(const struct profile *p, enum obj_kind k);
+/* Objects a reload removed while sessions held them. */
+size_t profile_n_draining(const struct profile *p);
+struct object *profile_draining_at(const struct profile *p, size_t i);
+
+/* The creation under way: its workers, the flag a running job ends
+ * early by, and how far it has come (without the population under way:
+ * profile_progress_now()). */
+struct workers *profile_workers(const struct profile *p);
+const atomic_bool *profile_stop_flag(const struct profile *p);
+const struct profile_progress *profile_progress(const struct profile *p);
+
+/* Who hears of it: its owner, and where its changes are published
+ * (NULL: nowhere; the owner sets it). */
+struct manager *profile_owner(const struct profile *p);
+struct events *profile_events(const struct profile *p);
+void profile_set_events(struct profile *p, struct events *ev);
+/* What the owner said last of the population under way. */
+uint64_t profile_populated_said(const struct profile *p);
+void profile_set_populated_said(struct profile *p, uint64_t populated);
+/* What its documents are cached by (profile_touch()). */
+uint64_t profile_generation(const struct profile *p);
+
+/* A restart's part (restore.h, handover.c): what the context brought
+ * back (NULL: nothing, or no longer), whether the context is the
+ * previous run's, and whether tid was one of that run's threads. */
+struct restored *profile_restored(const struct profile *p);
+bool profile_ctx_kept(const struct profile *p);
+bool profile_prev_tid(const struct profile *p, uint32_t tid);
+/* What the first scan of a kept context found orphaned once the
+ * creation had settled (orphans.c): the previous run's own. */
+bool profile_kept_scanned(const struct profile *p);
+size_t profile_kept_orphans(const struct profile *p);
+void profile_set_kept_orphans(struct profile *p, size_t n);
+/* At exit, PDs and MRs stay in the context for the next run. */
+void profile_set_hand_over(struct profile *p, bool hand_over);
+/* The previous run's shared clients to adopt once settled: whether
+ * there are any, and taking them (the caller's; NULL: none). */
+bool profile_adopting(const struct profile *p);
+json_t *profile_take_adopt(struct profile *p);
+
+/* What became of the context, for its owners (orphans.c, reconcile.c,
+ * reclaim*.c); the counts alone, for /metrics. */
+struct profile_health *profile_health(const struct profile *p);
+const struct ctx_view *profile_ctx_view(const struct profile *p);
+const struct profile_faults *profile_faults(const struct profile *p);
 
 /* Forget what scans saw (the context goes). */
 void ctx_view_clear(struct ctx_view *v);

@@ -69,8 +69,10 @@ static bool mr_replaced(int fd, const struct object *o)
 
 static bool checkable(const struct profile *p)
 {
-	return p->conf && p->ctx && !p->import_err && !profile_busy(p) &&
-	       (p->state == PROFILE_READY || p->state == PROFILE_DEGRADED);
+	return profile_conf(p) && profile_ctx(p) && !profile_import_err(p) &&
+	       !profile_busy(p) &&
+	       (profile_state(p) == PROFILE_READY ||
+		profile_state(p) == PROFILE_DEGRADED);
 }
 
 /* Add o to the lost when it is. Returns -errno when the kernel
@@ -100,8 +102,9 @@ static int look(struct tables *t, int fd, struct object *o, bool keys,
 /* The MR objects whose keys this round checks: from the cursor on. */
 static bool keys_due(struct profile *p, size_t i)
 {
-	size_t first = p->kind_start[OBJ_MR], n = p->conf->n_objs[OBJ_MR];
-	size_t at = i - first, from = n ? p->health.mr_cursor % n : 0;
+	size_t first = profile_kind_first(p, OBJ_MR),
+	       n = profile_conf(p)->n_objs[OBJ_MR];
+	size_t at = i - first, from = n ? profile_health(p)->mr_cursor % n : 0;
 
 	return n && i >= first && at < n &&
 	       (at - from + n) % n < RECONCILE_MR_KEYS;
@@ -117,17 +120,18 @@ int reconcile_profile(struct reconcile *rc, struct profile *p,
 	int r = 0, fd;
 
 	sd_event_now(manager_loop(rc->m), CLOCK_MONOTONIC, &now);
-	if (!checkable(p) ||
-	    (p->health.checked && now - p->health.checked < max_age))
+	if (!checkable(p) || (profile_health(p)->checked &&
+			      now - profile_health(p)->checked < max_age))
 		return 0;
-	fd = p->ctx->cmd_fd;
-	for (size_t i = 0; r >= 0 && i < p->n_objects; i++)
-		r = look(&t, fd, &p->objects[i], keys_due(p, i), &lost, &n);
-	for (size_t i = 0; r >= 0 && i < p->n_draining; i++)
-		r = look(&t, fd, &p->draining[i], false, &lost, &n);
+	fd = profile_ctx(p)->cmd_fd;
+	for (size_t i = 0; r >= 0 && i < profile_n_objects(p); i++)
+		r = look(&t, fd, profile_object_at(p, i), keys_due(p, i), &lost,
+			 &n);
+	for (size_t i = 0; r >= 0 && i < profile_n_draining(p); i++)
+		r = look(&t, fd, profile_draining_at(p, i), false, &lost, &n);
 	tables_clear(&t);
-	p->health.checked = now;
-	p->health.mr_cursor += RECONCILE_MR_KEYS;
+	profile_health(p)->checked = now;
+	profile_health(p)->mr_cursor += RECONCILE_MR_KEYS;
 	if (r == -EOPNOTSUPP && !rc->unsupported) {
 		rc->unsupported = true;
 		log_notice("the kernel cannot list a context's handles "
@@ -137,7 +141,7 @@ int reconcile_profile(struct reconcile *rc, struct profile *p,
 	if (r < 0)
 		return r;
 	if (n) {
-		json_t *holders = manager_holders_json(rc->m, p->conf->name);
+		json_t *holders = manager_holders_json(rc->m, profile_name(p));
 
 		if (profile_mark_lost(p, lost, n, holders))
 			profile_create_lost(p);
