@@ -320,15 +320,25 @@ void manager_profile_changed(struct manager *m, struct profile *p,
 		manager_announce(m, EV_SETTLED, NULL);
 }
 
-/* The profiles by name, for lookups. */
-static void index_profiles(struct manager *m)
+static void unindex_profiles(struct manager *m)
 {
 	HASH_CLEAR(hh, m->by_name);
-	for (size_t i = 0; i < m->n_profiles; i++) {
-		struct profile *p = m->profiles[i];
+	free(m->names);
+	m->names = NULL;
+}
 
-		HASH_ADD_KEYPTR(hh, m->by_name, profile_name(p),
-				strlen(profile_name(p)), p);
+/* The profiles by name, for lookups (without memory for the index:
+ * manager_profile() looks through them all). */
+static void index_profiles(struct manager *m)
+{
+	unindex_profiles(m);
+	m->names = calloc(m->n_profiles ? m->n_profiles : 1, sizeof(*m->names));
+	for (size_t i = 0; m->names && i < m->n_profiles; i++) {
+		struct profile_entry *n = &m->names[i];
+
+		n->p = m->profiles[i];
+		HASH_ADD_KEYPTR(hh, m->by_name, profile_name(n->p),
+				strlen(profile_name(n->p)), n);
 	}
 }
 
@@ -463,7 +473,7 @@ struct manager *manager_free(struct manager *m)
 		return NULL;
 	/* Nobody hears the last words of a manager going away. */
 	manager_stop(m);
-	HASH_CLEAR(hh, m->by_name);
+	unindex_profiles(m);
 	for (size_t i = 0; i < m->n_profiles; i++)
 		profile_free(m->profiles[i]);
 	for (size_t i = 0; i < m->n_retired; i++)
@@ -632,7 +642,13 @@ static void retire_profile(struct manager *m, struct profile *p)
 	struct profile **r;
 
 	unwatch_profile(p);
-	HASH_DELETE(hh, m->by_name, p);
+	if (m->names) {
+		struct profile_entry *n;
+
+		HASH_FIND_STR(m->by_name, profile_name(p), n);
+		if (n)
+			HASH_DELETE(hh, m->by_name, n);
+	}
 	if (!profile_retire(p)) {
 		profile_free(p);
 		return;
@@ -920,7 +936,7 @@ static int apply(struct manager *m, struct config *next_in, bool force,
 		if (!profile_busy(p))
 			log_profile(p);
 	}
-	HASH_CLEAR(hh, m->by_name);
+	unindex_profiles(m);
 	for (size_t i = 0; i < m->n_profiles; i++)
 		profile_free(m->profiles[i]);
 	free(m->profiles);
@@ -947,11 +963,19 @@ static int apply(struct manager *m, struct config *next_in, bool force,
 
 struct profile *manager_profile(struct manager *m, const char *name)
 {
-	struct profile *p = NULL;
+	struct profile_entry *n = NULL;
 
-	if (name)
-		HASH_FIND_STR(m->by_name, name, p);
-	return p;
+	if (!name)
+		return NULL;
+	if (!m->names) {
+		for (size_t i = 0; i < m->n_profiles; i++)
+			if (m->profiles[i] &&
+			    streq(profile_name(m->profiles[i]), name))
+				return m->profiles[i];
+		return NULL;
+	}
+	HASH_FIND_STR(m->by_name, name, n);
+	return n ? n->p : NULL;
 }
 
 double manager_uptime(struct manager *m)

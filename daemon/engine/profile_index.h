@@ -2,16 +2,17 @@
 /*
  * A profile's objects' types, and what the rest of the engine reads a
  * profile by: lookups, state names, the generation (profile_index.c)
- * and a function per fact (profile_query.c). The bottom of the engine: the objects' code
- * (objects*.c, the kinds' kind_*.c), the scans (orphans.c, qphealth.c) and
- * restore.c use this header, never profile.h, whose functions call them.
+ * and a function per fact (profile_query.c); struct profile itself is
+ * profile*.c's (profile_fields.h). The bottom of the engine: the
+ * objects' code (objects*.c, the kinds' kind_*.c), the scans (orphans.c,
+ * qphealth.c) and restore.c use this header, never profile.h, whose
+ * functions call them.
  */
 #ifndef RDMAD_PROFILE_INDEX_H
 #define RDMAD_PROFILE_INDEX_H
 
 #include <infiniband/verbs.h>
 #include <jansson.h>
-#include <uthash.h>
 
 #include "attach_view.h"
 #include "config.h"
@@ -139,7 +140,6 @@ struct profile_faults {
 };
 
 struct reclaim;
-struct job;
 
 /* A device's name, as a profile keeps it. */
 #define PROFILE_IBDEV_MAX 64
@@ -174,64 +174,6 @@ struct manager;
 void manager_profile_changed(struct manager *m, struct profile *p,
 			     enum profile_change what);
 
-/* The creation under way, on workers (profile.c's): a job per object,
- * allocated while it runs. */
-struct profile_build {
-	struct workers *workers;
-	struct job *jobs;
-	size_t in_flight; /* jobs submitted and not done */
-	bool cancelling;  /* a drain: done jobs start nothing new */
-	/* Set by the loop while it drains: a running job ends early where
-	 * it can (a population between chunks). */
-	atomic_bool stop;
-	/* Destructions of a reload on the workers (profile.c, burial): the
-	 * profile stays creating until they are over too. */
-	unsigned int burying;
-	bool unburying; /* bury_wait: a done burial settles nothing */
-	struct profile_progress progress;
-};
-
-/* Who hears of the profile, and what its documents are cached by. */
-struct profile_notify {
-	/* The owner (told by manager_profile_changed(); NULL: none), and
-	 * what it said last of the population under way (its progress
-	 * events). */
-	struct manager *owner;
-	uint64_t populated_said;
-	/* Where its state changes are published (events.h); NULL: nowhere.
-	 * The owner sets it after profile_new(). */
-	struct events *events;
-	/* Changes on every change that shows in the profile's documents;
-	 * unique in the daemon, so that a cached document never outlives
-	 * its profile. */
-	uint64_t generation;
-	/* The same, but for leases (which ATTACHED does not show): what
-	 * the control socket keeps ATTACHED by (attach_view.h). */
-	uint64_t attach_generation;
-};
-
-/* A restart's part (restore.h, handover.c): what the context brought
- * back from the previous run, and what it leaves for the next. */
-struct profile_restart {
-	/* What it kept, until the creation settles, and that run's threads
-	 * (whose PDs in the context are ours). */
-	struct restored *restored;
-	pid_t *prev_tids;
-	size_t n_prev_tids;
-	/* The open context is the previous run's, taken back; and what its
-	 * first scan found orphaned in it once the creation had settled:
-	 * that run's own leftovers when it did not exit cleanly (a crash),
-	 * which alone do not retire the context (orphans.c). */
-	bool ctx_kept, kept_scanned;
-	size_t kept_orphans;
-	/* At exit, PDs and MRs stay in the context for the next run. */
-	bool hand_over;
-	/* The previous run's shared clients that held objects of the
-	 * context taken back, until the owner adopts their leases once the
-	 * profile has settled; NULL: none. */
-	json_t *adopt;
-};
-
 /* What became of the context after the objects were made: the scans'
  * view (orphans.c), the checks against the kernel (reconcile.c), the
  * leftovers to reclaim (reclaim.c) and the faults counted. */
@@ -245,48 +187,6 @@ struct profile_health {
 	size_t mr_cursor;
 	/* Leftovers seen in its context, waiting to be reclaimed. */
 	struct reclaim *reclaim;
-};
-
-/*
- * A profile at run time, by concern: what it is and its device context
- * (here), its objects (here), the creation under way (build), who hears
- * of it (notify), a restart's part (restart) and what became of the
- * context (health).
- */
-struct profile {
-	const struct conf_profile *conf;
-	const struct conf_device *dev;
-	enum profile_state state;
-	char *reason;
-	/* The device context. */
-	char
-	    ibdev[PROFILE_IBDEV_MAX]; /* the device matched, "" while pending */
-	int gid_index; /* the GID selected on dev->port, -1 if none */
-	union ibv_gid gid;
-	int import_err; /* 0: the context can be imported; else -errno */
-	struct ibv_context *ctx;
-	struct asyncwatch *async; /* the context's async events */
-	/* The device's and the context's numbers in RDMA netlink (ctxn -1:
-	 * not found). */
-	uint32_t dev_index;
-	int64_t ctxn;
-	/* In creation order: kind by kind, each kind in the order of its
-	 * declarations (objects[kind_start[k] + i] is declaration i of kind
-	 * k), so that the config's own name index finds them. */
-	struct object *objects;
-	size_t n_objects;
-	size_t kind_start[OBJ_KIND_MAX];
-	/* Who depends on object i: dependents[dep_start[i] .. dep_start[i+1])
-	 */
-	uint32_t *dep_start, *dependents;
-	/* Objects a reload removed while sessions held them. */
-	struct object *draining;
-	size_t n_draining;
-	struct profile_build build;
-	struct profile_notify notify;
-	struct profile_restart restart;
-	struct profile_health health;
-	UT_hash_handle hh; /* the manager's index, by name */
 };
 
 /* What a reload did to one object. */
@@ -324,7 +224,7 @@ const char *profile_state_name(enum profile_state s);
 
 /*
  * profile_query.c: what the rest of the engine and api/ ask of a profile
- * (its fields are to be profile*.c's alone). attach_view.h has what
+ * (its fields are profile*.c's, profile_fields.h). attach_view.h has what
  * the front ends ask too: profile_name(), profile_conf(),
  * profile_ibdev(), profile_import_err(), profile_n_objects().
  */

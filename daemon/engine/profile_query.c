@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
  * What the rest of the engine and api/ ask of a profile (profile_index.h,
- * attach_view.h): one function per fact, so that a profile's fields can
- * become profile*.c's. Real functions, not inline ones: a field can change
+ * attach_view.h): one function per fact, so that profile_fields.h stays
+ * profile*.c's. Real functions, not inline ones: a field can change
  * without its readers being built again, and the compiler refuses a
  * read that goes around them. A call per object is cheap next to what
  * the callers do with it (a kernel call, a line of text).
  */
-#include "profile_index.h"
+#include "profile_fields.h"
 
 const char *profile_name(const struct profile *p)
 {
