@@ -99,15 +99,29 @@ static int look(struct tables *t, int fd, struct object *o, bool keys,
 	return 0;
 }
 
-/* The MR objects whose keys this round checks: from the cursor on. */
-static bool keys_due(struct profile *p, size_t i)
-{
-	size_t first = profile_kind_first(p, OBJ_MR),
-	       n = profile_conf(p)->n_objs[OBJ_MR];
-	size_t at = i - first, from = n ? profile_health(p)->mr_cursor % n : 0;
+/* Which MRs a round checks the keys of: RECONCILE_MR_KEYS of the n from
+ * first, from the cursor on. Asked once a round, not per object. */
+struct keys_round {
+	size_t first, n, from;
+};
 
-	return n && i >= first && at < n &&
-	       (at - from + n) % n < RECONCILE_MR_KEYS;
+static struct keys_round keys_round(struct profile *p)
+{
+	size_t n = profile_conf(p)->n_objs[OBJ_MR];
+
+	return (struct keys_round){
+	    .first = profile_kind_first(p, OBJ_MR),
+	    .n = n,
+	    .from = n ? profile_health(p)->mr_cursor % n : 0,
+	};
+}
+
+static bool keys_due(const struct keys_round *k, size_t i)
+{
+	size_t at = i - k->first;
+
+	return k->n && i >= k->first && at < k->n &&
+	       (at - k->from + k->n) % k->n < RECONCILE_MR_KEYS;
 }
 
 int reconcile_profile(struct reconcile *rc, struct profile *p,
@@ -115,6 +129,7 @@ int reconcile_profile(struct reconcile *rc, struct profile *p,
 {
 	_cleanup_free_ struct object **lost = NULL;
 	struct tables t = { .listed = { false } };
+	struct keys_round keys;
 	uint64_t now = 0;
 	size_t n = 0;
 	int r = 0, fd;
@@ -124,9 +139,10 @@ int reconcile_profile(struct reconcile *rc, struct profile *p,
 			      now - profile_health(p)->checked < max_age))
 		return 0;
 	fd = profile_ctx(p)->cmd_fd;
-	for (size_t i = 0; r >= 0 && i < profile_n_objects(p); i++)
-		r = look(&t, fd, profile_object_at(p, i), keys_due(p, i), &lost,
-			 &n);
+	keys = keys_round(p);
+	for (size_t i = 0, all = profile_n_objects(p); r >= 0 && i < all; i++)
+		r = look(&t, fd, profile_object_at(p, i), keys_due(&keys, i),
+			 &lost, &n);
 	for (size_t i = 0; r >= 0 && i < profile_n_draining(p); i++)
 		r = look(&t, fd, profile_draining_at(p, i), false, &lost, &n);
 	tables_clear(&t);
