@@ -188,7 +188,7 @@ static int get_profiles(struct request *r)
 		const struct profile *p = manager_profile_at(r->m, i);
 
 		/* A profile's own socket lists that profile alone. */
-		if (r->req->scope && !streq(p->conf->name, r->req->scope))
+		if (r->req->scope && !streq(profile_name(p), r->req->scope))
 			continue;
 		json_array_append_new(a, profile_json(p, 0));
 	}
@@ -383,24 +383,24 @@ static int patch_qp(struct request *r)
 					       "init, rtr, rts, error"));
 	/* The profile's own port and GID, then what the body says. */
 	qp_path_init(&path);
-	path.port_num = (uint8_t)p->dev->port;
+	path.port_num = (uint8_t)profile_device(p)->port;
 	path.qkey = ((const struct conf_qp *)o->conf)->qkey;
 	path.pkey_index = ((const struct conf_qp *)o->conf)->pkey_index;
 	path.access = ((const struct conf_qp *)o->conf)->access;
 	/* As for a path in the config: this device's GID unless said. */
-	if (p->gid_index >= 0) {
-		path.sgid_index = (uint8_t)p->gid_index;
+	if (profile_gid_index(p) >= 0) {
+		path.sgid_index = (uint8_t)profile_gid_index(p);
 		path.has_grh = true;
-		path.dgid = p->gid;
+		path.dgid = *profile_gid(p);
 	}
 	/* The other end's endpoint document, then path keys over it. */
 	if (ep_doc &&
 	    qp_path_from_endpoint(
-		    ep_doc, qp_kind_name(((const struct conf_qp *)o->conf)->type),
-		    ibv_query_port(p->ctx, path.port_num, &pattr)
-			    ? 0
-			    : pattr.active_mtu,
-		    &path, err, sizeof(err)))
+		ep_doc, qp_kind_name(((const struct conf_qp *)o->conf)->type),
+		ibv_query_port(profile_ctx(p), path.port_num, &pattr)
+		    ? 0
+		    : pattr.active_mtu,
+		&path, err, sizeof(err)))
 		return reply(r, 400, api_error("bad_request", "endpoint: %s",
 					       err));
 	if (path_doc && qp_path_from_json(path_doc, &path, err, sizeof(err)))
@@ -547,8 +547,8 @@ static int post_selftest(struct request *r)
 	    !(qb = ready_object(r, p, OBJ_QP, b_name, &status)))
 		return status;
 	/* Without a name: the first MR that allows remote writes. */
-	for (size_t i = 0; !mr_name && i < p->n_objects; i++) {
-		struct object *o = &p->objects[i];
+	for (size_t i = 0; !mr_name && i < profile_n_objects(p); i++) {
+		struct object *o = profile_object_at(p, i);
 
 		if (o->kind == OBJ_MR && o->state == OBJ_READY &&
 		    (((const struct conf_mr *)o->conf)->access &
@@ -572,7 +572,7 @@ static int post_selftest(struct request *r)
 	e = selftest_run(&ea, &eb, &smr, 5000, &report);
 	if (!report)
 		return errno_reply(r, e, "selftest");
-	json_object_set_new(report, "profile", json_string(p->conf->name));
+	json_object_set_new(report, "profile", json_string(profile_name(p)));
 	json_object_set_new(report, "a", json_string(a_name));
 	json_object_set_new(report, "b", json_string(b_name));
 	json_object_set_new(report, "mr", json_string(mr_name));
@@ -708,7 +708,7 @@ bool api_cacheable(struct manager *m, const char *method, const char *path,
 	p = manager_profile(m, r.seg[1]);
 	if (!p)
 		return false;
-	*generation = p->notify.generation;
+	*generation = profile_generation(p);
 	return true;
 }
 

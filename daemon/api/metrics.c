@@ -28,20 +28,24 @@ static void objects(FILE *f, struct manager *m)
 		struct profile *p = manager_profile_at(m, i);
 		unsigned int n[OBJ_KIND_MAX][OBJ_CREATING + 1] = { { 0 } };
 
-		for (size_t k = 0; k < p->n_objects; k++)
-			n[p->objects[k].kind][p->objects[k].state]++;
-		for (size_t k = 0; k < p->n_draining; k++)
-			n[p->draining[k].kind][OBJ_DRAINING]++;
+		for (size_t k = 0; k < profile_n_objects(p); k++) {
+			const struct object *o = profile_object_at(p, k);
+
+			n[o->kind][o->state]++;
+		}
+		for (size_t k = 0; k < profile_n_draining(p); k++)
+			n[profile_draining_at(p, k)->kind][OBJ_DRAINING]++;
 		for (int k = 0; k < OBJ_KIND_MAX; k++)
 			for (int s = 0; s <= OBJ_CREATING; s++)
 				if (n[k][s])
-					fprintf(f,
-						"rdmad_objects{profile=\"%s\","
-						"kind=\"%s\",state=\"%s\"} %u\n",
-						label(p->conf->name),
-						obj_kind_name((enum obj_kind)k),
-						obj_state_name((enum obj_state)s),
-						n[k][s]);
+					fprintf(
+					    f,
+					    "rdmad_objects{profile=\"%s\","
+					    "kind=\"%s\",state=\"%s\"} %u\n",
+					    label(profile_name(p)),
+					    obj_kind_name((enum obj_kind)k),
+					    obj_state_name((enum obj_state)s),
+					    n[k][s]);
 	}
 	fputs("# HELP rdmad_registered_bytes Bytes registered by the daemon's "
 	      "memory regions.\n# TYPE rdmad_registered_bytes gauge\n",
@@ -50,20 +54,22 @@ static void objects(FILE *f, struct manager *m)
 		struct profile *p = manager_profile_at(m, i);
 		unsigned long long bytes = 0;
 
-		for (size_t k = 0; k < p->n_objects; k++)
-			if (p->objects[k].kind == OBJ_MR &&
-			    p->objects[k].state == OBJ_READY)
-				bytes += p->objects[k].u.mr.mr->length;
+		for (size_t k = 0; k < profile_n_objects(p); k++) {
+			const struct object *o = profile_object_at(p, k);
+
+			if (o->kind == OBJ_MR && o->state == OBJ_READY)
+				bytes += o->u.mr.mr->length;
+		}
 		fprintf(f, "rdmad_registered_bytes{profile=\"%s\"} %llu\n",
-			label(p->conf->name), bytes);
+			label(profile_name(p)), bytes);
 	}
 	fputs("# HELP rdmad_profile_up 1 when the profile runs (ready or "
 	      "degraded).\n# TYPE rdmad_profile_up gauge\n",
 	      f);
 	for (size_t i = 0; i < manager_n_profiles(m); i++)
 		fprintf(f, "rdmad_profile_up{profile=\"%s\"} %d\n",
-			label(manager_profile_at(m, i)->conf->name),
-			manager_profile_at(m, i)->ctx != NULL);
+			label(profile_name(manager_profile_at(m, i))),
+			profile_ctx(manager_profile_at(m, i)) != NULL);
 }
 
 /* What RDMA netlink shows in each profile's context (orphans.c), by
@@ -80,11 +86,10 @@ static void contexts(FILE *f, struct manager *m)
 	      f);
 	for (size_t i = 0; i < manager_n_profiles(m); i++) {
 		const struct profile *p = manager_profile_at(m, i);
-		const unsigned int *n[] = {p->health.view.owned,
-					   p->health.view.clients,
-					   p->health.view.orphans};
+		const struct ctx_view *v = profile_ctx_view(p);
+		const unsigned int *n[] = {v->owned, v->clients, v->orphans};
 
-		if (!p->ctx || !p->health.view.scanned || p->health.view.err)
+		if (!profile_ctx(p) || !v->scanned || v->err)
 			continue;
 		for (int w = 0; w < 3; w++)
 			for (int k = RDMANL_PD; k < RDMANL_KINDS; k++)
@@ -92,7 +97,8 @@ static void contexts(FILE *f, struct manager *m)
 					"rdmad_context_objects{profile=\"%s\","
 					"device=\"%s\",kind=\"%s\","
 					"owner=\"%s\"} %u\n",
-					label(p->conf->name), label(p->ibdev),
+					label(profile_name(p)),
+					label(profile_ibdev(p)),
 					rdmanl_kind_name((enum rdmanl_kind)k),
 					owners[w], n[w][k]);
 	}
@@ -102,16 +108,17 @@ static void contexts(FILE *f, struct manager *m)
 	      f);
 	for (size_t i = 0; i < manager_n_profiles(m); i++) {
 		const struct profile *p = manager_profile_at(m, i);
+		const struct ctx_view *v = profile_ctx_view(p);
 
-		if (!p->ctx || !p->health.view.scanned || p->health.view.err)
+		if (!profile_ctx(p) || !v->scanned || v->err)
 			continue;
 		for (int k = RDMANL_PD; k < RDMANL_KINDS; k++)
 			fprintf(f,
 				"rdmad_orphan_objects{profile=\"%s\","
 				"device=\"%s\",kind=\"%s\"} %u\n",
-				label(p->conf->name), label(p->ibdev),
+				label(profile_name(p)), label(profile_ibdev(p)),
 				rdmanl_kind_name((enum rdmanl_kind)k),
-				p->health.view.orphans[k]);
+				v->orphans[k]);
 	}
 	manager_counters(m, &mc);
 	fprintf(f,
@@ -177,9 +184,9 @@ static void faults(FILE *f, struct manager *m)
 		goto out;
 	for (size_t i = 0; i < n; i++) {
 		const struct profile_faults *pf =
-		    &manager_profile_at(m, i)->health.faults;
+		    profile_faults(manager_profile_at(m, i));
 
-		names[i] = manager_profile_at(m, i)->conf->name;
+		names[i] = profile_name(manager_profile_at(m, i));
 		rows[i] = pf->lost;
 		rows[n + 1 + i] = pf->recreated;
 		rows[2 * (n + 1) + i] = pf->recreate_failed;
@@ -193,7 +200,8 @@ static void faults(FILE *f, struct manager *m)
 	for (size_t i = 0; i < n; i++)
 		fprintf(f, "rdmad_profile_ready{profile=\"%s\"} %d\n",
 			label(names[i]),
-			manager_profile_at(m, i)->state == PROFILE_READY);
+			profile_state(manager_profile_at(m, i)) ==
+			    PROFILE_READY);
 	fault_rows(f, "rdmad_objects_lost_total",
 		   "Declared objects the kernel no longer had (a client "
 		   "destroyed them).",
@@ -310,7 +318,7 @@ static void counter_dir(FILE *f, const struct profile *p, const char *group)
 	DIR *d;
 
 	snprintf(dir, sizeof(dir), "/sys/class/infiniband/%s/ports/%d/%s",
-		 p->ibdev, p->dev->port, group);
+		 profile_ibdev(p), profile_device(p)->port, group);
 	d = opendir(dir);
 	while (d && (e = readdir(d))) {
 		char path[512], buf[64];
@@ -329,8 +337,8 @@ static void counter_dir(FILE *f, const struct profile *p, const char *group)
 		fprintf(f,
 			"rdmad_port_stat_total{device=\"%s\",port=\"%d\","
 			"group=\"%s\",counter=\"%s\"} %s\n",
-			label(p->ibdev), p->dev->port, group, label(e->d_name),
-			buf);
+			label(profile_ibdev(p)), profile_device(p)->port, group,
+			label(e->d_name), buf);
 	}
 	if (d)
 		closedir(d);
@@ -348,12 +356,15 @@ static void port_counters(FILE *f, struct manager *m)
 		struct profile *p = manager_profile_at(m, i);
 		bool seen = false;
 
-		if (!p->ctx)
+		if (!profile_ctx(p))
 			continue;
 		for (size_t k = 0; k < i; k++)
-			seen |= manager_profile_at(m, k)->ctx &&
-				streq(manager_profile_at(m, k)->ibdev, p->ibdev) &&
-				manager_profile_at(m, k)->dev->port == p->dev->port;
+			seen |=
+			    profile_ctx(manager_profile_at(m, k)) &&
+			    streq(profile_ibdev(manager_profile_at(m, k)),
+				  profile_ibdev(p)) &&
+			    profile_device(manager_profile_at(m, k))->port ==
+				profile_device(p)->port;
 		if (seen)
 			continue;
 		counter_dir(f, p, "counters");
@@ -374,8 +385,8 @@ static void targets(FILE *f, struct manager *m)
 	for (size_t i = 0; i < manager_n_profiles(m); i++) {
 		struct profile *p = manager_profile_at(m, i);
 
-		for (size_t k = 0; k < p->n_objects; k++) {
-			struct object *o = &p->objects[k];
+		for (size_t k = 0; k < profile_n_objects(p); k++) {
+			struct object *o = profile_object_at(p, k);
 			struct target_stats s;
 			unsigned long long n[ARRAY_SIZE(results)];
 
@@ -403,14 +414,14 @@ static void targets(FILE *f, struct manager *m)
 			fprintf(f,
 				"rdmad_target_connections{profile=\"%s\","
 				"target=\"%s\"} %u\n",
-				label(p->conf->name), label(object_name(o)),
+				label(profile_name(p)), label(object_name(o)),
 				s.connections);
 			for (size_t r = 0; r < ARRAY_SIZE(results); r++)
 				fprintf(f,
 					"rdmad_target_connections_total{"
 					"profile=\"%s\",target=\"%s\","
 					"result=\"%s\"} %llu\n",
-					label(p->conf->name),
+					label(profile_name(p)),
 					label(object_name(o)), results[r],
 					n[r]);
 		}

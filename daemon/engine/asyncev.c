@@ -74,8 +74,9 @@ static struct object *async_object(struct profile *p,
 	default:
 		return NULL;
 	}
-	for (size_t i = p->kind_start[kind]; i < p->n_objects; i++) {
-		struct object *o = &p->objects[i];
+	for (size_t i = profile_kind_first(p, kind); i < profile_n_objects(p);
+	     i++) {
+		struct object *o = profile_object_at(p, i);
 
 		if (o->kind != kind)
 			break;
@@ -92,11 +93,11 @@ static struct object *async_object(struct profile *p,
 static void publish_async(struct events *events, struct profile *p,
 			  const struct ibv_async_event *ev, struct object *o)
 {
-	struct event e = { .kind = async_event_kind(ev->event_type),
-			   .profile_name = p->conf->name,
-			   .profile = p,
-			   .object = o,
-			   .u.async = { .ibdev = p->ibdev, .state = -1 } };
+	struct event e = {.kind = async_event_kind(ev->event_type),
+			  .profile_name = profile_name(p),
+			  .profile = p,
+			  .object = o,
+			  .u.async = {.ibdev = profile_ibdev(p), .state = -1}};
 	struct ibv_port_attr pa;
 
 	switch (ev->event_type) {
@@ -109,8 +110,8 @@ static void publish_async(struct events *events, struct profile *p,
 	case IBV_EVENT_GID_CHANGE:
 		e.u.async.port = ev->element.port_num;
 		/* As GET /v1/devices/{ibdev}/ports/{n} shows it. */
-		if (!ibv_query_port(p->ctx, (uint8_t)ev->element.port_num,
-				    &pa))
+		if (!ibv_query_port(profile_ctx(p),
+				    (uint8_t)ev->element.port_num, &pa))
 			e.u.async.state = pa.state;
 		break;
 	default:
@@ -129,13 +130,14 @@ static void reselect_gid(struct events *events, struct profile *p)
 	char before[GID_TEXT_SIZE], after[GID_TEXT_SIZE];
 	int idx = -1;
 
-	if (devmatch_gid(p->ctx, devmatch_of(p->dev), &idx, &gid) < 0)
+	if (devmatch_gid(profile_ctx(p), devmatch_of(profile_device(p)), &idx,
+			 &gid) < 0)
 		idx = -1;
-	if (idx == p->gid_index &&
-	    (idx < 0 || !memcmp(&gid, &p->gid, sizeof(gid))))
+	if (idx == profile_gid_index(p) &&
+	    (idx < 0 || !memcmp(&gid, profile_gid(p), sizeof(gid))))
 		return;
-	if (p->gid_index >= 0)
-		gid_text(&p->gid, before);
+	if (profile_gid_index(p) >= 0)
+		gid_text(profile_gid(p), before);
 	else
 		strcpy(before, "none");
 	if (idx >= 0)
@@ -144,17 +146,16 @@ static void reselect_gid(struct events *events, struct profile *p)
 		strcpy(after, "none");
 	log_info("profile %s: GID table of %s port %d changed: GID index %d "
 		 "(%s), was %d (%s)",
-		 p->conf->name, p->ibdev, p->dev->port, idx, after,
-		 p->gid_index, before);
-	p->gid_index = idx;
-	if (idx >= 0)
-		p->gid = gid;
-	events_publish(events,
-		       &(struct event){ .kind = EV_GID_SELECTED,
-					.profile_name = p->conf->name,
-					.profile = p,
-					.u.gid = { p->ibdev, p->dev->port, idx,
-						   after } });
+		 profile_name(p), profile_ibdev(p), profile_device(p)->port,
+		 idx, after, profile_gid_index(p), before);
+	profile_set_gid(p, idx, idx >= 0 ? &gid : NULL);
+	events_publish(
+	    events,
+	    &(struct event){.kind = EV_GID_SELECTED,
+			    .profile_name = profile_name(p),
+			    .profile = p,
+			    .u.gid = {profile_ibdev(p), profile_device(p)->port,
+				      idx, after}});
 	profile_touch(p);
 }
 
@@ -166,7 +167,7 @@ bool asyncev_handle(struct events *events, struct profile *p,
 
 	publish_async(events, p, ev, o);
 	if (ev->event_type == IBV_EVENT_GID_CHANGE &&
-	    ev->element.port_num == p->dev->port)
+	    ev->element.port_num == profile_device(p)->port)
 		reselect_gid(events, p);
 	if ((ev->event_type == IBV_EVENT_QP_FATAL ||
 	     ev->event_type == IBV_EVENT_QP_REQ_ERR ||
@@ -176,18 +177,18 @@ bool asyncev_handle(struct events *events, struct profile *p,
 		/* The device disarmed it: armed again for the next time. */
 		r = object_srq_arm(o);
 		if (r < 0)
-			log_object(LOG_WARNING, r, p->conf->name, "srq",
+			log_object(LOG_WARNING, r, profile_name(p), "srq",
 				   object_name(o),
 				   "profile %s: srq %s: cannot arm its limit "
 				   "again, ignoring",
-				   p->conf->name, object_name(o));
+				   profile_name(p), object_name(o));
 	}
 	if (ev->event_type == IBV_EVENT_DEVICE_FATAL)
 		return true;
 	/* A QP or port may have changed state behind our back. */
 	profile_touch(p);
-	log_info("profile %s: async event on %s: %s%s%s", p->conf->name,
-		 p->ibdev, ibv_event_type_str(ev->event_type),
+	log_info("profile %s: async event on %s: %s%s%s", profile_name(p),
+		 profile_ibdev(p), ibv_event_type_str(ev->event_type),
 		 o ? " on " : "", o ? object_name(o) : "");
 	return false;
 }

@@ -188,27 +188,30 @@ int profile_attach_fill(struct profile *p, bool shared,
 			struct proto_attached *a)
 {
 	struct fill f = { .a = a, .n_fds = shared };
+	int import_err = profile_import_err(p);
+	size_t n = profile_n_objects(p);
 	int r;
 
 	/* The context's cmd_fd is the message's first fd. */
 	*a = (struct proto_attached){
-		.profile = strdup(p->conf->name),
-		.mode = shared ? PROTO_ATTACH_SHARED : PROTO_ATTACH_LOCAL,
-		.ibdev = strdup(p->ibdev), .port = (uint64_t)p->dev->port,
-		.gid_index = (uint64_t)p->gid_index,
-		.has_import_capable = true, .import_capable = !p->import_err,
-		.import_error = p->import_err
-					? strdup(errno_desc(-p->import_err))
-					: NULL,
-		.has_cmd_fd = shared, .cmd_fd = 0,
+	    .profile = strdup(profile_name(p)),
+	    .mode = shared ? PROTO_ATTACH_SHARED : PROTO_ATTACH_LOCAL,
+	    .ibdev = strdup(profile_ibdev(p)),
+	    .port = (uint64_t)profile_device(p)->port,
+	    .gid_index = (uint64_t)profile_gid_index(p),
+	    .has_import_capable = true,
+	    .import_capable = !import_err,
+	    .import_error = import_err ? strdup(errno_desc(-import_err)) : NULL,
+	    .has_cmd_fd = shared,
+	    .cmd_fd = 0,
 	};
-	if (!a->profile || !a->ibdev || (p->import_err && !a->import_error))
+	if (!a->profile || !a->ibdev || (import_err && !a->import_error))
 		return -ENOMEM;
-	for (size_t i = 0; i < p->n_objects; i++)
-		f.n[attach_part(p, &p->objects[i], shared)]++;
+	for (size_t i = 0; i < n; i++)
+		f.n[attach_part(p, profile_object_at(p, i), shared)]++;
 	r = fill_alloc(&f);
-	for (size_t i = 0; r == 0 && i < p->n_objects; i++) {
-		const struct object *o = &p->objects[i];
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		const struct object *o = profile_object_at(p, i);
 
 		r = fill_part(&f, o, attach_part(p, o, shared));
 	}
@@ -262,11 +265,6 @@ int profile_attach_table(struct profile *p, char **text, size_t *len,
 	return r;
 }
 
-uint64_t profile_attach_generation(const struct profile *p)
-{
-	return p->notify.attach_generation;
-}
-
 void attach_view_clear(struct attach_view *v)
 {
 	for (size_t i = 0; i < v->n_opened; i++)
@@ -281,7 +279,7 @@ int profile_attach_view(struct profile *p, bool shared, struct attach_view *v)
 {
 	/* The context's cmd_fd, each object's, and room for an MR
 	 * table's memfd (the caller's). */
-	size_t n = p->n_objects + 2;
+	size_t n = profile_n_objects(p) + 2;
 
 	*v = (struct attach_view){ 0 };
 	v->fds = malloc(n * sizeof(*v->fds));
@@ -292,9 +290,9 @@ int profile_attach_view(struct profile *p, bool shared, struct attach_view *v)
 		return -ENOMEM;
 	}
 	if (shared)
-		v->fds[v->n_fds++] = p->ctx->cmd_fd;
-	for (size_t i = 0; i < p->n_objects; i++) {
-		struct object *o = &p->objects[i];
+		v->fds[v->n_fds++] = profile_ctx(p)->cmd_fd;
+	for (size_t i = 0; i + 1 < n; i++) {
+		struct object *o = profile_object_at(p, i);
 		enum attach_part part = attach_part(p, o, shared);
 		int fd;
 
@@ -329,92 +327,62 @@ void attach_view_lease(struct profile *p, const struct attach_view *v)
 
 /* ---- what the control layer asks before an attach ---- */
 
-const char *profile_name(const struct profile *p)
-{
-	return p->conf->name;
-}
-
-const char *profile_uverbs_node(const struct profile *p)
-{
-	bool usable = p->state == PROFILE_READY ||
-		      p->state == PROFILE_DEGRADED ||
-		      p->state == PROFILE_CREATING;
-
-	return usable && p->ctx && p->ctx->device && p->ctx->device->dev_name[0]
-		   ? p->ctx->device->dev_name
-		   : NULL;
-}
-
-const struct conf_profile *profile_conf(const struct profile *p)
-{
-	return p->conf;
-}
-
-size_t profile_n_objects(const struct profile *p)
-{
-	return p->n_objects;
-}
-
 /* Ready, and with a GID: a port whose GID table lost every entry the
  * profile's gid settings match (its address went) has none to give;
  * ATTACHED says a GID index, never -1. */
 bool profile_attachable(const struct profile *p)
 {
-	return p->ctx && p->gid_index >= 0 &&
-	       (p->state == PROFILE_READY || p->state == PROFILE_DEGRADED);
+	enum profile_state s = profile_state(p);
+
+	return profile_ctx(p) && profile_gid_index(p) >= 0 &&
+	       (s == PROFILE_READY || s == PROFILE_DEGRADED);
 }
 
 bool profile_failed(const struct profile *p)
 {
-	return p->state == PROFILE_FAILED;
+	return profile_state(p) == PROFILE_FAILED;
 }
 
 bool profile_settled_state(const struct profile *p)
 {
-	return p->state == PROFILE_READY || p->state == PROFILE_DEGRADED ||
-	       p->state == PROFILE_FAILED;
-}
+	enum profile_state s = profile_state(p);
 
-int profile_import_err(const struct profile *p)
-{
-	return p->import_err;
-}
-
-const char *profile_ibdev(const struct profile *p)
-{
-	return p->ibdev;
+	return s == PROFILE_READY || s == PROFILE_DEGRADED ||
+	       s == PROFILE_FAILED;
 }
 
 char *profile_state_sentence(const struct profile *p)
 {
+	const struct profile_progress *g = profile_progress(p);
+	enum profile_state s = profile_state(p);
+	const char *reason = profile_reason(p);
 	char progress[96] = "", *text;
 	int r;
 
-	if (p->state == PROFILE_CREATING)
+	if (s == PROFILE_CREATING)
 		snprintf(progress, sizeof(progress),
 			 " (%zu of %zu objects, %llu of %llu bytes)",
-			 p->build.progress.objects,
-			 p->build.progress.objects_total,
-			 (unsigned long long)p->build.progress.bytes,
-			 (unsigned long long)p->build.progress.bytes_total);
-	if (p->ctx && p->gid_index < 0 &&
-	    (p->state == PROFILE_READY || p->state == PROFILE_DEGRADED))
-		r = asprintf(&text,
-			     "profile '%s' has no GID: no entry of %s port %d's "
-			     "GID table matches its gid settings (now)",
-			     p->conf->name, p->ibdev, p->dev->port);
+			 g->objects, g->objects_total,
+			 (unsigned long long)g->bytes,
+			 (unsigned long long)g->bytes_total);
+	if (profile_ctx(p) && profile_gid_index(p) < 0 &&
+	    (s == PROFILE_READY || s == PROFILE_DEGRADED))
+		r = asprintf(
+		    &text,
+		    "profile '%s' has no GID: no entry of %s port %d's "
+		    "GID table matches its gid settings (now)",
+		    profile_name(p), profile_ibdev(p), profile_device(p)->port);
 	else
-		r = asprintf(&text, "profile '%s' is %s%s%s%s", p->conf->name,
-			     profile_state_name(p->state), progress,
-			     p->reason ? ": " : "",
-			     p->reason ? p->reason : "");
+		r = asprintf(&text, "profile '%s' is %s%s%s%s", profile_name(p),
+			     profile_state_name(s), progress,
+			     reason ? ": " : "", reason ? reason : "");
 	return r < 0 ? NULL : text;
 }
 
 bool profile_admits(const struct profile *p, uid_t uid, gid_t gid,
 		    const gid_t *groups, size_t n_groups, bool admit_root)
 {
-	const struct conf_profile *c = p->conf;
+	const struct conf_profile *c = profile_conf(p);
 
 	if (uid == 0 && admit_root)
 		return true;

@@ -63,10 +63,10 @@ static void object_fields(json_t *j, const struct object *o)
 
 static void profile_state_fields(json_t *j, const struct profile *p)
 {
-	set_str(j, "state", profile_state_name(p->state));
-	if (p->ibdev[0])
-		set_str(j, "device", p->ibdev);
-	set_str(j, "reason", p->reason);
+	set_str(j, "state", profile_state_name(profile_state(p)));
+	if (profile_ibdev(p)[0])
+		set_str(j, "device", profile_ibdev(p));
+	set_str(j, "reason", profile_reason(p));
 }
 
 static void object_state_fields(json_t *j, const struct object *o)

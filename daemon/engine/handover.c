@@ -11,8 +11,8 @@ void profile_each_kept_memory(const struct profile *p, bool ready,
 					   uint64_t serial, int fd),
 			      void *ud)
 {
-	for (size_t i = 0; i < p->n_objects; i++) {
-		const struct object *o = &p->objects[i];
+	for (size_t i = 0; i < profile_n_objects(p); i++) {
+		const struct object *o = profile_object_at(p, i);
 		const struct conf_memory *c = o->conf;
 
 		if (o->kind != OBJ_MEMORY ||
@@ -29,24 +29,26 @@ void profile_each_kept_memory(const struct profile *p, bool ready,
 
 bool profile_hands_over(const struct profile *p)
 {
-	return p->ctx && !p->import_err;
+	return profile_ctx(p) && !profile_import_err(p);
 }
 
 int profile_kept_context(const struct profile *p, struct kept_context *out)
 {
 	/* Until what the previous run kept is judged (restore_finish()),
 	 * its document is the truth: this run's would not name it. */
-	if (!profile_hands_over(p) || p->restart.restored)
+	if (!profile_hands_over(p) || profile_restored(p))
 		return -1;
 	out->text = restore_state(p, NULL, &out->len);
-	out->ctxn = p->ctxn;
-	out->taken_back = p->restart.ctx_kept;
-	out->cmd_fd = p->ctx->cmd_fd;
+	out->ctxn = profile_ctxn(p);
+	out->taken_back = profile_ctx_kept(p);
+	out->cmd_fd = profile_ctx(p)->cmd_fd;
 	return out->text ? 0 : -1;
 }
 
 bool profile_leave_context(struct profile *p)
 {
-	p->restart.hand_over = profile_hands_over(p);
-	return p->restart.hand_over;
+	bool hand_over = profile_hands_over(p);
+
+	profile_set_hand_over(p, hand_over);
+	return hand_over;
 }

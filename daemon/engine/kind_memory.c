@@ -24,8 +24,8 @@ static int memory_obj_create(struct profile *p, struct object *o)
 	int r;
 
 	/* The key under which a restart finds it again (fd store). */
-	snprintf(key, sizeof(key), "%s/%s", p->conf->name, c->name);
-	r = memory_create_keyed(&m, key, &p->build.stop, &o->u.mem, why,
+	snprintf(key, sizeof(key), "%s/%s", profile_name(p), c->name);
+	r = memory_create_keyed(&m, key, profile_stop_flag(p), &o->u.mem, why,
 				sizeof(why));
 	if (r == -ECANCELED)
 		return object_fail(o, r, "its creation was cancelled");
@@ -138,7 +138,7 @@ static int dm_create(struct profile *p, struct object *o)
 	const struct conf_dm *c = o->conf;
 	struct ibv_alloc_dm_attr attr = { .length = c->size };
 
-	o->u.dm = ibv_alloc_dm(p->ctx, &attr);
+	o->u.dm = ibv_alloc_dm(profile_ctx(p), &attr);
 	if (!o->u.dm)
 		return object_fail(o, errno,
 				   "ibv_alloc_dm of %llu bytes: %s (device "
@@ -278,9 +278,9 @@ static int mr_create(struct profile *p, struct object *o)
 	len = c->length ? c->length : mem->u.mem.size - c->offset;
 	/* The previous run's MR, when nothing about it changed and its
 	 * memory came back too: same pages, same keys (restore.h). */
-	if (restore_claimed(p->restart.restored, "pd", c->pd) &&
+	if (restore_claimed(profile_restored(p), "pd", c->pd) &&
 	    mem->u.mem.kept &&
-	    restore_mr(p->restart.restored, c->name,
+	    restore_mr(profile_restored(p), c->name,
 		       &(struct restore_mr){.pd = c->pd,
 					    .memory = c->memory,
 					    .offset = c->offset,
@@ -290,7 +290,7 @@ static int mr_create(struct profile *p, struct object *o)
 		       &was)) {
 		o->u.mr.mr = ibv_import_mr(pd->u.pd, was.handle);
 		if (o->u.mr.mr && mr_is(o->u.mr.mr, &was)) {
-			restore_claim(p->restart.restored, "mr", c->name);
+			restore_claim(profile_restored(p), "mr", c->name);
 			o->u.mr.iova = was.iova;
 			o->u.mr.restored = true;
 			o->u.mr.stats = memory_stats_hold(&mem->u.mem, len);
@@ -299,7 +299,7 @@ static int mr_create(struct profile *p, struct object *o)
 		log_warn(o->u.mr.mr ? 0 : -errno,
 			 "profile %s: mr %s of the previous run (handle %u) "
 			 "cannot be taken back%s; registering it again",
-			 p->conf->name, c->name, was.handle,
+			 profile_name(p), c->name, was.handle,
 			 o->u.mr.mr ? ": the handle names another MR" : "");
 		if (o->u.mr.mr)
 			ibv_unimport_mr(o->u.mr.mr);

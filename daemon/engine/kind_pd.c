@@ -33,7 +33,7 @@ static int xrcd_create(struct profile *p, struct object *o)
 					   strerror(errno));
 		attr.fd = o->u.xrcd.fd;
 	}
-	o->u.xrcd.xrcd = ibv_open_xrcd(p->ctx, &attr);
+	o->u.xrcd.xrcd = ibv_open_xrcd(profile_ctx(p), &attr);
 	if (!o->u.xrcd.xrcd) {
 		int err = errno;
 
@@ -131,16 +131,17 @@ static int pd_create(struct profile *p, struct object *o)
 	bool kept;
 
 	/* The previous run's, by handle (restore.h): its MRs' keys too. */
-	o->u.pd = restore_pd(p->restart.restored, p->ctx, object_name(o),
-			     &handle, &kept);
+	o->u.pd = restore_pd(profile_restored(p), profile_ctx(p),
+			     object_name(o), &handle, &kept);
 	if (o->u.pd)
 		return 0;
 	if (kept)
-		log_warn(-errno, "profile %s: pd %s of the previous run "
-				 "(handle %u) cannot be taken back; making "
-				 "it again",
-			 p->conf->name, object_name(o), handle);
-	o->u.pd = ibv_alloc_pd(p->ctx);
+		log_warn(-errno,
+			 "profile %s: pd %s of the previous run "
+			 "(handle %u) cannot be taken back; making "
+			 "it again",
+			 profile_name(p), object_name(o), handle);
+	o->u.pd = ibv_alloc_pd(profile_ctx(p));
 	if (!o->u.pd)
 		return object_fail(o, errno, "ibv_alloc_pd: %s",
 				   strerror(errno));

@@ -19,14 +19,14 @@ static int cq_create(struct profile *p, struct object *o)
 	int err;
 
 	if (c->channel) {
-		o->u.cq.channel = ibv_create_comp_channel(p->ctx);
+		o->u.cq.channel = ibv_create_comp_channel(profile_ctx(p));
 		if (!o->u.cq.channel)
 			return object_fail(o, errno,
 					   "ibv_create_comp_channel: %s",
 					   strerror(errno));
 	}
-	o->u.cq.cq = ibv_create_cq(p->ctx, c->cqe, NULL, o->u.cq.channel,
-				   c->comp_vector);
+	o->u.cq.cq = ibv_create_cq(profile_ctx(p), c->cqe, NULL,
+				   o->u.cq.channel, c->comp_vector);
 	if (o->u.cq.cq)
 		return 0;
 	err = errno;
@@ -116,7 +116,7 @@ static int srq_create(struct profile *p, struct object *o)
 		attr.pd = pd->u.pd;
 		attr.xrcd = xrcd->u.xrcd.xrcd;
 		attr.cq = cq->u.cq.cq;
-		o->u.srq = ibv_create_srq_ex(p->ctx, &attr);
+		o->u.srq = ibv_create_srq_ex(profile_ctx(p), &attr);
 	}
 	if (!o->u.srq)
 		return object_fail(o, errno, "create %s SRQ: %s",
@@ -269,7 +269,7 @@ static int qp_create(struct profile *p, struct object *o)
 		if (c->type == QPK_XRC_SEND)
 			ia.cap.max_recv_wr = ia.cap.max_recv_sge = 0;
 	}
-	o->u.qp.qp = ibv_create_qp_ex(p->ctx, &ia);
+	o->u.qp.qp = ibv_create_qp_ex(profile_ctx(p), &ia);
 	if (!o->u.qp.qp)
 		return object_fail(o, errno, "ibv_create_qp (%s): %s",
 				   qp_kind_name(c->type), strerror(errno));
@@ -325,25 +325,26 @@ static int qp_path_of(struct profile *p, struct object *o,
 	struct ibv_port_attr pattr;
 
 	qp_path_init(path);
-	path->port_num = (uint8_t)p->dev->port;
+	path->port_num = (uint8_t)profile_device(p)->port;
 	path->pkey_index = c->pkey_index;
 	if (c->pkey >= 0) {
-		int idx = ibv_get_pkey_index(p->ctx, path->port_num,
+		int idx = ibv_get_pkey_index(profile_ctx(p), path->port_num,
 					     htobe16((uint16_t)c->pkey));
 
 		if (idx < 0)
 			return object_fail(o, ENOENT,
 					   "pkey 0x%04x is not in the P_Key "
 					   "table of %s port %u",
-					   c->pkey, p->ibdev, path->port_num);
+					   c->pkey, profile_ibdev(p),
+					   path->port_num);
 		path->pkey_index = (uint16_t)idx;
 	}
 	path->qkey = c->qkey;
 	path->access = c->access;
-	if (p->gid_index >= 0) {
-		path->sgid_index = (uint8_t)p->gid_index;
+	if (profile_gid_index(p) >= 0) {
+		path->sgid_index = (uint8_t)profile_gid_index(p);
 		path->has_grh = true;
-		path->dgid = p->gid;
+		path->dgid = *profile_gid(p);
 	}
 	if (c->peer_endpoint) {
 		/* A QP elsewhere: its endpoint document, checked at load. */
@@ -351,7 +352,7 @@ static int qp_path_of(struct profile *p, struct object *o,
 		char err[200];
 		int r;
 
-		r = ibv_query_port(p->ctx, path->port_num, &pattr);
+		r = ibv_query_port(profile_ctx(p), path->port_num, &pattr);
 		r = r ? -EIO
 		      : qp_path_from_endpoint(ep, qp_kind_name(c->type),
 					      pattr.active_mtu, path, err,
@@ -371,7 +372,7 @@ static int qp_path_of(struct profile *p, struct object *o,
 					   c->peer);
 		path->dqpn = peer->u.qp.qp->qp_num;
 		/* Same device: on IB, our own LID. */
-		if (!ibv_query_port(p->ctx, path->port_num, &pattr) &&
+		if (!ibv_query_port(profile_ctx(p), path->port_num, &pattr) &&
 		    pattr.link_layer == IBV_LINK_LAYER_INFINIBAND)
 			path->dlid = pattr.lid;
 	}
@@ -412,11 +413,11 @@ static int qp_path_of(struct profile *p, struct object *o,
 		path->has_grh = true;
 	}
 	if (c->alt_path) {
-		if (ibv_query_port(p->ctx, path->port_num, &pattr) ||
+		if (ibv_query_port(profile_ctx(p), path->port_num, &pattr) ||
 		    pattr.link_layer != IBV_LINK_LAYER_INFINIBAND)
 			return object_fail(o, EOPNOTSUPP, "%s (%s port %u)",
-					   QP_ALT_PATH_IB_ONLY, p->ibdev,
-					   path->port_num);
+					   QP_ALT_PATH_IB_ONLY,
+					   profile_ibdev(p), path->port_num);
 		qp_alt_path_of(c->alt_path, path);
 	}
 	return 0;
@@ -625,19 +626,19 @@ json_t *object_qp_endpoint(const struct profile *p, const struct object *o,
 			   int *err)
 {
 	const struct conf_qp *c = o->conf;
-	uint8_t port = (uint8_t)p->dev->port;
+	uint8_t port = (uint8_t)profile_device(p)->port;
 	struct ibv_port_attr pattr;
 	struct ibv_qp_init_attr ia;
 	struct ibv_qp_attr attr;
 	struct qp_path def;
 	union ibv_gid gid;
 	char text[GID_TEXT_SIZE];
-	int gid_index = p->gid_index;
+	int gid_index = profile_gid_index(p);
 	int64_t psn;
 	json_t *j;
 
 	*err = 0;
-	if (ibv_query_port(p->ctx, port, &pattr) ||
+	if (ibv_query_port(profile_ctx(p), port, &pattr) ||
 	    ibv_query_qp(o->u.qp.qp, &attr,
 			 IBV_QP_STATE | IBV_QP_AV | IBV_QP_SQ_PSN, &ia)) {
 		*err = errno > 0 ? -errno : -EIO;
@@ -668,7 +669,8 @@ json_t *object_qp_endpoint(const struct profile *p, const struct object *o,
 		      128 << pattr.active_mtu, "type", qp_kind_name(c->type));
 	if (!j)
 		return NULL;
-	if (gid_index >= 0 && !ibv_query_gid(p->ctx, port, gid_index, &gid)) {
+	if (gid_index >= 0 &&
+	    !ibv_query_gid(profile_ctx(p), port, gid_index, &gid)) {
 		json_object_set_new(j, "gid", json_string(gid_text(&gid, text)));
 		json_object_set_new(j, "gid_index", json_integer(gid_index));
 	} else {
@@ -733,18 +735,19 @@ static int ah_create(struct profile *p, struct object *o)
 	const struct conf_ah *c = o->conf;
 	struct object *pd = object_dep(p, o, OBJ_PD, c->pd);
 	struct ibv_ah_attr attr = {
-		/* No dgid: IB LID routing, without a GRH. */
-		.is_global = c->dgid != NULL,
-		.port_num = (uint8_t)p->dev->port,
-		.sl = (uint8_t)c->sl,
-		.dlid = (uint16_t)c->dlid,
-		.static_rate = (uint8_t)c->static_rate,
-		.grh = {
-			.hop_limit = (uint8_t)c->hop_limit,
-			.traffic_class = (uint8_t)c->traffic_class,
-			.sgid_index = (uint8_t)(c->sgid_index >= 0
-							? c->sgid_index
-							: p->gid_index),
+	    /* No dgid: IB LID routing, without a GRH. */
+	    .is_global = c->dgid != NULL,
+	    .port_num = (uint8_t)profile_device(p)->port,
+	    .sl = (uint8_t)c->sl,
+	    .dlid = (uint16_t)c->dlid,
+	    .static_rate = (uint8_t)c->static_rate,
+	    .grh =
+		{
+		    .hop_limit = (uint8_t)c->hop_limit,
+		    .traffic_class = (uint8_t)c->traffic_class,
+		    .sgid_index =
+			(uint8_t)(c->sgid_index >= 0 ? c->sgid_index
+						     : profile_gid_index(p)),
 		},
 	};
 

@@ -20,15 +20,15 @@ static int target_create(struct profile *p, struct object *o)
 	struct object *pd = object_dep(p, o, OBJ_PD, c->pd);
 	struct object *cq = pd ? object_dep(p, o, OBJ_CQ, c->cq) : NULL;
 	struct target_params tp = {
-	    .profile = p->conf->name,
+	    .profile = profile_name(p),
 	    .conf = c,
-	    .ctx = p->ctx,
-	    .ibdev = p->ibdev,
-	    .port = p->dev->port,
+	    .ctx = profile_ctx(p),
+	    .ibdev = profile_ibdev(p),
+	    .port = profile_device(p)->port,
 	    .pd = pd ? pd->u.pd : NULL,
 	    .cq = cq ? cq->u.cq.cq : NULL,
 	    .channel = cq ? cq->u.cq.channel : NULL,
-	    .events = p->notify.events,
+	    .events = profile_events(p),
 	    .owner = p,
 	};
 	char *why = NULL;
@@ -83,7 +83,7 @@ static int target_obj_start(struct profile *p, struct object *o)
 
 	if (!o->u.target)
 		return 0;
-	r = target_start(o->u.target, workers_event(p->build.workers));
+	r = target_start(o->u.target, workers_event(profile_workers(p)));
 	if (r < 0)
 		return object_fail(o, r, "cannot serve connections: %s",
 				   strerror(-r));
@@ -135,13 +135,13 @@ static int mcast_create(struct profile *p, struct object *o)
 {
 	const struct conf_mcast *c = o->conf;
 	struct mcast_params mp = {
-	    .profile = p->conf->name,
+	    .profile = profile_name(p),
 	    .conf = c,
-	    .ibdev = p->ibdev,
-	    .port = p->dev->port,
-	    .gid_index = p->gid_index,
-	    .gid = p->gid,
-	    .events = p->notify.events,
+	    .ibdev = profile_ibdev(p),
+	    .port = profile_device(p)->port,
+	    .gid_index = profile_gid_index(p),
+	    .gid = *profile_gid(p),
+	    .events = profile_events(p),
 	    .owner = p,
 	};
 	char *why = NULL;
@@ -183,7 +183,7 @@ static int mcast_obj_start(struct profile *p, struct object *o)
 
 	if (!o->u.mcast)
 		return 0;
-	r = mcast_start(o->u.mcast, workers_event(p->build.workers));
+	r = mcast_start(o->u.mcast, workers_event(profile_workers(p)));
 	return r < 0 ? object_fail(o, r, "cannot watch the group: %s",
 				   strerror(-r))
 		     : 0;

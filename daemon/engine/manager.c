@@ -23,11 +23,11 @@
 static void manager_announce(struct manager *m, enum event_kind kind,
 			     struct profile *p)
 {
-	events_publish(m->events,
-		       &(struct event){ .kind = kind,
-					.profile_name = p ? p->conf->name
-							  : NULL,
-					.profile = p });
+	events_publish(
+	    m->events,
+	    &(struct event){.kind = kind,
+			    .profile_name = p ? profile_name(p) : NULL,
+			    .profile = p});
 }
 
 void manager_set_sessions(struct manager *m, const struct manager_sessions *s)
@@ -75,20 +75,28 @@ void manager_progress(const struct manager *m, struct profile_progress *out)
 /* Log p's state, and each of its objects that failed. */
 static void log_profile(const struct profile *p)
 {
-	for (size_t k = 0; k < p->n_objects; k++)
-		if (p->objects[k].state == OBJ_FAILED)
-			log_object(LOG_WARNING, 0, p->conf->name,
-				   obj_kind_name(p->objects[k].kind),
-				   object_name(&p->objects[k]),
+	const char *reason = profile_reason(p);
+
+	for (size_t k = 0; k < profile_n_objects(p); k++) {
+		const struct object *o = profile_object_at(p, k);
+
+		if (o->state == OBJ_FAILED)
+			log_object(LOG_WARNING, 0, profile_name(p),
+				   obj_kind_name(o->kind), object_name(o),
 				   "profile %s: %s %s failed: %s",
-				   p->conf->name,
-				   obj_kind_name(p->objects[k].kind),
-				   object_name(&p->objects[k]),
-				   p->objects[k].reason);
-	log_object(LOG_INFO, 0, p->conf->name, "profile", NULL,
-		 "profile %s: %s%s%s", p->conf->name,
-		 profile_state_name(p->state), p->reason ? ": " : "",
-		 p->reason ? p->reason : "");
+				   profile_name(p), obj_kind_name(o->kind),
+				   object_name(o), o->reason);
+	}
+	log_object(LOG_INFO, 0, profile_name(p), "profile", NULL,
+		   "profile %s: %s%s%s", profile_name(p),
+		   profile_state_name(profile_state(p)), reason ? ": " : "",
+		   reason ? reason : "");
+}
+
+/* Stop hearing p's context's async events (before it closes). */
+static void unwatch_profile(struct profile *p)
+{
+	profile_set_async(p, asyncwatch_free(profile_async(p)));
 }
 
 /* Stop p; lost: its device went (memory stays for its return). */
@@ -96,10 +104,10 @@ static void stop_profile(struct manager *m, struct profile *p,
 			 const char *reason, bool lost)
 {
 	bool was_busy = profile_busy(p);
-	char ibdev[sizeof(p->ibdev)];
+	char ibdev[PROFILE_IBDEV_MAX];
 
-	snprintf(ibdev, sizeof(ibdev), "%s", p->ibdev);
-	p->async = asyncwatch_free(p->async);
+	snprintf(ibdev, sizeof(ibdev), "%s", profile_ibdev(p));
+	unwatch_profile(p);
 	if (lost)
 		profile_lose_device(p, reason);
 	else
@@ -108,10 +116,10 @@ static void stop_profile(struct manager *m, struct profile *p,
 		/* After our own context is closed: the device can go as soon
 		 * as the sessions' contexts are closed too. */
 		events_publish(m->events,
-			       &(struct event){ .kind = EV_DEVICE_LOST,
-						.profile_name = p->conf->name,
-						.profile = p,
-						.u.device = { ibdev, reason } });
+			       &(struct event){.kind = EV_DEVICE_LOST,
+					       .profile_name = profile_name(p),
+					       .profile = p,
+					       .u.device = {ibdev, reason}});
 	}
 	manager_announce(m, EV_PROFILE_CHANGED, p);
 	/* A creation it cut short may have been the last one under way. */
@@ -124,18 +132,18 @@ static void stop_profile(struct manager *m, struct profile *p,
 static void on_async_event(void *ud, const struct ibv_async_event *ev)
 {
 	struct profile *p = ud;
-	struct manager *m = p->notify.owner;
+	struct manager *m = profile_owner(p);
 	char reason[128];
 
 	if (!asyncev_handle(m->events, p, ev))
 		return;
 	snprintf(reason, sizeof(reason), "device %s failed or was removed",
-		 p->ibdev);
+		 profile_ibdev(p));
 	log_ctx(LOG_WARNING, 0,
-		&(struct log_ctx){ .profile = p->conf->name,
-				   .kind = "profile",
-				   .message_id = MSGID_DEVICE_GONE },
-		"profile %s: %s; waiting for it to come back", p->conf->name,
+		&(struct log_ctx){.profile = profile_name(p),
+				  .kind = "profile",
+				  .message_id = MSGID_DEVICE_GONE},
+		"profile %s: %s; waiting for it to come back", profile_name(p),
 		reason);
 	stop_profile(m, p, reason, true);
 }
@@ -143,14 +151,16 @@ static void on_async_event(void *ud, const struct ibv_async_event *ev)
 /* Watch p's context for async events, once it has one. */
 static void watch_profile(struct manager *m, struct profile *p)
 {
+	struct asyncwatch *w = NULL;
 	int r;
 
-	if (!p->ctx || p->async)
+	if (!profile_ctx(p) || profile_async(p))
 		return;
-	r = asyncwatch_new(m->event, p->ctx, on_async_event, p, &p->async);
+	r = asyncwatch_new(m->event, profile_ctx(p), on_async_event, p, &w);
+	profile_set_async(p, w);
 	if (r < 0)
 		log_warn(r, "profile %s: cannot watch async events of %s",
-			 p->conf->name, p->ibdev);
+			 profile_name(p), profile_ibdev(p));
 }
 
 /* Start p; its creation goes on on the workers, logged when it settles. */
@@ -182,7 +192,7 @@ static void on_device(void *ud, const char *ibdev, enum devwatch_action a)
 	manager_devices_changed(m, ibdev, a == DEVWATCH_REMOVE);
 	/* What removed profiles still drain on it goes with it. */
 	for (size_t i = m->n_retired; a == DEVWATCH_REMOVE && i-- > 0;)
-		if (streq(m->retired[i]->ibdev, ibdev)) {
+		if (streq(profile_ibdev(m->retired[i]), ibdev)) {
 			profile_free(m->retired[i]);
 			m->retired[i] = m->retired[--m->n_retired];
 		}
@@ -190,13 +200,15 @@ static void on_device(void *ud, const char *ibdev, enum devwatch_action a)
 		struct profile *p = m->profiles[i];
 		char reason[128];
 
-		if (a == DEVWATCH_REMOVE && p->ctx && streq(p->ibdev, ibdev)) {
+		if (a == DEVWATCH_REMOVE && profile_ctx(p) &&
+		    streq(profile_ibdev(p), ibdev)) {
 			snprintf(reason, sizeof(reason),
 				 "device %s was removed", ibdev);
 			stop_profile(m, p, reason, true);
 			log_profile(p);
-		} else if (a == DEVWATCH_ADD && !p->ctx &&
-			   devmatch_matches(devmatch_of(p->dev), ibdev)) {
+		} else if (a == DEVWATCH_ADD && !profile_ctx(p) &&
+			   devmatch_matches(devmatch_of(profile_device(p)),
+					    ibdev)) {
 			start_profile(m, p);
 		}
 	}
@@ -212,18 +224,18 @@ static void on_device(void *ud, const char *ibdev, enum devwatch_action a)
 
 static void publish_progress(struct manager *m, struct profile *p, bool force)
 {
-	const struct profile_progress *g = &p->build.progress;
+	const struct profile_progress *g = profile_progress(p);
 	size_t step = g->objects_total / PROGRESS_EVENTS + 1;
 	struct profile_progress now;
 
 	if (!force && g->objects % step && g->objects != g->objects_total)
 		return;
 	profile_progress_now(p, &now);
-	p->notify.populated_said = now.populated;
+	profile_set_populated_said(p, now.populated);
 	events_publish(m->events,
-		       &(struct event){ .kind = EV_PROGRESS,
-					.profile_name = p->conf->name,
-					.profile = p });
+		       &(struct event){.kind = EV_PROGRESS,
+				       .profile_name = profile_name(p),
+				       .profile = p});
 }
 
 /* Every POPULATE_TICK_USEC while a creation populates large memory: a
@@ -237,12 +249,12 @@ static int on_populate_tick(sd_event_source *s, uint64_t usec, void *ud)
 		struct profile *p = m->profiles[i];
 		struct profile_progress g;
 
-		if (p->state != PROFILE_CREATING ||
-		    !p->build.progress.populated_total)
+		if (profile_state(p) != PROFILE_CREATING ||
+		    !profile_progress(p)->populated_total)
 			continue;
 		more = true;
 		profile_progress_now(p, &g);
-		if (g.populated == p->notify.populated_said)
+		if (g.populated == profile_populated_said(p))
 			continue;
 		/* Its documents show the bytes: cached ones are stale. */
 		profile_touch(p);
@@ -279,18 +291,18 @@ void manager_profile_changed(struct manager *m, struct profile *p,
 			     enum profile_change what)
 {
 	if (what == PROFILE_STARTED) {
-		if (p->build.progress.populated_total)
+		if (profile_progress(p)->populated_total)
 			populate_watch(m);
 		return;
 	}
 	if (what == PROFILE_LEASES || what == PROFILE_LEASES_ENDED) {
-		events_publish(m->events,
-			       &(struct event){ .kind = EV_LEASES_CHANGED,
-						.profile_name = p->conf->name,
-						.profile = p,
-						.u.leases_ended =
-							what ==
-							PROFILE_LEASES_ENDED });
+		events_publish(
+		    m->events,
+		    &(struct event){.kind = EV_LEASES_CHANGED,
+				    .profile_name = profile_name(p),
+				    .profile = p,
+				    .u.leases_ended =
+					what == PROFILE_LEASES_ENDED});
 		return;
 	}
 	if (what == PROFILE_PROGRESS) {
@@ -299,7 +311,7 @@ void manager_profile_changed(struct manager *m, struct profile *p,
 		return;
 	}
 	log_profile(p);
-	if (p->restart.adopt && !profile_busy(p))
+	if (profile_adopting(p) && !profile_busy(p))
 		manager_adopt(m, p);
 	/* What its context holds has changed: look again. */
 	orphans_request(m->orphans);
@@ -308,15 +320,25 @@ void manager_profile_changed(struct manager *m, struct profile *p,
 		manager_announce(m, EV_SETTLED, NULL);
 }
 
-/* The profiles by name, for lookups. */
-static void index_profiles(struct manager *m)
+static void unindex_profiles(struct manager *m)
 {
 	HASH_CLEAR(hh, m->by_name);
-	for (size_t i = 0; i < m->n_profiles; i++) {
-		struct profile *p = m->profiles[i];
+	free(m->names);
+	m->names = NULL;
+}
 
-		HASH_ADD_KEYPTR(hh, m->by_name, p->conf->name,
-				strlen(p->conf->name), p);
+/* The profiles by name, for lookups (without memory for the index:
+ * manager_profile() looks through them all). */
+static void index_profiles(struct manager *m)
+{
+	unindex_profiles(m);
+	m->names = calloc(m->n_profiles ? m->n_profiles : 1, sizeof(*m->names));
+	for (size_t i = 0; m->names && i < m->n_profiles; i++) {
+		struct profile_entry *n = &m->names[i];
+
+		n->p = m->profiles[i];
+		HASH_ADD_KEYPTR(hh, m->by_name, profile_name(n->p),
+				strlen(profile_name(n->p)), n);
 	}
 }
 
@@ -369,7 +391,7 @@ int manager_new(struct config *config, struct manager **out)
 			manager_free(m);
 			return r;
 		}
-		m->profiles[i]->notify.events = m->events;
+		profile_set_events(m->profiles[i], m->events);
 		m->n_profiles++;
 	}
 	index_profiles(m);
@@ -392,7 +414,7 @@ void manager_retire_ctx(struct manager *m, struct profile *p,
 			const char *reason)
 {
 	/* Not a lost device: nobody is attached to be told. */
-	p->async = asyncwatch_free(p->async);
+	unwatch_profile(p);
 	profile_lose_device(p, reason);
 	m->ctx_retirements++;
 	start_profile(m, p);
@@ -451,7 +473,7 @@ struct manager *manager_free(struct manager *m)
 		return NULL;
 	/* Nobody hears the last words of a manager going away. */
 	manager_stop(m);
-	HASH_CLEAR(hh, m->by_name);
+	unindex_profiles(m);
 	for (size_t i = 0; i < m->n_profiles; i++)
 		profile_free(m->profiles[i]);
 	for (size_t i = 0; i < m->n_retired; i++)
@@ -537,13 +559,12 @@ static void report_action(void *ud, const struct object *o,
 static void report_profile(struct reload_report *r, const struct profile *p,
 			   const char *action)
 {
-	log_object(LOG_INFO, 0, p->conf->name, "profile", NULL,
-		   "reload: %s profile %s", action, p->conf->name);
-	json_array_append_new(r->changes,
-			      json_pack("{s:s, s:s, s:s}", "profile",
-					p->conf->name, "kind", "profile",
-					"action", action));
-	change_list_add(r->typed, p->conf->name, -1, NULL, action, false);
+	log_object(LOG_INFO, 0, profile_name(p), "profile", NULL,
+		   "reload: %s profile %s", action, profile_name(p));
+	json_array_append_new(
+	    r->changes, json_pack("{s:s, s:s, s:s}", "profile", profile_name(p),
+				  "kind", "profile", "action", action));
+	change_list_add(r->typed, profile_name(p), -1, NULL, action, false);
 }
 
 /* {"status":"error", "errors":[{file, line: 0, message}]}: a reason that
@@ -620,8 +641,14 @@ static void retire_profile(struct manager *m, struct profile *p)
 {
 	struct profile **r;
 
-	p->async = asyncwatch_free(p->async);
-	HASH_DELETE(hh, m->by_name, p);
+	unwatch_profile(p);
+	if (m->names) {
+		struct profile_entry *n;
+
+		HASH_FIND_STR(m->by_name, profile_name(p), n);
+		if (n)
+			HASH_DELETE(hh, m->by_name, n);
+	}
 	if (!profile_retire(p)) {
 		profile_free(p);
 		return;
@@ -657,7 +684,7 @@ void manager_release(struct manager *m, const char *profile,
 		if (!o)
 			continue;
 		profile_release(p, o);
-		if (!p->n_draining) {
+		if (!profile_n_draining(p)) {
 			profile_free(p);
 			m->retired[i] = m->retired[--m->n_retired];
 		}
@@ -731,11 +758,11 @@ static void reload_answer(struct manager *m, struct reload_req *q)
 	for (size_t i = 0; q->r == 0 && i < m->n_profiles; i++) {
 		struct profile *p = m->profiles[i];
 
-		p->notify.events = m->events;
+		profile_set_events(p, m->events);
 		events_publish(m->events,
-			       &(struct event){ .kind = EV_PROFILE_STATE,
-						.profile_name = p->conf->name,
-						.profile = p });
+			       &(struct event){.kind = EV_PROFILE_STATE,
+					       .profile_name = profile_name(p),
+					       .profile = p});
 	}
 	if (q->done)
 		q->done(q->ud, q->r, q->result);
@@ -891,11 +918,11 @@ static int apply(struct manager *m, struct config *next_in, bool force,
 	/* The old profiles go quietly, the new ones come up quietly: the
 	 * stream hears the reload, then each profile's state (below). */
 	for (size_t i = 0; i < m->n_profiles; i++)
-		m->profiles[i]->notify.events = NULL;
+		profile_set_events(m->profiles[i], NULL);
 	for (size_t i = 0; i < m->n_profiles; i++) {
 		struct profile *old = m->profiles[i];
 
-		if (!config_profile(next, old->conf->name)) {
+		if (!config_profile(next, profile_name(old))) {
 			report_profile(&rep, old, "remove");
 			manager_announce(m, EV_PROFILE_REMOVED, old);
 			retire_profile(m, old);
@@ -904,11 +931,11 @@ static int apply(struct manager *m, struct config *next_in, bool force,
 	}
 	for (size_t i = 0; i < next->n_profiles; i++) {
 		struct profile *p = profiles[i];
-		struct profile *old = manager_profile(m, p->conf->name);
+		struct profile *old = manager_profile(m, profile_name(p));
 
-		rep.profile = p->conf->name;
+		rep.profile = profile_name(p);
 		if (old) {
-			old->async = asyncwatch_free(old->async);
+			unwatch_profile(old);
 			profile_reload(p, old, report_action, &rep);
 		} else {
 			report_profile(&rep, p, "create");
@@ -918,7 +945,7 @@ static int apply(struct manager *m, struct config *next_in, bool force,
 		if (!profile_busy(p))
 			log_profile(p);
 	}
-	HASH_CLEAR(hh, m->by_name);
+	unindex_profiles(m);
 	for (size_t i = 0; i < m->n_profiles; i++)
 		profile_free(m->profiles[i]);
 	free(m->profiles);
@@ -945,11 +972,19 @@ static int apply(struct manager *m, struct config *next_in, bool force,
 
 struct profile *manager_profile(struct manager *m, const char *name)
 {
-	struct profile *p = NULL;
+	struct profile_entry *n = NULL;
 
-	if (name)
-		HASH_FIND_STR(m->by_name, name, p);
-	return p;
+	if (!name)
+		return NULL;
+	if (!m->names) {
+		for (size_t i = 0; i < m->n_profiles; i++)
+			if (m->profiles[i] &&
+			    streq(profile_name(m->profiles[i]), name))
+				return m->profiles[i];
+		return NULL;
+	}
+	HASH_FIND_STR(m->by_name, name, n);
+	return n ? n->p : NULL;
 }
 
 double manager_uptime(struct manager *m)

@@ -99,11 +99,13 @@ static struct object *leased(struct profile *p, enum obj_kind kind,
 
 	if (o && o->state == OBJ_READY && of_handle(o, handle))
 		return o;
-	for (size_t i = 0; i < p->n_draining; i++)
-		if (p->draining[i].kind == kind &&
-		    streq(object_name(&p->draining[i]), name) &&
-		    of_handle(&p->draining[i], handle))
-			return &p->draining[i];
+	for (size_t i = 0; i < profile_n_draining(p); i++) {
+		struct object *d = profile_draining_at(p, i);
+
+		if (d->kind == kind && streq(object_name(d), name) &&
+		    of_handle(d, handle))
+			return d;
+	}
 	return NULL;
 }
 
@@ -123,7 +125,7 @@ static void adopt_one(struct manager *m, struct profile *p, const json_t *h)
 	a->gid = (gid_t)json_integer_value(json_object_get(h, "gid"));
 	a->start = (unsigned long long)json_integer_value(
 		json_object_get(h, "start"));
-	a->profile = strdup(p->conf->name);
+	a->profile = strdup(profile_name(p));
 	a->leases = calloc(json_array_size(json_object_get(h, "leases")) + 1,
 			   sizeof(*a->leases));
 	a->pidfd = (int)syscall(SYS_pidfd_open, a->pid, 0);
@@ -135,9 +137,10 @@ static void adopt_one(struct manager *m, struct profile *p, const json_t *h)
 				    on_exit_of, a);
 	if (r < 0) {
 		if (r != -ESRCH)
-			log_warn(r, "profile %s: cannot watch pid %d, a client "
-				    "of the previous run; what it held goes",
-				 p->conf->name, (int)a->pid);
+			log_warn(r,
+				 "profile %s: cannot watch pid %d, a client "
+				 "of the previous run; what it held goes",
+				 profile_name(p), (int)a->pid);
 		adopted_free(a);
 		return;
 	}
@@ -168,12 +171,12 @@ static void adopt_one(struct manager *m, struct profile *p, const json_t *h)
 	profile_touch_leases(p);
 	log_info("profile %s: adopted pid %d, a client of the previous run: "
 		 "%zu leases",
-		 p->conf->name, (int)a->pid, a->n_leases);
+		 profile_name(p), (int)a->pid, a->n_leases);
 }
 
 void manager_adopt(struct manager *m, struct profile *p)
 {
-	_cleanup_(json_decrefp) json_t *holders = TAKE_PTR(p->restart.adopt);
+	_cleanup_(json_decrefp) json_t *holders = profile_take_adopt(p);
 	const json_t *h;
 	size_t i;
 	bool again = true;
@@ -184,13 +187,16 @@ void manager_adopt(struct manager *m, struct profile *p)
 	/* Kept for a holder that is gone by now: nobody drains for. */
 	while (again) {
 		again = false;
-		for (size_t k = 0; k < p->n_draining; k++)
-			if (!p->draining[k].leases) {
-				p->draining[k].leases = 1;
-				profile_release(p, &p->draining[k]);
+		for (size_t k = 0; k < profile_n_draining(p); k++) {
+			struct object *d = profile_draining_at(p, k);
+
+			if (!d->leases) {
+				d->leases = 1;
+				profile_release(p, d);
 				again = true;
 				break;
 			}
+		}
 	}
 }
 
@@ -239,14 +245,14 @@ char *manager_holders_text(struct manager *m, struct profile *p, size_t *len)
 		return NULL;
 	putc('[', f);
 	if (s->leases_put)
-		s->leases_put(s->ud, p->conf->name, f, &sep);
+		s->leases_put(s->ud, profile_name(p), f, &sep);
 	for (struct adopted *a = m->adopted; a; a = a->next) {
 		_cleanup_free_ char *l = NULL;
 		size_t ln = 0;
 		const char *lsep = "";
 		FILE *lf;
 
-		if (!streq(a->profile, p->conf->name))
+		if (!streq(a->profile, profile_name(p)))
 			continue;
 		lf = open_memstream(&l, &ln);
 		if (!lf)
@@ -315,7 +321,7 @@ size_t manager_adopted_claim(struct manager *m, struct profile *p, pid_t pid,
 	for (struct adopted **pp = &m->adopted; *pp;) {
 		struct adopted *a = *pp;
 
-		if (a->pid != pid || !streq(a->profile, p->conf->name)) {
+		if (a->pid != pid || !streq(a->profile, profile_name(p))) {
 			pp = &a->next;
 			continue;
 		}

@@ -219,7 +219,8 @@ json_t *manager_devices_json(struct manager *m)
 int manager_device_used(struct manager *m, const char *ibdev)
 {
 	for (size_t i = 0; i < m->n_profiles; i++)
-		if (m->profiles[i]->ctx && streq(m->profiles[i]->ibdev, ibdev))
+		if (profile_ctx(m->profiles[i]) &&
+		    streq(profile_ibdev(m->profiles[i]), ibdev))
 			return 1;
 	return 0;
 }

@@ -4,6 +4,8 @@
 #ifndef RDMAD_MANAGER_INTERNAL_H
 #define RDMAD_MANAGER_INTERNAL_H
 
+#include <uthash.h>
+
 #include "manager.h"
 
 struct devwatch;
@@ -15,12 +17,20 @@ struct events;
 struct reconcile;
 struct adopted;
 
+/* A profile in the manager's index by name (its fields are the
+ * profile's own: the handle cannot live there). */
+struct profile_entry {
+	struct profile *p;
+	UT_hash_handle hh;
+};
+
 struct manager {
 	sd_event *event;
 	struct config *config;
 	struct profile **profiles;
 	size_t n_profiles;
-	struct profile *by_name; /* the same profiles, by name */
+	/* The same profiles, by name: names[i] is profiles[i]'s entry. */
+	struct profile_entry *names, *by_name;
 	/* Profiles a reload removed while sessions held some of their
 	 * objects: kept, out of sight, until the last lease ends. */
 	struct profile **retired;

@@ -143,9 +143,8 @@ static void held_clear(struct held *h)
 
 static int held_build(struct held *h, const struct profile *p)
 {
-	const struct object *lists[2] = { p->objects, p->draining };
-	size_t counts[2] = { p->n_objects, p->n_draining };
-	size_t n = p->n_objects + p->n_draining + 1;
+	size_t counts[2] = {profile_n_objects(p), profile_n_draining(p)};
+	size_t n = profile_n_objects(p) + profile_n_draining(p) + 1;
 
 	h->qpn = calloc(n, sizeof(*h->qpn));
 	h->mrkey = calloc(n, sizeof(*h->mrkey));
@@ -155,7 +154,8 @@ static int held_build(struct held *h, const struct profile *p)
 		return -ENOMEM;
 	for (int l = 0; l < 2; l++)
 		for (size_t i = 0; i < counts[l]; i++) {
-			const struct object *o = &lists[l][i];
+			const struct object *o = l ? profile_draining_at(p, i)
+						   : profile_object_at(p, i);
 
 			/* A creating object is its job's until it is done. */
 			if (o->state != OBJ_READY && o->state != OBJ_DRAINING)
@@ -201,14 +201,6 @@ static bool holds_number(const struct held *h, const struct rdmanl_res *r)
 		       cmp_u64) != NULL;
 }
 
-static bool made_by_previous_run(const struct profile *p, uint32_t tid)
-{
-	for (size_t i = 0; i < p->restart.n_prev_tids; i++)
-		if ((uint32_t)p->restart.prev_tids[i] == tid)
-			return true;
-	return false;
-}
-
 static enum owner owner_of(struct orphans *o, const struct profile *p,
 			   struct held *h, const struct rdmanl_res *r,
 			   struct pid_cache *pc)
@@ -234,26 +226,26 @@ static enum owner owner_of(struct orphans *o, const struct profile *p,
 	 * objects were destroyed at its exit, unless it was killed: orphans
 	 * then.
 	 */
-	if (p->restart.ctx_kept && !(r->has & RDMANL_HAS_PID) &&
+	if (profile_ctx_kept(p) && !(r->has & RDMANL_HAS_PID) &&
 	    (r->kind == RDMANL_PD ||
 	     (r->kind == RDMANL_MR && !(r->has & RDMANL_HAS_KEYS) &&
-	      (p->restart.restored || (!reclaim_knows_mr(p, r->id, r->mrlen) &&
+	      (profile_restored(p) || (!reclaim_knows_mr(p, r->id, r->mrlen) &&
 				       prev_mr_take(h, r->mrlen))))))
 		return OWNER_DAEMON;
-	if (p->restart.ctx_kept && r->kind == RDMANL_PD &&
-	    (r->has & RDMANL_HAS_PID) && made_by_previous_run(p, r->pid))
+	if (profile_ctx_kept(p) && r->kind == RDMANL_PD &&
+	    (r->has & RDMANL_HAS_PID) && profile_prev_tid(p, r->pid))
 		return OWNER_DAEMON;
 	/* Gone (no pid): its maker died, whoever it was. */
 	tgid = (r->has & RDMANL_HAS_PID) ? tgid_of(pc, r->pid) : 0;
 	if (tgid && tgid == getpid())
 		return OWNER_DAEMON;
-	if (tgid && manager_attached(o->m, p->conf->name, tgid))
+	if (tgid && manager_attached(o->m, profile_name(p), tgid))
 		return OWNER_CLIENT;
 	/* A live process (the kernel names it: it is alive, even where
 	 * /proc hides it from us, as the unit's ProtectProc= does) with
 	 * objects in a context taken back imported it from the previous
 	 * run and holds it still: a client, not gone. */
-	if (p->restart.ctx_kept && (r->has & RDMANL_HAS_PID))
+	if (profile_ctx_kept(p) && (r->has & RDMANL_HAS_PID))
 		return OWNER_CLIENT;
 	return OWNER_ORPHAN;
 }
@@ -344,7 +336,7 @@ static int sort_context(struct orphans *o, const struct profile *p, int err,
 
 	*v = (struct ctx_view){ .scanned = true, .when = now_realtime() };
 	*c = (struct reclaim_census){ .keys = -1 };
-	if (err < 0 || p->ctxn < 0) {
+	if (err < 0 || profile_ctxn(p) < 0) {
 		v->err = err < 0 ? err : -ENOENT;
 		return 0;
 	}
@@ -357,8 +349,9 @@ static int sort_context(struct orphans *o, const struct profile *p, int err,
 	for (size_t i = 0; i < o->n_recs; i++) {
 		const struct rdmanl_res *r = &o->recs[i];
 
-		if (r->dev_index == p->dev_index && r->kind == RDMANL_PD &&
-		    (r->has & RDMANL_HAS_CTXN) && r->ctxn == (uint32_t)p->ctxn)
+		if (r->dev_index == profile_dev_index(p) &&
+		    r->kind == RDMANL_PD && (r->has & RDMANL_HAS_CTXN) &&
+		    r->ctxn == (uint32_t)profile_ctxn(p))
 			h.pdn[h.n_pdn++] = r->id;
 	}
 	qsort(h.pdn, h.n_pdn, sizeof(*h.pdn), cmp_u32);
@@ -370,12 +363,12 @@ static int sort_context(struct orphans *o, const struct profile *p, int err,
 			const struct rdmanl_res *r = &o->recs[i];
 			enum owner w;
 
-			if (r->dev_index != p->dev_index ||
+			if (r->dev_index != profile_dev_index(p) ||
 			    (r->has & RDMANL_HAS_KERN))
 				continue;
 			if (r->kind == RDMANL_PD || r->kind == RDMANL_CQ) {
 				if (!(r->has & RDMANL_HAS_CTXN) ||
-				    r->ctxn != (uint32_t)p->ctxn)
+				    r->ctxn != (uint32_t)profile_ctxn(p))
 					continue;
 			} else if (r->kind == RDMANL_CTX ||
 				   !(r->has & RDMANL_HAS_PDN) ||
@@ -423,8 +416,8 @@ static int sort_context(struct orphans *o, const struct profile *p, int err,
 static bool ctx_seen(const struct orphans *o, const struct profile *p)
 {
 	for (size_t i = 0; i < o->n_ctxs; i++)
-		if (o->ctxs[i].dev_index == p->dev_index &&
-		    o->ctxs[i].ctxn == p->ctxn)
+		if (o->ctxs[i].dev_index == profile_dev_index(p) &&
+		    o->ctxs[i].ctxn == profile_ctxn(p))
 			return true;
 	return false;
 }
@@ -443,10 +436,12 @@ static int device_err(const struct orphans *o, uint32_t dev_index)
 static bool retire_due(const struct orphans *o, const struct profile *p)
 {
 	return manager_may_retire(o->m) && reclaim_stuck(p) > 0 &&
-	       p->health.view.n_orphan > p->restart.kept_orphans && p->ctx &&
-	       !profile_busy(p) &&
-	       (p->state == PROFILE_READY || p->state == PROFILE_DEGRADED) &&
-	       !profile_leased(p) && !manager_attached(o->m, p->conf->name, 0);
+	       profile_health(p)->view.n_orphan > profile_kept_orphans(p) &&
+	       profile_ctx(p) && !profile_busy(p) &&
+	       (profile_state(p) == PROFILE_READY ||
+		profile_state(p) == PROFILE_DEGRADED) &&
+	       !profile_leased(p) &&
+	       !manager_attached(o->m, profile_name(p), 0);
 }
 
 static void scan_later(struct orphans *o);
@@ -464,13 +459,13 @@ static void sort_all(struct orphans *o)
 	for (size_t i = 0; i < n; i++) {
 		struct profile *p = profiles[i];
 		struct ctx_view v;
-		size_t before = p->health.view.n_orphan;
+		size_t before = profile_health(p)->view.n_orphan;
 
 		/* Being made: looked at once it is ready (a profile's change
 		 * asks for a scan). Meanwhile what its workers make and, after
 		 * a restart, what it has not yet taken back would count as
 		 * nobody's. */
-		if (!p->ctx || profile_busy(p))
+		if (!profile_ctx(p) || profile_busy(p))
 			continue;
 		/* Opened (or renewed) while the scan ran: the next one. */
 		if (!ctx_seen(o, p)) {
@@ -478,34 +473,32 @@ static void sort_all(struct orphans *o)
 			continue;
 		}
 		qphealth_scan(p, o->recs, o->n_recs);
-		if (sort_context(o, p, device_err(o, p->dev_index), &v,
+		if (sort_context(o, p, device_err(o, profile_dev_index(p)), &v,
 				 &census) < 0) {
 			ctx_view_clear(&v);
 			free(census.mrs);
 			free(census.qps);
 			continue;
 		}
-		if (!view_equal(&v, &p->health.view) || v.n_orphan != before)
+		if (!view_equal(&v, &profile_health(p)->view) ||
+		    v.n_orphan != before)
 			profile_touch(p);
-		ctx_view_clear(&p->health.view);
-		p->health.view = v;
+		ctx_view_clear(&profile_health(p)->view);
+		profile_health(p)->view = v;
 		/* Only with the dumps in hand: an empty census vouches for
 		 * nothing. */
 		if (!v.err)
 			waiting |= reclaim_end(
-				p, &census,
-				manager_attached(o->m, p->conf->name,
-						  0),
-				now);
+			    p, &census,
+			    manager_attached(o->m, profile_name(p), 0), now);
 		/* Who made what is written down for the next run. */
 		if (reclaim_record_due(p))
 			profile_touch_leases_ended(p);
 		free(census.mrs);
 		free(census.qps);
-		if (p->restart.ctx_kept && !p->restart.kept_scanned &&
+		if (profile_ctx_kept(p) && !profile_kept_scanned(p) &&
 		    !profile_busy(p)) {
-			p->restart.kept_scanned = true;
-			p->restart.kept_orphans = v.n_orphan;
+			profile_set_kept_orphans(p, v.n_orphan);
 			if (v.n_orphan)
 				log_notice("profile %s: the previous run left "
 					   "%zu objects in the context it "
@@ -513,14 +506,15 @@ static void sort_all(struct orphans *o)
 					   "cleanly); they are destroyed by "
 					   "handle where they can be told "
 					   "apart",
-					   p->conf->name, v.n_orphan);
+					   profile_name(p), v.n_orphan);
 		}
 		if (v.n_orphan > before)
 			log_notice("profile %s: %zu objects in its context "
 				   "(ctxn %lld on %s) were left by clients "
 				   "that are gone",
-				   p->conf->name, v.n_orphan,
-				   (long long)p->ctxn, p->ibdev);
+				   profile_name(p), v.n_orphan,
+				   (long long)profile_ctxn(p),
+				   profile_ibdev(p));
 		if (retire_due(o, p)) {
 			char reason[160];
 
@@ -529,7 +523,7 @@ static void sort_all(struct orphans *o)
 				 "session attached",
 				 v.n_orphan);
 			log_notice("profile %s: %s; opening a fresh one",
-				   p->conf->name, reason);
+				   profile_name(p), reason);
 			manager_retire_ctx(o->m, p, reason);
 		}
 	}
@@ -700,18 +694,18 @@ static void scan_start(struct orphans *o)
 		const struct profile *p = profiles[i];
 		bool known = false;
 
-		if (!p->ctx || profile_busy(p))
+		if (!profile_ctx(p) || profile_busy(p))
 			continue;
 		o->ctxs[o->n_ctxs++] =
-			(struct seen_ctx){ p->dev_index, p->ctxn };
+		    (struct seen_ctx){profile_dev_index(p), profile_ctxn(p)};
 		reclaim_begin((struct profile *)p, manager_loop(o->m),
 			      on_maker_gone, o);
-		if (p->ctxn < 0)
+		if (profile_ctxn(p) < 0)
 			continue; /* nothing to sort it by */
 		for (size_t k = 0; k < o->n_devs; k++)
-			known |= o->devs[k] == p->dev_index;
+			known |= o->devs[k] == profile_dev_index(p);
 		if (!known)
-			o->devs[o->n_devs++] = p->dev_index;
+			o->devs[o->n_devs++] = profile_dev_index(p);
 	}
 	o->dev = 0;
 	o->kind = RDMANL_PD;
@@ -903,7 +897,7 @@ static json_t *attribution_json(const struct profile *p)
 
 	reclaim_stats(p, &st);
 	for (int k = 0; k < UH_KINDS; k++)
-		stale += p->health.faults.stale[k];
+		stale += profile_faults(p)->stale[k];
 	j = json_pack("{s:I, s:I, s:I, s:I}", "makers", (json_int_t)st.makers,
 		      "mrs_live", (json_int_t)st.mrs_live, "mrs_waiting",
 		      (json_int_t)st.mrs_waiting, "stale_handles",
@@ -922,29 +916,29 @@ static json_t *attribution_json(const struct profile *p)
 
 void orphans_refresh(struct orphans *o, const struct profile *p)
 {
-	if (p->ctx &&
-	    (!p->health.view.scanned ||
-	     now_realtime() - p->health.view.when > ORPHANS_FRESH_USEC))
+	if (profile_ctx(p) && (!profile_health(p)->view.scanned ||
+			       now_realtime() - profile_health(p)->view.when >
+				   ORPHANS_FRESH_USEC))
 		orphans_request(o);
 }
 
 json_t *orphans_json(const struct profile *p)
 {
-	const struct ctx_view *v = &p->health.view;
-	json_t *j = json_pack("{s:s, s:s, s:b}", "profile", p->conf->name,
-			      "state", profile_state_name(p->state), "scanned",
-			      v->scanned);
+	const struct ctx_view *v = &profile_health(p)->view;
+	json_t *j = json_pack("{s:s, s:s, s:b}", "profile", profile_name(p),
+			      "state", profile_state_name(profile_state(p)),
+			      "scanned", v->scanned);
 	json_t *a;
 
 	if (!j)
 		return NULL;
-	if (p->ctx) {
-		json_object_set_new(j, "ibdev", json_string(p->ibdev));
+	if (profile_ctx(p)) {
+		json_object_set_new(j, "ibdev", json_string(profile_ibdev(p)));
 		json_object_set_new(j, "import_capable",
-				    json_boolean(p->import_err == 0));
+				    json_boolean(profile_import_err(p) == 0));
 	}
-	if (p->ctx && p->ctxn >= 0)
-		json_object_set_new(j, "ctxn", json_integer(p->ctxn));
+	if (profile_ctx(p) && profile_ctxn(p) >= 0)
+		json_object_set_new(j, "ctxn", json_integer(profile_ctxn(p)));
 	if (v->scanned)
 		json_object_set_new(j, "scanned_at",
 				    json_real((double)v->when / 1e6));
@@ -981,7 +975,7 @@ json_t *orphans_json(const struct profile *p)
 		if (!maker_of(p, &v->orphan[i]))
 			json_array_append_new(a, orphan_json(&v->orphan[i]));
 	json_object_set_new(j, "unattributed", a);
-	if (p->ctx)
+	if (profile_ctx(p))
 		json_object_set_new(j, "attribution", attribution_json(p));
 	return j;
 }

@@ -7,7 +7,7 @@
  * objects' own code (objects*.c, kind_*.c) and the scans (orphans.c,
  * qphealth.c) use these; profile.c, which calls those, does too.
  */
-#include "profile_index.h"
+#include "profile_fields.h"
 
 static const char *const state_names[] = {
 	[OBJ_PENDING] = "pending",

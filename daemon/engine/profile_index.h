@@ -1,18 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A profile's and its objects' types, and what the rest of the engine
- * reads a profile by (profile_index.c): lookups, state names, the
- * generation. The bottom of the engine: the objects' code (objects*.c,
- * the kinds' kind_*.c), the scans (orphans.c, qphealth.c) and restore.c
- * use this header, never profile.h, whose functions call them.
+ * A profile's objects' types, and what the rest of the engine reads a
+ * profile by: lookups, state names, the generation (profile_index.c)
+ * and a function per fact (profile_query.c); struct profile itself is
+ * profile*.c's (profile_fields.h). The bottom of the engine: the
+ * objects' code (objects*.c, the kinds' kind_*.c), the scans (orphans.c,
+ * qphealth.c) and restore.c use this header, never profile.h, whose
+ * functions call them.
  */
 #ifndef RDMAD_PROFILE_INDEX_H
 #define RDMAD_PROFILE_INDEX_H
 
 #include <infiniband/verbs.h>
 #include <jansson.h>
-#include <uthash.h>
 
+#include "attach_view.h"
 #include "config.h"
 #include "memory.h"
 #include "rdmanl.h"
@@ -139,6 +141,9 @@ struct profile_faults {
 
 struct reclaim;
 
+/* A device's name, as a profile keeps it. */
+#define PROFILE_IBDEV_MAX 64
+
 enum profile_state {
 	PROFILE_PENDING,  /* device absent */
 	PROFILE_READY,	  /* every object created */
@@ -169,64 +174,6 @@ struct manager;
 void manager_profile_changed(struct manager *m, struct profile *p,
 			     enum profile_change what);
 
-/* The creation under way, on workers (profile.c's): a job per object,
- * allocated while it runs. */
-struct profile_build {
-	struct workers *workers;
-	struct job *jobs;
-	size_t in_flight;  /* jobs submitted and not done */
-	bool cancelling;   /* a drain: done jobs start nothing new */
-	/* Set by the loop while it drains: a running job ends early where
-	 * it can (a population between chunks). */
-	atomic_bool stop;
-	/* Destructions of a reload on the workers (profile.c, burial): the
-	 * profile stays creating until they are over too. */
-	unsigned int burying;
-	bool unburying; /* bury_wait: a done burial settles nothing */
-	struct profile_progress progress;
-};
-
-/* Who hears of the profile, and what its documents are cached by. */
-struct profile_notify {
-	/* The owner (told by manager_profile_changed(); NULL: none), and
-	 * what it said last of the population under way (its progress
-	 * events). */
-	struct manager *owner;
-	uint64_t populated_said;
-	/* Where its state changes are published (events.h); NULL: nowhere.
-	 * The owner sets it after profile_new(). */
-	struct events *events;
-	/* Changes on every change that shows in the profile's documents;
-	 * unique in the daemon, so that a cached document never outlives
-	 * its profile. */
-	uint64_t generation;
-	/* The same, but for leases (which ATTACHED does not show): what
-	 * the control socket keeps ATTACHED by (attach_view.h). */
-	uint64_t attach_generation;
-};
-
-/* A restart's part (restore.h, handover.c): what the context brought
- * back from the previous run, and what it leaves for the next. */
-struct profile_restart {
-	/* What it kept, until the creation settles, and that run's threads
-	 * (whose PDs in the context are ours). */
-	struct restored *restored;
-	pid_t *prev_tids;
-	size_t n_prev_tids;
-	/* The open context is the previous run's, taken back; and what its
-	 * first scan found orphaned in it once the creation had settled:
-	 * that run's own leftovers when it did not exit cleanly (a crash),
-	 * which alone do not retire the context (orphans.c). */
-	bool ctx_kept, kept_scanned;
-	size_t kept_orphans;
-	/* At exit, PDs and MRs stay in the context for the next run. */
-	bool hand_over;
-	/* The previous run's shared clients that held objects of the
-	 * context taken back, until the owner adopts their leases once the
-	 * profile has settled; NULL: none. */
-	json_t *adopt;
-};
-
 /* What became of the context after the objects were made: the scans'
  * view (orphans.c), the checks against the kernel (reconcile.c), the
  * leftovers to reclaim (reclaim.c) and the faults counted. */
@@ -245,47 +192,6 @@ struct profile_health {
 	struct uhandle_digest digest[UH_KINDS];
 	/* Leftovers seen in its context, waiting to be reclaimed. */
 	struct reclaim *reclaim;
-};
-
-/*
- * A profile at run time, by concern: what it is and its device context
- * (here), its objects (here), the creation under way (build), who hears
- * of it (notify), a restart's part (restart) and what became of the
- * context (health).
- */
-struct profile {
-	const struct conf_profile *conf;
-	const struct conf_device *dev;
-	enum profile_state state;
-	char *reason;
-	/* The device context. */
-	char ibdev[64]; /* the device matched, "" while pending */
-	int gid_index;	/* the GID selected on dev->port, -1 if none */
-	union ibv_gid gid;
-	int import_err; /* 0: the context can be imported; else -errno */
-	struct ibv_context *ctx;
-	struct asyncwatch *async; /* the context's async events */
-	/* The device's and the context's numbers in RDMA netlink (ctxn -1:
-	 * not found). */
-	uint32_t dev_index;
-	int64_t ctxn;
-	/* In creation order: kind by kind, each kind in the order of its
-	 * declarations (objects[kind_start[k] + i] is declaration i of kind
-	 * k), so that the config's own name index finds them. */
-	struct object *objects;
-	size_t n_objects;
-	size_t kind_start[OBJ_KIND_MAX];
-	/* Who depends on object i: dependents[dep_start[i] .. dep_start[i+1])
-	 */
-	uint32_t *dep_start, *dependents;
-	/* Objects a reload removed while sessions held them. */
-	struct object *draining;
-	size_t n_draining;
-	struct profile_build build;
-	struct profile_notify notify;
-	struct profile_restart restart;
-	struct profile_health health;
-	UT_hash_handle hh; /* the manager's index, by name */
 };
 
 /* What a reload did to one object. */
@@ -316,13 +222,89 @@ void profile_touch(struct profile *p);
 void profile_touch_leases(struct profile *p);
 void profile_touch_leases_ended(struct profile *p);
 /* Is a creation under way? */
-static inline bool profile_busy(const struct profile *p)
-{
-	return p->state == PROFILE_CREATING;
-}
+bool profile_busy(const struct profile *p);
 const char *obj_state_name(enum obj_state s);
 const char *obj_action_name(enum obj_action a);
 const char *profile_state_name(enum profile_state s);
+
+/*
+ * profile_query.c: what the rest of the engine and api/ ask of a profile
+ * (its fields are profile*.c's, profile_fields.h). attach_view.h has what
+ * the front ends ask too: profile_name(), profile_conf(),
+ * profile_ibdev(), profile_import_err(), profile_n_objects().
+ */
+enum profile_state profile_state(const struct profile *p);
+/* Why it is pending, failed or degraded; NULL: nothing to say. */
+const char *profile_reason(const struct profile *p);
+/* Its device's declaration; NULL once retired. */
+const struct conf_device *profile_device(const struct profile *p);
+/* The open context; NULL while pending or failed. */
+struct ibv_context *profile_ctx(const struct profile *p);
+/* The GID selected on the device's port: its index (-1 if none) and
+ * value; a port's GID table changed: the one selected again
+ * (asyncev.c). */
+int profile_gid_index(const struct profile *p);
+const union ibv_gid *profile_gid(const struct profile *p);
+void profile_set_gid(struct profile *p, int gid_index,
+		     const union ibv_gid *gid);
+/* The device's and the context's numbers in RDMA netlink (ctxn -1: not
+ * found). */
+uint32_t profile_dev_index(const struct profile *p);
+int64_t profile_ctxn(const struct profile *p);
+/* Its context's async watch, which the owner makes and frees. */
+struct asyncwatch *profile_async(const struct profile *p);
+void profile_set_async(struct profile *p, struct asyncwatch *w);
+
+/* Its objects in creation order: kind by kind, so that those of kind k
+ * are profile_kind_count() from profile_kind_first(). */
+struct object *profile_object_at(const struct profile *p, size_t i);
+size_t profile_kind_first(const struct profile *p, enum obj_kind k);
+size_t profile_kind_count(const struct profile *p, enum obj_kind k);
+/* Objects a reload removed while sessions held them. */
+size_t profile_n_draining(const struct profile *p);
+struct object *profile_draining_at(const struct profile *p, size_t i);
+
+/* The creation under way: its workers, the flag a running job ends
+ * early by, and how far it has come (without the population under way:
+ * profile_progress_now()). */
+struct workers *profile_workers(const struct profile *p);
+const atomic_bool *profile_stop_flag(const struct profile *p);
+const struct profile_progress *profile_progress(const struct profile *p);
+
+/* Who hears of it: its owner, and where its changes are published
+ * (NULL: nowhere; the owner sets it). */
+struct manager *profile_owner(const struct profile *p);
+struct events *profile_events(const struct profile *p);
+void profile_set_events(struct profile *p, struct events *ev);
+/* What the owner said last of the population under way. */
+uint64_t profile_populated_said(const struct profile *p);
+void profile_set_populated_said(struct profile *p, uint64_t populated);
+/* What its documents are cached by (profile_touch()). */
+uint64_t profile_generation(const struct profile *p);
+
+/* A restart's part (restore.h, handover.c): what the context brought
+ * back (NULL: nothing, or no longer), whether the context is the
+ * previous run's, and whether tid was one of that run's threads. */
+struct restored *profile_restored(const struct profile *p);
+bool profile_ctx_kept(const struct profile *p);
+bool profile_prev_tid(const struct profile *p, uint32_t tid);
+/* What the first scan of a kept context found orphaned once the
+ * creation had settled (orphans.c): the previous run's own. */
+bool profile_kept_scanned(const struct profile *p);
+size_t profile_kept_orphans(const struct profile *p);
+void profile_set_kept_orphans(struct profile *p, size_t n);
+/* At exit, PDs and MRs stay in the context for the next run. */
+void profile_set_hand_over(struct profile *p, bool hand_over);
+/* The previous run's shared clients to adopt once settled: whether
+ * there are any, and taking them (the caller's; NULL: none). */
+bool profile_adopting(const struct profile *p);
+json_t *profile_take_adopt(struct profile *p);
+
+/* What became of the context, for its owners (orphans.c, reconcile.c,
+ * reclaim*.c); the counts alone, for /metrics. */
+struct profile_health *profile_health(const struct profile *p);
+const struct ctx_view *profile_ctx_view(const struct profile *p);
+const struct profile_faults *profile_faults(const struct profile *p);
 
 /* Forget what scans saw (the context goes). */
 void ctx_view_clear(struct ctx_view *v);

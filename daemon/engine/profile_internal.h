@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What profile.c (a profile's life: open, create on the workers, bury,
- * stop) lends to profile_reload.c (a reload of one profile), and nothing
- * else may use.
+ * stop) lends to profile_reload.c (a reload of one profile), and the
+ * profile's fields (profile_fields.h): profile*.c's alone.
  */
 #ifndef RDMAD_PROFILE_INTERNAL_H
 #define RDMAD_PROFILE_INTERNAL_H
 
 #include "profile.h"
+#include "profile_fields.h"
 
 struct burial;
 

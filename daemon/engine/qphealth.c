@@ -30,9 +30,9 @@ static bool qp_in_error(const struct object *o)
 static void publish(struct profile *p, const struct object *o,
 		    enum event_kind kind, const char *reason)
 {
-	events_publish(p->notify.events,
+	events_publish(profile_events(p),
 		       &(struct event){.kind = kind,
-				       .profile_name = p->conf->name,
+				       .profile_name = profile_name(p),
 				       .profile = p,
 				       .object = o,
 				       .u.reason = reason});
@@ -62,12 +62,12 @@ static void recover(struct profile *p, struct object *o, bool again)
 			o->reason = why;
 		else
 			free(why);
-		log_object(LOG_WARNING, r, p->conf->name, "qp", object_name(o),
-			   "profile %s: qp %s: cannot bring it back to %s: "
-			   "%s",
-			   p->conf->name, object_name(o),
-			   qp_target_state_name(c->state),
-			   o->reason ? o->reason : "");
+		log_object(
+		    LOG_WARNING, r, profile_name(p), "qp", object_name(o),
+		    "profile %s: qp %s: cannot bring it back to %s: "
+		    "%s",
+		    profile_name(p), object_name(o),
+		    qp_target_state_name(c->state), o->reason ? o->reason : "");
 		publish(p, o, EV_QP_RECOVER_FAILED, o->reason);
 		return;
 	}
@@ -76,7 +76,7 @@ static void recover(struct profile *p, struct object *o, bool again)
 	o->u.qp.recoveries++;
 	log_info("profile %s: qp %s (qpn %u) recovered: back in %s "
 		 "(recovery %u)",
-		 p->conf->name, object_name(o), o->u.qp.qp->qp_num,
+		 profile_name(p), object_name(o), o->u.qp.qp->qp_num,
 		 qp_target_state_name(c->state), o->u.qp.recoveries);
 	publish(p, o, EV_QP_RECOVERED, NULL);
 	profile_touch(p);
@@ -94,9 +94,9 @@ void qphealth_failed(struct profile *p, struct object *o, const char *why)
 		return;
 	o->reason = strdup(why);
 	o->err = EIO;
-	log_object(LOG_WARNING, 0, p->conf->name, "qp", object_name(o),
+	log_object(LOG_WARNING, 0, profile_name(p), "qp", object_name(o),
 		   "profile %s: qp %s (qpn %u) is in the error state: %s%s",
-		   p->conf->name, object_name(o), o->u.qp.qp->qp_num, why,
+		   profile_name(p), object_name(o), o->u.qp.qp->qp_num, why,
 		   c->recover == QPR_RESET ? "; recovering" : "");
 	publish(p, o, EV_QP_ERROR, why);
 	profile_touch(p);
@@ -133,12 +133,13 @@ void qphealth_scan(struct profile *p, const struct rdmanl_res *recs,
 	_cleanup_free_ struct qpn_state *err = NULL;
 	size_t n_err = 0;
 
-	if (!p->ctx || !p->conf)
+	if (!profile_ctx(p) || !profile_conf(p))
 		return;
 	/* QPs known in error: moved by hand since (the device says they
 	 * are not any more), or to be recovered again. */
-	for (size_t i = p->kind_start[OBJ_QP]; i < p->n_objects; i++) {
-		struct object *o = &p->objects[i];
+	for (size_t i = profile_kind_first(p, OBJ_QP); i < profile_n_objects(p);
+	     i++) {
+		struct object *o = profile_object_at(p, i);
 		const struct conf_qp *c = o->conf;
 
 		if (o->kind != OBJ_QP)
@@ -152,7 +153,7 @@ void qphealth_scan(struct profile *p, const struct rdmanl_res *recs,
 	}
 	for (size_t i = 0; i < n; i++)
 		n_err += recs[i].kind == RDMANL_QP &&
-			 recs[i].dev_index == p->dev_index &&
+			 recs[i].dev_index == profile_dev_index(p) &&
 			 (recs[i].has & RDMANL_HAS_STATE) &&
 			 in_error((enum ibv_qp_state)recs[i].state);
 	if (!n_err)
@@ -163,14 +164,15 @@ void qphealth_scan(struct profile *p, const struct rdmanl_res *recs,
 	n_err = 0;
 	for (size_t i = 0; i < n; i++)
 		if (recs[i].kind == RDMANL_QP &&
-		    recs[i].dev_index == p->dev_index &&
+		    recs[i].dev_index == profile_dev_index(p) &&
 		    (recs[i].has & RDMANL_HAS_STATE) &&
 		    in_error((enum ibv_qp_state)recs[i].state))
 			err[n_err++] = (struct qpn_state){ recs[i].id,
 							   recs[i].state };
 	qsort(err, n_err, sizeof(*err), cmp_qpn);
-	for (size_t i = p->kind_start[OBJ_QP]; i < p->n_objects; i++) {
-		struct object *o = &p->objects[i];
+	for (size_t i = profile_kind_first(p, OBJ_QP); i < profile_n_objects(p);
+	     i++) {
+		struct object *o = profile_object_at(p, i);
 		struct qpn_state key, *hit;
 		char why[96];
 

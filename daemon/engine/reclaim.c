@@ -28,12 +28,12 @@ static void sets_add(void *ud, enum uhandle_kind k, uint32_t h)
  * memory for them all: nothing may be reclaimed then. */
 static bool own(const struct profile *p, struct sets *s)
 {
-	const struct object *lists[2] = { p->objects, p->draining };
-	size_t counts[2] = { p->n_objects, p->n_draining };
+	size_t counts[2] = {profile_n_objects(p), profile_n_draining(p)};
 
 	for (int l = 0; l < 2; l++)
 		for (size_t i = 0; i < counts[l]; i++) {
-			const struct object *o = &lists[l][i];
+			const struct object *o = l ? profile_draining_at(p, i)
+						   : profile_object_at(p, i);
 			enum uhandle_kind k;
 			uint32_t h;
 
@@ -86,7 +86,7 @@ void reclaim_begin(struct profile *p, sd_event *event,
 			m->es = NULL;
 	}
 	reclaim_sets_clear(&r->first);
-	r->looked = list_all(p->ctx->cmd_fd, &r->first);
+	r->looked = list_all(profile_ctx(p)->cmd_fd, &r->first);
 }
 
 /* ---- the handles' MRs ---- */
@@ -190,21 +190,23 @@ static ssize_t mr_handle_find(const struct mr_handles *mh, uint32_t h)
 
 static void destroy(struct profile *p, int k, uint32_t h)
 {
-	int e = reclaim_verbs_get()->destroy(p->ctx->cmd_fd, (enum uhandle_kind)k, h);
+	int e = reclaim_verbs_get()->destroy(profile_ctx(p)->cmd_fd,
+					     (enum uhandle_kind)k, h);
 
 	if (e == 0) {
-		p->health.faults.reclaimed[k]++;
+		profile_health(p)->faults.reclaimed[k]++;
 		log_info("profile %s: destroyed %s handle %u, left in the "
 			 "context by a client that is gone",
-			 p->conf->name, uhandle_kind_name((enum uhandle_kind)k),
-			 h);
+			 profile_name(p),
+			 uhandle_kind_name((enum uhandle_kind)k), h);
 	} else if (e != -ENOENT && e != -EINVAL) {
 		/* Gone meanwhile is no failure; the rest is tried again. */
-		p->health.faults.reclaim_failed[k]++;
-		log_warn(e, "profile %s: cannot destroy the leftover %s "
-			    "handle %u",
-			 p->conf->name, uhandle_kind_name((enum uhandle_kind)k),
-			 h);
+		profile_health(p)->faults.reclaim_failed[k]++;
+		log_warn(e,
+			 "profile %s: cannot destroy the leftover %s "
+			 "handle %u",
+			 profile_name(p),
+			 uhandle_kind_name((enum uhandle_kind)k), h);
 	}
 }
 
@@ -216,18 +218,18 @@ static void destroy(struct profile *p, int k, uint32_t h)
 static bool destroy_made(struct profile *p, struct made *m,
 			 const struct mr_handles *mh, size_t j)
 {
-	int fd = p->ctx->cmd_fd;
+	int fd = profile_ctx(p)->cmd_fd;
 	uint32_t h = mh->h[j];
 	struct reclaim_key now;
 	int e = reclaim_verbs_get()->destroy(fd, UH_MR, h);
 
 	if (e == 0) {
-		p->health.faults.reclaimed[UH_MR]++;
+		profile_health(p)->faults.reclaimed[UH_MR]++;
 		m->listed = false;
 		log_info("profile %s: destroyed mr handle %u (mrn %u, lkey "
 			 "0x%x, %" PRIu64 " bytes), made by process %d, "
 			 "which is gone",
-			 p->conf->name, h, m->mrn, mh->key[j].lkey,
+			 profile_name(p), h, m->mrn, mh->key[j].lkey,
 			 m->key.length, (int)m->maker->pid);
 		return false;
 	}
@@ -237,12 +239,13 @@ static bool destroy_made(struct profile *p, struct made *m,
 		m->listed = false;
 		return false;
 	}
-	p->health.faults.reclaim_failed[UH_MR]++;
+	profile_health(p)->faults.reclaim_failed[UH_MR]++;
 	if (!m->refused)
-		log_warn(e, "profile %s: cannot destroy mr handle %u of "
-			    "process %d, which is gone (tried again at the "
-			    "next scans)",
-			 p->conf->name, h, (int)m->maker->pid);
+		log_warn(e,
+			 "profile %s: cannot destroy mr handle %u of "
+			 "process %d, which is gone (tried again at the "
+			 "next scans)",
+			 profile_name(p), h, (int)m->maker->pid);
 	m->refused = true;
 	return true;
 }
@@ -438,7 +441,7 @@ static bool settle(struct profile *p, struct reclaim *r, uint32_t **now_h,
 	if (destroyed)
 		log_notice("profile %s: %zu objects that clients now gone "
 			   "left in its context were destroyed",
-			   p->conf->name, destroyed);
+			   profile_name(p), destroyed);
 	/* Either way a later scan sees how the context is now. */
 	return waiting || destroyed;
 }
@@ -463,13 +466,13 @@ static void keys_note(const struct profile *p, const struct reclaim *r,
 			   "lacks CAP_NET_ADMIN): a dead client's MR is "
 			   "matched to its handle by its length alone, where "
 			   "no other MR of the context has that length",
-			   p->conf->name);
+			   profile_name(p));
 }
 
 bool reclaim_end(struct profile *p, const struct reclaim_census *census,
 		 bool attached, uint64_t now)
 {
-	struct reclaim *r = p->health.reclaim;
+	struct reclaim *r = profile_health(p)->reclaim;
 	struct sets second = { .n = { 0 } }, ours = { .n = { 0 } };
 	_cleanup_(mr_handles_clear) struct mr_handles mh = { 0 };
 	struct reclaim_census c = *census;
@@ -483,9 +486,9 @@ bool reclaim_end(struct profile *p, const struct reclaim_census *census,
 	r->stuck = 0;
 	keys_note(p, r, c.keys);
 	reclaim_attribute(r, &c);
-	ok = own(p, &ours) && list_all(p->ctx->cmd_fd, &second) &&
-	     mr_handles_get(&mh, p->ctx->cmd_fd, mr_queries(r, &c), &r->first,
-			    &second, &ours) == 0;
+	ok = own(p, &ours) && list_all(profile_ctx(p)->cmd_fd, &second) &&
+	     mr_handles_get(&mh, profile_ctx(p)->cmd_fd, mr_queries(r, &c),
+			    &r->first, &second, &ours) == 0;
 	if (ok) {
 		match_made(r, &mh, &c, now);
 		reclaim_match_claims(r, &second, &c);
@@ -521,16 +524,17 @@ bool reclaim_end(struct profile *p, const struct reclaim_census *census,
 
 unsigned int reclaim_stuck(const struct profile *p)
 {
-	return p->health.reclaim ? p->health.reclaim->stuck : 0;
+	return profile_health(p)->reclaim ? profile_health(p)->reclaim->stuck
+					  : 0;
 }
 
 void reclaim_free(struct profile *p)
 {
-	struct reclaim *r = p->health.reclaim;
+	struct reclaim *r = profile_health(p)->reclaim;
 
 	if (!r)
 		return;
 	reclaim_forget(r);
 	free(r);
-	p->health.reclaim = NULL;
+	profile_health(p)->reclaim = NULL;
 }

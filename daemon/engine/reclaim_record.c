@@ -61,7 +61,7 @@ static void maker_put(FILE *f, struct reclaim *r, struct maker *w,
 
 char *reclaim_record_text(const struct profile *p, size_t *len)
 {
-	struct reclaim *r = p->health.reclaim;
+	struct reclaim *r = profile_health(p)->reclaim;
 	const char *sep = "";
 	char *text = NULL;
 	size_t n = 0;
@@ -81,7 +81,7 @@ char *reclaim_record_text(const struct profile *p, size_t *len)
 
 bool reclaim_record_due(struct profile *p)
 {
-	struct reclaim *r = p->health.reclaim;
+	struct reclaim *r = profile_health(p)->reclaim;
 	bool due = r && r->dirty;
 
 	if (r)

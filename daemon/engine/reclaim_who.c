@@ -58,21 +58,21 @@ void reclaim_sets_clear(struct sets *s)
 
 bool reclaim_shareable(const struct profile *p)
 {
-	return p->ctx && !p->import_err && p->conf;
+	return profile_ctx(p) && !profile_import_err(p) && profile_conf(p);
 }
 
 struct reclaim *reclaim_get(struct profile *p)
 {
-	struct reclaim *r = p->health.reclaim;
+	struct reclaim *r = profile_health(p)->reclaim;
 
-	if (!r && !(r = p->health.reclaim = calloc(1, sizeof(*r))))
+	if (!r && !(r = profile_health(p)->reclaim = calloc(1, sizeof(*r))))
 		return NULL;
-	if (r->ctx != p->ctx || r->ctxn != p->ctxn) {
+	if (r->ctx != profile_ctx(p) || r->ctxn != profile_ctxn(p)) {
 		/* Handles and makers of a context closed since. */
 		reclaim_forget(r);
 		r->keys = -1;
-		r->ctx = p->ctx;
-		r->ctxn = p->ctxn;
+		r->ctx = profile_ctx(p);
+		r->ctxn = profile_ctxn(p);
 	}
 	return r;
 }
@@ -278,8 +278,8 @@ void reclaim_attribute(struct reclaim *r, const struct reclaim_census *c)
 /* A handle that names another object than the one reclaim means. */
 void reclaim_stale(struct profile *p, int k, uint32_t h, const char *why)
 {
-	p->health.faults.stale[k]++;
-	log_notice("profile %s: %s handle %u %s; left alone", p->conf->name,
+	profile_health(p)->faults.stale[k]++;
+	log_notice("profile %s: %s handle %u %s; left alone", profile_name(p),
 		   uhandle_kind_name((enum uhandle_kind)k), h, why);
 }
 
@@ -464,10 +464,10 @@ bool reclaim_settle_claims(struct profile *p, struct reclaim *r, int k,
 			waiting = true;
 			continue;
 		}
-		e = verbs->destroy(p->ctx->cmd_fd, (enum uhandle_kind)k,
+		e = verbs->destroy(profile_ctx(p)->cmd_fd, (enum uhandle_kind)k,
 				   cl->handle);
 		if (e == -EBUSY) {
-			p->health.faults.reclaim_failed[k]++;
+			profile_health(p)->faults.reclaim_failed[k]++;
 			waiting = true;
 			continue;
 		}
@@ -475,29 +475,33 @@ bool reclaim_settle_claims(struct profile *p, struct reclaim *r, int k,
 		if (e < 0) {
 			/* Gone meanwhile is no failure. */
 			if (e != -ENOENT)
-				log_warn(e, "profile %s: cannot destroy %s "
-					    "handle %u of process %d, which "
-					    "is gone",
-					 p->conf->name,
-					 uhandle_kind_name((enum uhandle_kind)k),
-					 cl->handle, (int)cl->maker->pid);
-			p->health.faults.reclaim_failed[k] += e != -ENOENT;
+				log_warn(
+				    e,
+				    "profile %s: cannot destroy %s "
+				    "handle %u of process %d, which "
+				    "is gone",
+				    profile_name(p),
+				    uhandle_kind_name((enum uhandle_kind)k),
+				    cl->handle, (int)cl->maker->pid);
+			profile_health(p)->faults.reclaim_failed[k] +=
+			    e != -ENOENT;
 			continue;
 		}
 		budget -= budget > 0;
-		p->health.faults.reclaimed[k]++;
+		profile_health(p)->faults.reclaimed[k]++;
 		(*destroyed)++;
 		log_info("profile %s: destroyed %s handle %u, made by process "
 			 "%d (so it said), which is gone",
-			 p->conf->name, uhandle_kind_name((enum uhandle_kind)k),
-			 cl->handle, (int)cl->maker->pid);
+			 profile_name(p),
+			 uhandle_kind_name((enum uhandle_kind)k), cl->handle,
+			 (int)cl->maker->pid);
 	}
 	return waiting;
 }
 
 pid_t reclaim_maker_of(const struct profile *p, uint32_t mrn, bool *alive)
 {
-	const struct reclaim *r = p->health.reclaim;
+	const struct reclaim *r = profile_health(p)->reclaim;
 	struct made *m = r ? made_find(r->made, r->n_made, mrn) : NULL;
 
 	if (alive)
@@ -507,7 +511,7 @@ pid_t reclaim_maker_of(const struct profile *p, uint32_t mrn, bool *alive)
 
 bool reclaim_knows_mr(const struct profile *p, uint32_t mrn, uint64_t length)
 {
-	const struct reclaim *r = p->health.reclaim;
+	const struct reclaim *r = profile_health(p)->reclaim;
 	const struct made *m = r ? made_find(r->made, r->n_made, mrn) : NULL;
 
 	return m && m->key.length == length;
@@ -515,7 +519,7 @@ bool reclaim_knows_mr(const struct profile *p, uint32_t mrn, uint64_t length)
 
 pid_t reclaim_qp_maker(const struct profile *p, uint32_t qpn)
 {
-	const struct reclaim *r = p->health.reclaim;
+	const struct reclaim *r = profile_health(p)->reclaim;
 
 	for (size_t i = 0; r && i < r->n_claims; i++)
 		if (!r->claims[i].dropped && r->claims[i].kind == UH_QP &&
@@ -526,7 +530,7 @@ pid_t reclaim_qp_maker(const struct profile *p, uint32_t qpn)
 
 void reclaim_stats(const struct profile *p, struct reclaim_stats *st)
 {
-	const struct reclaim *r = p->health.reclaim;
+	const struct reclaim *r = profile_health(p)->reclaim;
 
 	*st = (struct reclaim_stats){ .keys = r ? r->keys : -1 };
 	if (!r)

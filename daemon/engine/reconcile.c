@@ -71,8 +71,10 @@ static bool mr_replaced(int fd, const struct object *o)
 
 static bool checkable(const struct profile *p)
 {
-	return p->conf && p->ctx && !p->import_err && !profile_busy(p) &&
-	       (p->state == PROFILE_READY || p->state == PROFILE_DEGRADED);
+	return profile_conf(p) && profile_ctx(p) && !profile_import_err(p) &&
+	       !profile_busy(p) &&
+	       (profile_state(p) == PROFILE_READY ||
+		profile_state(p) == PROFILE_DEGRADED);
 }
 
 /* Add o to the lost when it is. Returns -errno when the kernel
@@ -99,14 +101,29 @@ static int look(struct tables *t, int fd, struct object *o, bool keys,
 	return 0;
 }
 
-/* The MR objects whose keys this round checks: from the cursor on. */
-static bool keys_due(struct profile *p, size_t i)
-{
-	size_t first = p->kind_start[OBJ_MR], n = p->conf->n_objs[OBJ_MR];
-	size_t at = i - first, from = n ? p->health.mr_cursor % n : 0;
+/* Which MRs a round checks the keys of: RECONCILE_MR_KEYS of the n from
+ * first, from the cursor on. Asked once a round, not per object. */
+struct keys_round {
+	size_t first, n, from;
+};
 
-	return n && i >= first && at < n &&
-	       (at - from + n) % n < RECONCILE_MR_KEYS;
+static struct keys_round keys_round(struct profile *p)
+{
+	size_t n = profile_conf(p)->n_objs[OBJ_MR];
+
+	return (struct keys_round){
+	    .first = profile_kind_first(p, OBJ_MR),
+	    .n = n,
+	    .from = n ? profile_health(p)->mr_cursor % n : 0,
+	};
+}
+
+static bool keys_due(const struct keys_round *k, size_t i)
+{
+	size_t at = i - k->first;
+
+	return k->n && i >= k->first && at < k->n &&
+	       (at - k->from + k->n) % k->n < RECONCILE_MR_KEYS;
 }
 
 int reconcile_profile(struct reconcile *rc, struct profile *p,
@@ -114,30 +131,34 @@ int reconcile_profile(struct reconcile *rc, struct profile *p,
 {
 	_cleanup_free_ struct object **lost = NULL;
 	struct tables t = { .listed = { false } };
+	struct keys_round keys;
 	uint64_t now = 0;
 	size_t n = 0;
 	int r = 0, fd;
 
 	sd_event_now(manager_loop(rc->m), CLOCK_MONOTONIC, &now);
-	if (!checkable(p) ||
-	    (p->health.checked && now - p->health.checked < max_age))
+	if (!checkable(p) || (profile_health(p)->checked &&
+			      now - profile_health(p)->checked < max_age))
 		return 0;
-	fd = p->ctx->cmd_fd;
-	for (size_t i = 0; r >= 0 && i < p->n_objects; i++)
-		r = look(&t, fd, &p->objects[i], keys_due(p, i), &lost, &n);
-	for (size_t i = 0; r >= 0 && i < p->n_draining; i++)
-		r = look(&t, fd, &p->draining[i], false, &lost, &n);
+	fd = profile_ctx(p)->cmd_fd;
+	keys = keys_round(p);
+	for (size_t i = 0, all = profile_n_objects(p); r >= 0 && i < all; i++)
+		r = look(&t, fd, profile_object_at(p, i), keys_due(&keys, i),
+			 &lost, &n);
+	for (size_t i = 0; r >= 0 && i < profile_n_draining(p); i++)
+		r = look(&t, fd, profile_draining_at(p, i), false, &lost, &n);
 	/* What was listed, for the next attach's quick look; only when all
 	 * is as it should be (what is lost is made again: new handles). */
-	p->health.digested = 0;
+	profile_health(p)->digested = 0;
 	for (int k = 0; r >= 0 && !n && k < UH_KINDS; k++)
 		if (t.listed[k] && t.err[k] == 0 && t.complete[k]) {
-			uhandle_digest_of(t.h[k], t.n[k], &p->health.digest[k]);
-			p->health.digested |= 1u << k;
+			uhandle_digest_of(t.h[k], t.n[k],
+					  &profile_health(p)->digest[k]);
+			profile_health(p)->digested |= 1u << k;
 		}
 	tables_clear(&t);
-	p->health.checked = now;
-	p->health.mr_cursor += RECONCILE_MR_KEYS;
+	profile_health(p)->checked = now;
+	profile_health(p)->mr_cursor += RECONCILE_MR_KEYS;
 	if (r == -EOPNOTSUPP && !rc->unsupported) {
 		rc->unsupported = true;
 		log_notice("the kernel cannot list a context's handles "
@@ -147,7 +168,7 @@ int reconcile_profile(struct reconcile *rc, struct profile *p,
 	if (r < 0)
 		return r;
 	if (n) {
-		json_t *holders = manager_holders_json(rc->m, p->conf->name);
+		json_t *holders = manager_holders_json(rc->m, profile_name(p));
 
 		if (profile_mark_lost(p, lost, n, holders))
 			profile_create_lost(p);
@@ -160,17 +181,18 @@ int reconcile_profile(struct reconcile *rc, struct profile *p,
  * call per kind, no sort and no lookup per object. */
 static bool unchanged(struct profile *p)
 {
-	int fd = p->ctx->cmd_fd;
+	const struct profile_health *h = profile_health(p);
+	int fd = profile_ctx(p)->cmd_fd;
 
-	if (!p->health.digested)
+	if (!h->digested)
 		return false;
 	for (int k = 0; k < UH_KINDS; k++) {
 		struct uhandle_digest d;
 
-		if (!(p->health.digested & (1u << k)))
+		if (!(h->digested & (1u << k)))
 			continue;
 		if (uhandle_digest(fd, (enum uhandle_kind)k, &d) < 0 ||
-		    memcmp(&d, &p->health.digest[k], sizeof(d)))
+		    memcmp(&d, &h->digest[k], sizeof(d)))
 			return false;
 	}
 	return true;

@@ -394,7 +394,7 @@ static bool list_pds(struct restored *r, struct ibv_context *ctx)
 struct restored *restore_take(const struct profile *p,
 			      struct ibv_context **ctx)
 {
-	struct kept *k = kept_find(p->conf->name, false);
+	struct kept *k = kept_find(profile_name(p), false);
 	struct restored *r;
 	const char *why = NULL;
 	int err = 0;
@@ -406,7 +406,7 @@ struct restored *restore_take(const struct profile *p,
 	why = k->why;
 	if (!r && !why)
 		r = read_kept(k->state_fd, k->lease_fd, &why);
-	if (r && !streq(r->ibdev, p->ibdev)) {
+	if (r && !streq(r->ibdev, profile_ibdev(p))) {
 		why = "it was on another device";
 		restored_free(r);
 		r = NULL;
@@ -415,12 +415,14 @@ struct restored *restore_take(const struct profile *p,
 		/* The context owns the fd from here, and closes it. */
 		*ctx = ibv_import_device(k->ctx_fd);
 		if (*ctx && !streq(ibv_get_device_name((*ctx)->device),
-				   p->ibdev)) {
+				   profile_ibdev(p))) {
 			/* The document says ours; the context is not. */
-			log_warn(0, "profile %s: the kept device context is "
-				    "of %s, not %s",
-				 p->conf->name,
-				 ibv_get_device_name((*ctx)->device), p->ibdev);
+			log_warn(0,
+				 "profile %s: the kept device context is "
+				 "of %s, not %s",
+				 profile_name(p),
+				 ibv_get_device_name((*ctx)->device),
+				 profile_ibdev(p));
 			ibv_close_device(*ctx); /* closes k->ctx_fd */
 			*ctx = NULL;
 			k->ctx_fd = -1;
@@ -430,10 +432,11 @@ struct restored *restore_take(const struct profile *p,
 		} else if (*ctx) {
 			k->ctx_fd = -1;
 			if (!list_pds(r, *ctx))
-				log_debug("profile %s: the context's PDs cannot "
-					  "be listed in one call: each kept PD "
-					  "is checked with a window",
-					  p->conf->name);
+				log_debug(
+				    "profile %s: the context's PDs cannot "
+				    "be listed in one call: each kept PD "
+				    "is checked with a window",
+				    profile_name(p));
 		} else {
 			err = errno ? -errno : -EOPNOTSUPP;
 			why = "it cannot be imported";
@@ -442,9 +445,10 @@ struct restored *restore_take(const struct profile *p,
 		}
 	}
 	if (!r)
-		log_warn(err, "profile %s: not taking back the device "
-				 "context of the previous run: %s",
-			 p->conf->name, why);
+		log_warn(err,
+			 "profile %s: not taking back the device "
+			 "context of the previous run: %s",
+			 profile_name(p), why);
 	kept_close(k);
 	return r;
 }
@@ -926,27 +930,27 @@ char *restore_state(const struct profile *p, json_t *holders, size_t *len)
 	size_t n = 0;
 	FILE *f;
 
-	if (!p->ctx)
+	if (!profile_ctx(p))
 		return NULL;
 	f = open_memstream(&text, &n);
 	if (!f)
 		return NULL;
 	fprintf(f, "{\"version\":%d,\"ibdev\":", STATE_VERSION);
-	restore_doc_str(f, p->ibdev);
+	restore_doc_str(f, profile_ibdev(p));
 	fputs(",\"tids\":", f);
 	put_tids(f);
-	if (p->ctxn >= 0)
-		fprintf(f, ",\"ctxn\":%" PRId64, p->ctxn);
+	if (profile_ctxn(p) >= 0)
+		fprintf(f, ",\"ctxn\":%" PRId64, profile_ctxn(p));
 	if (holders) {
 		fputs(",\"holders\":", f);
 		if (json_dumpf(holders, f, JSON_COMPACT) < 0)
 			fputs("[]", f);
 	}
 	fputs(",\"objects\":[", f);
-	for (size_t i = 0; i < p->n_objects; i++)
-		put_object(f, &p->objects[i], &sep);
-	for (size_t i = 0; i < p->n_draining; i++)
-		put_draining(f, &p->draining[i], &sep);
+	for (size_t i = 0; i < profile_n_objects(p); i++)
+		put_object(f, profile_object_at(p, i), &sep);
+	for (size_t i = 0; i < profile_n_draining(p); i++)
+		put_draining(f, profile_draining_at(p, i), &sep);
 	fputs("]}", f);
 	if (!memstream_done(f, &text))
 		return NULL;

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "memory.h"
 #include "profile.h"
+#include "profile_fields.h" /* builds profiles by hand */
 
 static const char text[] =
 	"devices = ( { name = \"d\"; match = { ibdev = \"no-such-dev0\"; }; } );\n"

@@ -17,6 +17,7 @@
 #include <infiniband/verbs.h>
 
 #include "profile.h"
+#include "profile_fields.h" /* builds profiles by hand */
 #include "reclaim.h"
 #include "util.h"
 

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "profile.h"
+#include "profile_fields.h" /* builds profiles by hand */
 #include "restore.h"
 
 static size_t open_fds(void)

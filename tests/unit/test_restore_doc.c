@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "profile.h"
+#include "profile_fields.h" /* builds profiles by hand */
 #include "profile_index.h"
 #include "restore.h"
 #include "restore_doc.h"

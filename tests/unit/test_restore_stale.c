@@ -18,6 +18,7 @@
 
 #include "durable.h"
 #include "profile.h"
+#include "profile_fields.h" /* builds profiles by hand */
 #include "restore.h"
 
 /* ---- the device ---- */
