@@ -18,6 +18,13 @@
  *       ibv_open_device, ibv_alloc_pd, memfd_create + ftruncate + mmap,
  *       ibv_reg_mr; then ibv_dereg_mr, munmap, close, ibv_dealloc_pd,
  *       ibv_close_device.
+ *   attachb -m firstuse -s SOCKET -P PROFILE -M MR -n N
+ *       shared mode, N cycles of: attach, rdmad_pd() of the MR's PD
+ *       (untimed), then, timed, the first rdmad_mr(MR) (librdmad finds
+ *       it in the MR table, imports it and checks its keys) and, on the
+ *       same context, a bare ibv_import_mr() of the same handle then
+ *       ibv_unimport_mr() (the floor), in alternating order; detach.
+ *       Prints "first_use_us X" and "bare_import_us Y", the medians.
  *   attachb -m scm -n N
  *       the floor of any daemon that passes memory: one SCM_RIGHTS
  *       round trip over a SOCK_SEQPACKET socket pair (a request out, an
@@ -292,15 +299,100 @@ static int loop_scm(long n)
 	return 0;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median_of(double *v, long n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The first rdmad_mr() of an MR against a bare ibv_import_mr() of it. */
+static int loop_firstuse(const char *sock, const char *profile,
+			 const char *name, long n)
+{
+	struct rdmad *c = rdmad_connect(sock);
+	double *first = calloc((size_t)n, sizeof(double));
+	double *bare = calloc((size_t)n, sizeof(double));
+	uint32_t handle = 0; /* the MR's: the same in every cycle */
+	int r = 0;
+
+	if (!c || !first || !bare) {
+		fprintf(stderr, "attachb: connect: %s\n", rdmad_last_error());
+		return 1;
+	}
+	for (long i = 0; i < n && !r; i++) {
+		struct rdmad_profile *p =
+			rdmad_attach(c, profile, RDMAD_ATTACH_SHARED);
+		struct ibv_mr *mr = NULL, *again;
+		struct ibv_pd *pd = NULL;
+		double t0, t1;
+
+		if (!p || !(pd = rdmad_pd(p, rdmad_pd_name(p, 0)))) {
+			fprintf(stderr, "attachb: attach: %s\n",
+				rdmad_last_error());
+			r = 1;
+			break;
+		}
+		for (int k = 0; k < 2; k++) {
+			/* Alternate which goes first: neither gets the
+			 * other's warm caches every time. */
+			if ((k == 0) == (i % 2 == 0)) {
+				t0 = now();
+				mr = rdmad_mr(p, name);
+				t1 = now();
+				first[i] = (t1 - t0) * 1e6;
+				if (!mr)
+					r = 1;
+				else
+					handle = mr->handle;
+			} else {
+				/* Cycle 0 (rdmad_mr() first) gave it. */
+				if (!handle) {
+					r = 1;
+					break;
+				}
+				t0 = now();
+				again = ibv_import_mr(pd, handle);
+				t1 = now();
+				bare[i] = (t1 - t0) * 1e6;
+				if (!again)
+					r = 1;
+				else
+					ibv_unimport_mr(again);
+			}
+		}
+		if (rdmad_detach(p) < 0)
+			r = 1;
+	}
+	if (!r) {
+		printf("first_use_us %.3f\nbare_import_us %.3f\n",
+		       median_of(first, n), median_of(bare, n));
+	} else {
+		fprintf(stderr, "attachb: first use: %s\n",
+			rdmad_last_error());
+	}
+	free(first);
+	free(bare);
+	rdmad_close(c);
+	return r;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = NULL, *sock = NULL, *profile = "p", *ibdev = "rxe0";
+	const char *mr = "r0";
 	size_t bytes = 4096;
 	long n = 100, procs = 1;
 	double t0, t1, secs = 0;
 	int opt, r;
 
-	while ((opt = getopt(argc, argv, "m:s:P:d:b:n:j:w")) != -1) {
+	while ((opt = getopt(argc, argv, "m:s:P:d:b:n:j:wM:")) != -1) {
 		switch (opt) {
 		case 'm':
 			mode = optarg;
@@ -326,6 +418,9 @@ int main(int argc, char **argv)
 		case 'w':
 			warm = 1;
 			break;
+		case 'M':
+			mr = optarg;
+			break;
 		default:
 			mode = NULL;
 			optind = argc + 1;
@@ -333,9 +428,9 @@ int main(int argc, char **argv)
 		}
 	}
 	if (!mode || n < 1 || procs < 1 || optind != argc) {
-		fprintf(stderr, "usage: attachb -m attach|shared|verbs|scm "
-				"[-s SOCKET] [-P PROFILE] [-d IBDEV] "
-				"[-b BYTES] [-j PROCS] [-w] -n N\n");
+		fprintf(stderr, "usage: attachb -m attach|shared|firstuse|"
+				"verbs|scm [-s SOCKET] [-P PROFILE] [-M MR] "
+				"[-d IBDEV] [-b BYTES] [-j PROCS] [-w] -n N\n");
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -354,6 +449,8 @@ int main(int argc, char **argv)
 		       (double)(n * procs) / secs);
 		return 0;
 	}
+	if (!strcmp(mode, "firstuse"))
+		return loop_firstuse(sock, profile, mr, n);
 	if (!strcmp(mode, "attach"))
 		r = loop_attach(sock, profile, RDMAD_ATTACH_LOCAL, n);
 	else if (!strcmp(mode, "shared"))

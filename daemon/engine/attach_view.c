@@ -279,7 +279,7 @@ int profile_attach_view(struct profile *p, bool shared, struct attach_view *v)
 {
 	/* The context's cmd_fd, each object's, and room for an MR
 	 * table's memfd (the caller's). */
-	size_t n = profile_n_objects(p) + 2;
+	size_t n_objects = profile_n_objects(p), n = n_objects + 2;
 
 	*v = (struct attach_view){ 0 };
 	v->fds = malloc(n * sizeof(*v->fds));
@@ -291,7 +291,7 @@ int profile_attach_view(struct profile *p, bool shared, struct attach_view *v)
 	}
 	if (shared)
 		v->fds[v->n_fds++] = profile_ctx(p)->cmd_fd;
-	for (size_t i = 0; i + 1 < n; i++) {
+	for (size_t i = 0; i < n_objects; i++) {
 		struct object *o = profile_object_at(p, i);
 		enum attach_part part = attach_part(p, o, shared);
 		int fd;
