@@ -141,6 +141,39 @@ static struct ibv_pd *pd_import(struct rdmad_profile *p, struct client_pd *pd)
 	return pd->pd;
 }
 
+/* The daemon's MR of that handle on pd, imported and checked against
+ * what rdmad announced of it (a handle that names another MR than
+ * announced is EPROTO); NULL with errno set. */
+static struct ibv_mr *import_checked(struct ibv_pd *pd, const char *name,
+				     const char *over, uint32_t handle,
+				     uint32_t rkey, uint64_t length)
+{
+	struct ibv_mr *mr;
+
+	errno = 0;
+	mr = ibv_import_mr(pd, handle);
+	if (!mr) {
+		int e = errno ? errno : EIO;
+
+		errno = -client_set_error(e,
+					  "cannot import mr '%s'%s (handle "
+					  "%u): %s",
+					  name, over, handle, strerror(e));
+		return NULL;
+	}
+	if (mr->rkey != rkey || mr->length != length) {
+		errno = -client_set_error(
+		    EPROTO,
+		    "mr '%s'%s (handle %u) imports with rkey %u and %zu "
+		    "bytes, rdmad announced rkey %u and %llu bytes",
+		    name, over, handle, mr->rkey, mr->length, rkey,
+		    (unsigned long long)length);
+		ibv_unimport_mr(mr);
+		return NULL;
+	}
+	return mr;
+}
+
 /* Shared mode: the daemon's MR in this process, imported when first
  * asked for, and checked against what rdmad announced. */
 static struct ibv_mr *mr_import(struct rdmad_profile *p, struct client_mr *mr)
@@ -158,30 +191,11 @@ static struct ibv_mr *mr_import(struct rdmad_profile *p, struct client_mr *mr)
 		return NULL;
 	}
 	pd = pd_import(p, &p->pd[mr->pd]);
-	if (!pd)
+	mr->mr = pd ? import_checked(pd, mr->name, "", mr->handle, mr->rkey,
+				     mr->length)
+		    : NULL;
+	if (!mr->mr)
 		return NULL;
-	errno = 0;
-	mr->mr = ibv_import_mr(pd, mr->handle);
-	if (!mr->mr) {
-		errno = -client_set_error(errno ? errno : EIO,
-					  "cannot import mr '%s' (handle %u): "
-					  "%s",
-					  mr->name, mr->handle,
-					  strerror(errno ? errno : EIO));
-		return NULL;
-	}
-	/* A handle that names another MR than announced. */
-	if (mr->mr->rkey != mr->rkey || mr->mr->length != mr->length) {
-		errno = -client_set_error(
-			EPROTO,
-			"mr '%s' (handle %u) imports with rkey %u and %zu "
-			"bytes, rdmad announced rkey %u and %llu bytes",
-			mr->name, mr->handle, mr->mr->rkey, mr->mr->length,
-			mr->rkey, (unsigned long long)mr->length);
-		ibv_unimport_mr(mr->mr);
-		mr->mr = NULL;
-		return NULL;
-	}
 	/* Imported MRs carry no address: give ours, as ibv_reg_mr would. */
 	mr->mr->addr = client_mr_addr(p, mr);
 	return mr->mr;
@@ -245,26 +259,9 @@ static struct ibv_mr *dm_mr_import(struct rdmad_profile *p,
 		return mr->mr;
 	if (!pd_import(p, &p->pd[mr->pd]))
 		return NULL;
-	errno = 0;
-	mr->mr = ibv_import_mr(p->pd[mr->pd].pd, mr->handle);
-	if (!mr->mr) {
-		errno = -client_set_error(errno ? errno : EIO,
-					  "cannot import mr '%s' (handle %u) "
-					  "over device memory: %s",
-					  mr->name, mr->handle,
-					  strerror(errno ? errno : EIO));
-		return NULL;
-	}
-	if (mr->mr->rkey != mr->rkey || mr->mr->length != mr->length) {
-		ibv_unimport_mr(mr->mr);
-		mr->mr = NULL;
-		errno = -client_set_error(EPROTO,
-					  "mr '%s' (handle %u) imports with "
-					  "another rkey or length than "
-					  "announced",
-					  mr->name, mr->handle);
-		return NULL;
-	}
+	mr->mr =
+	    import_checked(p->pd[mr->pd].pd, mr->name, " over device memory",
+			   mr->handle, mr->rkey, mr->length);
 	return mr->mr;
 }
 

@@ -716,7 +716,8 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 					  strerror(ENOMEM));
 	}
 	s->att[s->n_att++] = a;
-	/* Who holds them changed even when the set did not. */
+	/* Written down now that the session holds them: the set's leases
+	 * were taken before the attachment was in the session's list. */
 	profile_touch_leases(p);
 	r = attach_send(s, id, &s->att[s->n_att - 1], doc, &doc->view);
 	if (r < 0 && r != -EMSGSIZE)

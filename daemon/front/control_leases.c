@@ -94,8 +94,6 @@ size_t attachment_n_leases(const struct attachment *a)
 	return (a->set ? a->set->n_leases : 0) + a->n_leases;
 }
 
-/* The lease record's text of leases (manager_lease_put()); NULL: none,
- * or out of memory. */
 char *leases_render(struct profile *p, const struct lease *l, size_t n,
 			   size_t *len)
 {
