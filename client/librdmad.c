@@ -23,41 +23,56 @@
 
 /* ---- profiles: setting up and tearing down ---- */
 
+/* Memory i mapped in this process, once: shared mode maps a memory when
+ * the program first asks for an MR in it (or its bytes), so that an
+ * attach does not grow with the profile's memories. */
+int client_memory_map(struct rdmad_profile *p, size_t i)
+{
+	struct client_memory *mem = &p->mem[i];
+	struct stat st;
+	int err;
+
+	if (mem->addr != MAP_FAILED)
+		return 0;
+	if (mem->fd < 0)
+		return client_set_error(EBADF,
+					"memory '%s' is not mapped "
+					"and its fd is gone",
+					mem->name);
+	if (fstat(mem->fd, &st) < 0) {
+		err = errno;
+		return client_set_error(err, "memory '%s': %s", mem->name,
+					strerror(err));
+	}
+	/* Mapping past the end would SIGBUS on first touch. */
+	if (S_ISREG(st.st_mode) && (uint64_t)st.st_size < mem->size)
+		return client_set_error(
+		    EPROTO,
+		    "memory '%s' has %llu bytes, "
+		    "rdmad said %zu",
+		    mem->name, (unsigned long long)st.st_size, mem->size);
+	mem->addr = mmap(NULL, mem->size, PROT_READ | PROT_WRITE, MAP_SHARED,
+			 mem->fd, 0);
+	if (mem->addr == MAP_FAILED) {
+		err = errno;
+		return client_set_error(err,
+					"cannot map memory '%s' (%zu bytes): "
+					"%s",
+					mem->name, mem->size, strerror(err));
+	}
+	/* The mapping keeps the memory alive. */
+	closep(&mem->fd);
+	mem->fd = -1;
+	return 0;
+}
+
 static int map_memory(struct rdmad_profile *p)
 {
-	size_t i;
+	for (size_t i = 0; i < p->n_mem; i++) {
+		int r = client_memory_map(p, i);
 
-	for (i = 0; i < p->n_mem; i++) {
-		struct client_memory *mem = &p->mem[i];
-		struct stat st;
-		int err;
-
-		if (fstat(mem->fd, &st) < 0) {
-			err = errno;
-			return client_set_error(err, "memory '%s': %s",
-						mem->name, strerror(err));
-		}
-		/* Mapping past the end would SIGBUS on first touch. */
-		if (S_ISREG(st.st_mode) && (uint64_t)st.st_size < mem->size)
-			return client_set_error(EPROTO,
-						"memory '%s' has %llu bytes, "
-						"rdmad said %zu",
-						mem->name,
-						(unsigned long long)st.st_size,
-						mem->size);
-		mem->addr = mmap(NULL, mem->size, PROT_READ | PROT_WRITE,
-				 MAP_SHARED, mem->fd, 0);
-		if (mem->addr == MAP_FAILED) {
-			err = errno;
-			return client_set_error(err,
-						"cannot map memory '%s' "
-						"(%zu bytes): %s",
-						mem->name, mem->size,
-						strerror(err));
-		}
-		/* The mapping keeps the memory alive. */
-		closep(&mem->fd);
-		mem->fd = -1;
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }
@@ -91,17 +106,12 @@ static int import_context(struct rdmad_profile *p)
 	return 0;
 }
 
-/* Shared mode: the memories mapped and the context imported; each PD,
- * MR and DM is imported when the program first asks for it
+/* Shared mode: the context imported; each memory is mapped, and each
+ * PD, MR and DM imported, when the program first asks for it
  * (librdmad_objects.c), so that an attach costs the same whatever the
  * profile holds. */
 static int setup_shared(struct rdmad_profile *p)
 {
-	int r;
-
-	r = map_memory(p);
-	if (r < 0)
-		return r;
 	return import_context(p);
 }
 

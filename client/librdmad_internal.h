@@ -246,10 +246,20 @@ static inline bool client_json_uint(const json_t *o, const char *key,
 	return true;
 }
 
-/* Where MR mr begins in this process's mapping of its memory. */
-static inline void *client_mr_addr(const struct rdmad_profile *p,
+/* librdmad.c: memory i mapped in this process (once); 0 or -errno. */
+int client_memory_map(struct rdmad_profile *p, size_t i);
+
+/* Where MR mr begins in this process's mapping of its memory, mapped
+ * now if it was not yet; NULL with errno when it cannot be. */
+static inline void *client_mr_addr(struct rdmad_profile *p,
 				   const struct client_mr *mr)
 {
+	int r = client_memory_map(p, mr->memory);
+
+	if (r < 0) {
+		errno = -r;
+		return NULL;
+	}
 	return (char *)p->mem[mr->memory].addr + mr->offset;
 }
 

@@ -152,6 +152,16 @@ static struct ibv_mr *import_checked(struct ibv_pd *pd, const char *name,
 
 	errno = 0;
 	mr = ibv_import_mr(pd, handle);
+	if (!mr && errno == ENOENT) {
+		/* Destroyed through the shared context since rdmad last
+		 * looked: rdmad makes it again, under a new handle. */
+		errno = -client_set_error(ESTALE,
+					  "mr '%s'%s (handle %u) is gone from "
+					  "the kernel: rdmad makes it again; "
+					  "attach again",
+					  name, over, handle);
+		return NULL;
+	}
 	if (!mr) {
 		int e = errno ? errno : EIO;
 
@@ -179,6 +189,7 @@ static struct ibv_mr *import_checked(struct ibv_pd *pd, const char *name,
 static struct ibv_mr *mr_import(struct rdmad_profile *p, struct client_mr *mr)
 {
 	struct ibv_pd *pd;
+	void *addr;
 
 	if (mr->mr || p->mode != RDMAD_MODE_SHARED)
 		return mr->mr;
@@ -190,14 +201,16 @@ static struct ibv_mr *mr_import(struct rdmad_profile *p, struct client_mr *mr)
 					  mr->name);
 		return NULL;
 	}
-	pd = pd_import(p, &p->pd[mr->pd]);
+	/* Its memory mapped first: nothing to undo if that fails. */
+	addr = client_mr_addr(p, mr);
+	pd = addr ? pd_import(p, &p->pd[mr->pd]) : NULL;
 	mr->mr = pd ? import_checked(pd, mr->name, "", mr->handle, mr->rkey,
 				     mr->length)
 		    : NULL;
 	if (!mr->mr)
 		return NULL;
 	/* Imported MRs carry no address: give ours, as ibv_reg_mr would. */
-	mr->mr->addr = client_mr_addr(p, mr);
+	mr->mr->addr = addr;
 	return mr->mr;
 }
 

@@ -161,9 +161,10 @@ void manager_release_objects(struct manager *m, struct profile *p,
 
 struct profile *manager_profile(struct manager *m, const char *name);
 /* An ATTACH is about to hand out p's handles: check them against the
- * kernel first, unless that was done a moment ago (reconcile.h). What
- * was lost is being made again when this returns > 0 (p is creating). */
-int manager_check(struct manager *m, struct profile *p);
+ * kernel first (reconcile_attach(): mrs false when the client reads an
+ * MR table). What was lost is being made again when this returns > 0
+ * (p is creating). */
+int manager_check(struct manager *m, struct profile *p, bool mrs);
 /* manager_adopt.c: p settled with the previous run's holders
  * (p->adopt): the live ones' leases are taken over, each watched until
  * it exits, when manager_release() ends each lease. */

@@ -96,11 +96,11 @@ json_t *manager_holders_json(struct manager *m, const char *profile)
 	return out;
 }
 
-int manager_check(struct manager *m, struct profile *p)
+int manager_check(struct manager *m, struct profile *p, bool mrs)
 {
 	return m->reconcile && !m->reloading
-		       ? reconcile_attach(m->reconcile, p)
-		       : 0;
+		   ? reconcile_attach(m->reconcile, p, mrs)
+		   : 0;
 }
 
 void manager_check_start(struct manager *m)

@@ -198,9 +198,68 @@ static bool unchanged(struct profile *p)
 	return true;
 }
 
-int reconcile_attach(struct reconcile *rc, struct profile *p)
+/* Are all of p's handles of uverbs kind k, except MRs', in the kernel's
+ * table? The listing asks for as many as p has, so the kernel stops
+ * once it found them; only a list without one of ours is looked at
+ * whole. */
+static bool kind_present(struct profile *p, enum uhandle_kind k, int fd)
 {
-	if (!checkable(p) || unchanged(p))
+	_cleanup_free_ uint32_t *ours = NULL, *first = NULL, *all = NULL;
+	size_t n = 0, n_first = 0, n_all = 0;
+	bool found = true;
+	int complete;
+
+	for (int ok = 0; ok < OBJ_KIND_MAX; ok++) {
+		size_t at = profile_kind_first(p, (enum obj_kind)ok);
+		size_t count = profile_kind_count(p, (enum obj_kind)ok);
+
+		for (size_t i = 0; ok != OBJ_MR && i < count; i++) {
+			const struct object *o = profile_object_at(p, at + i);
+			enum uhandle_kind ko;
+			uint32_t h, *grown;
+
+			if ((o->state != OBJ_READY &&
+			     o->state != OBJ_DRAINING) ||
+			    !object_handle(o, &ko, &h) || ko != k)
+				continue;
+			grown = realloc(ours, (n + 1) * sizeof(*ours));
+			if (!grown)
+				return false;
+			ours = grown;
+			ours[n++] = h;
+		}
+	}
+	if (!n)
+		return true;
+	if (uhandle_list_first(fd, k, n, &first, &n_first) < 0)
+		return false;
+	for (size_t i = 0; found && i < n; i++)
+		found = uhandle_in(first, n_first, ours[i]);
+	if (found)
+		return true;
+	/* Another's of the kind came first (a client's, in a handle
+	 * freed before): the whole list. */
+	if (uhandle_list(fd, k, &all, &n_all, &complete) < 0 || !complete)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!uhandle_in(all, n_all, ours[i]))
+			return false;
+	return true;
+}
+
+static bool present_but_mrs(struct profile *p)
+{
+	int fd = profile_ctx(p)->cmd_fd;
+
+	for (int k = 0; k < UH_KINDS; k++)
+		if (k != UH_MR && !kind_present(p, (enum uhandle_kind)k, fd))
+			return false;
+	return true;
+}
+
+int reconcile_attach(struct reconcile *rc, struct profile *p, bool mrs)
+{
+	if (!checkable(p) || (mrs ? unchanged(p) : present_but_mrs(p)))
 		return 0;
 	return reconcile_profile(rc, p, 0);
 }

@@ -35,15 +35,23 @@ struct reconcile;
 int reconcile_new(struct manager *m, struct reconcile **out);
 struct reconcile *reconcile_free(struct reconcile *r);
 /*
- * Before an ATTACH hands out p's handles, whenever the last check was:
- * the kernel's listing of each kind the last check listed, digested
- * (uhandle_digest()); the whole check only when one differs (something
- * was destroyed, or made, in the context since). So an attach costs one
- * call per kind, not a lookup per object. What a shared client destroyed
- * is found either way: its handle leaves the listing. Returns as
- * reconcile_profile() does.
+ * Before an ATTACH hands out p's handles, whenever the last check was.
+ * With mrs, the kernel's listing of each kind the last check listed,
+ * digested (uhandle_digest()); the whole check only when one differs
+ * (something was destroyed, or made, in the context since). So an
+ * attach costs one call per kind, not a lookup per object. What a
+ * shared client destroyed is found either way: its handle leaves the
+ * listing.
+ *
+ * Without mrs (the attach hands out an MR table, whose MRs the client
+ * imports when first used: the kernel looks each handle up then, and
+ * the client checks its keys), MRs are left to that import and to the
+ * timer's rounds; every other kind's handles are looked for in a
+ * listing that stops once it has found as many as p has
+ * (uhandle_list_first()), so that the check does not grow with the
+ * MRs. Returns as reconcile_profile() does.
  */
-int reconcile_attach(struct reconcile *rc, struct profile *p);
+int reconcile_attach(struct reconcile *rc, struct profile *p, bool mrs);
 /* Check p now, unless it was checked within max_age usec. Returns how
  * many of its objects were lost (their re-creation has started: p is
  * creating), 0, or -errno when the kernel cannot be asked. */

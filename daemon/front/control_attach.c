@@ -566,8 +566,11 @@ static int attach_ready(struct session *s, uint32_t id, json_t *req,
 
 	/* Its handles against the kernel's first, every time (a round of
 	 * the timer may have just missed it): what a client destroyed is
-	 * being made again then, and the profile is not ready. */
-	manager_check(s->c->m, p);
+	 * being made again then, and the profile is not ready. A client
+	 * that reads an MR table has each MR's handle looked up by the
+	 * kernel when it imports it, and checks its keys. */
+	manager_check(s->c->m, p,
+		      !json_is_true(json_object_get(req, "mr_table")));
 	if (profile_attachable(p))
 		return 1;
 	if (w && (!json_is_integer(w) || json_integer_value(w) < -1))

@@ -168,8 +168,8 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static int list_handles(int cmd_fd, enum uhandle_kind k, size_t cap,
-			bool sort, uint32_t **out, size_t *n, int *complete)
+static int list_handles(int cmd_fd, enum uhandle_kind k, size_t cap, bool sort,
+			bool grow, uint32_t **out, size_t *n, int *complete)
 {
 	*out = NULL;
 	*n = 0;
@@ -195,7 +195,7 @@ static int list_handles(int cmd_fd, enum uhandle_kind k, size_t cap,
 		}
 		/* The kernel stops at the list's size: a full list may
 		 * have left some out. */
-		if (total < cap || cap == UHANDLE_LIST_MAX) {
+		if (total < cap || cap == UHANDLE_LIST_MAX || !grow) {
 			*complete = total < cap;
 			if (sort)
 				qsort(h, total, sizeof(*h), cmp_u32);
@@ -216,7 +216,17 @@ int uhandle_list(int cmd_fd, enum uhandle_kind k, uint32_t **out, size_t *n,
 		 int *complete)
 {
 	/* Grown until the kind fits, or the attribute's limit. */
-	return list_handles(cmd_fd, k, 256, true, out, n, complete);
+	return list_handles(cmd_fd, k, 256, true, true, out, n, complete);
+}
+
+int uhandle_list_first(int cmd_fd, enum uhandle_kind k, size_t cap,
+		       uint32_t **out, size_t *n)
+{
+	int complete;
+
+	if (!cap || cap > UHANDLE_LIST_MAX)
+		cap = UHANDLE_LIST_MAX;
+	return list_handles(cmd_fd, k, cap, true, false, out, n, &complete);
 }
 
 /* A mix of one handle (splitmix64's finaliser): the digest's terms. */
@@ -243,7 +253,7 @@ int uhandle_digest(int cmd_fd, enum uhandle_kind k, struct uhandle_digest *d)
 	size_t n = 0;
 	int complete = 0;
 	/* One call at the attribute's limit: no sort, no second try. */
-	int r = list_handles(cmd_fd, k, UHANDLE_LIST_MAX, false, &h, &n,
+	int r = list_handles(cmd_fd, k, UHANDLE_LIST_MAX, false, false, &h, &n,
 			     &complete);
 
 	if (r == 0 && !complete)

@@ -62,6 +62,15 @@ const char *uhandle_kind_name(enum uhandle_kind k);
 int uhandle_list(int cmd_fd, enum uhandle_kind k, uint32_t **out, size_t *n,
 		 int *complete);
 /*
+ * The first cap handles of kind k in the file, sorted (as
+ * uhandle_list()): the kernel walks the file's table only until it has
+ * found cap of them, so asking for as many as one expects of a kind
+ * that was made early (a profile's PDs) costs little whatever else the
+ * file holds. 0, or -errno.
+ */
+int uhandle_list_first(int cmd_fd, enum uhandle_kind k, size_t cap,
+		       uint32_t **out, size_t *n);
+/*
  * What a kind's handles in the file add up to, whatever their order:
  * equal lists have equal digests, and a list that lost or gained a
  * handle has another but by a 2^-64 chance. So a check against the

@@ -18,6 +18,7 @@ calls through ctypes: nothing of the daemon's code. Needs a device that
 imports (mlx5, or rxe with tests/vm/run --import)."""
 
 import ctypes
+import errno
 import json
 import os
 import secrets
@@ -429,6 +430,52 @@ def test_attach_never_hands_out_a_handle_the_kernel_lost(daemon):
         for f in ofds:
             os.close(f)
         other.close()
+    for f in fds:
+        os.close(f)
+    c.close()
+
+
+def test_table_client_never_gets_a_destroyed_mr(daemon):
+    """A client that reads the MR table (the Python client does) has
+    each MR looked up by the kernel when it first asks for it: right
+    after the MR is destroyed through the shared context, asking for it
+    is Error "stale" (ESTALE, librdmad(3)), or, once the daemon made it
+    again, the new MR with the kernel's keys; never the destroyed one."""
+    d = daemon
+    c = Client(d.sockpath)
+    t, doc, fds = c.call(ATTACH, {"profile": "p", "mode": "shared"})
+    assert t == ATTACHED, doc
+    fd = fds[doc["cmd_fd"]]
+    outcomes = set()
+    for round_ in range(3):
+        # Ready under a handle the kernel has (the last round's made
+        # again: the table's attach leaves noticing it to the timer).
+        assert wait_for(lambda: obj(d, "mr", "r")["state"] == "ready" and
+                        obj(d, "mr", "r")["handle"] in handles(fd, "mr"))
+        mr = obj(d, "mr", "r")
+        assert destroy_by_handle(fd, "mr", mr["handle"]) == 0
+        assert mr["handle"] not in handles(fd, "mr")
+        try:
+            with pyrdmad.connect(d.sockpath) as pc:
+                with pc.attach("p", mode="shared", wait=20) as p:
+                    assert p.document.get("mr_table"), p.document
+                    try:
+                        got = p.mr("r")
+                    except pyrdmad.Error as e:
+                        assert e.code == "stale" and \
+                            e.errno == errno.ESTALE, e
+                        outcomes.add("stale")
+                        continue
+                    assert (got.lkey, got.rkey) != (mr["lkey"],
+                                                    mr["rkey"]), round_
+                    assert kernel_mrs(got.lkey), got.lkey
+                    outcomes.add("made again")
+        except pyrdmad.Error as e:
+            # The attach itself saw the MR lost (a round of the timer
+            # came first) and the wait ran out: not ready, no handle.
+            assert e.code in ("not_ready", "timeout"), e
+            outcomes.add("not ready")
+    assert outcomes, outcomes
     for f in fds:
         os.close(f)
     c.close()

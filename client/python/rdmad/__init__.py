@@ -86,7 +86,8 @@ class Error(Exception):
     "setup_failed" (this process could not map, open, import or
     register what the daemon gave; errno says why when known), "stale"
     (an MR a reload removed after the attach, before it was first
-    imported: errno ESTALE; attach again).
+    imported, or one the kernel no longer has under its handle: errno
+    ESTALE; attach again).
     message: a sentence for people. status: the HTTP-style status of a
     refused request(), else None. document: the refusal's JSON document,
     else None. errno: an errno number when one is known, else None.
@@ -629,26 +630,56 @@ class Connection:
 
 
 class _MemoryMap:
-    """One memory of the profile mapped here: the mmap and its address."""
+    """One memory of the profile, mapped here when first used (shared
+    mode: an attach does not grow with the profile's memories): the
+    mmap and its address."""
 
     def __init__(self, name, fd, size):
         self.name = name
         self.size = size
-        st = os.fstat(fd)
-        # Mapping past the end of a file would SIGBUS on first touch.
-        if stat.S_ISREG(st.st_mode) and st.st_size < size:
-            raise Error("protocol_error",
-                        f"memory '{name}' has {st.st_size} bytes, rdmad "
-                        f"said {size}")
-        self.map = mmap.mmap(fd, size, mmap.MAP_SHARED,
-                             mmap.PROT_READ | mmap.PROT_WRITE)
-        anchor = ctypes.c_char.from_buffer(self.map)
-        self.addr = ctypes.addressof(anchor)
-        del anchor  # the address stays valid while the map is open
+        self._fd = fd  # ours until mapped
+        self._map = None
+        self._addr = 0
         self.views = []
 
+    def _mapped(self):
+        if self._map is not None:
+            return self._map
+        if self._fd < 0:
+            raise Error("setup_failed", f"memory '{self.name}' is closed")
+        try:
+            st = os.fstat(self._fd)
+            # Mapping past the end of a file would SIGBUS on first
+            # touch.
+            if stat.S_ISREG(st.st_mode) and st.st_size < self.size:
+                raise Error("protocol_error",
+                            f"memory '{self.name}' has {st.st_size} "
+                            f"bytes, rdmad said {self.size}")
+            m = mmap.mmap(self._fd, self.size, mmap.MAP_SHARED,
+                          mmap.PROT_READ | mmap.PROT_WRITE)
+        except OSError as e:
+            raise Error("setup_failed", f"cannot map memory '{self.name}' "
+                        f"({self.size} bytes): {e.strerror or e}",
+                        errno=e.errno) from None
+        anchor = ctypes.c_char.from_buffer(m)
+        self._addr = ctypes.addressof(anchor)
+        del anchor  # the address stays valid while the map is open
+        self._map = m
+        os.close(self._fd)  # the mapping keeps the memory alive
+        self._fd = -1
+        return m
+
+    @property
+    def map(self):
+        return self._mapped()
+
+    @property
+    def addr(self):
+        self._mapped()
+        return self._addr
+
     def view(self, offset, length):
-        v = memoryview(self.map)[offset:offset + length]
+        v = memoryview(self._mapped())[offset:offset + length]
         self.views.append(v)
         return v
 
@@ -659,8 +690,13 @@ class _MemoryMap:
             except (BufferError, ValueError):
                 pass
         self.views = []
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        if self._map is None:
+            return
         try:
-            self.map.close()
+            self._map.close()
         except BufferError:
             # Something still exports its bytes (a numpy array made
             # from a view): the mapping goes when that does.
@@ -746,15 +782,9 @@ class Profile:
             if not isinstance(name, str) or name in self._maps or \
                     not isinstance(size, int) or size <= 0:
                 self._malformed(f"memory {m!r}")
-            fd = self._take_fd(m.get("fd"), name)
-            try:
-                self._maps[name] = _MemoryMap(name, fd, size)
-            except OSError as e:
-                raise Error("setup_failed", f"cannot map memory '{name}' "
-                            f"({size} bytes): {e.strerror or e}",
-                            errno=e.errno) from None
-            finally:
-                os.close(fd)
+            # Mapped when first used (closed with the rest on failure).
+            self._maps[name] = _MemoryMap(name, self._take_fd(m.get("fd"),
+                                                              name), size)
         self._mem_order = [m["name"] for m in doc.get("memory") or []]
         t = doc.get("mr_table")
         if t is not None:
@@ -904,6 +934,13 @@ class Profile:
         try:
             mr = MR(pd, handle=d["handle"])
         except Exception as e:  # pyverbs' errors
+            if _errno_of(e) == errno.ENOENT:
+                # Destroyed through the shared context since rdmad
+                # last looked: it is made again, under a new handle.
+                raise Error("stale", f"mr '{name}' (handle "
+                            f"{d['handle']}) is gone from the kernel: "
+                            f"rdmad makes it again; attach again",
+                            errno=errno.ESTALE) from None
             raise Error("setup_failed", f"cannot import mr '{name}' "
                         f"(handle {d['handle']}): {e}",
                         errno=_errno_of(e)) from None
