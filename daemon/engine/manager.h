@@ -34,6 +34,14 @@ struct session_stats {
 	double attach_seconds;
 };
 
+/* Where the lease record's text hands the lease sets its holders name
+ * (restore.h, version 2): each(ud, id, text, len) with the set's leases
+ * as manager_lease_put() writes them, once per holder that names it. */
+struct manager_lease_sets {
+	void (*each)(void *ud, uint64_t id, const char *text, size_t len);
+	void *ud;
+};
+
 struct manager_sessions {
 	json_t *(*json)(void *ud);
 	/* The attachments to profile (a new JSON array of {session, pid,
@@ -44,9 +52,11 @@ struct manager_sessions {
 	bool (*attached)(void *ud, const char *profile, pid_t pid);
 	/* What the shared attachments to the profile lease, written to f
 	 * as holders of the lease record, each after *sep
-	 * (manager_holder_put(), manager_lease_put()). */
-	void (*leases_put)(void *ud, const char *profile, FILE *f,
-			   const char **sep);
+	 * (manager_holder_put(), manager_lease_put()), each lease set
+	 * they name handed to sets. False: out of memory. */
+	bool (*leases_put)(void *ud, const char *profile, FILE *f,
+			   const char **sep,
+			   const struct manager_lease_sets *sets);
 	void *ud;
 };
 
@@ -172,20 +182,27 @@ void manager_adopt(struct manager *m, struct profile *p);
 void manager_adopt_stop(struct manager *m);
 /*
  * Who holds what of p, as the lease record says it (restore.h): the
- * JSON text [{pid, start, uid, gid, leases: [{kind, name, handle}]}] of
- * the sessions' shared attachments (manager_sessions.leases_put) and of
- * the previous run's clients adopted, in *len bytes, to free; NULL out
- * of memory. A lease names the PD or MR it holds by its handle.
+ * JSON text [{pid, start, uid, gid, sets: [ID], leases: [{kind, name,
+ * handle}]}] of the sessions' shared attachments
+ * (manager_sessions.leases_put) and of the previous run's clients
+ * adopted, in *len bytes, to free; NULL out of memory. A lease names
+ * the PD or MR it holds by its handle; the sets named are handed to
+ * sets, to be stored before the text is.
  */
-char *manager_holders_text(struct manager *m, struct profile *p, size_t *len);
+char *manager_holders_text(struct manager *m, struct profile *p, size_t *len,
+			   const struct manager_lease_sets *sets);
 /* The pieces of it, for the sessions' part: one lease (its incarnation
- * by serial, written by handle), and one holder around the leases'
- * text; each after *sep, which becomes ",". */
+ * by serial, written by handle), and one holder around the ids of its
+ * sets and its own leases' text; each after *sep, which becomes ",". */
 void manager_lease_put(FILE *f, struct profile *p, enum obj_kind kind,
 		       const char *name, uint64_t serial, const char **sep);
 void manager_holder_put(FILE *f, pid_t pid, unsigned long long start,
-			uid_t uid, gid_t gid, const char *leases, size_t len,
+			uid_t uid, gid_t gid, const uint64_t *sets,
+			size_t n_sets, const char *leases, size_t len,
 			const char **sep);
+/* The text of a lease set's id, as the record and the store name it. */
+#define MANAGER_SET_ID_LEN 16
+void manager_set_id(uint64_t id, char out[MANAGER_SET_ID_LEN + 1]);
 /* A client of the previous run that p adopted, pid, resumes in a session
  * of this run (ATTACH with "resume"): each of its leases is handed to
  * each(ud, kind, name, serial), to be the session's (released as its

@@ -221,19 +221,36 @@ void manager_lease_put(FILE *f, struct profile *p, enum obj_kind kind,
 	*sep = ",";
 }
 
+void manager_set_id(uint64_t id, char out[MANAGER_SET_ID_LEN + 1])
+{
+	snprintf(out, MANAGER_SET_ID_LEN + 1, "%016" PRIx64, id);
+}
+
 void manager_holder_put(FILE *f, pid_t pid, unsigned long long start,
-			uid_t uid, gid_t gid, const char *leases, size_t len,
+			uid_t uid, gid_t gid, const uint64_t *sets,
+			size_t n_sets, const char *leases, size_t len,
 			const char **sep)
 {
-	fprintf(f, "%s{\"pid\":%d,\"start\":%llu,\"uid\":%u,\"gid\":%u,"
-		   "\"leases\":[",
+	fprintf(f, "%s{\"pid\":%d,\"start\":%llu,\"uid\":%u,\"gid\":%u,",
 		*sep, (int)pid, start, (unsigned int)uid, (unsigned int)gid);
+	if (n_sets) {
+		fputs("\"sets\":[", f);
+		for (size_t i = 0; i < n_sets; i++) {
+			char id[MANAGER_SET_ID_LEN + 1];
+
+			manager_set_id(sets[i], id);
+			fprintf(f, "%s\"%s\"", i ? "," : "", id);
+		}
+		fputs("],", f);
+	}
+	fputs("\"leases\":[", f);
 	fwrite(leases, 1, len, f);
 	fputs("]}", f);
 	*sep = ",";
 }
 
-char *manager_holders_text(struct manager *m, struct profile *p, size_t *len)
+char *manager_holders_text(struct manager *m, struct profile *p, size_t *len,
+			   const struct manager_lease_sets *sets)
 {
 	const struct manager_sessions *s = &m->sessions;
 	const char *sep = "";
@@ -244,8 +261,12 @@ char *manager_holders_text(struct manager *m, struct profile *p, size_t *len)
 	if (!f)
 		return NULL;
 	putc('[', f);
-	if (s->leases_put)
-		s->leases_put(s->ud, profile_name(p), f, &sep);
+	if (s->leases_put && !s->leases_put(s->ud, profile_name(p), f, &sep,
+					    sets)) {
+		fclose(f);
+		free(text);
+		return NULL;
+	}
 	for (struct adopted *a = m->adopted; a; a = a->next) {
 		_cleanup_free_ char *l = NULL;
 		size_t ln = 0;
@@ -263,7 +284,7 @@ char *manager_holders_text(struct manager *m, struct profile *p, size_t *len)
 					  a->leases[i].serial, &lsep);
 		if (fclose(lf) == 0)
 			manager_holder_put(f, a->pid, a->start, a->uid, a->gid,
-					   l, ln, &sep);
+					   NULL, 0, l, ln, &sep);
 	}
 	putc(']', f);
 	if (!memstream_done(f, &text))

@@ -19,6 +19,8 @@
 #include "util.h"
 
 #define STATE_VERSION 1
+/* The lease record's: 2 names its holders' lease sets, kept apart. */
+#define LEASES_VERSION 2
 /* A state document bigger than this is not ours. */
 #define STATE_MAX (64u << 20)
 
@@ -66,10 +68,18 @@ struct restored {
 	size_t stale;
 };
 
+/* A lease set of the previous run (RESTORE_FDNAME_LEASESET). */
+struct kept_set {
+	char *id;
+	int fd;
+};
+
 /* What systemd passed, by profile, until a profile takes it. */
 struct kept {
 	char *profile;
 	int ctx_fd, state_fd, lease_fd;
+	struct kept_set *sets;
+	size_t n_sets;
 	/* Its state document, read ahead (restore_read_ahead()): parsed,
 	 * or NULL and why not. */
 	struct restored *read;
@@ -105,6 +115,32 @@ static struct kept *kept_find(const char *profile, bool add)
 	return k;
 }
 
+/* A lease set's record, ID/P after its prefix. */
+static int keep_set(const char *name, int fd)
+{
+	const char *slash = strchr(name, '/');
+	struct kept_set *sets;
+	struct kept *k;
+	char *id;
+
+	if (!slash || slash == name || !slash[1]) {
+		close(fd);
+		return -EINVAL;
+	}
+	k = kept_find(slash + 1, true);
+	id = k ? strndup(name, (size_t)(slash - name)) : NULL;
+	sets = id ? realloc(k->sets, (k->n_sets + 1) * sizeof(*k->sets))
+		  : NULL;
+	if (!sets) {
+		free(id);
+		close(fd);
+		return -ENOMEM;
+	}
+	k->sets = sets;
+	sets[k->n_sets++] = (struct kept_set){ id, fd };
+	return 0;
+}
+
 int restore_keep(const char *name, int fd)
 {
 	static const char *const prefixes[] = { RESTORE_FDNAME_CTX,
@@ -114,6 +150,9 @@ int restore_keep(const char *name, int fd)
 	struct kept *k;
 	int *slot;
 
+	if (!strncmp(name, RESTORE_FDNAME_LEASESET,
+		     strlen(RESTORE_FDNAME_LEASESET)))
+		return keep_set(name + strlen(RESTORE_FDNAME_LEASESET), fd);
 	for (i = 0; i < ARRAY_SIZE(prefixes); i++)
 		if (!strncmp(name, prefixes[i], strlen(prefixes[i])))
 			break;
@@ -142,6 +181,13 @@ static void kept_close(struct kept *k)
 	if (k->lease_fd >= 0)
 		close(k->lease_fd);
 	k->ctx_fd = k->state_fd = k->lease_fd = -1;
+	for (size_t i = 0; i < k->n_sets; i++) {
+		free(k->sets[i].id);
+		close(k->sets[i].fd);
+	}
+	free(k->sets);
+	k->sets = NULL;
+	k->n_sets = 0;
 }
 
 static void entry_free(struct entry *e)
@@ -195,24 +241,92 @@ static char *read_state(int fd, size_t *len)
 	return text;
 }
 
-/* The holders the lease record names ({version, holders}); NULL when
- * there is none or it does not read (the state document's are used). */
-static json_t *read_leases(int fd, json_t **makers)
+/* The leases of the set id that k kept (its record's "leases"), a new
+ * reference; NULL when it is missing or does not read. */
+static json_t *set_leases(const struct kept *k, const char *id)
 {
-	_cleanup_free_ char *text = NULL;
-	json_t *doc, *holders;
+	json_t *doc, *leases = NULL;
 	size_t len = 0;
 
+	for (size_t i = 0; i < k->n_sets; i++) {
+		_cleanup_free_ char *text = NULL;
+
+		if (!streq(k->sets[i].id, id) ||
+		    !(text = read_state(k->sets[i].fd, &len)))
+			continue;
+		doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+		if (json_integer_value(json_object_get(doc, "version")) ==
+			    LEASES_VERSION &&
+		    streq(json_string_value(json_object_get(doc, "id")) ?: "",
+			  id))
+			leases = json_incref(json_object_get(doc, "leases"));
+		json_decref(doc);
+		if (json_is_array(leases))
+			return leases;
+		json_decref(leases);
+		leases = NULL;
+	}
+	return NULL;
+}
+
+/* A version 2 holder, {..., sets: [id], leases: [...]}, in the shape of
+ * version 1: its sets' leases joined to its own. False when a set it
+ * names is missing (the record's writer stores a set before a holder
+ * names it: the record is not ours, or not whole). */
+static bool holder_expand(const struct kept *k, json_t *h)
+{
+	json_t *sets = json_object_get(h, "sets"), *own, *id;
+	size_t i;
+
+	if (!sets)
+		return true;
+	own = json_object_get(h, "leases");
+	if (!json_is_array(sets) || (own && !json_is_array(own)))
+		return false;
+	if (!own && json_object_set_new(h, "leases", own = json_array()) < 0)
+		return false;
+	json_array_foreach(sets, i, id) {
+		json_t *leases = json_is_string(id)
+					 ? set_leases(k, json_string_value(id))
+					 : NULL;
+		int r = leases ? json_array_extend(own, leases) : -1;
+
+		json_decref(leases);
+		if (r < 0)
+			return false;
+	}
+	return json_object_del(h, "sets") == 0;
+}
+
+/* The holders the lease record k kept names ({version, holders}, each
+ * holder's sets expanded), in version 1's shape; NULL when there is
+ * none or it does not read (the state document's are used). */
+static json_t *read_leases(const struct kept *k, json_t **makers)
+{
+	_cleanup_free_ char *text = NULL;
+	json_t *doc, *holders, *h;
+	json_int_t version;
+	size_t len = 0, i;
+
 	*makers = NULL;
-	if (fd < 0 || !(text = read_state(fd, &len)))
+	if (k->lease_fd < 0 || !(text = read_state(k->lease_fd, &len)))
 		return NULL;
 	doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
 	holders = json_object_get(doc, "holders");
-	if (json_integer_value(json_object_get(doc, "version")) !=
-		    STATE_VERSION ||
+	version = json_integer_value(json_object_get(doc, "version"));
+	if ((version != STATE_VERSION && version != LEASES_VERSION) ||
 	    !json_is_array(holders))
 		holders = NULL;
-	else if (json_is_array(json_object_get(doc, "makers")))
+	json_array_foreach(holders, i, h) {
+		if (version == LEASES_VERSION && !holder_expand(k, h)) {
+			log_warn(0, "profile %s: its lease record names a "
+				    "lease set the store does not hold",
+				 k->profile);
+			holders = NULL;
+			break;
+		}
+	}
+	if (holders && json_is_array(json_object_get(doc, "makers")))
 		*makers = json_incref(json_object_get(doc, "makers"));
 	json_incref(holders);
 	json_decref(doc);
@@ -311,10 +425,11 @@ static struct restored *parse_state(struct restore_doc *doc, const char **why)
 	return r;
 }
 
-/* The state document kept in fd, parsed, with the holders of the lease
- * record in lease_fd (-1: none): NULL (and a reason) if unfit. */
-static struct restored *read_kept(int fd, int lease_fd, const char **why)
+/* The state document k kept, parsed, with the holders of its lease
+ * record (if any): NULL (and a reason) if unfit. */
+static struct restored *read_kept(const struct kept *k, const char **why)
 {
+	int fd = k->state_fd;
 	json_t *holders, *makers;
 	struct restore_doc doc;
 	struct restored *r;
@@ -330,7 +445,7 @@ static struct restored *read_kept(int fd, int lease_fd, const char **why)
 	restore_doc_free(&doc);
 	/* The lease record is written at every change, the document's
 	 * holders only at a clean stop (and by older runs). */
-	holders = r ? read_leases(lease_fd, &makers) : NULL;
+	holders = r ? read_leases(k, &makers) : NULL;
 	if (holders) {
 		json_decref(r->holders);
 		r->holders = holders;
@@ -344,9 +459,7 @@ static void *read_ahead(void *unused)
 	(void)unused;
 	for (size_t i = 0; i < n_kept; i++)
 		if (kept[i].ctx_fd >= 0)
-			kept[i].read = read_kept(kept[i].state_fd,
-						 kept[i].lease_fd,
-						 &kept[i].why);
+			kept[i].read = read_kept(&kept[i], &kept[i].why);
 	return NULL;
 }
 
@@ -405,7 +518,7 @@ struct restored *restore_take(const struct profile *p,
 	r = TAKE_PTR(k->read);
 	why = k->why;
 	if (!r && !why)
-		r = read_kept(k->state_fd, k->lease_fd, &why);
+		r = read_kept(k, &why);
 	if (r && !streq(r->ibdev, profile_ibdev(p))) {
 		why = "it was on another device";
 		restored_free(r);

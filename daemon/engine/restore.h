@@ -33,12 +33,19 @@ struct restored;
 #define RESTORE_FDNAME_CTX "ctx/"
 #define RESTORE_FDNAME_STATE "state/"
 /* The lease record of a profile (durable.h: rewritten in place at each
- * change): {version, holders: [...]}, who holds what in its context. */
+ * change): {version, holders: [...], makers: [...]}, who holds what in
+ * its context. In version 2 a holder names the lease sets it holds
+ * ({pid, start, uid, gid, sets: [ID], leases: [its own]}), each a
+ * record of its own under FDNAME_LEASESET ID/P, written once, before a
+ * holder names it: {version: 2, id: ID, leases: [{kind, name, handle}]}.
+ * A shared attach of 10,000 objects then rewrites a few bytes, not the
+ * 10,000 leases. */
 #define RESTORE_FDNAME_LEASE "lease/"
+#define RESTORE_FDNAME_LEASESET "leaseset/"
 
-/* Keep an fd systemd passed under name (one of the two prefixes and a
- * profile name), for restore_take(). Takes fd (closed on failure).
- * -EINVAL when the name is neither. */
+/* Keep an fd systemd passed under name (one of the prefixes and a
+ * profile name, or a lease set's ID/P), for restore_take(). Takes fd
+ * (closed on failure). -EINVAL when the name is none of them. */
 int restore_keep(const char *name, int fd);
 /* Read the kept state documents on a thread of their own, while the
  * daemon loads its configuration (6000 entries take a while under

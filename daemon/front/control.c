@@ -555,8 +555,9 @@ static void control_front_stats(void *ud, struct front_stats *out);
 static json_t *control_sessions_json(void *ud);
 static json_t *control_holders_json(void *ud, const char *profile);
 static bool control_attached(void *ud, const char *profile, pid_t pid);
-static void control_leases(void *ud, const char *profile, FILE *f,
-			   const char **sep);
+static bool control_leases(void *ud, const char *profile, FILE *f,
+			   const char **sep,
+			   const struct manager_lease_sets *sets);
 
 int control_start(struct manager *m, struct control **out)
 {
@@ -752,15 +753,21 @@ static bool control_attached(void *ud, const char *profile, pid_t pid)
 
 /* What each process attached in shared mode to profile leases, for the
  * restart state (restore.h): its kernel objects are what outlive us. */
-static void control_leases(void *ud, const char *profile, FILE *f,
-			   const char **sep)
+/* Each session's shared attachments to profile, as one holder: the ids
+ * of their lease sets (each handed to sets) and the leases they took
+ * over from the previous run. */
+static bool control_leases(void *ud, const char *profile, FILE *f,
+			   const char **sep,
+			   const struct manager_lease_sets *sets)
 {
 	struct control *c = ud;
 
 	for (struct session *s = c->sessions; s; s = s->next) {
 		_cleanup_free_ char *l = NULL;
-		size_t n = 0;
+		_cleanup_free_ uint64_t *ids = NULL;
+		size_t n = 0, n_ids = 0;
 		FILE *lf = NULL;
+		bool holds = false;
 
 		for (size_t i = 0; i < s->n_att; i++) {
 			const struct attachment *t = &s->att[i];
@@ -768,28 +775,39 @@ static void control_leases(void *ud, const char *profile, FILE *f,
 			if (!t->profile || !t->shared ||
 			    !streq(t->profile, profile))
 				continue;
-			if (!lf && !(lf = open_memstream(&l, &n)))
-				break;
+			holds = true;
 			if (t->set && t->set->len) {
-				if (ftell(lf) > 0)
-					putc(',', lf);
-				fwrite(t->set->text, 1, t->set->len, lf);
+				if (!ids && !(ids = calloc(s->n_att,
+							   sizeof(*ids)))) {
+					if (lf)
+						fclose(lf);
+					return false;
+				}
+				ids[n_ids++] = t->set->id;
+				if (sets && sets->each)
+					sets->each(sets->ud, t->set->id,
+						   t->set->text, t->set->len);
 			}
-			if (t->lease_len) {
-				if (ftell(lf) > 0)
-					putc(',', lf);
-				fwrite(t->lease_text, 1, t->lease_len, lf);
-			}
+			if (!t->lease_len)
+				continue;
+			if (!lf && !(lf = open_memstream(&l, &n)))
+				return false;
+			if (ftell(lf) > 0)
+				putc(',', lf);
+			fwrite(t->lease_text, 1, t->lease_len, lf);
 		}
-		if (!lf || fclose(lf) != 0)
+		if (lf && fclose(lf) != 0)
+			return false;
+		if (!holds)
 			continue;
 		if (!s->start_read) {
 			s->start = restore_start_time(s->cred.pid);
 			s->start_read = true;
 		}
 		manager_holder_put(f, s->cred.pid, s->start, s->cred.uid,
-				   s->cred.gid, l, n, sep);
+				   s->cred.gid, ids, n_ids, l ? l : "", n, sep);
 	}
+	return true;
 }
 
 static json_t *control_sessions_json(void *ud)

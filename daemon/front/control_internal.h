@@ -51,6 +51,9 @@ struct lease {
  */
 struct lease_set {
 	unsigned int refs; /* the attachments holding it */
+	/* Its name in the lease record (restore.h: a lease set of version
+	 * 2), unique across runs. */
+	uint64_t id;
 	struct lease *leases;
 	size_t n_leases;
 	/* The same objects, the engine's while the profile's attach

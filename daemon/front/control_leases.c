@@ -6,6 +6,9 @@
  * text for the lease record.
  */
 #include <stdio.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "control_internal.h"
 #include "attach_view.h"
@@ -135,6 +138,19 @@ void lease_set_forget(struct lease_set *set)
 		lease_set_free(set);
 }
 
+/* A new set's id: random at the first, counted from there, so that
+ * this run's sets do not take the names of the previous run's, whose
+ * records the store holds until the lease record names them no more. */
+static uint64_t lease_set_id(void)
+{
+	static uint64_t next;
+
+	while (!next &&
+	       getrandom(&next, sizeof(next), GRND_NONBLOCK) != sizeof(next))
+		next = (uint64_t)time(NULL) << 32 | (uint64_t)getpid();
+	return next++;
+}
+
 struct lease_set *lease_set_get(struct profile *p, struct lease_set **slot,
 			       const struct attach_view *v, uint64_t generation)
 {
@@ -154,6 +170,7 @@ struct lease_set *lease_set_get(struct profile *p, struct lease_set **slot,
 			     sizeof(*set->leases));
 	set->objs = calloc(v->n_leases ? v->n_leases : 1, sizeof(*set->objs));
 	set->generation = generation;
+	set->id = lease_set_id();
 	for (size_t i = 0; set->leases && set->objs && i < v->n_leases; i++) {
 		const struct attach_lease *l = &v->leases[i];
 

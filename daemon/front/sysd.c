@@ -85,6 +85,12 @@ struct record {
 	int64_t ctxn;		/* the context stored under ctx/P */
 	bool ctx_stored;
 	bool leases_due; /* leases ended: written at the turn's end */
+	/* The lease sets in the store (leaseset/ID/P, restore.h): each
+	 * written once, before the lease record names it, and taken out
+	 * once a lease record that names it no more is written; the
+	 * previous run's too. */
+	uint64_t *sets;
+	size_t n_sets;
 	char profile[];
 };
 
@@ -109,6 +115,39 @@ static struct record *record_of(const char *profile, bool add)
 	return rec;
 }
 
+static bool sets_add(uint64_t **sets, size_t *n, uint64_t id)
+{
+	uint64_t *more;
+
+	for (size_t i = 0; i < *n; i++)
+		if ((*sets)[i] == id)
+			return true;
+	more = realloc(*sets, (*n + 1) * sizeof(**sets));
+	if (!more)
+		return false;
+	more[(*n)++] = id;
+	*sets = more;
+	return true;
+}
+
+/* A lease set the previous run stored (leaseset/ID/P): ours to take out
+ * once our lease record names it no more. */
+static void set_adopt(const char *name)
+{
+	const char *slash = strchr(name, '/');
+	struct record *rec;
+	uint64_t id;
+	char *end;
+
+	if (!slash || slash - name != MANAGER_SET_ID_LEN)
+		return;
+	errno = 0;
+	id = strtoull(name, &end, 16);
+	if (errno || end != slash || !(rec = record_of(slash + 1, true)))
+		return;
+	(void)sets_add(&rec->sets, &rec->n_sets, id);
+}
+
 /* A record the previous run left under name, kept to write on when it
  * is one (an older run's plain text is replaced by a new file). */
 static void records_adopt(const char *name, int fd)
@@ -120,6 +159,11 @@ static void records_adopt(const char *name, int fd)
 	struct record *rec;
 	int *slot, copy;
 
+	if (!strncmp(name, RESTORE_FDNAME_LEASESET,
+		     strlen(RESTORE_FDNAME_LEASESET))) {
+		set_adopt(name + strlen(RESTORE_FDNAME_LEASESET));
+		return;
+	}
 	if ((!state && !lease) || !durable_is(fd))
 		return;
 	rec = record_of(name + strlen(state ? RESTORE_FDNAME_STATE
@@ -147,12 +191,26 @@ static void record_forget(const char *profile)
 		close(rec->state_fd);
 	if (rec->lease_fd >= 0)
 		close(rec->lease_fd);
+	free(rec->sets);
 	free(rec);
+}
+
+static void unstore_set(const char *profile, uint64_t id)
+{
+	char sid[MANAGER_SET_ID_LEN + 1];
+
+	manager_set_id(id, sid);
+	sd_notifyf(0, "FDSTOREREMOVE=1\nFDNAME=" RESTORE_FDNAME_LEASESET "%s/%s",
+		   sid, profile);
 }
 
 /* One name a message: systemd reads the first FDNAME= of each. */
 static void unstore_ctx(const char *profile)
 {
+	struct record *rec = record_of(profile, false);
+
+	for (size_t i = 0; rec && i < rec->n_sets; i++)
+		unstore_set(profile, rec->sets[i]);
 	sd_notifyf(0, "FDSTOREREMOVE=1\nFDNAME=" RESTORE_FDNAME_CTX "%s",
 		   profile);
 	sd_notifyf(0, "FDSTOREREMOVE=1\nFDNAME=" RESTORE_FDNAME_STATE "%s",
@@ -220,34 +278,114 @@ static bool store_ctx(const struct profile *p)
 	       ok;
 }
 
+/* The lease sets a lease record about to be written names: each stored
+ * first, if it is not in the store yet. */
+struct sets_named {
+	struct record *rec;
+	uint64_t *ids;
+	size_t n;
+	bool ok; /* every one is in the store */
+};
+
+static bool store_set(const struct record *rec, uint64_t id,
+		      const char *leases, size_t len)
+{
+	char sid[MANAGER_SET_ID_LEN + 1], name[MANAGER_SET_ID_LEN + 2 + 256];
+	_cleanup_free_ char *text = NULL;
+	_cleanup_close_ int fd = -1;
+	int n;
+
+	manager_set_id(id, sid);
+	n = asprintf(&text, "{\"version\":2,\"id\":\"%s\",\"leases\":[%.*s]}",
+		     sid, (int)len, leases);
+	if (n < 0) {
+		text = NULL;
+		return false;
+	}
+	snprintf(name, sizeof(name), "%s/%s", sid, rec->profile);
+	/* Written once: the store's copy is all we need of it. */
+	return record_write(&fd, RESTORE_FDNAME_LEASESET, name, text,
+			    (size_t)n);
+}
+
+static void set_named(void *ud, uint64_t id, const char *text, size_t len)
+{
+	struct sets_named *sn = ud;
+	struct record *rec = sn->rec;
+	size_t before = sn->n;
+
+	if (!sets_add(&sn->ids, &sn->n, id)) {
+		sn->ok = false;
+		return;
+	}
+	if (sn->n == before)
+		return; /* another holder's, seen already */
+	for (size_t i = 0; i < rec->n_sets; i++)
+		if (rec->sets[i] == id)
+			return;
+	if (!store_set(rec, id, text, len) ||
+	    !sets_add(&rec->sets, &rec->n_sets, id))
+		sn->ok = false;
+}
+
+/* The sets in the store that the lease record just written names no
+ * more: taken out. */
+static void sets_unstore(struct record *rec, const struct sets_named *sn)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < rec->n_sets; i++) {
+		bool named = false;
+
+		for (size_t j = 0; j < sn->n && !named; j++)
+			named = sn->ids[j] == rec->sets[i];
+		if (named)
+			rec->sets[k++] = rec->sets[i];
+		else
+			unstore_set(rec->profile, rec->sets[i]);
+	}
+	rec->n_sets = k;
+}
+
 /* Who holds what of p now, to the lease record: a new run adopts them
- * (manager_adopt.c) and keeps what they hold while they live. */
+ * (manager_adopt.c) and keeps what they hold while they live. The lease
+ * sets it names go to the store first (once each); the record itself
+ * names them by id, so that an attach or a detach rewrites a few bytes
+ * whatever the size of the profile. */
 static void store_leases(struct manager *m, struct profile *p)
 {
 	_cleanup_free_ char *text = NULL, *holders = NULL, *makers = NULL;
 	size_t hlen = 0, mlen = 0;
 	struct record *rec;
+	struct sets_named sn = { .ok = true };
 
 	if (!profile_hands_over(p) || !getenv("NOTIFY_SOCKET"))
 		return;
 	rec = record_of(profile_name(p), true);
-	if (rec)
+	if (rec) {
 		rec->leases_due = false; /* this is the truth, now */
-	holders = manager_holders_text(m, p, &hlen);
+		sn.rec = rec;
+		holders = manager_holders_text(
+			m, p, &hlen,
+			&(struct manager_lease_sets){ set_named, &sn });
+	}
 	makers = reclaim_record_text(p, &mlen);
-	/* {"version":1,"holders":[...],"makers":[...]}: the arrays as they
+	/* {"version":2,"holders":[...],"makers":[...]}: the arrays as they
 	 * come. */
-	if (holders && makers &&
-	    asprintf(&text, "{\"version\":1,\"holders\":%.*s,\"makers\":%.*s}",
+	if (holders && makers && sn.ok &&
+	    asprintf(&text, "{\"version\":2,\"holders\":%.*s,\"makers\":%.*s}",
 		     (int)hlen, holders, (int)mlen, makers) < 0)
 		text = NULL;
-	if (!rec || !text ||
+	if (!text ||
 	    !record_write(&rec->lease_fd, RESTORE_FDNAME_LEASE,
 			  profile_name(p), text, strlen(text)))
 		log_warn(0, "profile %s: cannot write down who holds its "
 			    "objects: a crash now may destroy what its "
 			    "clients use",
 			 profile_name(p));
+	else
+		sets_unstore(rec, &sn);
+	free(sn.ids);
 }
 
 int sysd_listen_init(void)
@@ -293,7 +431,9 @@ int sysd_listen_init(void)
 		    !strncmp(names[i], RESTORE_FDNAME_STATE,
 			     strlen(RESTORE_FDNAME_STATE)) ||
 		    !strncmp(names[i], RESTORE_FDNAME_LEASE,
-			     strlen(RESTORE_FDNAME_LEASE))) {
+			     strlen(RESTORE_FDNAME_LEASE)) ||
+		    !strncmp(names[i], RESTORE_FDNAME_LEASESET,
+			     strlen(RESTORE_FDNAME_LEASESET))) {
 			fcntl(fd, F_SETFD, FD_CLOEXEC);
 			records_adopt(names[i], fd);
 			restore_keep(names[i], fd);

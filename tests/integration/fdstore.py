@@ -103,6 +103,33 @@ class FdStore:
         """Who holds what of profile, as the daemon wrote it down."""
         return self.record(f"lease/{profile}")
 
+    def lease_sets(self, profile):
+        """The lease sets stored for profile (rdmad(8), SYSTEMD: records
+        named leaseset/ID/PROFILE): {ID: document}."""
+        out = {}
+        for name in self.fds:
+            part = name.split("/", 2)
+            if len(part) == 3 and part[0] == "leaseset" and \
+                    part[2] == profile:
+                out[part[1]] = self.record(name)
+        return out
+
+    def holders(self, profile):
+        """The lease record's holders, each with the leases of the sets
+        it names (version 2) joined to its own: [{pid, ..., leases}]."""
+        doc = self.leases(profile)
+        sets = self.lease_sets(profile)
+        out = []
+        for h in doc["holders"]:
+            leases = list(h.get("leases", []))
+            for sid in h.get("sets", []):
+                assert sid in sets, (sid, sorted(sets))
+                assert sets[sid]["id"] == sid and \
+                    sets[sid]["version"] == 2, sets[sid]
+                leases += sets[sid]["leases"]
+            out.append(dict(h, leases=leases))
+        return out
+
     def put_state(self, profile, doc):
         """Replace profile's state document (a test's forgery)."""
         fd = os.memfd_create("forged-state")

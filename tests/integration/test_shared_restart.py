@@ -516,7 +516,7 @@ def drop_s(tmp_path):
 def lease_of(store, pid):
     """What the lease record in the store says process pid holds:
     {(kind, name): handle}."""
-    holders = store.drain().leases("p")["holders"]
+    holders = store.drain().holders("p")
     mine = [h for h in holders if h["pid"] == pid]
     assert len(mine) == 1, holders
     return {(l["kind"], l["name"]): l.get("handle") for l in mine[0]["leases"]}
@@ -626,3 +626,75 @@ def test_a_handle_another_client_took_is_left_alone(store, tmp_path):
         ibv.ibv_dereg_mr(ctypes.c_void_p(mine))
         ibv.ibv_unimport_pd(ctypes.c_void_p(pd))
         ibv.ibv_close_device(ctypes.c_void_p(ctx))
+
+
+def set_inode(store, sid):
+    return os.fstat(store.fds[f"leaseset/{sid}/p"]).st_ino
+
+
+def test_lease_sets_are_stored_once_and_taken_out_once_unnamed(store,
+                                                                tmp_path):
+    """rdmad(8), SYSTEMD: the lease record (version 2) names each
+    holder's lease sets by id; a set is a record of its own
+    (leaseset/ID/p), stored once before a holder names it. Two attaches
+    of one generation name one set, stored once; a reload's attach names
+    a new one; a set no holder names leaves the store; and the next run,
+    which adopts the holders, takes the previous run's sets out once its
+    own lease record stands (the adopted holder's leases written in
+    it)."""
+    a = store.run()
+    held = []
+    try:
+        held.append(holder(tmp_path))
+        sets = store.drain().lease_sets("p")
+        assert len(sets) == 1, sets
+        (first,) = sets
+        names = {(l["kind"], l["name"]) for l in sets[first]["leases"]}
+        assert {("pd", "a"), ("pd", "b"), ("mr", "r"), ("mr", "s")} <= names
+        ino = set_inode(store, first)
+        held.append(holder(tmp_path))
+        doc = store.drain().leases("p")
+        assert doc["version"] == 2
+        assert sorted(h["pid"] for h in doc["holders"]) == \
+            sorted(h.pid for h in held)
+        assert all(h["sets"] == [first] and h["leases"] == []
+                   for h in doc["holders"]), doc
+        assert store.lease_sets("p").keys() == {first}
+        assert set_inode(store, first) == ino  # not stored again
+        # A new generation: the next attach's set is another.
+        drop_s(tmp_path)
+        status, body = a.d.request("POST", "/v1/reload")
+        assert status == 200, (body, a.log())
+        held.append(holder(tmp_path))
+        sets = store.drain().lease_sets("p")
+        assert len(sets) == 2 and first in sets, sets
+        (second,) = set(sets) - {first}
+        assert ("mr", "s") not in {(l["kind"], l["name"])
+                                   for l in sets[second]["leases"]}
+        # The first set's holders go: so does its record, once the
+        # lease record no longer names it.
+        for h in held[:2]:
+            h.kill()
+            h.wait()
+        assert settle(lambda: store.drain().lease_sets("p").keys()
+                      == {second}, 10), store.lease_sets("p")
+        assert [h["pid"] for h in store.holders("p")] == [held[2].pid]
+        a.crash(signal.SIGKILL)
+        b = store.run()
+        assert "adopted pid %d" % held[2].pid in b.log(), b.log()
+        held.append(holder(tmp_path))
+        assert settle(lambda: second not in store.drain().lease_sets("p"),
+                      10), store.lease_sets("p")
+        (third,) = store.lease_sets("p")
+        mine = {h["pid"]: h for h in store.holders("p")}
+        assert mine[held[3].pid]["sets"] == [third]
+        # The adopted holder's leases, in the record itself now.
+        adopted = mine[held[2].pid]
+        assert "sets" not in adopted
+        assert ("mr", "r") in {(l["kind"], l["name"])
+                               for l in adopted["leases"]}
+        b.stop()
+    finally:
+        for h in held:
+            h.kill()
+            h.wait()

@@ -246,11 +246,108 @@ static void test_a_stale_handle_is_not_kept_for_a_holder(void **unused)
 		free((void *)kept_names[i]);
 }
 
+/* Version 2 of the lease record: the holder names a lease set, kept in
+ * a record of its own (leaseset/ID/P), beside leases of its own. The
+ * set's leases count as the holder's: the same outcome as above. */
+static void test_a_holder_holds_what_its_lease_sets_name(void **unused)
+{
+	char lease[512];
+	static const char set[] =
+		"{\"version\":2,\"id\":\"00000000000000ab\",\"leases\":["
+		"{\"kind\":\"mr\",\"name\":\"d\",\"handle\":7}]}";
+	static const char other[] =
+		"{\"version\":2,\"id\":\"00000000000000cd\",\"leases\":["
+		"{\"kind\":\"mr\",\"name\":\"x\",\"handle\":9}]}";
+	struct ibv_context *ctx = NULL;
+	struct restored *r;
+	json_t *holders, *leases;
+
+	(void)unused;
+	setup_file();
+	n_kept_names = 0;
+	snprintf(lease, sizeof(lease),
+		 "{\"version\":2,\"holders\":[{\"pid\":%d,\"start\":0,"
+		 "\"uid\":0,\"gid\":0,\"sets\":[\"00000000000000ab\"],"
+		 "\"leases\":[{\"kind\":\"mr\",\"name\":\"r\","
+		 "\"handle\":5}]}],\"makers\":[]}",
+		 (int)getpid());
+	assert_int_equal(restore_keep("ctx/p", open("/dev/null", O_RDWR)), 0);
+	assert_int_equal(restore_keep("state/p", memfd_with(state, false)), 0);
+	assert_int_equal(restore_keep("leaseset/00000000000000cd/p",
+				      memfd_with(other, true)),
+			 0);
+	assert_int_equal(restore_keep("lease/p", memfd_with(lease, true)), 0);
+	assert_int_equal(restore_keep("leaseset/00000000000000ab/p",
+				      memfd_with(set, true)),
+			 0);
+	r = restore_take(profile_p(), &ctx);
+	assert_non_null(r);
+	holders = restore_holders(r);
+	assert_int_equal(json_array_size(holders), 1);
+	leases = json_object_get(json_array_get(holders, 0), "leases");
+	/* Its own first, then its set's; the set not named is not. */
+	assert_int_equal(json_array_size(leases), 2);
+	assert_string_equal(json_string_value(json_object_get(
+				    json_array_get(leases, 1), "name")),
+			    "d");
+	json_decref(holders);
+	assert_int_equal(restore_finish(r, ctx, on_keep, NULL), 0);
+	assert_int_equal(n_kept_names, 2);
+	assert_string_equal(kept_names[0], "d");
+	assert_false(file_mrs[1].deregistered);
+	restore_done(NULL);
+	for (size_t i = 0; i < n_kept_names; i++)
+		free((void *)kept_names[i]);
+}
+
+/* A holder that names a set the store does not hold (or one whose record
+ * says another id) makes the lease record unread: what it says is not
+ * whole. Nobody is taken to hold anything then (the state document names
+ * no holders), as with no lease record at all. */
+static void test_a_lease_record_naming_a_missing_set_is_not_read(void **unused)
+{
+	char lease[512];
+	static const char wrong[] =
+		"{\"version\":2,\"id\":\"0000000000000000\",\"leases\":["
+		"{\"kind\":\"mr\",\"name\":\"d\",\"handle\":7}]}";
+	struct ibv_context *ctx = NULL;
+	struct restored *r;
+	json_t *holders;
+
+	(void)unused;
+	setup_file();
+	snprintf(lease, sizeof(lease),
+		 "{\"version\":2,\"holders\":[{\"pid\":%d,\"start\":0,"
+		 "\"uid\":0,\"gid\":0,\"sets\":[\"00000000000000ef\"],"
+		 "\"leases\":[]}],\"makers\":[]}",
+		 (int)getpid());
+	assert_int_equal(restore_keep("ctx/p", open("/dev/null", O_RDWR)), 0);
+	assert_int_equal(restore_keep("state/p", memfd_with(state, false)), 0);
+	assert_int_equal(restore_keep("lease/p", memfd_with(lease, true)), 0);
+	assert_int_equal(restore_keep("leaseset/00000000000000ef/p",
+				      memfd_with(wrong, true)),
+			 0);
+	/* Not a set's name: refused. */
+	assert_int_equal(restore_keep("leaseset/p", open("/dev/null", O_RDWR)),
+			 -EINVAL);
+	r = restore_take(profile_p(), &ctx);
+	assert_non_null(r);
+	holders = restore_holders(r);
+	assert_int_equal(json_array_size(holders), 0);
+	json_decref(holders);
+	assert_int_equal(restore_finish(r, ctx, NULL, NULL), 2); /* d, a */
+	assert_true(file_mrs[1].deregistered);
+	restore_done(NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_a_stale_handle_is_not_destroyed),
 		cmocka_unit_test(test_a_stale_handle_is_not_kept_for_a_holder),
+		cmocka_unit_test(test_a_holder_holds_what_its_lease_sets_name),
+		cmocka_unit_test(
+			test_a_lease_record_naming_a_missing_set_is_not_read),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
