@@ -321,7 +321,7 @@ FUZZ_CFLAGS := -g -O1 -std=gnu11 -D_GNU_SOURCE -DMHD_SONAME='"$(MHD_SONAME)"' -D
 	-Itests/fuzz
 FUZZ_ALL := fuzz_config fuzz_image fuzz_api fuzz_http fuzz_proto fuzz_attached \
 	fuzz_frames fuzz_rdmanl fuzz_target fuzz_uevent fuzz_restore_doc \
-	fuzz_durable fuzz_mr_table
+	fuzz_durable fuzz_mr_table fuzz_restore_leases
 FUZZ_TARGETS ?= $(FUZZ_ALL)
 FUZZ_SECONDS ?= 60
 # fuzz_proto checks librdmad's decoder of ATTACHED against proto_decode.

@@ -15,14 +15,11 @@
 #include "profile_index.h"
 #include "restore.h"
 #include "restore_doc.h"
+#include "restore_leases.h"
 #include "uhandle.h"
 #include "util.h"
 
 #define STATE_VERSION 1
-/* The lease record's: 2 names its holders' lease sets, kept apart. */
-#define LEASES_VERSION 2
-/* A state document bigger than this is not ours. */
-#define STATE_MAX (64u << 20)
 
 /* One PD or MR of the previous run. */
 struct entry {
@@ -68,17 +65,11 @@ struct restored {
 	size_t stale;
 };
 
-/* A lease set of the previous run (RESTORE_FDNAME_LEASESET). */
-struct kept_set {
-	char *id;
-	int fd;
-};
-
 /* What systemd passed, by profile, until a profile takes it. */
 struct kept {
 	char *profile;
 	int ctx_fd, state_fd, lease_fd;
-	struct kept_set *sets;
+	struct restore_set *sets; /* its lease sets (restore_leases.h) */
 	size_t n_sets;
 	/* Its state document, read ahead (restore_read_ahead()): parsed,
 	 * or NULL and why not. */
@@ -119,7 +110,7 @@ static struct kept *kept_find(const char *profile, bool add)
 static int keep_set(const char *name, int fd)
 {
 	const char *slash = strchr(name, '/');
-	struct kept_set *sets;
+	struct restore_set *sets; /* its lease sets (restore_leases.h) */
 	struct kept *k;
 	char *id;
 
@@ -137,7 +128,7 @@ static int keep_set(const char *name, int fd)
 		return -ENOMEM;
 	}
 	k->sets = sets;
-	sets[k->n_sets++] = (struct kept_set){ id, fd };
+	sets[k->n_sets++] = (struct restore_set){id, fd};
 	return 0;
 }
 
@@ -218,119 +209,6 @@ static void restored_free(struct restored *r)
 	json_decref(r->makers);
 	free(r->ibdev);
 	free(r);
-}
-
-/* A kept document's text, in *len bytes (the caller's to free); NULL
- * when it cannot be read or is too big to be ours. A durable record
- * (durable.h), or the plain text an older run wrote: read from its
- * start. */
-static char *read_state(int fd, size_t *len)
-{
-	char *text = NULL;
-	int r = durable_read(fd, STATE_MAX, &text, len, NULL);
-
-	if (r == 0 && *len)
-		return text;
-	free(text);
-	text = NULL;
-	if (r != -ENOENT || lseek(fd, 0, SEEK_SET) < 0 ||
-	    read_all(fd, STATE_MAX, -1, &text, len) < 0 || !*len) {
-		free(text);
-		return NULL;
-	}
-	return text;
-}
-
-/* The leases of the set id that k kept (its record's "leases"), a new
- * reference; NULL when it is missing or does not read. */
-static json_t *set_leases(const struct kept *k, const char *id)
-{
-	json_t *doc, *leases = NULL;
-	size_t len = 0;
-
-	for (size_t i = 0; i < k->n_sets; i++) {
-		_cleanup_free_ char *text = NULL;
-
-		if (!streq(k->sets[i].id, id) ||
-		    !(text = read_state(k->sets[i].fd, &len)))
-			continue;
-		doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
-		if (json_integer_value(json_object_get(doc, "version")) ==
-			    LEASES_VERSION &&
-		    streq(json_string_value(json_object_get(doc, "id")) ?: "",
-			  id))
-			leases = json_incref(json_object_get(doc, "leases"));
-		json_decref(doc);
-		if (json_is_array(leases))
-			return leases;
-		json_decref(leases);
-		leases = NULL;
-	}
-	return NULL;
-}
-
-/* A version 2 holder, {..., sets: [id], leases: [...]}, in the shape of
- * version 1: its sets' leases joined to its own. False when a set it
- * names is missing (the record's writer stores a set before a holder
- * names it: the record is not ours, or not whole). */
-static bool holder_expand(const struct kept *k, json_t *h)
-{
-	json_t *sets = json_object_get(h, "sets"), *own, *id;
-	size_t i;
-
-	if (!sets)
-		return true;
-	own = json_object_get(h, "leases");
-	if (!json_is_array(sets) || (own && !json_is_array(own)))
-		return false;
-	if (!own && json_object_set_new(h, "leases", own = json_array()) < 0)
-		return false;
-	json_array_foreach(sets, i, id) {
-		json_t *leases = json_is_string(id)
-					 ? set_leases(k, json_string_value(id))
-					 : NULL;
-		int r = leases ? json_array_extend(own, leases) : -1;
-
-		json_decref(leases);
-		if (r < 0)
-			return false;
-	}
-	return json_object_del(h, "sets") == 0;
-}
-
-/* The holders the lease record k kept names ({version, holders}, each
- * holder's sets expanded), in version 1's shape; NULL when there is
- * none or it does not read (the state document's are used). */
-static json_t *read_leases(const struct kept *k, json_t **makers)
-{
-	_cleanup_free_ char *text = NULL;
-	json_t *doc, *holders, *h;
-	json_int_t version;
-	size_t len = 0, i;
-
-	*makers = NULL;
-	if (k->lease_fd < 0 || !(text = read_state(k->lease_fd, &len)))
-		return NULL;
-	doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
-	holders = json_object_get(doc, "holders");
-	version = json_integer_value(json_object_get(doc, "version"));
-	if ((version != STATE_VERSION && version != LEASES_VERSION) ||
-	    !json_is_array(holders))
-		holders = NULL;
-	json_array_foreach(holders, i, h) {
-		if (version == LEASES_VERSION && !holder_expand(k, h)) {
-			log_warn(0, "profile %s: its lease record names a "
-				    "lease set the store does not hold",
-				 k->profile);
-			holders = NULL;
-			break;
-		}
-	}
-	if (holders && json_is_array(json_object_get(doc, "makers")))
-		*makers = json_incref(json_object_get(doc, "makers"));
-	json_incref(holders);
-	json_decref(doc);
-	return holders;
 }
 
 /* An entry of the document, checked; its strings are taken. */
@@ -436,7 +314,7 @@ static struct restored *read_kept(const struct kept *k, const char **why)
 	_cleanup_free_ char *text = NULL;
 	size_t len = 0;
 
-	text = fd >= 0 ? read_state(fd, &len) : NULL;
+	text = fd >= 0 ? restore_record_read(fd, &len) : NULL;
 	if (!text || restore_doc_read(text, len, &doc) < 0) {
 		*why = "its state document is missing or unreadable";
 		return NULL;
@@ -445,7 +323,9 @@ static struct restored *read_kept(const struct kept *k, const char **why)
 	restore_doc_free(&doc);
 	/* The lease record is written at every change, the document's
 	 * holders only at a clean stop (and by older runs). */
-	holders = r ? read_leases(k, &makers) : NULL;
+	holders = r ? restore_leases_read(k->profile, k->lease_fd, k->sets,
+					  k->n_sets, &makers)
+		    : NULL;
 	if (holders) {
 		json_decref(r->holders);
 		r->holders = holders;
