@@ -36,9 +36,12 @@ struct session_stats {
 
 /* Where the lease record's text hands the lease sets its holders name
  * (restore.h, version 2): each(ud, id, text, len) with the set's leases
- * as manager_lease_put() writes them, once per holder that names it. */
+ * as manager_lease_put() writes them, once per holder that names it;
+ * kept(ud, id) for a set that no holder names now but the next attach
+ * will (the attach cache's: its record may stay in the store). */
 struct manager_lease_sets {
 	void (*each)(void *ud, uint64_t id, const char *text, size_t len);
+	void (*kept)(void *ud, uint64_t id);
 	void *ud;
 };
 

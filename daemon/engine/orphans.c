@@ -1,16 +1,19 @@
 // SPDX-License-Identifier: MIT
 /*
- * Why on the loop and not on the worker pool: the workers run creations
- * in FIFO order, and a scan queued behind a registration of hundreds of
- * GB would wait minutes; and the kernel makes a dump one chunk at a time,
- * as each is read, so a non-blocking socket read a few chunks per
- * wake-up costs the loop a bounded slice (one recvmsg of at most 32 KiB
- * per chunk) and never waits. The records are sorted at the end, on the
- * loop, where the profiles and sessions may be read without locks.
+ * Why the dumps are read on a thread of their own (rdmanl_batch.h) and
+ * not on the worker pool: the workers run creations in FIFO order, and
+ * a scan queued behind a registration of hundreds of GB would wait
+ * minutes. Not on the loop either: the kernel walks its table from the
+ * start for every chunk of a dump, so that one chunk of a dump of 60k
+ * MRs costs tens of milliseconds, each a stall of every client. The
+ * records are sorted at the end, on the loop, where the profiles and
+ * sessions may be read without locks.
  */
 #include <malloc.h>
 #include <stdio.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "manager.h"
@@ -19,10 +22,9 @@
 #include "profile.h"
 #include "qphealth.h"
 #include "rdmanl.h"
+#include "rdmanl_batch.h"
 #include "reclaim.h"
 
-/* Chunks read per wake-up: the loop turns between them. */
-#define SCAN_CHUNKS 4
 /* A lease ended: scan this soon (several ending at once: one scan), but
  * not sooner than SCAN_GAP_USEC after the last scan began: clients
  * attaching and detaching in a loop would otherwise have a scan (a
@@ -39,15 +41,17 @@ struct seen_ctx {
 
 struct orphans {
 	struct manager *m; /* whose profiles are scanned */
-	struct rdmanl *nl;
+	/* The scan's dumps, read on their thread; done_fd (an eventfd, kept
+	 * from one scan to the next) and io: when they are in. */
+	struct rdmanl_batch *batch;
+	int done_fd;
 	sd_event_source *io, *timer, *soon;
 	/* A scan after RECLAIM_DELAY_USEC: leftovers wait for it. */
 	sd_event_source *later;
-	/* The scan under way: each device's dumps, one at a time. */
+	/* The scan under way: the devices it dumps. */
 	uint32_t *devs;
 	int *dev_err;
-	size_t n_devs, dev;
-	enum rdmanl_kind kind;
+	size_t n_devs;
 	struct seen_ctx *ctxs;
 	size_t n_ctxs;
 	struct rdmanl_res *recs;
@@ -539,11 +543,28 @@ static void sort_all(struct orphans *o)
  * the daemon's RSS, free but in holes of the heap, until the next trim. */
 #define SCAN_TRIM_RECS 4096
 
+/* The dumps called off and their thread joined (at most a chunk). */
+static void batch_drop(struct orphans *o)
+{
+	struct rdmanl_res *none = NULL;
+	uint64_t count;
+	size_t n = 0;
+
+	if (!o->batch)
+		return;
+	rdmanl_batch_cancel(o->batch);
+	rdmanl_batch_finish(o->batch, &none, &n, o->dev_err);
+	o->batch = NULL;
+	(void)!read(o->done_fd, &count, sizeof(count));
+}
+
 static void scan_clear(struct orphans *o)
 {
 	bool trim = o->cap_recs >= SCAN_TRIM_RECS;
 
 	o->io = sd_event_source_disable_unref(o->io);
+	/* Still reading (the daemon stops): stopped at its next chunk. */
+	batch_drop(o);
 	free(o->devs);
 	free(o->dev_err);
 	free(o->ctxs);
@@ -552,7 +573,7 @@ static void scan_clear(struct orphans *o)
 	o->dev_err = NULL;
 	o->ctxs = NULL;
 	o->recs = NULL;
-	o->n_devs = o->dev = o->n_ctxs = o->n_recs = o->cap_recs = 0;
+	o->n_devs = o->n_ctxs = o->n_recs = o->cap_recs = 0;
 	o->running = false;
 	if (trim)
 		malloc_trim(0);
@@ -573,95 +594,60 @@ static void scan_end(struct orphans *o)
 	}
 }
 
-static int keep_rec(void *ud, const struct rdmanl_res *r)
+/* The dumps are in (or the scan was called off: orphans_pause()). */
+static int on_dumped(sd_event_source *es, int fd, uint32_t revents, void *ud)
 {
 	struct orphans *o = ud;
+	struct rdmanl_batch *b = TAKE_PTR(o->batch);
+	uint64_t count;
+	int r;
 
-	if (o->n_recs == o->cap_recs) {
-		size_t cap = o->cap_recs ? o->cap_recs * 2 : 256;
-		struct rdmanl_res *n = realloc(o->recs, cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		o->recs = n;
-		o->cap_recs = cap;
+	(void)es;
+	(void)revents;
+	(void)!read(fd, &count, sizeof(count));
+	o->io = sd_event_source_disable_unref(o->io);
+	r = rdmanl_batch_finish(b, &o->recs, &o->n_recs, o->dev_err);
+	if (r < 0) {
+		scan_clear(o);
+		if (o->again && !o->paused) {
+			o->again = false;
+			orphans_request(o);
+		}
+		return 0;
 	}
-	o->recs[o->n_recs++] = *r;
+	o->cap_recs = o->n_recs;
+	for (size_t i = 0; i < o->n_devs; i++)
+		if (o->dev_err[i] < 0)
+			log_debug("RDMA netlink: a dump of device %u: %s",
+				  o->devs[i], strerror(-o->dev_err[i]));
+	scan_end(o);
 	return 0;
 }
 
-static int on_readable(sd_event_source *es, int fd, uint32_t revents,
-		       void *ud);
-
-/* Ask for the next dump: the next kind of this device, or the next
- * device. Ends the scan after the last. */
-static void scan_next(struct orphans *o, bool advance)
+/* Read the dumps of every device of the scan on their thread. */
+static void scan_dump(struct orphans *o)
 {
 	int r;
 
-	for (;;) {
-		if (advance && ++o->kind == RDMANL_KINDS) {
-			o->kind = RDMANL_PD;
-			o->dev++;
-		}
-		advance = true;
-		if (o->dev == o->n_devs) {
-			scan_end(o);
-			return;
-		}
-		if (!o->io) {
-			r = o->nl ? 0 : rdmanl_open(false, &o->nl);
-			if (r >= 0)
-				r = sd_event_add_io(manager_loop(o->m), &o->io,
-						    rdmanl_fd(o->nl), EPOLLIN,
-						    on_readable, o);
-			/* After the clients and the front ends. */
-			if (r >= 0)
-				r = sd_event_source_set_priority(
-					o->io, SD_EVENT_PRIORITY_IDLE);
-			if (r < 0) {
-				o->io = sd_event_source_disable_unref(o->io);
-				o->nl = rdmanl_free(o->nl);
-				o->dev_err[o->dev] = r;
-				o->kind = RDMANL_KINDS - 1;
-				continue;
-			}
-		}
-		r = rdmanl_start(o->nl, o->kind, o->devs[o->dev]);
-		if (r >= 0)
-			return;
-		o->dev_err[o->dev] = r;
-		o->kind = RDMANL_KINDS - 1; /* this device is done */
+	if (!o->n_devs) {
+		scan_end(o);
+		return;
 	}
-}
-
-static int on_readable(sd_event_source *es, int fd, uint32_t revents,
-		       void *ud)
-{
-	struct orphans *o = ud;
-	int r = rdmanl_read(o->nl, SCAN_CHUNKS, keep_rec, o);
-
-	(void)es;
-	(void)fd;
-	(void)revents;
-	if (r > 0)
-		return 0;
-	if (r < 0 && o->kind == RDMANL_SRQ &&
-	    (r == -EOPNOTSUPP || r == -EINVAL))
-		r = 0; /* a kernel before SRQ dumps (5.19) */
-	if (r < 0) {
-		log_debug("RDMA netlink: %s dump of device %u: %s",
-			  rdmanl_kind_name(o->kind), o->devs[o->dev],
-			  strerror(-r));
-		/* The socket may hold the rest: a fresh one for what
-		 * follows. This device's view is the error. */
-		o->io = sd_event_source_disable_unref(o->io);
-		o->nl = rdmanl_free(o->nl);
-		o->dev_err[o->dev] = r;
-		o->kind = RDMANL_KINDS - 1;
-	}
-	scan_next(o, true);
-	return 0;
+	r = rdmanl_batch_start(o->devs, o->n_devs, RDMANL_PD, o->done_fd,
+			       &o->batch);
+	if (r >= 0)
+		r = sd_event_add_io(manager_loop(o->m), &o->io, o->done_fd,
+				    EPOLLIN, on_dumped, o);
+	/* After the clients and the front ends. */
+	if (r >= 0)
+		r = sd_event_source_set_priority(o->io, SD_EVENT_PRIORITY_IDLE);
+	if (r >= 0)
+		return;
+	o->io = sd_event_source_disable_unref(o->io);
+	batch_drop(o);
+	for (size_t i = 0; i < o->n_devs; i++)
+		o->dev_err[i] = r;
+	scan_end(o);
 }
 
 /* A process that made MRs in a context is gone (its pidfd is readable,
@@ -707,9 +693,7 @@ static void scan_start(struct orphans *o)
 		if (!known)
 			o->devs[o->n_devs++] = profile_dev_index(p);
 	}
-	o->dev = 0;
-	o->kind = RDMANL_PD;
-	scan_next(o, false);
+	scan_dump(o);
 }
 
 /* ---- when ---- */
@@ -735,10 +719,9 @@ void orphans_pause(struct orphans *o)
 	o->paused = true;
 	if (!o->running)
 		return;
-	/* What the dump still holds stays unread: a fresh socket for the
-	 * next scan, as after a failed dump. */
-	scan_clear(o);
-	o->nl = rdmanl_free(o->nl);
+	/* The dumps stop at their next chunk; the scan ends with them
+	 * (on_dumped()), and another runs after the resume. */
+	rdmanl_batch_cancel(o->batch);
 	o->again = true;
 }
 
@@ -818,10 +801,15 @@ int orphans_new(struct manager *m, struct orphans **out)
 	if (!o)
 		return -ENOMEM;
 	o->m = m;
-	r = sd_event_add_time_relative(manager_loop(m), &o->timer, CLOCK_MONOTONIC,
-				       ORPHANS_SCAN_SECONDS * 1000000ULL,
-				       1000000, on_timer, o);
+	o->done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	r = o->done_fd < 0
+		? -errno
+		: sd_event_add_time_relative(
+		      manager_loop(m), &o->timer, CLOCK_MONOTONIC,
+		      ORPHANS_SCAN_SECONDS * 1000000ULL, 1000000, on_timer, o);
 	if (r < 0) {
+		if (o->done_fd >= 0)
+			close(o->done_fd);
 		free(o);
 		return r;
 	}
@@ -834,7 +822,7 @@ struct orphans *orphans_free(struct orphans *o)
 	if (!o)
 		return NULL;
 	scan_clear(o);
-	o->nl = rdmanl_free(o->nl);
+	close(o->done_fd);
 	sd_event_source_disable_unref(o->timer);
 	sd_event_source_disable_unref(o->soon);
 	sd_event_source_disable_unref(o->later);

@@ -807,6 +807,8 @@ static bool control_leases(void *ud, const char *profile, FILE *f,
 		manager_holder_put(f, s->cred.pid, s->start, s->cred.uid,
 				   s->cred.gid, ids, n_ids, l ? l : "", n, sep);
 	}
+	if (sets && sets->kept)
+		control_attach_sets(c, profile, sets->kept, sets->ud);
 	return true;
 }
 

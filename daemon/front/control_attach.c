@@ -377,6 +377,17 @@ struct attach_cache {
 	char name[]; /* the profile's */
 };
 
+void control_attach_sets(struct control *c, const char *profile,
+			 void (*each)(void *ud, uint64_t id), void *ud)
+{
+	struct attach_cache *e;
+
+	HASH_FIND_STR(c->attach_cache, profile, e);
+	for (int k = TEXT_SHARED; e && k < TEXT_KINDS; k++)
+		if (e->mode[k].set)
+			each(ud, e->mode[k].set->id);
+}
+
 static void attach_text_clear(struct attach_text *t)
 {
 	free(t->text);

@@ -345,6 +345,10 @@ void control_waiters_drop(struct control *c, struct session *s);
  * ends its session. */
 int control_attach_start(struct control *c);
 void control_attach_stop(struct control *c);
+/* The lease sets of profile's shared attaches that the attach cache
+ * keeps for the next attach, each to each(ud, id). */
+void control_attach_sets(struct control *c, const char *profile,
+			 void (*each)(void *ud, uint64_t id), void *ud);
 
 /* control_request.c */
 int control_request(struct session *s, uint32_t id, json_t *req,

@@ -115,13 +115,20 @@ static struct record *record_of(const char *profile, bool add)
 	return rec;
 }
 
+static bool sets_have(const uint64_t *ids, size_t n, uint64_t id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (ids[i] == id)
+			return true;
+	return false;
+}
+
 static bool sets_add(uint64_t **sets, size_t *n, uint64_t id)
 {
 	uint64_t *more;
 
-	for (size_t i = 0; i < *n; i++)
-		if ((*sets)[i] == id)
-			return true;
+	if (sets_have(*sets, *n, id))
+		return true;
 	more = realloc(*sets, (*n + 1) * sizeof(**sets));
 	if (!more)
 		return false;
@@ -284,6 +291,11 @@ struct sets_named {
 	struct record *rec;
 	uint64_t *ids;
 	size_t n;
+	/* Not named, but the next attach's: left in the store if there
+	 * (a worker that attaches and detaches in a loop stores its set
+	 * once, not at each attach). */
+	uint64_t *kept;
+	size_t n_kept;
 	bool ok; /* every one is in the store */
 };
 
@@ -318,28 +330,29 @@ static void set_named(void *ud, uint64_t id, const char *text, size_t len)
 		sn->ok = false;
 		return;
 	}
-	if (sn->n == before)
-		return; /* another holder's, seen already */
-	for (size_t i = 0; i < rec->n_sets; i++)
-		if (rec->sets[i] == id)
-			return;
+	if (sn->n == before || sets_have(rec->sets, rec->n_sets, id))
+		return; /* another holder's, or stored before */
 	if (!store_set(rec, id, text, len) ||
 	    !sets_add(&rec->sets, &rec->n_sets, id))
 		sn->ok = false;
 }
 
+static void set_kept(void *ud, uint64_t id)
+{
+	struct sets_named *sn = ud;
+
+	(void)sets_add(&sn->kept, &sn->n_kept, id);
+}
+
 /* The sets in the store that the lease record just written names no
- * more: taken out. */
+ * more, nor the attach cache keeps: taken out. */
 static void sets_unstore(struct record *rec, const struct sets_named *sn)
 {
 	size_t k = 0;
 
 	for (size_t i = 0; i < rec->n_sets; i++) {
-		bool named = false;
-
-		for (size_t j = 0; j < sn->n && !named; j++)
-			named = sn->ids[j] == rec->sets[i];
-		if (named)
+		if (sets_have(sn->ids, sn->n, rec->sets[i]) ||
+		    sets_have(sn->kept, sn->n_kept, rec->sets[i]))
 			rec->sets[k++] = rec->sets[i];
 		else
 			unstore_set(rec->profile, rec->sets[i]);
@@ -366,8 +379,8 @@ static void store_leases(struct manager *m, struct profile *p)
 		rec->leases_due = false; /* this is the truth, now */
 		sn.rec = rec;
 		holders = manager_holders_text(
-			m, p, &hlen,
-			&(struct manager_lease_sets){ set_named, &sn });
+		    m, p, &hlen,
+		    &(struct manager_lease_sets){set_named, set_kept, &sn});
 	}
 	makers = reclaim_record_text(p, &mlen);
 	/* {"version":2,"holders":[...],"makers":[...]}: the arrays as they
@@ -386,6 +399,7 @@ static void store_leases(struct manager *m, struct profile *p)
 	else
 		sets_unstore(rec, &sn);
 	free(sn.ids);
+	free(sn.kept);
 }
 
 int sysd_listen_init(void)

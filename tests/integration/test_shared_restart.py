@@ -641,7 +641,8 @@ def test_lease_sets_are_stored_once_and_taken_out_once_unnamed(store,
     a new one; a set no holder names leaves the store; and the next run,
     which adopts the holders, takes the previous run's sets out once its
     own lease record stands (the adopted holder's leases written in
-    it)."""
+    it). A set the next attach will name stays stored while nobody
+    holds it: a worker attaching in a loop stores it once."""
     a = store.run()
     held = []
     try:
@@ -693,6 +694,18 @@ def test_lease_sets_are_stored_once_and_taken_out_once_unnamed(store,
         assert "sets" not in adopted
         assert ("mr", "r") in {(l["kind"], l["name"])
                                for l in adopted["leases"]}
+        # Its last holder gone, the generation's set stays stored for
+        # the next attach (which names it again, not a new one).
+        ino = set_inode(store, third)
+        held[3].kill()
+        held[3].wait()
+        assert settle(lambda: held[3].pid not in
+                      {h["pid"] for h in store.drain().holders("p")}, 10)
+        assert store.lease_sets("p").keys() == {third}
+        held.append(holder(tmp_path))
+        mine = {h["pid"]: h for h in store.drain().holders("p")}
+        assert mine[held[4].pid]["sets"] == [third]
+        assert set_inode(store, third) == ino
         b.stop()
     finally:
         for h in held:
