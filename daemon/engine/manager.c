@@ -804,12 +804,15 @@ static void reload_done(struct work *w, bool cancelled)
 		manager_announce(m, EV_SETTLED, NULL);
 }
 
-/* The first reload queued goes to the workers, unless one is there. */
+/* The first reload queued goes to the workers, unless one is there, or
+ * the daemon stops: manager_reload_cancel() answers and frees the queue
+ * once the one on the workers is done (whose done() comes here), and
+ * would free one sent to the workers meanwhile under them. */
 static void reload_next(struct manager *m)
 {
 	struct reload_req *q = m->reload_queue;
 
-	if (!q || q->work.run)
+	if (!q || q->work.run || m->stopping)
 		return;
 	q->work = (struct work){ .run = reload_run,
 				 .done = reload_done,

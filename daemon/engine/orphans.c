@@ -32,6 +32,12 @@
  * of their requests, on the loop that answers them. */
 #define SCAN_SOON_USEC 100000
 #define SCAN_GAP_USEC 1000000
+/* And not sooner than this many times as long as the last scan took
+ * after it began: the kernel's dumps cost O(n^2) (rdmanl_batch.h), and a
+ * device of 60k MRs would otherwise keep a CPU busy scanning (seconds a
+ * scan under emulation) for a scan every second or ten. So scans take at
+ * most a fifth of one CPU, and a reclaim on such a device waits longer. */
+#define SCAN_DUTY 5
 
 /* A context the scan looks at. */
 struct seen_ctx {
@@ -60,6 +66,7 @@ struct orphans {
 	 * a reload was under way: paused, see orphans_pause). */
 	bool running, again, paused;
 	uint64_t last_start; /* CLOCK_MONOTONIC usec, 0: none yet */
+	uint64_t last_took;  /* from its start to its records sorted */
 };
 
 static void scan_start(struct orphans *o);
@@ -582,6 +589,11 @@ static void scan_clear(struct orphans *o)
 static void scan_end(struct orphans *o)
 {
 	bool failed = false;
+	uint64_t now;
+
+	if (sd_event_now(manager_loop(o->m), CLOCK_MONOTONIC, &now) >= 0 &&
+	    now > o->last_start)
+		o->last_took = now - o->last_start;
 
 	for (size_t i = 0; i < o->n_devs; i++)
 		failed |= o->dev_err[i] < 0;
@@ -762,7 +774,7 @@ static void scan_later(struct orphans *o)
 
 void orphans_request(struct orphans *o)
 {
-	uint64_t now, delay = SCAN_SOON_USEC;
+	uint64_t now, delay = SCAN_SOON_USEC, gap;
 
 	if (!o)
 		return;
@@ -772,11 +784,13 @@ void orphans_request(struct orphans *o)
 	}
 	if (o->soon)
 		return;
+	gap = o->last_took * SCAN_DUTY > SCAN_GAP_USEC
+		  ? o->last_took * SCAN_DUTY
+		  : SCAN_GAP_USEC;
 	if (o->last_start &&
 	    sd_event_now(manager_loop(o->m), CLOCK_MONOTONIC, &now) >= 0 &&
-	    now - o->last_start < SCAN_GAP_USEC &&
-	    SCAN_GAP_USEC - (now - o->last_start) > delay)
-		delay = SCAN_GAP_USEC - (now - o->last_start);
+	    now - o->last_start < gap && gap - (now - o->last_start) > delay)
+		delay = gap - (now - o->last_start);
 	if (sd_event_add_time_relative(manager_loop(o->m), &o->soon, CLOCK_MONOTONIC,
 				       delay, 10000, on_soon, o) < 0)
 		o->soon = NULL;

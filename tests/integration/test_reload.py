@@ -273,6 +273,28 @@ def validate_children(pid):
     return found
 
 
+def test_a_stop_while_reloads_wait_sends_none_to_the_workers(rdmad,
+                                                            monkeypatch):
+    """SIGTERM while a reload is being read (its child hangs) and two more
+    wait behind it: the stop ends the one being read, answers the others
+    and sends none of them to the workers on the way. It did send the
+    next one, and then freed it under the worker reading it (a
+    use-after-free that the sanitized daemon's stress test caught)."""
+    monkeypatch.setenv("RDMAD_TEST_VALIDATE", "hang")
+    monkeypatch.setenv("RDMAD_VALIDATE_TIMEOUT_MS", "30000")
+    d = rdmad(BASE)
+    rewrite(d, CHANGED)
+    for _ in range(3):
+        d.proc.send_signal(signal.SIGHUP)
+        time.sleep(0.1)
+    assert settle(lambda: validate_children(d.pid), 10), d.log()
+    assert d.stop() == 0, d.log()
+    log = d.log()
+    assert "Sanitizer" not in log and "runtime error:" not in log, log
+    # Only the first was read: the two behind it never got a child.
+    assert settle(lambda: not validate_children(d.pid), 5)
+
+
 def test_files_changed_after_the_child_read_them_are_for_the_next_reload(
         rdmad, monkeypatch):
     """The daemon loads what its reading child read, as the child hands
