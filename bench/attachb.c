@@ -10,9 +10,11 @@
  *       undo all of it).
  *   attachb -m shared -s SOCKET -P PROFILE -n N [-j PROCS]
  *       the same in shared mode (RDMAD_ATTACH_SHARED): receive the
- *       memfd and the daemon's cmd_fd, map the memory, import the
- *       context (ibv_import_device), the PDs and the MRs by handle; then
- *       unimport, unmap, close. Nothing is registered in this process.
+ *       daemon's cmd_fd and the memories' fds, import the context
+ *       (ibv_import_device); then close. The PDs, the MRs and the
+ *       memories' mappings come when the program first asks for them
+ *       (librdmad(3)), which this loop does not: -m firstuse measures
+ *       that. Nothing is registered in this process.
  *   attachb -m verbs [-d IBDEV] [-b BYTES] -n N
  *       the bare verbs calls attach replaces: ibv_get_device_list,
  *       ibv_open_device, ibv_alloc_pd, memfd_create + ftruncate + mmap,
