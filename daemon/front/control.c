@@ -752,10 +752,9 @@ static bool control_attached(void *ud, const char *profile, pid_t pid)
 }
 
 /* What each process attached in shared mode to profile leases, for the
- * restart state (restore.h): its kernel objects are what outlive us. */
-/* Each session's shared attachments to profile, as one holder: the ids
- * of their lease sets (each handed to sets) and the leases they took
- * over from the previous run. */
+ * restart state (restore.h): each session as one holder, with the ids of
+ * its attachments' lease sets (each handed to sets) and the leases they
+ * took over from the previous run. */
 static bool control_leases(void *ud, const char *profile, FILE *f,
 			   const char **sep,
 			   const struct manager_lease_sets *sets)
