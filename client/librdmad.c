@@ -34,6 +34,11 @@ int client_memory_map(struct rdmad_profile *p, size_t i)
 
 	if (mem->addr != MAP_FAILED)
 		return 0;
+	if (mem->fd < 0 && mem->ask) {
+		err = client_memory_ask(p, mem);
+		if (err < 0)
+			return err;
+	}
 	if (mem->fd < 0)
 		return client_set_error(EBADF,
 					"memory '%s' is not mapped "
@@ -599,10 +604,11 @@ static int ask_attach(struct rdmad_profile *p, const char *mode,
 	int r;
 
 	proto_msg_init(ans);
-	/* "mr_table": in shared mode, the MRs in a table we read when
-	 * asked for one (proto/mr_table.h), not in the message. */
-	doc = json_pack("{s:s, s:s, s:b}", "profile", p->name, "mode", mode,
-			"mr_table", 1);
+	/* In shared mode, the MRs in a table we read when asked for one
+	 * (proto/mr_table.h), not in the message; and no memory's fd
+	 * with it: each is asked for (MAP) when first mapped. */
+	doc = json_pack("{s:s, s:s, s:b, s:b}", "profile", p->name, "mode",
+			mode, "mr_table", 1, "memory_fds", 0);
 	if (doc && wait_ms &&
 	    json_object_set_new(doc, "wait_ms", json_integer(wait_ms)) < 0) {
 		json_decref(doc);

@@ -107,7 +107,9 @@ static int fill(struct rdmad_profile *p, struct proto_attached *a,
 		mem->name = steal(&a->memory[i].name);
 		mem->size = a->memory[i].size;
 		mem->addr = MAP_FAILED;
-		mem->fd = TAKE_FD(m->fds[a->memory[i].fd]);
+		mem->fd =
+		    a->memory[i].has_fd ? TAKE_FD(m->fds[a->memory[i].fd]) : -1;
+		mem->ask = !a->memory[i].has_fd;
 	}
 	for (size_t i = 0; i < a->n_xrcd; i++, p->n_xrcd++) {
 		p->xrcd[i].name = steal(&a->xrcd[i].name);

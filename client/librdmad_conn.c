@@ -344,7 +344,9 @@ static uint16_t answer_type(uint16_t request)
 		return PROTO_ATTACHED;
 	case PROTO_DETACH:
 		return PROTO_DETACHED;
-	default: /* REQUEST, REPORT */
+	case PROTO_MAP:
+		return PROTO_MAPPED;
+	default: /* REQUEST, REPORT, MADE */
 		return PROTO_REPLY;
 	}
 }
@@ -763,8 +765,10 @@ static int resume_attach(struct rdmad *c, struct rdmad_profile *p)
 	uint32_t rid;
 	int r;
 
-	doc = json_pack("{s:s, s:s, s:b, s:i}", "profile", p->name, "mode",
-			"shared", "resume", 1, "wait_ms", CLIENT_ATTACH_WAIT_MS);
+	/* Only the attachment's id is read: no memory's fd either. */
+	doc = json_pack("{s:s, s:s, s:b, s:i, s:b}", "profile", p->name, "mode",
+			"shared", "resume", 1, "wait_ms", CLIENT_ATTACH_WAIT_MS,
+			"memory_fds", 0);
 	r = client_request_msg(&req, PROTO_ATTACH, doc);
 	if (r < 0)
 		return r;

@@ -94,6 +94,7 @@ struct rdmad {
 struct client_memory {
 	char *name;
 	int fd;	    /* until mapped */
+	bool ask;   /* no fd came with ATTACHED: asked for (MAP) */
 	void *addr; /* MAP_FAILED until mapped */
 	size_t size;
 };
@@ -248,6 +249,9 @@ static inline bool client_json_uint(const json_t *o, const char *key,
 
 /* librdmad.c: memory i mapped in this process (once); 0 or -errno. */
 int client_memory_map(struct rdmad_profile *p, size_t i);
+/* librdmad_request.c: mem's fd, asked of the daemon (MAP) for p's
+ * attachment, into mem->fd; 0 or -errno. */
+int client_memory_ask(struct rdmad_profile *p, struct client_memory *mem);
 
 /* Where MR mr begins in this process's mapping of its memory, mapped
  * now if it was not yet; NULL with errno when it cannot be. */

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * librdmad's control requests: REQUEST / REPLY (rdmad_request()) and the
- * event stream's subscription (rdmad_subscribe()), on the connection of
- * librdmad_conn.c.
+ * librdmad's control requests: REQUEST / REPLY (rdmad_request()), the
+ * event stream's subscription (rdmad_subscribe()) and a memory's fd
+ * (MAP / MAPPED), on the connection of librdmad_conn.c.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -111,3 +111,44 @@ int rdmad_subscribe(struct rdmad *c)
 	return 0;
 }
 
+int client_memory_ask(struct rdmad_profile *p, struct client_memory *mem)
+{
+	struct proto_msg req, ans;
+	const json_t *doc;
+	uint64_t size = 0, fd = 1;
+	int r;
+
+	if (!p->granted || !p->conn)
+		return client_set_error(ENOTCONN,
+					"memory '%s' of profile '%s' is not "
+					"mapped yet and the attachment is "
+					"gone (rdmad went away): attach again",
+					mem->name, p->name);
+	r = client_request_msg(&req, PROTO_MAP,
+			       json_pack("{s:I, s:s}", "attachment",
+					 (json_int_t)p->attachment, "memory",
+					 mem->name));
+	if (r < 0)
+		return r;
+	r = exchange(p->conn, &req, CLIENT_TIMEOUT_MS, &ans);
+	proto_msg_clear(&req);
+	if (r < 0)
+		return r;
+	/* The daemon's word for it, checked as ATTACHED's would be: the
+	 * memory asked for, of the size announced, its one fd. */
+	doc = ans.payload;
+	if (ans.n_fds != 1 ||
+	    !streq(json_string_value(json_object_get(doc, "memory")) ?: "",
+		   mem->name) ||
+	    !client_json_uint(doc, "size", INT64_MAX, &size) ||
+	    size != mem->size || !client_json_uint(doc, "fd", 0, &fd)) {
+		proto_msg_clear(&ans);
+		return client_set_error(EPROTO,
+					"rdmad's MAPPED for memory '%s' of "
+					"profile '%s' is malformed",
+					mem->name, p->name);
+	}
+	mem->fd = TAKE_FD(ans.fds[0]);
+	proto_msg_clear(&ans);
+	return 0;
+}

@@ -33,12 +33,14 @@ enum proto_attach_mode {
 	PROTO_ATTACH_LOCAL = 2,	 /* "local": open ibdev, register again */
 };
 
-/* "memory": shareable memory, with its fd. */
+/* "memory": shareable memory, with its fd unless the ATTACH asked for
+ * none ("memory_fds": false: the client asks with MAP). */
 struct proto_att_memory {
 	char *name;
 	uint64_t size; /* bytes, > 0 */
 	char *backing; /* "memfd", "hugetlbfs", ...; optional */
-	uint64_t fd;   /* index into the message's fds */
+	bool has_fd;
+	uint64_t fd; /* index into the message's fds */
 };
 
 /* "xrcd": an XRC domain the daemon shares by its file. */

@@ -26,10 +26,10 @@
 
 #define S struct proto_att_memory
 static const struct att_field memory_fields[] = {
-	NAME(S),
-	{ AT(S, "size", AT_U64, size), .required = true, .min = 1 },
-	{ AT(S, "backing", AT_STR, backing) },
-	{ AT(S, "fd", AT_FD, fd), .required = true },
+    NAME(S),
+    {AT(S, "size", AT_U64, size), .required = true, .min = 1},
+    {AT(S, "backing", AT_STR, backing)},
+    {AT(S, "fd", AT_FD, fd), HAS(S, has_fd)},
 };
 static const struct att_struct memory_struct =
 	STRUCT(S, "memory", memory_fields, 1, AL_MEMORY);

@@ -25,19 +25,20 @@ static const struct proto_type_info {
 	unsigned senders; /* enum proto_peer bits */
 	bool fds;
 } types[] = {
-	[PROTO_HELLO] = { "HELLO", PROTO_PEER_CLIENT, false },
-	[PROTO_WELCOME] = { "WELCOME", PROTO_PEER_DAEMON, false },
-	[PROTO_ERROR] = { "ERROR", PROTO_PEER_CLIENT | PROTO_PEER_DAEMON,
-			  false },
-	[PROTO_REQUEST] = { "REQUEST", PROTO_PEER_CLIENT, false },
-	[PROTO_REPLY] = { "REPLY", PROTO_PEER_DAEMON, false },
-	[PROTO_ATTACH] = { "ATTACH", PROTO_PEER_CLIENT, false },
-	[PROTO_ATTACHED] = { "ATTACHED", PROTO_PEER_DAEMON, true },
-	[PROTO_DETACH] = { "DETACH", PROTO_PEER_CLIENT, false },
-	[PROTO_DETACHED] = { "DETACHED", PROTO_PEER_DAEMON, false },
-	[PROTO_REPORT] = { "REPORT", PROTO_PEER_CLIENT, false },
-	[PROTO_EVENT] = { "EVENT", PROTO_PEER_DAEMON, false },
-	[PROTO_MADE] = { "MADE", PROTO_PEER_CLIENT, false },
+    [PROTO_HELLO] = {"HELLO", PROTO_PEER_CLIENT, false},
+    [PROTO_WELCOME] = {"WELCOME", PROTO_PEER_DAEMON, false},
+    [PROTO_ERROR] = {"ERROR", PROTO_PEER_CLIENT | PROTO_PEER_DAEMON, false},
+    [PROTO_REQUEST] = {"REQUEST", PROTO_PEER_CLIENT, false},
+    [PROTO_REPLY] = {"REPLY", PROTO_PEER_DAEMON, false},
+    [PROTO_ATTACH] = {"ATTACH", PROTO_PEER_CLIENT, false},
+    [PROTO_ATTACHED] = {"ATTACHED", PROTO_PEER_DAEMON, true},
+    [PROTO_DETACH] = {"DETACH", PROTO_PEER_CLIENT, false},
+    [PROTO_DETACHED] = {"DETACHED", PROTO_PEER_DAEMON, false},
+    [PROTO_REPORT] = {"REPORT", PROTO_PEER_CLIENT, false},
+    [PROTO_EVENT] = {"EVENT", PROTO_PEER_DAEMON, false},
+    [PROTO_MADE] = {"MADE", PROTO_PEER_CLIENT, false},
+    [PROTO_MAP] = {"MAP", PROTO_PEER_CLIENT, false},
+    [PROTO_MAPPED] = {"MAPPED", PROTO_PEER_DAEMON, true},
 };
 
 static const struct proto_type_info *type_info(uint16_t type)

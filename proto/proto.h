@@ -101,7 +101,7 @@ enum proto_type {
 	PROTO_REPLY = 5,
 	/* client: which profile to attach, how */
 	PROTO_ATTACH = 6,
-	/* daemon: the profile's objects; the only type that carries fds */
+	/* daemon: the profile's objects, with fds (so does MAPPED) */
 	PROTO_ATTACHED = 7,
 	/* client: end an attachment */
 	PROTO_DETACH = 8,
@@ -115,8 +115,14 @@ enum proto_type {
 	 */
 	PROTO_EVENT = 11,
 	/* client, shared mode: objects its process made in the context
-	 * (made.h); answered with REPLY. The last type. */
+	 * (made.h); answered with REPLY. */
 	PROTO_MADE = 12,
+	/* client: {"attachment":7,"memory":"ring"}, the fd of a memory the
+	 * attachment holds (ATTACH with "memory_fds": false) */
+	PROTO_MAP = 13,
+	/* daemon: {"memory":"ring","size":N,"fd":0} with that one fd. The
+	 * last type. */
+	PROTO_MAPPED = 14,
 };
 
 /* Who sends a message; for proto_type_allowed(). */

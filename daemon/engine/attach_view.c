@@ -51,6 +51,7 @@ struct fill {
 	struct proto_attached *a;
 	size_t n[PART_MCAST + 1];
 	int n_fds;
+	bool memory_fds; /* the memories' fds go with the document */
 };
 
 static int fill_alloc(struct fill *f)
@@ -132,9 +133,11 @@ static int fill_part(struct fill *f, const struct object *o,
 		struct proto_att_memory *m = &a->memory[a->n_memory++];
 
 		*m = (struct proto_att_memory){
-			.name = strdup(name), .size = c->size,
-			.backing = strdup(mem_backing_name(c->backing)),
-			.fd = (uint64_t)f->n_fds++,
+		    .name = strdup(name),
+		    .size = c->size,
+		    .backing = strdup(mem_backing_name(c->backing)),
+		    .has_fd = f->memory_fds,
+		    .fd = f->memory_fds ? (uint64_t)f->n_fds++ : 0,
 		};
 		return m->name && m->backing ? 0 : -ENOMEM;
 	}
@@ -184,10 +187,13 @@ static int fill_part(struct fill *f, const struct object *o,
 	}
 }
 
-int profile_attach_fill(struct profile *p, bool shared,
+int profile_attach_fill(struct profile *p, unsigned int how,
 			struct proto_attached *a)
 {
-	struct fill f = { .a = a, .n_fds = shared };
+	bool shared = how & ATTACH_SHARED;
+	struct fill f = {.a = a,
+			 .n_fds = shared,
+			 .memory_fds = !(how & ATTACH_NO_MEMORY_FDS)};
 	int import_err = profile_import_err(p);
 	size_t n = profile_n_objects(p);
 	int r;
@@ -218,23 +224,23 @@ int profile_attach_fill(struct profile *p, bool shared,
 	return r;
 }
 
-char *profile_attach_text(struct profile *p, bool shared, size_t *len)
+char *profile_attach_text(struct profile *p, unsigned int how, size_t *len)
 {
 	struct proto_attached a;
 	char *text = NULL;
 
-	if (profile_attach_fill(p, shared, &a) < 0 ||
+	if (profile_attach_fill(p, how, &a) < 0 ||
 	    proto_attached_encode(&a, PROTO_ATTACHED_NO_ID, &text, len) < 0)
 		text = NULL;
 	proto_attached_free(&a);
 	return text;
 }
 
-int profile_attach_table(struct profile *p, char **text, size_t *len,
-			 void **table, size_t *table_len)
+int profile_attach_table(struct profile *p, unsigned int how, char **text,
+			 size_t *len, void **table, size_t *table_len)
 {
 	struct proto_attached a;
-	int r = profile_attach_fill(p, true, &a);
+	int r = profile_attach_fill(p, how | ATTACH_SHARED, &a);
 
 	*text = NULL;
 	*table = NULL;
@@ -245,14 +251,15 @@ int profile_attach_table(struct profile *p, char **text, size_t *len,
 
 		/* The list is in the table now: left out of the text (and
 		 * put back for the free). The table's memfd comes after
-		 * every fd the lists name: the context's, the memories',
-		 * the XRC domains'. */
+		 * every fd the lists name: the context's, the memories'
+		 * (unless asked for one by one), the XRC domains'. */
 		a.n_mr = 0;
 		a.has_mr_table = true;
 		a.mr_table = (struct proto_att_mr_table){
-			.fd = 1 + a.n_memory + a.n_xrcd,
-			.count = n_mr,
-			.size = *table_len,
+		    .fd = 1 + a.n_xrcd +
+			  (how & ATTACH_NO_MEMORY_FDS ? 0 : a.n_memory),
+		    .count = n_mr,
+		    .size = *table_len,
 		};
 		r = proto_attached_encode(&a, PROTO_ATTACHED_NO_ID, text, len);
 		a.n_mr = n_mr;
@@ -275,8 +282,10 @@ void attach_view_clear(struct attach_view *v)
 	*v = (struct attach_view){ 0 };
 }
 
-int profile_attach_view(struct profile *p, bool shared, struct attach_view *v)
+int profile_attach_view(struct profile *p, unsigned int how,
+			struct attach_view *v)
 {
+	bool shared = how & ATTACH_SHARED;
 	/* The context's cmd_fd, each object's, and room for an MR
 	 * table's memfd (the caller's). */
 	size_t n_objects = profile_n_objects(p), n = n_objects + 2;
@@ -296,7 +305,7 @@ int profile_attach_view(struct profile *p, bool shared, struct attach_view *v)
 		enum attach_part part = attach_part(p, o, shared);
 		int fd;
 
-		if (part == PART_MEMORY) {
+		if (part == PART_MEMORY && !(how & ATTACH_NO_MEMORY_FDS)) {
 			v->fds[v->n_fds++] = o->u.mem.fd;
 		} else if (part == PART_XRCD) {
 			fd = open(((const struct conf_xrcd *)o->conf)->file,

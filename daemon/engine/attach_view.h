@@ -47,32 +47,42 @@ struct attach_view {
 	size_t n_leases;
 };
 
+/* How an attach is answered: ATTACH's mode and options, as bits. */
+enum attach_how {
+	ATTACH_LOCAL = 0,
+	ATTACH_SHARED = 1 << 0, /* shared mode: the context's cmd_fd */
+	/* "memory_fds": false: the memories without their fds, which the
+	 * client asks for one by one (MAP) */
+	ATTACH_NO_MEMORY_FDS = 1 << 1,
+};
+
 /*
- * ATTACHED of p in this mode but for its "attachment" key, as JSON text
+ * ATTACHED of p answered how but for its "attachment" key, as JSON text
  * ("{...}", *len bytes, NUL-terminated): the same for every attach while
  * profile_attach_generation() stays the same. NULL without memory.
  */
-char *profile_attach_text(struct profile *p, bool shared, size_t *len);
+char *profile_attach_text(struct profile *p, unsigned int how, size_t *len);
 /*
  * ATTACHED of p in shared mode for a client that reads an MR table: the
  * text (as above) without the "mr" list, naming instead the table
  * (*table, *table_len bytes: proto/mr_table.h) as the fd after the
  * view's. Both malloc'ed; 0 or -errno.
  */
-int profile_attach_table(struct profile *p, char **text, size_t *len,
-			 void **table, size_t *table_len);
+int profile_attach_table(struct profile *p, unsigned int how, char **text,
+			 size_t *len, void **table, size_t *table_len);
 /* The same as the typed ATTACHED (proto/attached.h): every string and
  * list malloc'ed, for proto_attached_free() (also on failure). 0 or
  * -ENOMEM. */
-int profile_attach_fill(struct profile *p, bool shared,
+int profile_attach_fill(struct profile *p, unsigned int how,
 			struct proto_attached *a);
 /* Changes whenever anything the text says may have changed, unique in
  * the daemon; leases, which the text does not show, leave it alone. */
 uint64_t profile_attach_generation(const struct profile *p);
-/* The fds and leases of an attach of p in this mode, matching the text.
+/* The fds and leases of an attach of p answered how, matching the text.
  * 0 or -errno (an XRC file that cannot be opened), v cleared on
  * failure. */
-int profile_attach_view(struct profile *p, bool shared, struct attach_view *v);
+int profile_attach_view(struct profile *p, unsigned int how,
+			struct attach_view *v);
 void attach_view_clear(struct attach_view *v);
 /* Take the view's leases (once it is on its way): each object stays
  * while leased (manager_release() lets it go). v must be of p's

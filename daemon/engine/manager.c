@@ -663,44 +663,6 @@ static void retire_profile(struct manager *m, struct profile *p)
 	m->retired[m->n_retired++] = p;
 }
 
-void manager_release(struct manager *m, const char *profile,
-		     enum obj_kind kind, const char *name, uint64_t serial)
-{
-	struct profile *p = profile ? manager_profile(m, profile) : NULL;
-	struct object *o = p ? profile_find_serial(p, kind, name, serial)
-			     : NULL;
-
-	/* A client may have died with objects in a shared context. */
-	orphans_request(m->orphans);
-	if (o) {
-		profile_release(p, o);
-		profile_touch_leases_ended(p);
-		return;
-	}
-	/* Serials are unique in the daemon: at most one retired match. */
-	for (size_t i = 0; i < m->n_retired; i++) {
-		p = m->retired[i];
-		o = profile_find_serial(p, kind, name, serial);
-		if (!o)
-			continue;
-		profile_release(p, o);
-		if (!profile_n_draining(p)) {
-			profile_free(p);
-			m->retired[i] = m->retired[--m->n_retired];
-		}
-		return;
-	}
-}
-
-void manager_release_objects(struct manager *m, struct profile *p,
-			     struct object *const *objs, size_t n)
-{
-	orphans_request(m->orphans);
-	for (size_t i = 0; i < n; i++)
-		profile_release(p, objs[i]);
-	profile_touch_leases_ended(p);
-}
-
 /*
  * A reload asked for: read and checked on a worker (load_checked), then
  * applied on the loop (apply), one at a time, in the order asked.

@@ -166,6 +166,11 @@ void manager_reload_cancel(struct manager *m);
  * profile of that name or in one a reload removed. */
 void manager_release(struct manager *m, const char *profile,
 		     enum obj_kind kind, const char *name, uint64_t serial);
+/* The fd of the memory of that incarnation, which a session leases (in
+ * the profile of that name or in one a reload removed), and its size:
+ * the engine's, valid until the loop runs again; -ENOENT. */
+int manager_memory_fd(struct manager *m, const char *profile, const char *name,
+		      uint64_t serial, uint64_t *size);
 /* The same for n leases on objects of p as it is (p's attach generation
  * has not moved since they were taken: attach_view.h's o), at once. */
 void manager_release_objects(struct manager *m, struct profile *p,

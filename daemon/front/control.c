@@ -217,6 +217,9 @@ static int session_handle_one(struct session *s)
 	case PROTO_MADE:
 		r = control_made(s, m.id, m.payload);
 		break;
+	case PROTO_MAP:
+		r = control_map(s, m.id, m.payload);
+		break;
 	case PROTO_REQUEST:
 		r = control_request(s, m.id, m.payload, raw, raw_len);
 		break;

@@ -368,8 +368,15 @@ struct attach_text {
 	struct lease_set *set;
 };
 
-/* How ATTACHED is sent: local, shared, shared with an MR table. */
-enum { TEXT_LOCAL, TEXT_SHARED, TEXT_TABLE, TEXT_KINDS };
+/* How ATTACHED is sent, as bits: the engine's (attach_view.h: shared
+ * mode, the memories without their fds), and with an MR table. */
+enum {
+	TEXT_LOCAL = ATTACH_LOCAL,
+	TEXT_SHARED = ATTACH_SHARED,
+	TEXT_NO_MEMORY_FDS = ATTACH_NO_MEMORY_FDS,
+	TEXT_TABLE = 1 << 2,
+	TEXT_KINDS = 1 << 3,
+};
 
 struct attach_cache {
 	UT_hash_handle hh;
@@ -383,8 +390,8 @@ void control_attach_sets(struct control *c, const char *profile,
 	struct attach_cache *e;
 
 	HASH_FIND_STR(c->attach_cache, profile, e);
-	for (int k = TEXT_SHARED; e && k < TEXT_KINDS; k++)
-		if (e->mode[k].set)
+	for (int k = 0; e && k < TEXT_KINDS; k++)
+		if (k & TEXT_SHARED && e->mode[k].set)
 			each(ud, e->mode[k].set->id);
 }
 
@@ -443,14 +450,15 @@ static int table_memfd(const char *profile, const void *table, size_t len)
 }
 
 /* The text of p's ATTACHED with an MR table, and the table's memfd. */
-static char *render_table(struct profile *p, size_t *len, int *table_fd)
+static char *render_table(struct profile *p, unsigned int how, size_t *len,
+			  int *table_fd)
 {
 	_cleanup_free_ void *table = NULL;
 	size_t table_len = 0;
 	char *text = NULL;
 	int r;
 
-	r = profile_attach_table(p, &text, len, &table, &table_len);
+	r = profile_attach_table(p, how, &text, len, &table, &table_len);
 	if (r == 0)
 		r = *table_fd = table_memfd(profile_name(p), table, table_len);
 	if (r < 0) {
@@ -479,12 +487,12 @@ static struct attach_text *attach_text(struct control *c,
 	HASH_FIND_STR(c->attach_cache, name, e);
 	if (e && e->mode[how].text && e->mode[how].generation == generation)
 		return &e->mode[how];
-	text = how == TEXT_TABLE ? render_table(p, &len, &table_fd)
-				 : profile_attach_text(p, how == TEXT_SHARED,
-						       &len);
+	text = how & TEXT_TABLE
+		   ? render_table(p, how & ~TEXT_TABLE, &len, &table_fd)
+		   : profile_attach_text(p, how, &len);
 	if (!text)
 		return NULL;
-	r = profile_attach_view(p, how != TEXT_LOCAL, &view);
+	r = profile_attach_view(p, how & ~TEXT_TABLE, &view);
 	if (r < 0) {
 		log_warn(r, "profile %s: cannot attach", name);
 		free(text);
@@ -655,6 +663,21 @@ static void resume(struct session *s, struct profile *p, struct attachment *a)
 			 s->id, (int)s->cred.pid, n, a->profile);
 }
 
+/* How the ATTACH is answered. In shared mode, a client that reads an
+ * MR table gets one, and one that asks for each memory's fd when it
+ * maps it gets none with the message. */
+static unsigned int attach_how(const json_t *req, bool shared)
+{
+	const json_t *fds = json_object_get(req, "memory_fds");
+
+	if (!shared)
+		return TEXT_LOCAL;
+	return TEXT_SHARED |
+	       (json_is_true(json_object_get(req, "mr_table")) ? TEXT_TABLE
+							       : 0) |
+	       (json_is_false(fds) ? TEXT_NO_MEMORY_FDS : 0);
+}
+
 static int attach_one(struct session *s, uint32_t id, json_t *req)
 {
 	struct control *c = s->c;
@@ -700,12 +723,7 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 
 	a.shared = shared;
 	a.profile = strdup(name);
-	/* A client that reads an MR table gets one in shared mode. */
-	doc = attach_text(c, p,
-			  !shared ? TEXT_LOCAL
-			  : json_is_true(json_object_get(req, "mr_table"))
-				  ? TEXT_TABLE
-				  : TEXT_SHARED);
+	doc = attach_text(c, p, attach_how(req, shared));
 	att = realloc(s->att, (s->n_att + 1) * sizeof(*att));
 	if (att)
 		s->att = att;
@@ -751,7 +769,7 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 	return 0;
 }
 
-static struct attachment *find_attachment(struct session *s, json_t *req)
+struct attachment *session_attachment(struct session *s, const json_t *req)
 {
 	json_int_t id = json_integer_value(json_object_get(req, "attachment"));
 
@@ -763,7 +781,7 @@ static struct attachment *find_attachment(struct session *s, json_t *req)
 
 int control_detach(struct session *s, uint32_t id, json_t *req)
 {
-	struct attachment *a = find_attachment(s, req);
+	struct attachment *a = session_attachment(s, req);
 	char text[64];
 	uint32_t aid;
 	int n;
@@ -819,7 +837,7 @@ static const char *report_check(struct profile *p, const json_t *mr)
 
 int control_report(struct session *s, uint32_t id, json_t *req)
 {
-	struct attachment *a = find_attachment(s, req);
+	struct attachment *a = session_attachment(s, req);
 
 	if (!a)
 		return session_send_error(s, id, "not_found", "no such attachment");
@@ -877,7 +895,7 @@ int control_made(struct session *s, uint32_t id, json_t *req)
 	if (r < 0)
 		return session_send_error(s, id, "bad_request",
 					  "MADE: %s", strerror(-r));
-	a = find_attachment(s, req);
+	a = session_attachment(s, req);
 	if (!a)
 		return session_send_error(s, id, "not_found", "no such attachment");
 	if (!a->shared)

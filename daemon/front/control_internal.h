@@ -66,6 +66,9 @@ struct lease_set {
 	/* The attach cache's pointer to it, cleared when it goes (NULL:
 	 * the cache has let it go first). */
 	struct lease_set **slot;
+	/* Where the memories are in leases, for MAP. */
+	size_t *memories;
+	size_t n_memories;
 };
 
 struct attachment {
@@ -105,6 +108,10 @@ void lease_set_free(struct lease_set *set);
  * or out of memory. */
 char *leases_render(struct profile *p, const struct lease *l, size_t n,
 		    size_t *len);
+/* a's lease on the memory of that name (its own, taken over from the
+ * previous run, first: what it was given then), or NULL. */
+const struct lease *attachment_memory(const struct attachment *a,
+				      const char *name);
 /* Whether a holds that object (its set's or its own lease). */
 bool attachment_holds(const struct attachment *a, enum obj_kind kind,
 		      const char *name);
@@ -331,6 +338,10 @@ int control_detach(struct session *s, uint32_t id, json_t *req);
 int control_report(struct session *s, uint32_t id, json_t *req);
 int control_made(struct session *s, uint32_t id, json_t *req);
 void attachment_release(struct control *c, struct attachment *a);
+/* The session's attachment that req's "attachment" names, or NULL. */
+struct attachment *session_attachment(struct session *s, const json_t *req);
+/* control_map.c */
+int control_map(struct session *s, uint32_t id, json_t *req);
 void session_publish(struct session *s, const struct attachment *a,
 		     enum event_kind what, const char *reason);
 /* control.c: a session ends (its attachments released); a connection

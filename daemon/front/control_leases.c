@@ -31,6 +31,7 @@ void lease_set_free(struct lease_set *set)
 		free(set->leases[i].name);
 	free(set->leases);
 	free(set->objs);
+	free(set->memories);
 	free(set->text);
 	free(set);
 }
@@ -90,6 +91,21 @@ bool attachment_holds(const struct attachment *a, enum obj_kind kind,
 	return (a->set && leases_hold(a->set->leases, a->set->n_leases, kind,
 				      name)) ||
 	       leases_hold(a->leases, a->n_leases, kind, name);
+}
+
+const struct lease *attachment_memory(const struct attachment *a,
+				      const char *name)
+{
+	const struct lease_set *set = a->set;
+
+	for (size_t i = 0; i < a->n_leases; i++)
+		if (a->leases[i].kind == OBJ_MEMORY &&
+		    streq(a->leases[i].name, name))
+			return &a->leases[i];
+	for (size_t i = 0; set && i < set->n_memories; i++)
+		if (streq(set->leases[set->memories[i]].name, name))
+			return &set->leases[set->memories[i]];
+	return NULL;
 }
 
 size_t attachment_n_leases(const struct attachment *a)
@@ -169,11 +185,17 @@ struct lease_set *lease_set_get(struct profile *p, struct lease_set **slot,
 	set->leases = calloc(v->n_leases ? v->n_leases : 1,
 			     sizeof(*set->leases));
 	set->objs = calloc(v->n_leases ? v->n_leases : 1, sizeof(*set->objs));
+	set->memories =
+	    calloc(v->n_leases ? v->n_leases : 1, sizeof(*set->memories));
 	set->generation = generation;
 	set->id = lease_set_id();
-	for (size_t i = 0; set->leases && set->objs && i < v->n_leases; i++) {
+	for (size_t i = 0;
+	     set->leases && set->objs && set->memories && i < v->n_leases;
+	     i++) {
 		const struct attach_lease *l = &v->leases[i];
 
+		if (l->kind == OBJ_MEMORY)
+			set->memories[set->n_memories++] = i;
 		set->objs[i] = l->o;
 		set->leases[i] = (struct lease){ l->kind, strdup(l->name),
 						 l->serial };
@@ -181,7 +203,8 @@ struct lease_set *lease_set_get(struct profile *p, struct lease_set **slot,
 			break;
 		set->n_leases++;
 	}
-	if (!set->leases || !set->objs || set->n_leases < v->n_leases) {
+	if (!set->leases || !set->objs || !set->memories ||
+	    set->n_leases < v->n_leases) {
 		lease_set_free(set);
 		return NULL;
 	}

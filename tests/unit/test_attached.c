@@ -121,6 +121,7 @@ static void build(struct proto_attached *a, size_t n_mem, size_t n_mr)
 		a->memory[i].name = strdup(s);
 		a->memory[i].size = 4096 * (n_mr / n_mem + 1);
 		a->memory[i].fd = 1 + i;
+		a->memory[i].has_fd = true;
 	}
 	a->mr = calloc(n_mr, sizeof(*a->mr));
 	a->n_mr = n_mr;

@@ -314,51 +314,48 @@ struct bad_frame {
 };
 
 static const struct bad_frame bad_frames[] = {
-	{ "empty datagram", PROTO_REQUEST, F_NONE, 0, 0, 0, -EBADMSG, false },
-	{ "one byte", PROTO_REQUEST, F_NONE, 0, 1, 0, -EBADMSG, false },
-	{ "header cut short", PROTO_REQUEST, F_NONE, 0, PROTO_HDR_SIZE - 1, 0,
-	  -EBADMSG, false },
-	{ "header without its payload", PROTO_REQUEST, F_NONE, 0,
-	  PROTO_HDR_SIZE, 0, -EBADMSG, true },
-	{ "payload cut short", PROTO_REQUEST, F_NONE, 0, PROTO_HDR_SIZE + 1, 0,
-	  -EBADMSG, true },
-	{ "magic zero", PROTO_REQUEST, F_MAGIC, 0, -1, 0, -EBADMSG, false },
-	{ "magic big-endian", PROTO_REQUEST, F_MAGIC, 0x52444d44, -1, 0,
-	  -EBADMSG, false },
-	{ "magic off by one bit", PROTO_REQUEST, F_MAGIC, PROTO_MAGIC ^ 1, -1,
-	  0, -EBADMSG, false },
-	{ "version 0", PROTO_REQUEST, F_VERSION, 0, -1, 0, -EPROTONOSUPPORT,
-	  true },
-	{ "version 3", PROTO_REQUEST, F_VERSION, 3, -1, 0, -EPROTONOSUPPORT,
-	  true },
-	{ "version big-endian 1", PROTO_REQUEST, F_VERSION, 0x0100, -1, 0,
-	  -EPROTONOSUPPORT, true },
-	{ "version 0xffff", PROTO_HELLO, F_VERSION, 0xffff, -1, 0,
-	  -EPROTONOSUPPORT, true },
-	{ "type 0", PROTO_REQUEST, F_TYPE, 0, -1, 0, -EBADMSG, true },
-	{ "type one past the last", PROTO_REQUEST, F_TYPE, PROTO_MADE + 1, -1,
-	  0, -EBADMSG, true },
-	{ "type 0xffff", PROTO_REQUEST, F_TYPE, 0xffff, -1, 0, -EBADMSG, true },
-	{ "flag bit 0", PROTO_REQUEST, F_FLAGS, 1, -1, 0, -EBADMSG, true },
-	{ "flag bit 15", PROTO_REQUEST, F_FLAGS, 0x8000, -1, 0, -EBADMSG,
-	  true },
-	{ "length one more than sent", PROTO_REQUEST, F_LENGTH, 3, -1, 0,
-	  -EBADMSG, true },
-	{ "length one less than sent", PROTO_REQUEST, F_LENGTH, 1, -1, 0,
-	  -EBADMSG, true },
-	{ "length 0", PROTO_REQUEST, F_LENGTH, 0, -1, 0, -EBADMSG, true },
-	{ "length 0xffffffff", PROTO_REQUEST, F_LENGTH, 0xffffffff, -1, 0,
-	  -EBADMSG, true },
-	{ "header n_fds 1, none received", PROTO_ATTACHED, F_NFDS, 1, -1, 0,
-	  -EBADMSG, true },
-	{ "header n_fds 0, 1 received", PROTO_ATTACHED, F_NFDS, 0, -1, 1,
-	  -EBADMSG, true },
-	{ "header n_fds 2, 3 received", PROTO_ATTACHED, F_NFDS, 2, -1, 3,
-	  -EBADMSG, true },
-	{ "n_fds over the cap", PROTO_ATTACHED, F_NFDS, PROTO_MAX_FDS + 1, -1,
-	  PROTO_MAX_FDS + 1, -EBADMSG, true },
-	{ "n_fds 0xffff", PROTO_ATTACHED, F_NFDS, 0xffff, -1, 0xffff, -EBADMSG,
-	  true },
+    {"empty datagram", PROTO_REQUEST, F_NONE, 0, 0, 0, -EBADMSG, false},
+    {"one byte", PROTO_REQUEST, F_NONE, 0, 1, 0, -EBADMSG, false},
+    {"header cut short", PROTO_REQUEST, F_NONE, 0, PROTO_HDR_SIZE - 1, 0,
+     -EBADMSG, false},
+    {"header without its payload", PROTO_REQUEST, F_NONE, 0, PROTO_HDR_SIZE, 0,
+     -EBADMSG, true},
+    {"payload cut short", PROTO_REQUEST, F_NONE, 0, PROTO_HDR_SIZE + 1, 0,
+     -EBADMSG, true},
+    {"magic zero", PROTO_REQUEST, F_MAGIC, 0, -1, 0, -EBADMSG, false},
+    {"magic big-endian", PROTO_REQUEST, F_MAGIC, 0x52444d44, -1, 0, -EBADMSG,
+     false},
+    {"magic off by one bit", PROTO_REQUEST, F_MAGIC, PROTO_MAGIC ^ 1, -1, 0,
+     -EBADMSG, false},
+    {"version 0", PROTO_REQUEST, F_VERSION, 0, -1, 0, -EPROTONOSUPPORT, true},
+    {"version 3", PROTO_REQUEST, F_VERSION, 3, -1, 0, -EPROTONOSUPPORT, true},
+    {"version big-endian 1", PROTO_REQUEST, F_VERSION, 0x0100, -1, 0,
+     -EPROTONOSUPPORT, true},
+    {"version 0xffff", PROTO_HELLO, F_VERSION, 0xffff, -1, 0, -EPROTONOSUPPORT,
+     true},
+    {"type 0", PROTO_REQUEST, F_TYPE, 0, -1, 0, -EBADMSG, true},
+    {"type one past the last", PROTO_REQUEST, F_TYPE, PROTO_MAPPED + 1, -1, 0,
+     -EBADMSG, true},
+    {"type 0xffff", PROTO_REQUEST, F_TYPE, 0xffff, -1, 0, -EBADMSG, true},
+    {"flag bit 0", PROTO_REQUEST, F_FLAGS, 1, -1, 0, -EBADMSG, true},
+    {"flag bit 15", PROTO_REQUEST, F_FLAGS, 0x8000, -1, 0, -EBADMSG, true},
+    {"length one more than sent", PROTO_REQUEST, F_LENGTH, 3, -1, 0, -EBADMSG,
+     true},
+    {"length one less than sent", PROTO_REQUEST, F_LENGTH, 1, -1, 0, -EBADMSG,
+     true},
+    {"length 0", PROTO_REQUEST, F_LENGTH, 0, -1, 0, -EBADMSG, true},
+    {"length 0xffffffff", PROTO_REQUEST, F_LENGTH, 0xffffffff, -1, 0, -EBADMSG,
+     true},
+    {"header n_fds 1, none received", PROTO_ATTACHED, F_NFDS, 1, -1, 0,
+     -EBADMSG, true},
+    {"header n_fds 0, 1 received", PROTO_ATTACHED, F_NFDS, 0, -1, 1, -EBADMSG,
+     true},
+    {"header n_fds 2, 3 received", PROTO_ATTACHED, F_NFDS, 2, -1, 3, -EBADMSG,
+     true},
+    {"n_fds over the cap", PROTO_ATTACHED, F_NFDS, PROTO_MAX_FDS + 1, -1,
+     PROTO_MAX_FDS + 1, -EBADMSG, true},
+    {"n_fds 0xffff", PROTO_ATTACHED, F_NFDS, 0xffff, -1, 0xffff, -EBADMSG,
+     true},
 };
 
 static void test_bad_frame(void **state)
@@ -413,11 +410,12 @@ static void test_fds_forbidden(void **state)
 	uint16_t t;
 
 	(void)state;
-	for (t = PROTO_HELLO; t <= PROTO_MADE; t++) {
+	for (t = PROTO_HELLO; t <= PROTO_MAPPED; t++) {
 		struct proto_msg m;
 		proto_msg_init(&m);
 		size_t len = make_frame(buf, sizeof(buf), t, 1, 1, "{}");
-		int want = t == PROTO_ATTACHED ? 0 : -EBADMSG;
+		int want =
+		    t == PROTO_ATTACHED || t == PROTO_MAPPED ? 0 : -EBADMSG;
 
 		if (proto_decode(buf, len, 1, &m) != want)
 			fail_msg("%s with 1 fd: want %d", proto_type_name(t),
@@ -427,11 +425,12 @@ static void test_fds_forbidden(void **state)
 		/* And the encoder will not produce one. */
 		m.type = t;
 		m.n_fds = 1;
-		want = t == PROTO_ATTACHED ? 0 : -EINVAL;
+		want = t == PROTO_ATTACHED || t == PROTO_MAPPED ? 0 : -EINVAL;
 		if (proto_encode(&m, buf, sizeof(buf), &len) != want)
 			fail_msg("encode %s with 1 fd: want %d",
 				 proto_type_name(t), want);
-		assert_int_equal(proto_type_has_fds(t), t == PROTO_ATTACHED);
+		assert_int_equal(proto_type_has_fds(t),
+				 t == PROTO_ATTACHED || t == PROTO_MAPPED);
 	}
 }
 
@@ -691,29 +690,26 @@ static json_t *make_just_deep_enough(void)
 }
 
 static const struct bad_encode bad_encodes[] = {
-	{ "encode type 0", 0, 0, 0, NULL, NULL, 256, -EINVAL },
-	{ "encode unknown type", PROTO_MADE + 1, 0, 0, NULL, NULL, 256,
-	  -EINVAL },
-	{ "encode unknown flag", PROTO_REQUEST, 1, 0, NULL, NULL, 256,
-	  -EINVAL },
-	{ "encode fds on REPLY", PROTO_REPLY, 0, 1, NULL, NULL, 256, -EINVAL },
-	{ "encode too many fds", PROTO_ATTACHED, 0, PROTO_MAX_FDS + 1, NULL,
-	  NULL, 256, -EINVAL },
-	{ "encode array payload", PROTO_REQUEST, 0, 0, NULL, make_array, 256,
-	  -EINVAL },
-	{ "encode too deep", PROTO_REQUEST, 0, 0, NULL, make_too_deep, 256,
-	  -EINVAL },
-	{ "encode deep enough", PROTO_REQUEST, 0, 0, NULL,
-	  make_just_deep_enough, 256, 0 },
-	{ "encode cap 0", PROTO_REQUEST, 0, 0, NULL, NULL, 0, -ENOBUFS },
-	{ "encode cap header only", PROTO_REQUEST, 0, 0, NULL, NULL,
-	  PROTO_HDR_SIZE, -ENOBUFS },
-	{ "encode cap header + 1", PROTO_REQUEST, 0, 0, "{}", NULL,
-	  PROTO_HDR_SIZE + 1, -ENOBUFS },
-	{ "encode cap exact", PROTO_REQUEST, 0, 0, "{\"a\":1}", NULL,
-	  PROTO_HDR_SIZE + 7, 0 },
-	{ "encode cap one short", PROTO_REQUEST, 0, 0, "{\"a\":1}", NULL,
-	  PROTO_HDR_SIZE + 6, -ENOBUFS },
+    {"encode type 0", 0, 0, 0, NULL, NULL, 256, -EINVAL},
+    {"encode unknown type", PROTO_MAPPED + 1, 0, 0, NULL, NULL, 256, -EINVAL},
+    {"encode unknown flag", PROTO_REQUEST, 1, 0, NULL, NULL, 256, -EINVAL},
+    {"encode fds on REPLY", PROTO_REPLY, 0, 1, NULL, NULL, 256, -EINVAL},
+    {"encode too many fds", PROTO_ATTACHED, 0, PROTO_MAX_FDS + 1, NULL, NULL,
+     256, -EINVAL},
+    {"encode array payload", PROTO_REQUEST, 0, 0, NULL, make_array, 256,
+     -EINVAL},
+    {"encode too deep", PROTO_REQUEST, 0, 0, NULL, make_too_deep, 256, -EINVAL},
+    {"encode deep enough", PROTO_REQUEST, 0, 0, NULL, make_just_deep_enough,
+     256, 0},
+    {"encode cap 0", PROTO_REQUEST, 0, 0, NULL, NULL, 0, -ENOBUFS},
+    {"encode cap header only", PROTO_REQUEST, 0, 0, NULL, NULL, PROTO_HDR_SIZE,
+     -ENOBUFS},
+    {"encode cap header + 1", PROTO_REQUEST, 0, 0, "{}", NULL,
+     PROTO_HDR_SIZE + 1, -ENOBUFS},
+    {"encode cap exact", PROTO_REQUEST, 0, 0, "{\"a\":1}", NULL,
+     PROTO_HDR_SIZE + 7, 0},
+    {"encode cap one short", PROTO_REQUEST, 0, 0, "{\"a\":1}", NULL,
+     PROTO_HDR_SIZE + 6, -ENOBUFS},
 };
 
 static void test_bad_encode(void **state)
@@ -774,21 +770,23 @@ static void test_type_table(void **state)
 		const char *name;
 		bool client, daemon;
 	} t[] = {
-		{ PROTO_HELLO, "HELLO", true, false },
-		{ PROTO_WELCOME, "WELCOME", false, true },
-		{ PROTO_ERROR, "ERROR", true, true },
-		{ PROTO_REQUEST, "REQUEST", true, false },
-		{ PROTO_REPLY, "REPLY", false, true },
-		{ PROTO_ATTACH, "ATTACH", true, false },
-		{ PROTO_ATTACHED, "ATTACHED", false, true },
-		{ PROTO_DETACH, "DETACH", true, false },
-		{ PROTO_DETACHED, "DETACHED", false, true },
-		{ PROTO_REPORT, "REPORT", true, false },
-		{ PROTO_EVENT, "EVENT", false, true },
-		{ PROTO_MADE, "MADE", true, false },
-		{ 0, "UNKNOWN", false, false },
-		{ PROTO_MADE + 1, "UNKNOWN", false, false },
-		{ 0xffff, "UNKNOWN", false, false },
+	    {PROTO_HELLO, "HELLO", true, false},
+	    {PROTO_WELCOME, "WELCOME", false, true},
+	    {PROTO_ERROR, "ERROR", true, true},
+	    {PROTO_REQUEST, "REQUEST", true, false},
+	    {PROTO_REPLY, "REPLY", false, true},
+	    {PROTO_ATTACH, "ATTACH", true, false},
+	    {PROTO_ATTACHED, "ATTACHED", false, true},
+	    {PROTO_DETACH, "DETACH", true, false},
+	    {PROTO_DETACHED, "DETACHED", false, true},
+	    {PROTO_REPORT, "REPORT", true, false},
+	    {PROTO_EVENT, "EVENT", false, true},
+	    {PROTO_MADE, "MADE", true, false},
+	    {PROTO_MAP, "MAP", true, false},
+	    {PROTO_MAPPED, "MAPPED", false, true},
+	    {0, "UNKNOWN", false, false},
+	    {PROTO_MAPPED + 1, "UNKNOWN", false, false},
+	    {0xffff, "UNKNOWN", false, false},
 	};
 	size_t i;
 

@@ -329,7 +329,8 @@ class Connection:
                     self._protocol(f"bad continuation frame from rdmad "
                                    f"answering {what}")
                 body.append(data[proto.PROTO_HDR_SIZE:])
-            if fds and mtype != proto.PROTO_ATTACHED:
+            if fds and mtype not in (proto.PROTO_ATTACHED,
+                                     proto.PROTO_MAPPED):
                 self._protocol(f"rdmad sent fds with "
                                f"{proto.type_name(mtype)}")
             try:
@@ -436,8 +437,10 @@ class Connection:
                 raise ValueError("no profile given and RDMAD_PROFILE is "
                                  "not set")
         # In shared mode the MRs come as a table read when asked for
-        # (PROTOCOL.md, mr_table), not as a list in the message.
-        req = {"profile": profile, "mode": mode, "mr_table": True}
+        # (PROTOCOL.md, mr_table), not as a list in the message, and
+        # each memory's fd is asked for (MAP) when it is first mapped.
+        req = {"profile": profile, "mode": mode, "mr_table": True,
+               "memory_fds": False}
         timeout = self.timeout
         if wait is not None and wait != 0:
             if wait < 0 or math.isinf(wait):
@@ -590,7 +593,7 @@ class Connection:
                 t, doc, fds = self._exchange(
                     proto.PROTO_ATTACH,
                     {"profile": p.name, "mode": MODE_SHARED,
-                     "resume": True,
+                     "resume": True, "memory_fds": False,
                      "wait_ms": int(RESUME_ATTACH_WAIT * 1000)},
                     self.timeout + RESUME_ATTACH_WAIT)
                 _close_fds(fds)
@@ -632,12 +635,14 @@ class Connection:
 class _MemoryMap:
     """One memory of the profile, mapped here when first used (shared
     mode: an attach does not grow with the profile's memories): the
-    mmap and its address."""
+    mmap and its address. ask: where no fd came with ATTACHED, a
+    callable that gets it from the daemon (MAP)."""
 
-    def __init__(self, name, fd, size):
+    def __init__(self, name, fd, size, ask=None):
         self.name = name
         self.size = size
         self._fd = fd  # ours until mapped
+        self._ask = ask
         self._map = None
         self._addr = 0
         self.views = []
@@ -645,6 +650,9 @@ class _MemoryMap:
     def _mapped(self):
         if self._map is not None:
             return self._map
+        if self._fd < 0 and self._ask is not None:
+            self._fd = self._ask(self.name, self.size)
+            self._ask = None
         if self._fd < 0:
             raise Error("setup_failed", f"memory '{self.name}' is closed")
         try:
@@ -753,6 +761,25 @@ class Profile:
         self._fds[index] = -1
         return fd
 
+    def _ask_memory(self, name, size):
+        """The fd of memory name, from the daemon (MAP), checked: that
+        memory, of the size announced, one fd."""
+        if not self._granted:
+            raise Error("setup_failed", f"memory '{name}' of profile "
+                        f"'{self.name}' is not mapped yet and the "
+                        f"attachment is gone: attach again")
+        t, doc, fds = self._conn._exchange(
+            proto.PROTO_MAP, {"attachment": self.attachment,
+                              "memory": name})
+        fd = doc.get("fd")
+        if t != proto.PROTO_MAPPED or len(fds) != 1 or fd != 0 or \
+                doc.get("memory") != name or doc.get("size") != size or \
+                isinstance(doc.get("size"), bool):
+            _close_fds(fds)
+            self._conn._protocol(f"rdmad's MAPPED for memory '{name}' of "
+                                 f"profile '{self.name}' is malformed")
+        return fds[0]
+
     def _setup(self, asked):
         doc = self.document
         if not self._granted:
@@ -782,9 +809,14 @@ class Profile:
             if not isinstance(name, str) or name in self._maps or \
                     not isinstance(size, int) or size <= 0:
                 self._malformed(f"memory {m!r}")
-            # Mapped when first used (closed with the rest on failure).
-            self._maps[name] = _MemoryMap(name, self._take_fd(m.get("fd"),
-                                                              name), size)
+            # Mapped when first used (closed with the rest on failure);
+            # without an fd here, its fd is asked for then.
+            if "fd" in m:
+                self._maps[name] = _MemoryMap(
+                    name, self._take_fd(m.get("fd"), name), size)
+            else:
+                self._maps[name] = _MemoryMap(name, -1, size,
+                                              self._ask_memory)
         self._mem_order = [m["name"] for m in doc.get("memory") or []]
         t = doc.get("mr_table")
         if t is not None:

@@ -56,7 +56,9 @@ def S(what, fields, ns=0):
 
 
 MEMORY = S("memory", [NAME(), F("size", "u64", True, lo=1),
-                      F("backing", "str"), F("fd", "fd", True)], 1)
+                      F("backing", "str"),
+                      # absent when the ATTACH asked "memory_fds": false
+                      F("fd", "fd")], 1)
 XRCD = S("xrcd", [NAME(), F("file", "str"), F("fd", "fd", True)], 2)
 PD = S("pd", [NAME(), F("handle", "u64", True, hi=U32)], 3)
 QP = S("qp", [NAME(), F("type", "str"),

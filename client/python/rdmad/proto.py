@@ -40,6 +40,8 @@ PROTO_DETACHED = 9
 PROTO_REPORT = 10
 PROTO_EVENT = 11
 PROTO_MADE = 12
+PROTO_MAP = 13
+PROTO_MAPPED = 14
 
 #: magic, version, type, flags, n_fds, id, length: little-endian.
 HEADER = struct.Struct("<IHHHHII")
@@ -53,7 +55,7 @@ TYPE_NAMES = {v: k[len("PROTO_"):] for k, v in dict(globals()).items()
               if k.startswith("PROTO_") and k[6:] in (
                   "HELLO", "WELCOME", "ERROR", "REQUEST", "REPLY",
                   "ATTACH", "ATTACHED", "DETACH", "DETACHED", "REPORT",
-                  "EVENT", "MADE")}
+                  "EVENT", "MADE", "MAP", "MAPPED")}
 
 
 def type_name(t):
