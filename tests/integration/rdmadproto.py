@@ -11,7 +11,7 @@ import struct
 MAGIC = 0x444D4452
 HDR = struct.Struct("<IHHHHII")   # magic version type flags n_fds id length
 HELLO, WELCOME, ERROR, REQUEST, REPLY, ATTACH, ATTACHED, DETACH, \
-    DETACHED, REPORT, EVENT, MADE = range(1, 13)
+    DETACHED, REPORT, EVENT, MADE, MAP, MAPPED = range(1, 15)
 MAX_FRAME = 64 * 1024
 
 
