@@ -10,7 +10,8 @@
  *       undo all of it).
  *   attachb -m shared -s SOCKET -P PROFILE -n N [-j PROCS]
  *       the same in shared mode (RDMAD_ATTACH_SHARED): receive the
- *       daemon's cmd_fd and the memories' fds, import the context
+ *       daemon's cmd_fd and the MR table's (no memory's fd: each is
+ *       asked for when first mapped), import the context
  *       (ibv_import_device); then close. The PDs, the MRs and the
  *       memories' mappings come when the program first asks for them
  *       (librdmad(3)), which this loop does not: -m firstuse measures
@@ -20,13 +21,17 @@
  *       ibv_open_device, ibv_alloc_pd, memfd_create + ftruncate + mmap,
  *       ibv_reg_mr; then ibv_dereg_mr, munmap, close, ibv_dealloc_pd,
  *       ibv_close_device.
- *   attachb -m firstuse -s SOCKET -P PROFILE -M MR -n N
+ *   attachb -m firstuse -s SOCKET -P PROFILE -M MR [-N MR2] -n N
  *       shared mode, N cycles of: attach, rdmad_pd() of the MR's PD
  *       (untimed), then, timed, the first rdmad_mr(MR) (librdmad finds
- *       it in the MR table, imports it and checks its keys) and, on the
+ *       it in the MR table, asks the daemon for its memory's fd, maps
+ *       the memory, imports the MR and checks its keys) and, on the
  *       same context, a bare ibv_import_mr() of the same handle then
- *       ibv_unimport_mr() (the floor), in alternating order; detach.
- *       Prints "first_use_us X" and "bare_import_us Y", the medians.
+ *       ibv_unimport_mr() (the floor), in alternating order; with -N,
+ *       then the first rdmad_mr(MR2), an MR of the same memory (mapped
+ *       by then: the lookup, the import and the check); detach.
+ *       Prints "first_use_us X", "bare_import_us Y" and with -N
+ *       "first_use_mapped_us Z", the medians.
  *   attachb -m scm -n N
  *       the floor of any daemon that passes memory: one SCM_RIGHTS
  *       round trip over a SOCK_SEQPACKET socket pair (a request out, an
@@ -316,15 +321,16 @@ static double median_of(double *v, long n)
 
 /* The first rdmad_mr() of an MR against a bare ibv_import_mr() of it. */
 static int loop_firstuse(const char *sock, const char *profile,
-			 const char *name, long n)
+			 const char *name, const char *name2, long n)
 {
 	struct rdmad *c = rdmad_connect(sock);
 	double *first = calloc((size_t)n, sizeof(double));
 	double *bare = calloc((size_t)n, sizeof(double));
+	double *mapped = calloc((size_t)n, sizeof(double));
 	uint32_t handle = 0; /* the MR's: the same in every cycle */
 	int r = 0;
 
-	if (!c || !first || !bare) {
+	if (!c || !first || !bare || !mapped) {
 		fprintf(stderr, "attachb: connect: %s\n", rdmad_last_error());
 		return 1;
 	}
@@ -369,18 +375,28 @@ static int loop_firstuse(const char *sock, const char *profile,
 					ibv_unimport_mr(again);
 			}
 		}
+		if (name2 && !r) {
+			t0 = now();
+			if (!rdmad_mr(p, name2))
+				r = 1;
+			mapped[i] = (now() - t0) * 1e6;
+		}
 		if (rdmad_detach(p) < 0)
 			r = 1;
 	}
 	if (!r) {
 		printf("first_use_us %.3f\nbare_import_us %.3f\n",
 		       median_of(first, n), median_of(bare, n));
+		if (name2)
+			printf("first_use_mapped_us %.3f\n",
+			       median_of(mapped, n));
 	} else {
 		fprintf(stderr, "attachb: first use: %s\n",
 			rdmad_last_error());
 	}
 	free(first);
 	free(bare);
+	free(mapped);
 	rdmad_close(c);
 	return r;
 }
@@ -388,13 +404,13 @@ static int loop_firstuse(const char *sock, const char *profile,
 int main(int argc, char **argv)
 {
 	const char *mode = NULL, *sock = NULL, *profile = "p", *ibdev = "rxe0";
-	const char *mr = "r0";
+	const char *mr = "r0", *mr2 = NULL;
 	size_t bytes = 4096;
 	long n = 100, procs = 1;
 	double t0, t1, secs = 0;
 	int opt, r;
 
-	while ((opt = getopt(argc, argv, "m:s:P:d:b:n:j:wM:")) != -1) {
+	while ((opt = getopt(argc, argv, "m:s:P:d:b:n:j:wM:N:")) != -1) {
 		switch (opt) {
 		case 'm':
 			mode = optarg;
@@ -423,6 +439,9 @@ int main(int argc, char **argv)
 		case 'M':
 			mr = optarg;
 			break;
+		case 'N':
+			mr2 = optarg;
+			break;
 		default:
 			mode = NULL;
 			optind = argc + 1;
@@ -430,9 +449,10 @@ int main(int argc, char **argv)
 		}
 	}
 	if (!mode || n < 1 || procs < 1 || optind != argc) {
-		fprintf(stderr, "usage: attachb -m attach|shared|firstuse|"
-				"verbs|scm [-s SOCKET] [-P PROFILE] [-M MR] "
-				"[-d IBDEV] [-b BYTES] [-j PROCS] [-w] -n N\n");
+		fprintf(stderr,
+			"usage: attachb -m attach|shared|firstuse|"
+			"verbs|scm [-s SOCKET] [-P PROFILE] [-M MR] [-N MR2] "
+			"[-d IBDEV] [-b BYTES] [-j PROCS] [-w] -n N\n");
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -452,7 +472,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(mode, "firstuse"))
-		return loop_firstuse(sock, profile, mr, n);
+		return loop_firstuse(sock, profile, mr, mr2, n);
 	if (!strcmp(mode, "attach"))
 		r = loop_attach(sock, profile, RDMAD_ATTACH_LOCAL, n);
 	else if (!strcmp(mode, "shared"))

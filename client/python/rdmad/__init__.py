@@ -1197,7 +1197,15 @@ class Profile:
     def mr_map(self, name):
         """The MR's bytes in this process: a writable memoryview of the
         shared mapping (the same bytes the daemon and every other
-        client see). Released by detach()."""
+        client see). Released by detach(). Shared mode: the first call
+        for an MR of a memory not mapped yet (or of mr_addr()) asks the
+        daemon for that memory's fd (one round trip, MAP: an attach
+        carries none, whatever the number of memories), and may raise
+        what a request does: "forbidden" when a reload since the attach
+        took this user off the profile's allow list, "daemon_gone" or
+        "timeout", "protocol_error" for a malformed answer,
+        "setup_failed" when the mapping fails. The memory is the one the
+        attach was given, draining if a reload changed or removed it."""
         d = self._desc(name)
         return self._maps[d["memory"]].view(d["offset"], d["length"])
 
