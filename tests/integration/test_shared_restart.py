@@ -711,3 +711,33 @@ def test_lease_sets_are_stored_once_and_taken_out_once_unnamed(store,
         for h in held:
             h.kill()
             h.wait()
+
+
+def test_a_resumed_attachment_maps_its_memory_from_the_new_run(store,
+                                                                tmp_path):
+    """A Python client attaches without memory fds and maps nothing;
+    the daemon restarts, the client resumes (event "resumed"): its first
+    map of memory n asks the new run (MAP on the resumed attachment),
+    which gives the memory the store kept, bytes and all."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..",
+                                    "client", "python"))
+    import rdmad as pyrdmad
+    a = store.run()
+    data = os.urandom(4096)
+    write_pattern(a.proc.pid, "n", data, 8192)
+    with pyrdmad.connect(str(tmp_path / "rdmad.sock")) as c:
+        with c.attach("p", mode="shared") as p:
+            a.stop()
+            b = store.run()
+            ev = None
+            end = time.monotonic() + 60
+            while time.monotonic() < end:
+                ev = c.next_event(timeout=1)
+                if ev and ev.get("event") == "resumed":
+                    break
+            assert ev and ev.get("event") == "resumed", (ev, b.log())
+            assert bytes(p.mr_map("s")[8192:8192 + 4096]) == data
+            # The same memory as the new run's, not a copy.
+            p.mr_map("s")[0:4] = b"ping"
+            assert read_memory(b.proc.pid, "n", 0, 4) == b"ping"
+    b.stop()
