@@ -4,7 +4,7 @@
  * first input byte is the number of fds that came with the message, the
  * rest the payload, read as proto_decode reads one (depth bounded first).
  * Whatever decodes must hold the decoder's promises: every fd index below
- * the count and used once, every reference resolved to an index in its
+ * the count and used once (a memory's fd is optional: "memory_fds"), every reference resolved to an index in its
  * list, every MR within its memory; and encoding it gives a document that
  * decodes again to the same encoding.
  *
@@ -39,7 +39,8 @@ static void check_promises(const struct proto_attached *a, size_t n_fds)
 		FD(a->cmd_fd);
 	check(a->mode != PROTO_ATTACH_SHARED || a->has_cmd_fd);
 	for (size_t i = 0; i < a->n_memory; i++)
-		FD(a->memory[i].fd);
+		if (a->memory[i].has_fd)
+			FD(a->memory[i].fd);
 	for (size_t i = 0; i < a->n_xrcd; i++)
 		FD(a->xrcd[i].fd);
 #undef FD
