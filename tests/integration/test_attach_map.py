@@ -265,3 +265,53 @@ def test_map_is_forbidden_once_the_profile_no_longer_admits(shared):
     finally:
         p.kill()
         p.wait()
+
+
+MANY = 1100
+MANY_CLIENT = r"""
+import resource, sys
+sys.path.insert(0, sys.argv[2])
+import rdmad
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+with rdmad.connect(sys.argv[1]) as c:
+    with c.attach("p", mode="shared") as p:
+        last = p.mr_map(sys.argv[3])
+        last[0:4] = b"many"
+        print("ok", len(p.mr_names), flush=True)
+"""
+
+
+def test_more_memories_than_the_clients_fd_limit(rdmad, tmp_path):
+    """A profile of 1,100 memories attaches in shared mode in a client
+    whose RLIMIT_NOFILE is 256 (an attach that passed an fd per memory
+    could not be received there), and the client maps the last one."""
+    mems = ",\n".join(f'{{ name = "m{i}"; size = "4K"; }}'
+                      for i in range(MANY))
+    d = rdmad(f"""
+devices = ( {{ name = "d"; match = {{ ibdev = "rxe0"; }}; }} );
+profiles = ( {{ name = "p"; device = "d";
+  memory = ( {mems} );
+  pd = ( {{ name = "a"; }} );
+  mr = ( {{ name = "last"; pd = "a"; memory = "m{MANY - 1}";
+           access = [ "local_write" ]; }} );
+}} );
+""")
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        status, prof = d.get("/v1/profiles/p")
+        if status == 200 and prof["state"] == "ready":
+            break
+        time.sleep(0.5)
+    else:
+        pytest.fail(f"not ready: {prof}")
+    pkg = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                       "..", "client", "python")
+    out = subprocess.run([sys.executable, "-c", MANY_CLIENT, d.sock, pkg,
+                          "last"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["ok", "1"], out.stdout
+    path, _ = memfd(d.pid, f"m{MANY - 1}")
+    with open(path, "rb") as f:
+        assert f.read(4) == b"many"
