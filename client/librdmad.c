@@ -28,10 +28,12 @@
  * attach does not grow with the profile's memories. */
 int client_memory_map(struct rdmad_profile *p, size_t i)
 {
-	struct client_memory *mem = &p->mem[i];
+	struct client_memory *mem = client_memory(p, i);
 	struct stat st;
 	int err;
 
+	if (!mem)
+		return -EPROTO;
 	if (mem->addr != MAP_FAILED)
 		return 0;
 	if (mem->fd < 0 && mem->ask) {
@@ -490,6 +492,8 @@ static int profile_teardown(struct rdmad_profile *p)
 	for (i = 0; i < p->n_mem; i++) {
 		struct client_memory *mem = &p->mem[i];
 
+		if (!mem->read)
+			continue;
 		if (mem->addr != MAP_FAILED)
 			munmap(mem->addr, mem->size);
 		mem->addr = MAP_FAILED;
@@ -604,11 +608,13 @@ static int ask_attach(struct rdmad_profile *p, const char *mode,
 	int r;
 
 	proto_msg_init(ans);
-	/* In shared mode, the MRs in a table we read when asked for one
-	 * (proto/mr_table.h), not in the message; and no memory's fd
-	 * with it: each is asked for (MAP) when first mapped. */
-	doc = json_pack("{s:s, s:s, s:b, s:b}", "profile", p->name, "mode",
-			mode, "mr_table", 1, "memory_fds", 0);
+	/* In shared mode, the MRs and the memories in a table we read
+	 * when asked for one (proto/mr_table.h), not in the message; and
+	 * no memory's fd with it: each is asked for (MAP) when first
+	 * mapped. */
+	doc =
+	    json_pack("{s:s, s:s, s:b, s:b, s:b}", "profile", p->name, "mode",
+		      mode, "mr_table", 1, "memory_fds", 0, "memory_table", 1);
 	if (doc && wait_ms &&
 	    json_object_set_new(doc, "wait_ms", json_integer(wait_ms)) < 0) {
 		json_decref(doc);

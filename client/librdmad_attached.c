@@ -26,7 +26,10 @@ void client_profile_free(struct rdmad_profile *p)
 	if (!p)
 		return;
 	for (i = 0; i < p->n_mem; i++) {
-		free(p->mem[i].name);
+		if (!p->mem[i].read)
+			continue;
+		if (!p->mem_in_table)
+			free(p->mem[i].name);
 		closep(&p->mem[i].fd);
 	}
 	for (i = 0; i < p->n_pd; i++)
@@ -110,6 +113,7 @@ static int fill(struct rdmad_profile *p, struct proto_attached *a,
 		mem->fd =
 		    a->memory[i].has_fd ? TAKE_FD(m->fds[a->memory[i].fd]) : -1;
 		mem->ask = !a->memory[i].has_fd;
+		mem->read = true;
 	}
 	for (size_t i = 0; i < a->n_xrcd; i++, p->n_xrcd++) {
 		p->xrcd[i].name = steal(&a->xrcd[i].name);
@@ -179,6 +183,54 @@ static int fill(struct rdmad_profile *p, struct proto_attached *a,
  * (a read past its end would be SIGBUS) or grow it any more. */
 #define TABLE_SEALS (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW)
 
+struct client_memory *client_memory(struct rdmad_profile *p, size_t i)
+{
+	struct client_memory *mem = &p->mem[i];
+	struct proto_mr_table_memory m;
+	const char *name;
+
+	if (mem->read)
+		return mem;
+	if (proto_mr_table_memory(p->mrt, p->mrt_len, (uint32_t)i, &m, &name) <
+		0 ||
+	    m.size > SIZE_MAX) {
+		malformed(p, "a memory in its MR table is not one this "
+			     "librdmad reads");
+		return NULL;
+	}
+	*mem = (struct client_memory){
+	    .name = (char *)name,
+	    .fd = -1,
+	    .ask = true,
+	    .read = true,
+	    .addr = MAP_FAILED,
+	    .size = (size_t)m.size,
+	};
+	return mem;
+}
+
+/* The memories in the table (t says so): n_mem of them, each read when
+ * first used (client_memory()), so that an attach costs the same for 1
+ * memory or 10,000. */
+static int table_memories(struct rdmad_profile *p,
+			  const struct proto_att_mr_table *t)
+{
+	uint32_t n = proto_mr_table_memories(p->mrt, p->mrt_len);
+	struct client_memory *mem;
+
+	if (n != t->memories)
+		return malformed(p, "its MR table has another number of "
+				    "memories than said");
+	mem = calloc(n ? n : 1, sizeof(*mem));
+	if (!mem)
+		return client_set_error(ENOMEM, "out of memory");
+	free(p->mem);
+	p->mem = mem;
+	p->n_mem = n;
+	p->mem_in_table = true;
+	return 0;
+}
+
 /* The MR table's memfd, fd, mapped read-only into p once checked. */
 static int map_table(struct rdmad_profile *p, const struct proto_att_mr_table *t,
 		     int fd)
@@ -204,6 +256,8 @@ static int map_table(struct rdmad_profile *p, const struct proto_att_mr_table *t
 			    ? malformed(p, "its MR table is not one this "
 					   "librdmad reads")
 			    : 0;
+		if (r == 0 && t->has_memories)
+			r = table_memories(p, t);
 	}
 	close(fd);
 	return r;

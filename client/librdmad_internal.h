@@ -92,9 +92,12 @@ struct rdmad {
 };
 
 struct client_memory {
-	char *name;
+	char *name; /* from the MR table: points into it, not ours */
 	int fd;	    /* until mapped */
 	bool ask;   /* no fd came with ATTACHED: asked for (MAP) */
+	/* From the MR table: read from it when first needed (until then
+	 * the rest is zero). */
+	bool read;
 	void *addr; /* MAP_FAILED until mapped */
 	size_t size;
 };
@@ -189,6 +192,9 @@ struct rdmad_profile {
 	const void *mrt;
 	size_t mrt_len;
 	uint32_t mrt_count;
+	/* The memories are the table's (mem has n_mem, each read on
+	 * first use: client_memory()). */
+	bool mem_in_table;
 	struct client_mr *mrt_read;
 	struct client_xrcd *xrcd;
 	size_t n_xrcd;
@@ -247,6 +253,10 @@ static inline bool client_json_uint(const json_t *o, const char *key,
 	return true;
 }
 
+/* librdmad_attached.c: memory i of p (i < p->n_mem), read from the MR
+ * table first if it is there and was not yet; NULL with the error set
+ * when the table's record is malformed. */
+struct client_memory *client_memory(struct rdmad_profile *p, size_t i);
 /* librdmad.c: memory i mapped in this process (once); 0 or -errno. */
 int client_memory_map(struct rdmad_profile *p, size_t i);
 /* librdmad_request.c: mem's fd, asked of the daemon (MAP) for p's
@@ -264,6 +274,7 @@ static inline void *client_mr_addr(struct rdmad_profile *p,
 		errno = -r;
 		return NULL;
 	}
+	/* Read by the map. */
 	return (char *)p->mem[mr->memory].addr + mr->offset;
 }
 

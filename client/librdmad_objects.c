@@ -52,6 +52,7 @@ static int bad_table(struct rdmad_profile *p, const char *why)
 static struct client_mr *table_mr(struct rdmad_profile *p, uint32_t i)
 {
 	struct proto_mr_entry e;
+	struct client_memory *mem;
 	struct client_mr *mr;
 	const char *name;
 	int r;
@@ -66,8 +67,12 @@ static struct client_mr *table_mr(struct rdmad_profile *p, uint32_t i)
 		return NULL;
 	}
 	/* As the decoder checks the list's: within its memory. */
-	if (e.offset > p->mem[e.memory].size ||
-	    e.length > p->mem[e.memory].size - e.offset) {
+	mem = client_memory(p, e.memory);
+	if (!mem) {
+		errno = EPROTO;
+		return NULL;
+	}
+	if (e.offset > mem->size || e.length > mem->size - e.offset) {
 		bad_table(p, "an mr does not fit its memory");
 		return NULL;
 	}

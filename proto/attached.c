@@ -388,6 +388,8 @@ static int check_mode_and_groups(struct dctx *d, const struct proto_attached *a)
 		return fail(d, "mr_table in local mode");
 	if (a->has_mr_table && a->n_mr)
 		return fail(d, "both mr and mr_table");
+	if (a->has_mr_table && a->mr_table.has_memories && a->n_memory)
+		return fail(d, "both memory and mr_table's memories");
 	for (size_t i = 0; i < a->n_mcast; i++) {
 		const struct proto_att_mcast *g = &a->mcast[i];
 

@@ -160,6 +160,10 @@ struct proto_att_mr_table {
 	uint64_t fd;	/* index into the message's fds */
 	uint64_t count; /* its entries: the MRs */
 	uint64_t size;	/* bytes of the memfd */
+	/* "memory_table": the memories are in the table, not in the
+	 * message's "memory" list: how many. */
+	bool has_memories;
+	uint64_t memories;
 };
 
 struct proto_attached {

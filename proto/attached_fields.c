@@ -187,10 +187,12 @@ static const struct att_struct mcast_struct =
 
 #define S struct proto_att_mr_table
 static const struct att_field mr_table_fields[] = {
-	{ AT(S, "fd", AT_FD, fd), .required = true },
-	{ AT(S, "count", AT_U64, count), .required = true, .max = UINT32_MAX },
-	{ AT(S, "size", AT_U64, size), .required = true, .min = 64,
-	  .max = UINT32_MAX },
+    {AT(S, "fd", AT_FD, fd), .required = true},
+    {AT(S, "count", AT_U64, count), .required = true, .max = UINT32_MAX},
+    {AT(S, "size", AT_U64, size), .required = true, .min = 64,
+     .max = UINT32_MAX},
+    {AT(S, "memories", AT_U64, memories), HAS(S, has_memories),
+     .max = UINT32_MAX},
 };
 static const struct att_struct mr_table_struct =
 	STRUCT(S, "mr_table", mr_table_fields, 0, AL_NONE);

@@ -41,21 +41,48 @@ static int by_name(const void *x, const void *y, void *ud)
 		      s->mr[*(const uint32_t *)y].name);
 }
 
+/* The memories' records, after the index, and their names after the
+ * MRs'; *at moves past the names written. */
+static void encode_memories(const struct proto_attached *a, char *out,
+			    struct proto_mr_table_head *h, size_t *at)
+{
+	struct proto_mr_table_memory *m =
+	    (struct proto_mr_table_memory *)(out + h->memories_off);
+
+	for (size_t i = 0; i < a->n_memory; i++) {
+		size_t n = strlen(a->memory[i].name);
+
+		m[i] = (struct proto_mr_table_memory){
+		    .name_off = (uint32_t)*at,
+		    .name_len = (uint32_t)n,
+		    .size = a->memory[i].size,
+		};
+		memcpy(out + h->names_off + *at, a->memory[i].name, n + 1);
+		*at += n + 1;
+	}
+}
+
 int proto_mr_table_encode(const struct proto_attached *a, void **buf,
 			  size_t *len)
 {
 	struct proto_mr_table_head *h;
 	struct proto_mr_entry *e;
 	uint32_t *index;
-	size_t names = 0, at, size;
+	size_t names = 0, at, size, mem_off;
 	int64_t pd = 0, mem = 0;
 	char *out;
 
-	if (a->n_mr > UINT32_MAX / 2)
+	if (a->n_mr > UINT32_MAX / 2 || a->n_memory > UINT32_MAX / 2)
 		return -EINVAL;
 	for (size_t i = 0; i < a->n_mr; i++)
 		names += strlen(a->mr[i].name) + 1;
-	size = sizeof(*h) + a->n_mr * (sizeof(*e) + sizeof(*index)) + names;
+	for (size_t i = 0; i < a->n_memory; i++)
+		names += strlen(a->memory[i].name) + 1;
+	/* The memories' records 8-aligned, after the index. */
+	mem_off = (sizeof(*h) + a->n_mr * (sizeof(*e) + sizeof(*index)) + 7) &
+		  ~(size_t)7;
+	size = mem_off + a->n_memory * sizeof(struct proto_mr_table_memory) +
+	       names;
 	if (size > UINT32_MAX)
 		return -EINVAL;
 	out = calloc(1, size);
@@ -68,7 +95,12 @@ int proto_mr_table_encode(const struct proto_attached *a, void **buf,
 	h->entry_size = sizeof(*e);
 	h->entries_off = sizeof(*h);
 	h->index_off = (uint32_t)(h->entries_off + a->n_mr * sizeof(*e));
-	h->names_off = (uint32_t)(h->index_off + a->n_mr * sizeof(*index));
+	h->memories_off = (uint32_t)mem_off;
+	h->memory_count = (uint32_t)a->n_memory;
+	h->memory_size = sizeof(struct proto_mr_table_memory);
+	h->names_off =
+	    (uint32_t)(mem_off +
+		       a->n_memory * sizeof(struct proto_mr_table_memory));
 	h->names_len = names;
 	e = (struct proto_mr_entry *)(out + h->entries_off);
 	index = (uint32_t *)(out + h->index_off);
@@ -99,6 +131,7 @@ int proto_mr_table_encode(const struct proto_attached *a, void **buf,
 		at += n + 1;
 		index[i] = (uint32_t)i;
 	}
+	encode_memories(a, out, h, &at);
 	qsort_r(index, a->n_mr, sizeof(*index), by_name,
 		&(struct sort_ctx){ a->mr });
 	*buf = out;
@@ -126,6 +159,36 @@ static const struct proto_mr_table_head *head_of(const void *buf, size_t len)
 	return h;
 }
 
+/* A name of n bytes at off within the names, NUL-terminated, no NUL in
+ * it: the pointer, or NULL. */
+static const char *name_at(const void *buf, const struct proto_mr_table_head *h,
+			   uint32_t off, uint32_t n)
+{
+	const char *names = (const char *)buf + h->names_off;
+
+	if (n == 0 || (uint64_t)off + n + 1 > h->names_len ||
+	    names[off + n] != '\0' || memchr(names + off, '\0', n))
+		return NULL;
+	return names + off;
+}
+
+/* The head if its memories lie within len, NULL if not. */
+static const struct proto_mr_table_head *memories_of(const void *buf,
+						     size_t len)
+{
+	const struct proto_mr_table_head *h = head_of(buf, len);
+
+	if (!h || h->memory_count == 0)
+		return h;
+	if (h->memory_size != sizeof(struct proto_mr_table_memory) ||
+	    h->memories_off % 8 ||
+	    (uint64_t)h->memories_off +
+		    (uint64_t)h->memory_count * h->memory_size >
+		len)
+		return NULL;
+	return h;
+}
+
 int proto_mr_table_check(const void *buf, size_t len, uint32_t *count)
 {
 	const struct proto_mr_table_head *h = head_of(buf, len);
@@ -141,7 +204,6 @@ int proto_mr_table_at(const void *buf, size_t len, uint32_t i,
 		      struct proto_mr_entry *e, const char **name)
 {
 	const struct proto_mr_table_head *h = head_of(buf, len);
-	const char *names;
 
 	if (!h)
 		return -EPROTO;
@@ -149,18 +211,35 @@ int proto_mr_table_at(const void *buf, size_t len, uint32_t i,
 		return -ERANGE;
 	memcpy(e, (const char *)buf + h->entries_off + (size_t)i * sizeof(*e),
 	       sizeof(*e));
-	names = (const char *)buf + h->names_off;
 	/* The name and its NUL within the names; pd and memory within
 	 * the message's lists; a length that no memory can hold. */
-	if (e->name_len == 0 ||
-	    (uint64_t)e->name_off + e->name_len + 1 > h->names_len ||
-	    names[e->name_off + e->name_len] != '\0' ||
-	    memchr(names + e->name_off, '\0', e->name_len) ||
-	    e->pd >= n_pd || e->memory >= n_memory || e->length == 0 ||
-	    e->offset + e->length < e->offset)
+	*name = name_at(buf, h, e->name_off, e->name_len);
+	if (!*name || e->pd >= n_pd || e->memory >= n_memory ||
+	    e->length == 0 || e->offset + e->length < e->offset)
 		return -EPROTO;
-	*name = names + e->name_off;
 	return 0;
+}
+
+uint32_t proto_mr_table_memories(const void *buf, size_t len)
+{
+	const struct proto_mr_table_head *h = memories_of(buf, len);
+
+	return h ? h->memory_count : 0;
+}
+
+int proto_mr_table_memory(const void *buf, size_t len, uint32_t i,
+			  struct proto_mr_table_memory *m, const char **name)
+{
+	const struct proto_mr_table_head *h = memories_of(buf, len);
+
+	if (!h)
+		return -EPROTO;
+	if (i >= h->memory_count)
+		return -ERANGE;
+	memcpy(m, (const char *)buf + h->memories_off + (size_t)i * sizeof(*m),
+	       sizeof(*m));
+	*name = name_at(buf, h, m->name_off, m->name_len);
+	return *name && m->size ? 0 : -EPROTO;
 }
 
 int64_t proto_mr_table_find(const void *buf, size_t len, const char *name)

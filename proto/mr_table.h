@@ -8,11 +8,16 @@
  * profile holds. The layout is fixed-size records, host byte order (the
  * two ends share a machine):
  *
- *   head    64 bytes: magic "RDMADMRT", version 1, count, entry size,
- *           where the entries, the name index and the names are
- *   entries count records of 64 bytes, in ATTACHED's order
- *   index   count uint32_t: the entries' numbers sorted by name
- *   names   each name NUL-terminated
+ *   head     64 bytes: magic "RDMADMRT", version 1, count, entry size,
+ *            where the entries, the name index and the names are; and
+ *            where the memories are, how many, their record's size
+ *   entries  count records of 64 bytes, in ATTACHED's order
+ *   index    count uint32_t: the entries' numbers sorted by name
+ *   memories the profile's memories, records of 24 bytes in ATTACHED's
+ *            "memory" order, for a client that asked for them here
+ *            ("memory_table"); a reader of version 1 that knows nothing
+ *            of them skips them (they sit in what was reserved)
+ *   names    each name NUL-terminated, the MRs' then the memories'
  *
  * The reader checks every offset it follows: a table is data from
  * another process.
@@ -39,13 +44,16 @@ struct proto_mr_table_head {
 	uint32_t entry_size; /* sizeof(struct proto_mr_entry) */
 	uint32_t entries_off, index_off, names_off;
 	uint64_t names_len;
-	uint8_t reserved[24];
+	/* 0, 0, 0 in a table without its memories (an older daemon's). */
+	uint32_t memories_off, memory_count, memory_size;
+	uint8_t reserved[12];
 };
 
 struct proto_mr_entry {
 	uint32_t name_off, name_len; /* into names: name_len bytes, then NUL */
 	uint32_t pd;		     /* an index into ATTACHED's "pd" */
-	uint32_t memory;	     /* an index into ATTACHED's "memory" */
+	uint32_t memory; /* an index into ATTACHED's "memory" (or the
+			  * table's memories) */
 	uint32_t handle, lkey, rkey;
 	uint32_t access; /* IBV_ACCESS_* bits */
 	uint64_t offset, length, iova;
@@ -53,10 +61,19 @@ struct proto_mr_entry {
 	uint32_t reserved;
 };
 
+/* A memory of the profile: what ATTACHED's "memory" list says of it but
+ * its fd (asked for with MAP) and its backing. */
+struct proto_mr_table_memory {
+	uint32_t name_off, name_len; /* as an entry's */
+	uint64_t size;
+	uint64_t reserved;
+};
+
 /*
- * The table of a's "mr" list, its pd and memory names resolved against
- * a's "pd" and "memory" lists: malloc'ed into *buf, *len bytes. 0,
- * -ENOMEM, or -EINVAL when an MR names a pd or memory a does not list.
+ * The table of a's "mr" list and its "memory" list, its pd and memory names
+ * resolved against a's "pd" and "memory" lists: malloc'ed into *buf, *len
+ * bytes. 0, -ENOMEM, or -EINVAL when an MR names a pd or memory a does not
+ * list.
  */
 int proto_mr_table_encode(const struct proto_attached *a, void **buf,
 			  size_t *len);
@@ -74,6 +91,13 @@ int proto_mr_table_at(const void *buf, size_t len, uint32_t i,
 		      size_t n_pd, size_t n_memory,
 		      struct proto_mr_entry *e, const char **name);
 
+/* Memory i of a checked table, its name within the names and
+ * NUL-terminated (*name points into buf). 0, -ERANGE (no memory i) or
+ * -EPROTO. */
+int proto_mr_table_memory(const void *buf, size_t len, uint32_t i,
+			  struct proto_mr_table_memory *m, const char **name);
+/* How many memories a checked table has (0 when it has none). */
+uint32_t proto_mr_table_memories(const void *buf, size_t len);
 /* The number of the entry named name (binary search of the index), or
  * -ENOENT; -EPROTO for a table that breaks its own bounds. */
 int64_t proto_mr_table_find(const void *buf, size_t len, const char *name);

@@ -247,10 +247,12 @@ int profile_attach_table(struct profile *p, unsigned int how, char **text,
 	if (r == 0)
 		r = proto_mr_table_encode(&a, table, table_len);
 	if (r == 0) {
-		size_t n_mr = a.n_mr;
+		size_t n_mr = a.n_mr, n_memory = a.n_memory;
+		bool memories = how & ATTACH_MEMORY_TABLE;
 
 		/* The list is in the table now: left out of the text (and
-		 * put back for the free). The table's memfd comes after
+		 * put back for the free), and so are the memories if the
+		 * client reads them there. The table's memfd comes after
 		 * every fd the lists name: the context's, the memories'
 		 * (unless asked for one by one), the XRC domains'. */
 		a.n_mr = 0;
@@ -260,9 +262,14 @@ int profile_attach_table(struct profile *p, unsigned int how, char **text,
 			  (how & ATTACH_NO_MEMORY_FDS ? 0 : a.n_memory),
 		    .count = n_mr,
 		    .size = *table_len,
+		    .has_memories = memories,
+		    .memories = memories ? n_memory : 0,
 		};
+		if (memories)
+			a.n_memory = 0;
 		r = proto_attached_encode(&a, PROTO_ATTACHED_NO_ID, text, len);
 		a.n_mr = n_mr;
+		a.n_memory = n_memory;
 	}
 	proto_attached_free(&a);
 	if (r < 0) {

@@ -54,6 +54,9 @@ enum attach_how {
 	/* "memory_fds": false: the memories without their fds, which the
 	 * client asks for one by one (MAP) */
 	ATTACH_NO_MEMORY_FDS = 1 << 1,
+	/* "memory_table": with an MR table, the memories are in it, not
+	 * in the text's "memory" list (always with ATTACH_NO_MEMORY_FDS) */
+	ATTACH_MEMORY_TABLE = 1 << 2,
 };
 
 /*

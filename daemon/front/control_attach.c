@@ -374,8 +374,9 @@ enum {
 	TEXT_LOCAL = ATTACH_LOCAL,
 	TEXT_SHARED = ATTACH_SHARED,
 	TEXT_NO_MEMORY_FDS = ATTACH_NO_MEMORY_FDS,
-	TEXT_TABLE = 1 << 2,
-	TEXT_KINDS = 1 << 3,
+	TEXT_MEMORY_TABLE = ATTACH_MEMORY_TABLE,
+	TEXT_TABLE = 1 << 3,
+	TEXT_KINDS = 1 << 4,
 };
 
 struct attach_cache {
@@ -665,17 +666,21 @@ static void resume(struct session *s, struct profile *p, struct attachment *a)
 
 /* How the ATTACH is answered. In shared mode, a client that reads an
  * MR table gets one, and one that asks for each memory's fd when it
- * maps it gets none with the message. */
+ * maps it gets none with the message; one that reads the memories in
+ * the table too gets neither their list nor their fds. */
 static unsigned int attach_how(const json_t *req, bool shared)
 {
-	const json_t *fds = json_object_get(req, "memory_fds");
+	bool table = json_is_true(json_object_get(req, "mr_table"));
 
 	if (!shared)
 		return TEXT_LOCAL;
-	return TEXT_SHARED |
-	       (json_is_true(json_object_get(req, "mr_table")) ? TEXT_TABLE
-							       : 0) |
-	       (json_is_false(fds) ? TEXT_NO_MEMORY_FDS : 0);
+	if (table && json_is_true(json_object_get(req, "memory_table")))
+		return TEXT_SHARED | TEXT_TABLE | TEXT_NO_MEMORY_FDS |
+		       TEXT_MEMORY_TABLE;
+	return TEXT_SHARED | (table ? TEXT_TABLE : 0) |
+	       (json_is_false(json_object_get(req, "memory_fds"))
+		    ? TEXT_NO_MEMORY_FDS
+		    : 0);
 }
 
 static int attach_one(struct session *s, uint32_t id, json_t *req)

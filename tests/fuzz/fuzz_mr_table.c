@@ -5,7 +5,8 @@
  * table. Whatever the bytes, the reader stays within them (ASan says so
  * when it does not) and what it hands out keeps its promises: a name it
  * returns is NUL-terminated within the input, an entry found by name is
- * one whose name is that name.
+ * one whose name is that name, a memory it hands out has a size and a
+ * name within the input.
  *
  *   make fuzz FUZZ_TARGETS=fuzz_mr_table
  */
@@ -50,6 +51,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 						      4, 4, &e, &found) == 0)
 					check(!strcmp(found, name));
 			}
+		}
+		for (uint32_t i = 0;
+		     i < proto_mr_table_memories(buf, size) && i < 64; i++) {
+			struct proto_mr_table_memory m;
+			const char *name;
+
+			if (proto_mr_table_memory(buf, size, i, &m, &name))
+				continue;
+			check(m.size > 0);
+			check(name >= (const char *)buf &&
+			      name + strlen(name) < (const char *)buf + size);
 		}
 		proto_mr_table_find(buf, size, "r1");
 		proto_mr_table_find(buf, size, "");

@@ -119,6 +119,60 @@ def test_an_attach_without_memory_fds_carries_only_the_context(daemon):
         c.close()
 
 
+def table_memories(fd, size):
+    """The memories of an MR table, read as PROTOCOL.md lays it out:
+    [(name, size)]."""
+    import struct
+    with mmap.mmap(fd, size, prot=mmap.PROT_READ) as t:
+        assert t[0:8] == b"RDMADMRT"
+        names_off, = struct.unpack_from("=I", t, 28)
+        names_len, = struct.unpack_from("=Q", t, 32)
+        off, count, rec = struct.unpack_from("=III", t, 40)
+        assert rec == 24 and off % 8 == 0
+        out = []
+        for i in range(count):
+            noff, nlen, msize = struct.unpack_from("=IIQ", t, off + 24 * i)
+            assert noff + nlen < names_len
+            at = names_off + noff
+            assert t[at + nlen] == 0
+            out.append((t[at:at + nlen].decode(), msize))
+        return out
+
+
+def test_memories_in_the_table_leave_the_message(daemon):
+    """With "memory_table": true the memories are in the MR table, not in
+    ATTACHED: the message has no "memory" list, its fds are the
+    context's and the table's, the table lists each memory with its
+    size, and MAP gives the memory of a name read there."""
+    c = Client(daemon.sock)
+    try:
+        doc, fds = attach(c, memory_fds=False, mr_table=True,
+                          memory_table=True)
+        try:
+            assert "memory" not in doc, doc
+            assert len(fds) == 2, (doc, fds)
+            t = doc["mr_table"]
+            assert t["memories"] == N_MEM, doc
+            mems = table_memories(fds[t["fd"]], t["size"])
+        finally:
+            close_all(fds)
+        assert mems == [(f"m{i}", size_of(i)) for i in range(N_MEM)], mems
+        name, size = mems[-1]
+        fd, got = mapped(c, doc["attachment"], name)
+        try:
+            assert got == size
+            assert os.fstat(fd).st_ino == memfd(daemon.pid, name)[1]
+        finally:
+            os.close(fd)
+        # Without the key, the list is there as before.
+        doc2, fds2 = attach(c, memory_fds=False, mr_table=True)
+        close_all(fds2)
+        assert len(doc2["memory"]) == N_MEM and \
+            "memories" not in doc2["mr_table"], doc2
+    finally:
+        c.close()
+
+
 def test_map_gives_the_daemons_memory(daemon):
     """Each memory's fd is the daemon's memfd of that name (the same
     inode), of the size ATTACHED gave; bytes written through it are in

@@ -95,8 +95,11 @@ MCAST = S("mcast", [
     F("ah", "obj", has=True, sub=AH)], 8)
 #: A shared attach's MRs as a table in a sealed memfd (PROTOCOL.md,
 #: mr_table; rdmad.mrtable reads it).
+#: "memories": the memories are in the table too ("memory_table"), how
+#: many, and not in the "memory" list.
 MR_TABLE = S("mr_table", [F("fd", "fd", True), F("count", "u64", True, hi=U32),
-                          F("size", "u64", True, lo=64, hi=U32)])
+                          F("size", "u64", True, lo=64, hi=U32),
+                          F("memories", "u64", hi=U32)])
 TOP = S("ATTACHED", [
     F("attachment", "u64", True, hi=U32, has=True), F("profile", "str"),
     F("mode", "mode", True), F("ibdev", "str", True, nonempty=True),
@@ -225,6 +228,8 @@ def _check(doc):
         raise Malformed("mr_table in local mode")
     if "mr_table" in doc and doc.get("mr"):
         raise Malformed("both mr and mr_table")
+    if "memories" in doc.get("mr_table", {}) and doc.get("memory"):
+        raise Malformed("both memory and mr_table's memories")
     for g in doc.get("mcast", []):
         if g.get("join_state") == "joined" and not all(
                 k in g for k in ("mgid", "mlid", "qkey", "remote_qpn",
