@@ -77,6 +77,7 @@ struct pid_cache {
 	uint32_t pid[64];
 	pid_t tgid[64];
 	size_t n;
+	pid_t self; /* getpid(), once a scan rather than once a record */
 };
 
 /* The process of thread pid (its Tgid), 0 when gone. */
@@ -248,7 +249,7 @@ static enum owner owner_of(struct orphans *o, const struct profile *p,
 		return OWNER_DAEMON;
 	/* Gone (no pid): its maker died, whoever it was. */
 	tgid = (r->has & RDMANL_HAS_PID) ? tgid_of(pc, r->pid) : 0;
-	if (tgid && tgid == getpid())
+	if (tgid && tgid == pc->self)
 		return OWNER_DAEMON;
 	if (tgid && manager_attached(o->m, profile_name(p), tgid))
 		return OWNER_CLIENT;
@@ -298,7 +299,7 @@ static void census_add(struct reclaim_census *c, const struct rdmanl_res *r,
 		c->dead[k] += w == OWNER_ORPHAN;
 		return;
 	}
-	if (tgid_of(pc, r->pid) != getpid())
+	if (tgid_of(pc, r->pid) != pc->self)
 		c->live[k]++;
 }
 
@@ -342,7 +343,7 @@ static int sort_context(struct orphans *o, const struct profile *p, int err,
 			struct ctx_view *v, struct reclaim_census *c)
 {
 	_cleanup_(held_clear) struct held h = { 0 };
-	struct pid_cache pc = { .n = 0 };
+	struct pid_cache pc = {.n = 0, .self = getpid()};
 	size_t n_orphan = 0, n_srq = 0;
 
 	*v = (struct ctx_view){ .scanned = true, .when = now_realtime() };
