@@ -481,3 +481,66 @@ def test_table_client_never_gets_a_destroyed_mr(daemon):
     for f in fds:
         os.close(f)
     c.close()
+
+
+@pytest.fixture
+def plain(rdmad, tmp_path):
+    """Profile p of one PD, a, and the MR r on it: every PD has an MR."""
+    port = free_port()
+    run = tmp_path / "run"
+    d = rdmad(one_mr_conf(run, port, DEV, "1M"))
+    d.sockpath = str(run / "rdmad.sock")
+    yield d
+    assert d.stop() == 0
+
+
+def test_table_attach_never_hands_out_a_destroyed_pd(plain):
+    """The MR on the profile's PD destroyed through the shared context,
+    then the PD: an ATTACH that reads the MR table (whose PD check asks
+    the kernel for an MR on each PD rather than for the list of every
+    handle) right after either waits or says not_ready, or answers with
+    a PD handle the kernel has; never the destroyed one."""
+    d = plain
+    c = Client(d.sockpath)
+    t, doc, fds = c.call(ATTACH, {"profile": "p", "mode": "shared"})
+    assert t == ATTACHED, doc
+    fd = fds[doc["cmd_fd"]]
+    ctx = ibv.ibv_import_device(os.dup(fd))
+    assert ctx, os.strerror(ctypes.get_errno())
+    destroyed = 0
+    for round_ in range(3):
+        assert wait_for(lambda: obj(d, "pd", "a")["state"] == "ready" and
+                        obj(d, "mr", "r")["state"] == "ready")
+        pdo, mro = obj(d, "pd", "a"), obj(d, "mr", "r")
+        pd = ibv.ibv_import_pd(ctx, pdo["handle"])
+        mr = ibv.ibv_import_mr(pd, mro["handle"])
+        assert pd and mr
+        assert ibv.ibv_dereg_mr(mr) == 0
+        # The daemon may have made the MR again on it already (EBUSY):
+        # another round.
+        if ibv.ibv_dealloc_pd(pd) != 0:
+            ibv.ibv_unimport_pd(pd)
+            continue
+        destroyed += 1
+        assert pdo["handle"] not in handles(fd, "pd")
+        other = Client(d.sockpath)
+        t, odoc, ofds = other.call(ATTACH, {"profile": "p",
+                                            "mode": "shared",
+                                            "mr_table": True,
+                                            "wait_ms": 20000})
+        if t == ATTACHED:
+            given = next(p for p in odoc["pd"] if p["name"] == "a")
+            # Made again (maybe under the same number): the kernel has
+            # it, and so does the daemon, counted as lost once more.
+            assert given["handle"] in handles(fd, "pd"), (round_, given)
+            assert obj(d, "pd", "a")["lost"] >= destroyed, obj(d, "pd", "a")
+        else:
+            assert t == ERROR and odoc["code"] == "not_ready", odoc
+        for f in ofds:
+            os.close(f)
+        other.close()
+    assert destroyed, "the daemon made the MR again before each dealloc"
+    ibv.ibv_close_device(ctx)
+    for f in fds:
+        os.close(f)
+    c.close()
