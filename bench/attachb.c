@@ -32,6 +32,10 @@
  *       by then: the lookup, the import and the check); detach.
  *       Prints "first_use_us X", "bare_import_us Y" and with -N
  *       "first_use_mapped_us Z", the medians.
+ *   attachb ... -A (shared, firstuse)
+ *       attach with RDMAD_ATTACH_MAP too: every memory mapped before
+ *       the attach returns (their fds with the answer), so that a first
+ *       rdmad_mr() is the lookup, the import and the check.
  *   attachb -m scm -n N
  *       the floor of any daemon that passes memory: one SCM_RIGHTS
  *       round trip over a SOCK_SEQPACKET socket pair (a request out, an
@@ -76,6 +80,8 @@ static double now(void)
  * provider load stay out); the loop then starts its clock here. */
 static int warm;
 static double t_start;
+/* -A: RDMAD_ATTACH_MAP with shared attaches. */
+static unsigned int map_flag;
 
 static int fail(const char *what)
 {
@@ -336,7 +342,7 @@ static int loop_firstuse(const char *sock, const char *profile,
 	}
 	for (long i = 0; i < n && !r; i++) {
 		struct rdmad_profile *p =
-			rdmad_attach(c, profile, RDMAD_ATTACH_SHARED);
+		    rdmad_attach(c, profile, RDMAD_ATTACH_SHARED | map_flag);
 		struct ibv_mr *mr = NULL, *again;
 		struct ibv_pd *pd = NULL;
 		double t0, t1;
@@ -410,7 +416,7 @@ int main(int argc, char **argv)
 	double t0, t1, secs = 0;
 	int opt, r;
 
-	while ((opt = getopt(argc, argv, "m:s:P:d:b:n:j:wM:N:")) != -1) {
+	while ((opt = getopt(argc, argv, "m:s:P:d:b:n:j:wM:N:A")) != -1) {
 		switch (opt) {
 		case 'm':
 			mode = optarg;
@@ -432,6 +438,9 @@ int main(int argc, char **argv)
 			break;
 		case 'j':
 			procs = atol(optarg);
+			break;
+		case 'A':
+			map_flag = RDMAD_ATTACH_MAP;
 			break;
 		case 'w':
 			warm = 1;
@@ -461,7 +470,7 @@ int main(int argc, char **argv)
 	    procs > 1) {
 		r = loop_attach_procs(sock, profile,
 				      !strcmp(mode, "shared")
-					  ? RDMAD_ATTACH_SHARED
+					  ? RDMAD_ATTACH_SHARED | map_flag
 					  : RDMAD_ATTACH_LOCAL,
 				      n, procs, &secs);
 		if (r)
@@ -476,7 +485,8 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "attach"))
 		r = loop_attach(sock, profile, RDMAD_ATTACH_LOCAL, n);
 	else if (!strcmp(mode, "shared"))
-		r = loop_attach(sock, profile, RDMAD_ATTACH_SHARED, n);
+		r = loop_attach(sock, profile, RDMAD_ATTACH_SHARED | map_flag,
+				n);
 	else if (!strcmp(mode, "verbs"))
 		r = loop_verbs(ibdev, bytes, n);
 	else if (!strcmp(mode, "scm"))

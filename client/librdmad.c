@@ -596,8 +596,8 @@ static int64_t now_ms(void)
  * -1 as long as it takes. The answer is awaited for that, plus the
  * usual time. list_devices: list the RDMA devices into p meanwhile.
  */
-static int ask_attach(struct rdmad_profile *p, const char *mode,
-		      int wait_ms, bool list_devices, struct proto_msg *ans)
+static int ask_attach(struct rdmad_profile *p, const char *mode, int wait_ms,
+		      bool list_devices, bool map, struct proto_msg *ans)
 {
 	struct rdmad *c = p->conn;
 	struct proto_msg req;
@@ -611,10 +611,11 @@ static int ask_attach(struct rdmad_profile *p, const char *mode,
 	/* In shared mode, the MRs and the memories in a table we read
 	 * when asked for one (proto/mr_table.h), not in the message; and
 	 * no memory's fd with it: each is asked for (MAP) when first
-	 * mapped. */
-	doc =
-	    json_pack("{s:s, s:s, s:b, s:b, s:b}", "profile", p->name, "mode",
-		      mode, "mr_table", 1, "memory_fds", 0, "memory_table", 1);
+	 * mapped. With RDMAD_ATTACH_MAP, the memories listed with their
+	 * fds, all mapped before the attach returns. */
+	doc = json_pack("{s:s, s:s, s:b, s:b, s:b}", "profile", p->name, "mode",
+			mode, "mr_table", 1, "memory_fds", map, "memory_table",
+			!map);
 	if (doc && wait_ms &&
 	    json_object_set_new(doc, "wait_ms", json_integer(wait_ms)) < 0) {
 		json_decref(doc);
@@ -670,13 +671,13 @@ struct rdmad_profile *rdmad_attach(struct rdmad *c, const char *profile,
 						  "$RDMAD_PROFILE)");
 		return NULL;
 	}
-	if ((flags & ~(modes | RDMAD_ATTACH_WAIT)) ||
+	if ((flags & ~(modes | RDMAD_ATTACH_WAIT | RDMAD_ATTACH_MAP)) ||
 	    (flags & modes) == modes) {
 		errno = -client_set_error(EINVAL,
 					  "rdmad_attach: flags 0x%x: at most "
 					  "one of RDMAD_ATTACH_SHARED and "
 					  "RDMAD_ATTACH_LOCAL, and "
-					  "RDMAD_ATTACH_WAIT",
+					  "RDMAD_ATTACH_WAIT, RDMAD_ATTACH_MAP",
 					  flags);
 		return NULL;
 	}
@@ -701,10 +702,10 @@ struct rdmad_profile *rdmad_attach(struct rdmad *c, const char *profile,
 	 * on this connection) and a prompt answer: list the devices while
 	 * waiting for it. */
 	r = ask_attach(p, mode, wait_ms,
-		       !wait_ms && ((flags & RDMAD_ATTACH_LOCAL) ||
-				    (!(flags & RDMAD_ATTACH_SHARED) &&
-				     c->local_seen)),
-		       &ans);
+		       !wait_ms &&
+			   ((flags & RDMAD_ATTACH_LOCAL) ||
+			    (!(flags & RDMAD_ATTACH_SHARED) && c->local_seen)),
+		       flags & RDMAD_ATTACH_MAP, &ans);
 	if (r < 0) {
 		client_profile_free(p);
 		errno = -r;
@@ -722,6 +723,9 @@ struct rdmad_profile *rdmad_attach(struct rdmad *c, const char *profile,
 	if (r == 0)
 		r = p->mode == RDMAD_MODE_SHARED ? setup_shared(p)
 						 : setup_local(p);
+	if (r == 0 && p->mode == RDMAD_MODE_SHARED &&
+	    (flags & RDMAD_ATTACH_MAP))
+		r = map_memory(p);
 	if (r < 0) {
 		profile_abort(p);
 		errno = -r;

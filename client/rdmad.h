@@ -62,6 +62,14 @@ enum {
 	 * failing with EAGAIN at once.
 	 */
 	RDMAD_ATTACH_WAIT = 1 << 2,
+	/*
+	 * Shared mode: map every memory of the profile before the attach
+	 * returns (their fds come with the daemon's answer), so that the
+	 * first rdmad_mr() of an MR is one import, with no round trip to
+	 * the daemon. The attach then costs an fd and a mapping per memory
+	 * of the profile. Local mode maps them all anyway.
+	 */
+	RDMAD_ATTACH_MAP = 1 << 3,
 };
 
 enum rdmad_mode {

@@ -223,3 +223,42 @@ def test_python_stale_after_a_reload(big):
             big.get("/v1/profiles/p/mr/r6")[0] != 404:
         time.sleep(0.2)
     assert big.get("/v1/profiles/p/mr/r6")[0] == 404
+
+
+def requests_sent(cmd, tmp_path, env=None):
+    """What cmd prints, and how many messages it sent over unix sockets
+    (the control protocol: one sendmsg per request, PROTOCOL.md)."""
+    trace = tmp_path / "strace.sock"
+    out = subprocess.run([shutil.which("strace"), "-f", "-qq", "-e",
+                          "trace=sendmsg", "-o", str(trace), *cmd],
+                         capture_output=True, text=True, timeout=300,
+                         env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    # The RDMA netlink socket libibverbs lists devices through is
+    # AF_NETLINK (its sendmsg names the address family); ours is not.
+    calls = [ln for ln in trace.read_text().splitlines()
+             if "sendmsg(" in ln and "AF_NETLINK" not in ln]
+    return out.stdout, len(calls)
+
+
+def test_attach_map_first_use_asks_nothing(big, tmp_path):
+    """RDMAD_ATTACH_MAP (librdmad(3)): the memories are mapped before
+    the attach returns, so MRs of two memories, each asked for the first
+    time, cost no request to rdmad; without it, each memory first used is
+    one MAP more. Either way the MR's address is its bytes here."""
+    if not shutil.which("strace"):
+        pytest.skip("no strace here")
+    import os
+    lazy = [str(BUILD / "tests" / "lazy_client"), big.sock, "p"]
+    two = [*lazy, "mr:r1", f"mr:r{PER_MEM + 1}"]
+    env = dict(os.environ, LAZY_CLIENT_MAP="1")
+    out0, none = requests_sent(lazy, tmp_path, env)
+    out2, mapped = requests_sent(two, tmp_path, env)
+    _, asked = requests_sent(two, tmp_path)
+    assert out2.splitlines()[1].startswith("mr r1 ok ") and \
+        out2.splitlines()[1].endswith(" at"), out2
+    assert out2.splitlines()[2].endswith(" at"), out2
+    assert out2.splitlines()[-1] == "detached 0", out2
+    assert mapped == none, (none, mapped)
+    assert asked == none + 2, (none, asked)
+    assert leases(big, "r1") == 0

@@ -14,6 +14,9 @@
  *                naming N: "draining N"
  *   names        "names COUNT FIRST LAST" (rdmad_mr_name())
  * then detaches: "detached 0". ERRNO is the symbolic name (ESTALE, ...).
+ * With LAZY_CLIENT_MAP=1 in the environment it attaches with
+ * RDMAD_ATTACH_MAP too, and "mr NAME ok RKEY" is followed by " at" when
+ * the MR's address is its bytes in this process (rdmad_mr_map()).
  */
 #include <errno.h>
 #include <poll.h>
@@ -65,7 +68,11 @@ int main(int argc, char **argv)
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	c = rdmad_connect(argv[1]);
-	p = c ? rdmad_attach(c, argv[2], RDMAD_ATTACH_SHARED) : NULL;
+	p = c ? rdmad_attach(
+		    c, argv[2],
+		    RDMAD_ATTACH_SHARED |
+			(getenv("LAZY_CLIENT_MAP") ? RDMAD_ATTACH_MAP : 0))
+	      : NULL;
 	if (!p) {
 		fprintf(stderr, "lazy_client: %s\n", rdmad_last_error());
 		return 1;
@@ -82,8 +89,16 @@ int main(int argc, char **argv)
 		} else if (!strcmp(arg, "mr") && name) {
 			struct ibv_mr *mr = rdmad_mr(p, name);
 
+			size_t len = 0;
+
 			if (mr)
-				printf("mr %s ok %u\n", name, mr->rkey);
+				printf("mr %s ok %u%s\n", name, mr->rkey,
+				       getenv("LAZY_CLIENT_MAP") && mr->addr &&
+					       mr->addr == rdmad_mr_map(p, name,
+									&len) &&
+					       len == mr->length
+					   ? " at"
+					   : "");
 			else
 				printf("mr %s err %s\n", name, errname(errno));
 		} else if (!strcmp(arg, "pd") && name) {
