@@ -231,9 +231,11 @@ static int table_memories(struct rdmad_profile *p,
 	return 0;
 }
 
-/* The MR table's memfd, fd, mapped read-only into p once checked. */
-static int map_table(struct rdmad_profile *p, const struct proto_att_mr_table *t,
-		     int fd)
+/* The MR table's memfd, fd, mapped read-only into p once checked;
+ * populate: its pages mapped now (RDMAD_ATTACH_MAP: the first use of an
+ * MR then takes no page fault on the table either). */
+static int map_table(struct rdmad_profile *p,
+		     const struct proto_att_mr_table *t, int fd, bool populate)
 {
 	struct stat st;
 	int seals = fcntl(fd, F_GET_SEALS);
@@ -244,8 +246,9 @@ static int map_table(struct rdmad_profile *p, const struct proto_att_mr_table *t
 		r = malformed(p, "its MR table is not sealed");
 	else if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != t->size)
 		r = malformed(p, "its MR table has another size than said");
-	else if ((at = mmap(NULL, t->size, PROT_READ, MAP_SHARED, fd, 0)) ==
-		 MAP_FAILED)
+	else if ((at = mmap(NULL, t->size, PROT_READ,
+			    MAP_SHARED | (populate ? MAP_POPULATE : 0), fd,
+			    0)) == MAP_FAILED)
 		r = client_set_error(errno, "cannot map the MR table: %s",
 				     strerror(errno));
 	else {
@@ -305,7 +308,8 @@ int client_parse_attached(struct rdmad_profile *p, struct proto_msg *m,
 		p->cmd_fd = TAKE_FD(m->fds[a.cmd_fd]);
 	r = fill(p, &a, m);
 	if (r == 0 && a.has_mr_table)
-		r = map_table(p, &a.mr_table, TAKE_FD(m->fds[a.mr_table.fd]));
+		r = map_table(p, &a.mr_table, TAKE_FD(m->fds[a.mr_table.fd]),
+			      flags & RDMAD_ATTACH_MAP);
 	proto_attached_free(&a);
 	return r;
 }
