@@ -190,6 +190,9 @@ struct profile_health {
 	 * whose listing digests the same knows nothing went since. */
 	unsigned int digested;
 	struct uhandle_digest digest[UH_KINDS];
+	/* The kinds that check listed: a kind it could not list whole (or
+	 * at all) has no digest, and nothing vouches for it. */
+	unsigned int listed;
 	/* Leftovers seen in its context, waiting to be reclaimed. */
 	struct reclaim *reclaim;
 };

@@ -126,6 +126,31 @@ static bool keys_due(const struct keys_round *k, size_t i)
 	       (at - k->from + k->n) % k->n < RECONCILE_MR_KEYS;
 }
 
+static bool unchanged(struct profile *p);
+
+/* A round that finds the kernel's lists as the last full look left them
+ * (unchanged()): only the MRs whose keys are due are looked at (a handle
+ * the kernel gave again to another MR lists the same). */
+static int look_keys(int fd, struct profile *p, const struct keys_round *k,
+		     struct object ***lost, size_t *n)
+{
+	for (size_t i = 0; i < k->n && i < RECONCILE_MR_KEYS; i++) {
+		struct object *o =
+		    profile_object_at(p, k->first + (k->from + i) % k->n);
+		struct object **l;
+
+		if ((o->state != OBJ_READY && o->state != OBJ_DRAINING) ||
+		    !o->u.mr.mr || !mr_replaced(fd, o))
+			continue;
+		l = realloc(*lost, (*n + 1) * sizeof(*l));
+		if (!l)
+			return -ENOMEM;
+		*lost = l;
+		l[(*n)++] = o;
+	}
+	return 0;
+}
+
 int reconcile_profile(struct reconcile *rc, struct profile *p,
 		      uint64_t max_age)
 {
@@ -142,6 +167,16 @@ int reconcile_profile(struct reconcile *rc, struct profile *p,
 		return 0;
 	fd = profile_ctx(p)->cmd_fd;
 	keys = keys_round(p);
+	/* The timer's round: one call per kind, no sort and no lookup per
+	 * object, when nothing moved in the kernel's lists since. */
+	if (max_age && unchanged(p)) {
+		r = look_keys(fd, p, &keys, &lost, &n);
+		profile_health(p)->checked = now;
+		profile_health(p)->mr_cursor += RECONCILE_MR_KEYS;
+		if (n)
+			profile_health(p)->digested = 0;
+		goto found;
+	}
 	for (size_t i = 0, all = profile_n_objects(p); r >= 0 && i < all; i++)
 		r = look(&t, fd, profile_object_at(p, i), keys_due(&keys, i),
 			 &lost, &n);
@@ -150,12 +185,16 @@ int reconcile_profile(struct reconcile *rc, struct profile *p,
 	/* What was listed, for the next attach's quick look; only when all
 	 * is as it should be (what is lost is made again: new handles). */
 	profile_health(p)->digested = 0;
-	for (int k = 0; r >= 0 && !n && k < UH_KINDS; k++)
+	profile_health(p)->listed = 0;
+	for (int k = 0; r >= 0 && !n && k < UH_KINDS; k++) {
+		if (t.listed[k])
+			profile_health(p)->listed |= 1u << k;
 		if (t.listed[k] && t.err[k] == 0 && t.complete[k]) {
 			uhandle_digest_of(t.h[k], t.n[k],
 					  &profile_health(p)->digest[k]);
 			profile_health(p)->digested |= 1u << k;
 		}
+	}
 	tables_clear(&t);
 	profile_health(p)->checked = now;
 	profile_health(p)->mr_cursor += RECONCILE_MR_KEYS;
@@ -165,6 +204,7 @@ int reconcile_profile(struct reconcile *rc, struct profile *p,
 			   "(UVERBS_METHOD_INFO_HANDLES, Linux 5.0): objects "
 			   "that clients destroy are not noticed");
 	}
+found:
 	if (r < 0)
 		return r;
 	if (n) {
@@ -184,7 +224,7 @@ static bool unchanged(struct profile *p)
 	const struct profile_health *h = profile_health(p);
 	int fd = profile_ctx(p)->cmd_fd;
 
-	if (!h->digested)
+	if (!h->digested || h->digested != h->listed)
 		return false;
 	for (int k = 0; k < UH_KINDS; k++) {
 		struct uhandle_digest d;
