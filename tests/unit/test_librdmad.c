@@ -192,6 +192,23 @@ static void fake_expect_detach(int sock, int attachment)
 	proto_msg_clear(&m);
 }
 
+/* DETACH of attachment, left unanswered until the client has moved on
+ * (here: closed the connection): rdmad_detach() does not wait for
+ * DETACHED (librdmad(3)); one that did would sit here until
+ * fake_wait_queued() gives up. */
+static void fake_expect_detach_unawaited(int sock, int attachment)
+{
+	struct proto_msg m;
+	json_int_t a;
+
+	fake_recv(sock, &m, PROTO_DETACH);
+	a = json_integer_value(json_object_get(m.payload, "attachment"));
+	proto_msg_clear(&m);
+	if (a != attachment)
+		fake_die(FAKE_BAD_REQUEST);
+	fake_wait_queued(sock);
+}
+
 /* Receive ATTACH for profile in mode; returns its id. */
 static uint32_t fake_attach_req(int sock, const char *profile, const char *mode)
 {
@@ -1497,7 +1514,7 @@ static void script_local(int sock, const void *arg)
 		return;
 	}
 	/* The client writes through its mapping: we must see it. */
-	fake_expect_detach(sock, 7);
+	fake_expect_detach_unawaited(sock, 7);
 	{
 		char got[8] = {0};
 
