@@ -763,7 +763,6 @@ int rdmad_detach(struct rdmad_profile *p)
 	 * of an attachment the session holds cannot fail), and is read
 	 * with the connection's next call, as a request sent ahead
 	 * (librdmad_conn.c); the session's end would release the same. */
-	(void)id;
 	r = profile_teardown(p);
 	/* The daemon went away meanwhile: the lease is over all the same. */
 	if (!sent && d == -ECONNRESET && p->conn->gone)

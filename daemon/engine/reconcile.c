@@ -57,16 +57,35 @@ static int handle_gone(struct tables *t, int fd, const struct object *o)
 	return t->complete[k];
 }
 
-/* The MR's handle is there: is it still this MR (its keys)? */
-static bool mr_replaced(int fd, const struct object *o)
+/* Does the kernel's MR of o's handle have o's keys? 1 yes, 0 no (or
+ * none by that handle), -errno when the kernel cannot be asked. */
+static int mr_keys_hold(int fd, const struct object *o)
 {
 	uint32_t lkey, rkey;
 	int r = uhandle_query_mr(fd, o->u.mr.mr->handle, &lkey, &rkey,
 				     NULL);
 
 	if (r == -EOPNOTSUPP || r == -EPROTONOSUPPORT)
-		return false; /* cannot tell */
-	return r < 0 || lkey != o->u.mr.mr->lkey || rkey != o->u.mr.mr->rkey;
+		return r;
+	return r == 0 && lkey == o->u.mr.mr->lkey && rkey == o->u.mr.mr->rkey;
+}
+
+/* The MR's handle is there: is it another MR now (cannot tell: no)? */
+static bool mr_replaced(int fd, const struct object *o)
+{
+	return mr_keys_hold(fd, o) == 0;
+}
+
+/* o, to the lost. */
+static int lost_add(struct object ***lost, size_t *n, struct object *o)
+{
+	struct object **l = realloc(*lost, (*n + 1) * sizeof(*l));
+
+	if (!l)
+		return -ENOMEM;
+	*lost = l;
+	l[(*n)++] = o;
+	return 0;
 }
 
 static bool checkable(const struct profile *p)
@@ -82,7 +101,6 @@ static bool checkable(const struct profile *p)
 static int look(struct tables *t, int fd, struct object *o, bool keys,
 		struct object ***lost, size_t *n)
 {
-	struct object **l;
 	int r;
 
 	if (o->state != OBJ_READY && o->state != OBJ_DRAINING)
@@ -93,12 +111,7 @@ static int look(struct tables *t, int fd, struct object *o, bool keys,
 	if (!r && !(keys && o->kind == OBJ_MR && o->u.mr.mr &&
 		    mr_replaced(fd, o)))
 		return 0;
-	l = realloc(*lost, (*n + 1) * sizeof(*l));
-	if (!l)
-		return -ENOMEM;
-	*lost = l;
-	l[(*n)++] = o;
-	return 0;
+	return lost_add(lost, n, o);
 }
 
 /* Which MRs a round checks the keys of: RECONCILE_MR_KEYS of the n from
@@ -134,21 +147,17 @@ static bool unchanged(struct profile *p);
 static int look_keys(int fd, struct profile *p, const struct keys_round *k,
 		     struct object ***lost, size_t *n)
 {
-	for (size_t i = 0; i < k->n && i < RECONCILE_MR_KEYS; i++) {
+	int r = 0;
+
+	for (size_t i = 0; r == 0 && i < k->n && i < RECONCILE_MR_KEYS; i++) {
 		struct object *o =
 		    profile_object_at(p, k->first + (k->from + i) % k->n);
-		struct object **l;
 
-		if ((o->state != OBJ_READY && o->state != OBJ_DRAINING) ||
-		    !o->u.mr.mr || !mr_replaced(fd, o))
-			continue;
-		l = realloc(*lost, (*n + 1) * sizeof(*l));
-		if (!l)
-			return -ENOMEM;
-		*lost = l;
-		l[(*n)++] = o;
+		if ((o->state == OBJ_READY || o->state == OBJ_DRAINING) &&
+		    o->u.mr.mr && mr_replaced(fd, o))
+			r = lost_add(lost, n, o);
 	}
-	return 0;
+	return r;
 }
 
 int reconcile_profile(struct reconcile *rc, struct profile *p,
@@ -278,15 +287,11 @@ static int pds_witnessed(struct profile *p, int fd)
 		return 0;
 	for (size_t i = 0; i < count; i++) {
 		const struct object *o = profile_object_at(p, at + i), *mr;
-		uint32_t lkey, rkey;
 
 		if (o->state != OBJ_READY && o->state != OBJ_DRAINING)
 			continue;
 		mr = o->u.pd ? mr_on(p, o->u.pd) : NULL;
-		if (!mr ||
-		    uhandle_query_mr(fd, mr->u.mr.mr->handle, &lkey, &rkey,
-				     NULL) < 0 ||
-		    lkey != mr->u.mr.mr->lkey || rkey != mr->u.mr.mr->rkey)
+		if (!mr || mr_keys_hold(fd, mr) != 1)
 			return 0;
 	}
 	/* A draining PD has no witness here (its MRs drain apart): listed. */
