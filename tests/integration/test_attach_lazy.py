@@ -262,3 +262,55 @@ def test_attach_map_first_use_asks_nothing(big, tmp_path):
     assert mapped == none, (none, mapped)
     assert asked == none + 2, (none, asked)
     assert leases(big, "r1") == 0
+
+
+PY_MAPPER = r"""
+import sys
+sys.path.insert(0, sys.argv[2])
+import rdmad
+with rdmad.connect(sys.argv[1]) as c:
+    with c.attach("p", mode="shared", map_memory=sys.argv[3] == "1") as p:
+        for name in sys.argv[4:]:
+            v = p.mr_map(name)
+            print(name, p.mr(name).rkey, len(v), p.mr_addr(name) != 0)
+            v.release()
+"""
+
+
+def test_python_map_memory_first_use_asks_nothing(big, tmp_path):
+    """attach(map_memory=True), the Python counterpart of
+    RDMAD_ATTACH_MAP: the memories come mapped, so the bytes of MRs of
+    two memories cost no request to rdmad; without it each memory first
+    used is one MAP more, and the attach itself asks no more than one
+    without it (a request is one send on the control socket,
+    PROTOCOL.md). Counted as the system calls that send on a socket."""
+    if not shutil.which("strace"):
+        pytest.skip("no strace here")
+    pkg = str(Path(__file__).resolve().parents[2] / "client" / "python")
+    trace = tmp_path / "strace.py"
+
+    def sends(flag, *names):
+        out = subprocess.run(
+            [shutil.which("strace"), "-f", "-qq", "-e",
+             "trace=sendto,sendmsg,send", "-o", str(trace), sys.executable,
+             "-c", PY_MAPPER, big.sock, pkg, flag, *names],
+            capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stdout + out.stderr
+        calls = [ln for ln in trace.read_text().splitlines()
+                 if ("sendto(" in ln or "sendmsg(" in ln) and
+                 "AF_NETLINK" not in ln]
+        return out.stdout.splitlines(), len(calls)
+
+    two = ("r1", f"r{PER_MEM + 1}")
+    _, none = sends("1")
+    out, mapped = sends("1", *two)
+    _, lazy_none = sends("0")
+    _, asked = sends("0", *two)
+    for line, name in zip(out, two):
+        status, rest = big.get(f"/v1/profiles/p/mr/{name}")
+        assert line == f"{name} {rest['rkey']} {MR_SIZE} True", out
+    # The fds came with the answer: no MAP at the attach either.
+    assert none == lazy_none, (lazy_none, none)
+    assert mapped == none, (none, mapped)
+    assert asked == lazy_none + 2, (lazy_none, asked)
+    assert leases(big, "r1") == 0

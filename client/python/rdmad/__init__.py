@@ -410,7 +410,8 @@ class Connection:
                         f"status {status}", status=status, document=reply)
         return reply
 
-    def attach(self, profile=None, wait=None, mode="auto"):
+    def attach(self, profile=None, wait=None, mode="auto",
+               map_memory=False):
         """Attach to profile; returns a Profile (a context manager that
         detaches on exit). profile None: $RDMAD_PROFILE (what a container
         given a profile through CDI has), as librdmad does.
@@ -421,7 +422,12 @@ class Connection:
         "not_ready" saying it timed out, like librdmad's
         RDMAD_ATTACH_WAIT); a negative number or math.inf, as long as it
         takes. mode: "auto" (the daemon picks: shared where the device
-        can import), "shared" or "local".
+        can import), "shared" or "local". map_memory: in shared mode,
+        every memory's fd comes with the answer and is mapped before
+        attach() returns (librdmad's RDMAD_ATTACH_MAP), so that no later
+        mr_map() or mr_addr() asks the daemon for one; without it, an
+        attach carries no fd per memory and the first use of each memory
+        asks (MAP). Local mode maps every memory at the attach anyway.
 
         Either it succeeds or it leaves nothing behind: no fd, mapping,
         verbs object or lease. Raises Error: "not_found" no such profile,
@@ -438,9 +444,10 @@ class Connection:
                                  "not set")
         # In shared mode the MRs come as a table read when asked for
         # (PROTOCOL.md, mr_table), not as a list in the message, and
-        # each memory's fd is asked for (MAP) when it is first mapped.
+        # each memory's fd is asked for (MAP) when it is first mapped;
+        # with map_memory, every fd comes with the answer.
         req = {"profile": profile, "mode": mode, "mr_table": True,
-               "memory_fds": False}
+               "memory_fds": bool(map_memory)}
         timeout = self.timeout
         if wait is not None and wait != 0:
             if wait < 0 or math.isinf(wait):
@@ -457,6 +464,8 @@ class Connection:
         p = Profile(self, profile, doc, fds)
         try:
             p._setup(mode)
+            if map_memory:
+                p._map_all()
         except BaseException:
             p._abort()
             raise
@@ -779,6 +788,11 @@ class Profile:
             self._conn._protocol(f"rdmad's MAPPED for memory '{name}' of "
                                  f"profile '{self.name}' is malformed")
         return fds[0]
+
+    def _map_all(self):
+        """Every memory mapped now (attach(map_memory=True))."""
+        for m in self._maps.values():
+            m._mapped()
 
     def _setup(self, asked):
         doc = self.document
@@ -1200,7 +1214,8 @@ class Profile:
         client see). Released by detach(). Shared mode: the first call
         for an MR of a memory not mapped yet (or of mr_addr()) asks the
         daemon for that memory's fd (one round trip, MAP: an attach
-        carries none, whatever the number of memories), and may raise
+        carries none, whatever the number of memories, unless it was
+        made with map_memory=True), and may raise
         what a request does: "forbidden" when a reload since the attach
         took this user off the profile's allow list, "daemon_gone" or
         "timeout", "protocol_error" for a malformed answer,
