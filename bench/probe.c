@@ -4,7 +4,9 @@
  * liveness, one with GET /v1/health over HTTP/1.1 (keep-alive), one with
  * REQUEST GET /v1/health on the control socket, each on a fixed schedule
  * (every INTERVAL ms), until SIGTERM; then each writes one line per
- * probe to OUT: "http MS" or "ctl MS".
+ * probe to OUT: "http MS" or "ctl MS"; and "late MS" per probe sent, how
+ * late this prober itself woke for it (its own share of the machine: a
+ * stall of the whole machine shows there, one of the daemon's does not).
  *
  *   probe -p PORT -s SOCKET [-i INTERVAL_MS] [-e] -o OUT
  *
@@ -39,6 +41,8 @@ struct series {
 	const char *name;
 	double *ms;
 	size_t n;
+	double *late; /* how late the thread woke for each probe sent */
+	size_t n_late;
 	int (*connect)(void);
 	int (*ask)(int fd); /* 0, or <0: reconnect and ask again */
 	int fd;
@@ -154,6 +158,7 @@ static void *run(void *arg)
 		if (atomic_load(&stop) && due > stop_at)
 			break;
 		sleep_until(due);
+		s->late[s->n_late++] = (now() - due) * 1e3;
 		for (int tries = 0; tries < 1000; tries++) {
 			if (s->fd < 0)
 				s->fd = s->connect();
@@ -235,7 +240,8 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &mask, NULL);
 	for (int i = 0; i < 2; i++) {
 		ser[i].ms = calloc(MAX_PROBES, sizeof(double));
-		if (!ser[i].ms)
+		ser[i].late = calloc(MAX_PROBES, sizeof(double));
+		if (!ser[i].ms || !ser[i].late)
 			return 1;
 		pthread_create(&th[i], NULL, run, &ser[i]);
 	}
@@ -251,5 +257,8 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 2; i++)
 		for (size_t k = 0; k < ser[i].n; k++)
 			fprintf(f, "%s %.4f\n", ser[i].name, ser[i].ms[k]);
+	for (int i = 0; i < 2; i++)
+		for (size_t k = 0; k < ser[i].n_late; k++)
+			fprintf(f, "late %.4f\n", ser[i].late[k]);
 	return fclose(f) == 0 ? 0 : 1;
 }
