@@ -41,6 +41,36 @@ static int by_name(const void *x, const void *y, void *ud)
 		      s->mr[*(const uint32_t *)y].name);
 }
 
+uint32_t proto_mr_table_hash(const char *name, size_t n)
+{
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (uint8_t)name[i]) * 16777619u;
+	return h;
+}
+
+/* Slots for n entries: a power of two, at most half full. */
+static size_t hash_slots(size_t n)
+{
+	size_t slots = 1;
+
+	while (n && slots < 2 * n)
+		slots <<= 1;
+	return n ? slots : 0;
+}
+
+/* Entry i of a's list into the hash (slots a power of two). */
+static void hash_put(uint32_t *hash, size_t slots, const char *name,
+		     uint32_t i)
+{
+	size_t s = proto_mr_table_hash(name, strlen(name)) & (slots - 1);
+
+	while (hash[s])
+		s = (s + 1) & (slots - 1);
+	hash[s] = i + 1;
+}
+
 /* The memories' records, after the index, and their names after the
  * MRs'; *at moves past the names written. */
 static void encode_memories(const struct proto_attached *a, char *out,
@@ -67,8 +97,8 @@ int proto_mr_table_encode(const struct proto_attached *a, void **buf,
 {
 	struct proto_mr_table_head *h;
 	struct proto_mr_entry *e;
-	uint32_t *index;
-	size_t names = 0, at, size, mem_off;
+	uint32_t *index, *hash;
+	size_t names = 0, at, size, mem_off, hash_off, slots;
 	int64_t pd = 0, mem = 0;
 	char *out;
 
@@ -78,9 +108,10 @@ int proto_mr_table_encode(const struct proto_attached *a, void **buf,
 		names += strlen(a->mr[i].name) + 1;
 	for (size_t i = 0; i < a->n_memory; i++)
 		names += strlen(a->memory[i].name) + 1;
-	/* The memories' records 8-aligned, after the index. */
-	mem_off = (sizeof(*h) + a->n_mr * (sizeof(*e) + sizeof(*index)) + 7) &
-		  ~(size_t)7;
+	/* The hash after the index, then the memories' records, 8-aligned. */
+	hash_off = sizeof(*h) + a->n_mr * (sizeof(*e) + sizeof(*index));
+	slots = hash_slots(a->n_mr);
+	mem_off = (hash_off + slots * sizeof(*hash) + 7) & ~(size_t)7;
 	size = mem_off + a->n_memory * sizeof(struct proto_mr_table_memory) +
 	       names;
 	if (size > UINT32_MAX)
@@ -95,6 +126,8 @@ int proto_mr_table_encode(const struct proto_attached *a, void **buf,
 	h->entry_size = sizeof(*e);
 	h->entries_off = sizeof(*h);
 	h->index_off = (uint32_t)(h->entries_off + a->n_mr * sizeof(*e));
+	h->hash_off = slots ? (uint32_t)hash_off : 0;
+	h->hash_slots = (uint32_t)slots;
 	h->memories_off = (uint32_t)mem_off;
 	h->memory_count = (uint32_t)a->n_memory;
 	h->memory_size = sizeof(struct proto_mr_table_memory);
@@ -104,6 +137,7 @@ int proto_mr_table_encode(const struct proto_attached *a, void **buf,
 	h->names_len = names;
 	e = (struct proto_mr_entry *)(out + h->entries_off);
 	index = (uint32_t *)(out + h->index_off);
+	hash = (uint32_t *)(out + hash_off);
 	at = 0;
 	for (size_t i = 0; i < a->n_mr; i++) {
 		const struct proto_att_mr *m = &a->mr[i];
@@ -130,6 +164,7 @@ int proto_mr_table_encode(const struct proto_attached *a, void **buf,
 		memcpy(out + h->names_off + at, m->name, n + 1);
 		at += n + 1;
 		index[i] = (uint32_t)i;
+		hash_put(hash, slots, m->name, (uint32_t)i);
 	}
 	encode_memories(a, out, h, &at);
 	qsort_r(index, a->n_mr, sizeof(*index), by_name,
@@ -242,40 +277,73 @@ int proto_mr_table_memory(const void *buf, size_t len, uint32_t i,
 	return *name && m->size ? 0 : -EPROTO;
 }
 
+/* name (want bytes) against entry i's name, bytewise as strcmp sorts,
+ * within the entry's own bytes (a name with a NUL inside, a malformed
+ * one, or missing its own reads no further): 0 and *c, or -EPROTO. */
+static int name_cmp(const void *buf, const struct proto_mr_table_head *h,
+		    uint32_t i, const char *name, size_t want, int *c)
+{
+	const char *names = (const char *)buf + h->names_off;
+	struct proto_mr_entry e;
+
+	if (i >= h->count)
+		return -EPROTO;
+	memcpy(&e, (const char *)buf + h->entries_off + (size_t)i * sizeof(e),
+	       sizeof(e));
+	if ((uint64_t)e.name_off + e.name_len + 1 > h->names_len)
+		return -EPROTO;
+	*c = memcmp(name, names + e.name_off,
+		    want < e.name_len ? want : e.name_len);
+	if (*c == 0)
+		*c = want < e.name_len ? -1 : want > e.name_len;
+	return 0;
+}
+
+/* The hash's slots, if the table has a hash within its bounds. */
+static const uint32_t *hash_of(const void *buf, size_t len,
+			       const struct proto_mr_table_head *h)
+{
+	uint32_t n = h->hash_slots;
+
+	if (!n || n & (n - 1) || h->hash_off % 4 ||
+	    (uint64_t)h->hash_off + (uint64_t)n * sizeof(uint32_t) > len)
+		return NULL;
+	return (const uint32_t *)((const char *)buf + h->hash_off);
+}
+
 int64_t proto_mr_table_find(const void *buf, size_t len, const char *name)
 {
 	const struct proto_mr_table_head *h = head_of(buf, len);
-	const uint32_t *index;
-	const char *names;
+	const uint32_t *index, *hash;
 	size_t lo = 0, hi, want = strlen(name);
+	int c;
 
 	if (!h)
 		return -EPROTO;
+	hash = hash_of(buf, len, h);
+	if (hash) {
+		/* Every slot at most once: a full table ends too. */
+		uint32_t mask = h->hash_slots - 1;
+		uint32_t s = proto_mr_table_hash(name, want) & mask;
+
+		for (uint32_t k = 0; k <= mask && hash[s]; k++) {
+			if (name_cmp(buf, h, hash[s] - 1, name, want, &c) < 0)
+				return -EPROTO;
+			if (c == 0)
+				return hash[s] - 1;
+			s = (s + 1) & mask;
+		}
+		return -ENOENT;
+	}
 	index = (const uint32_t *)((const char *)buf + h->index_off);
-	names = (const char *)buf + h->names_off;
 	hi = h->count;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		uint32_t i = index[mid];
-		struct proto_mr_entry e;
-		int c;
 
-		if (i >= h->count)
+		if (name_cmp(buf, h, index[mid], name, want, &c) < 0)
 			return -EPROTO;
-		memcpy(&e, (const char *)buf + h->entries_off +
-				   (size_t)i * sizeof(e),
-		       sizeof(e));
-		if ((uint64_t)e.name_off + e.name_len + 1 > h->names_len)
-			return -EPROTO;
-		/* Bytewise, as strcmp sorts, within the entry's own bytes:
-		 * a name with a NUL inside (a malformed one) or missing
-		 * its own reads no further. */
-		c = memcmp(name, names + e.name_off,
-			   want < e.name_len ? want : e.name_len);
 		if (c == 0)
-			c = want < e.name_len ? -1 : want > e.name_len;
-		if (c == 0)
-			return i;
+			return index[mid];
 		if (c < 0)
 			hi = mid;
 		else

@@ -3,7 +3,7 @@
  * The MR table (PROTOCOL.md, "The MR table"): ATTACHED's "mr" list of a
  * shared attach, laid out in a sealed memfd that the daemon writes once
  * per profile generation and every attach maps, instead of the list in
- * the message. A client finds an MR by name in it (binary search) when
+ * the message. A client finds an MR by name in it (its hash) when
  * it first asks for it, so that an attach costs the same whatever the
  * profile holds. The layout is fixed-size records, host byte order (the
  * two ends share a machine):
@@ -13,6 +13,9 @@
  *            where the memories are, how many, their record's size
  *   entries  count records of 64 bytes, in ATTACHED's order
  *   index    count uint32_t: the entries' numbers sorted by name
+ *   hash     the entries by name hash, so that a lookup reads a slot, an
+ *            entry and a name, not a page of the index and one of the
+ *            names per step of a binary search
  *   memories the profile's memories, records of 24 bytes in ATTACHED's
  *            "memory" order, for a client that asked for them here
  *            ("memory_table"); a reader of version 1 that knows nothing
@@ -46,7 +49,12 @@ struct proto_mr_table_head {
 	uint64_t names_len;
 	/* 0, 0, 0 in a table without its memories (an older daemon's). */
 	uint32_t memories_off, memory_count, memory_size;
-	uint8_t reserved[12];
+	/* The name hash (proto_mr_table_hash()): hash_slots uint32_t at
+	 * hash_off, a power of two, each an entry's number + 1 or 0 (empty),
+	 * open addressing with linear probing; 0, 0 in a table without it
+	 * (an older daemon's: the reader searches the index then). */
+	uint32_t hash_off, hash_slots;
+	uint8_t reserved[4];
 };
 
 struct proto_mr_entry {
@@ -68,6 +76,10 @@ struct proto_mr_table_memory {
 	uint64_t size;
 	uint64_t reserved;
 };
+
+/* FNV-1a, 32 bits, of the n bytes of a name: the hash's slot is this
+ * modulo hash_slots. */
+uint32_t proto_mr_table_hash(const char *name, size_t n);
 
 /*
  * The table of a's "mr" list and its "memory" list, its pd and memory names
@@ -98,8 +110,9 @@ int proto_mr_table_memory(const void *buf, size_t len, uint32_t i,
 			  struct proto_mr_table_memory *m, const char **name);
 /* How many memories a checked table has (0 when it has none). */
 uint32_t proto_mr_table_memories(const void *buf, size_t len);
-/* The number of the entry named name (binary search of the index), or
- * -ENOENT; -EPROTO for a table that breaks its own bounds. */
+/* The number of the entry named name (through the hash; a binary search
+ * of the index in a table without one), or -ENOENT; -EPROTO for a table
+ * that breaks its own bounds. */
 int64_t proto_mr_table_find(const void *buf, size_t len, const char *name);
 
 #endif

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * The MR table's memories (proto/mr_table.c, PROTOCOL.md "The MR
- * table"): the writer puts the profile's memories after the index and
+ * The MR table's memories and its name hash (proto/mr_table.c,
+ * PROTOCOL.md "The MR table"): the writer puts the profile's memories after the index and
  * says where in head bytes that were reserved, which a reader of the
  * first layout does not look at; the reader hands a memory out only when its
  * record and its name lie within the table. The oracle is the layout
@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -180,12 +181,87 @@ static void test_memories_out_of_bounds(void **state)
 	proto_attached_free(&a);
 }
 
+/* FNV-1a of 32 bits, as PROTOCOL.md names it, written here from its
+ * definition (offset basis 2166136261, prime 16777619). */
+static uint32_t fnv1a(const char *s)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	return h;
+}
+
+static void test_found_through_the_hash(void **state)
+{
+	struct proto_attached a;
+	char *buf, name[32];
+	size_t len;
+	uint32_t hash_off, slots, v;
+
+	(void)state;
+	profile_of(&a, 1000);
+	assert_int_equal(proto_mr_table_encode(&a, (void **)&buf, &len), 0);
+	hash_off = u32_at(buf, 52);
+	slots = u32_at(buf, 56);
+	/* A power of two, at most half full, 4-aligned, within the table
+	 * and clear of the index and the memories. */
+	assert_true(slots >= 2000 && (slots & (slots - 1)) == 0);
+	assert_int_equal(hash_off % 4, 0);
+	assert_true(hash_off >= u32_at(buf, 24) + 1000 * 4);
+	assert_true(hash_off + (size_t)slots * 4 <= u32_at(buf, 40));
+	for (uint32_t i = 0; i < 1000; i++) {
+		uint32_t s;
+
+		snprintf(name, sizeof(name), "r%u", i);
+		/* Entry i + 1 in the first slot from its hash on that is
+		 * either it or taken by another. */
+		s = fnv1a(name) & (slots - 1);
+		while (u32_at(buf, hash_off + 4 * s) != i + 1) {
+			assert_int_not_equal(u32_at(buf, hash_off + 4 * s), 0);
+			s = (s + 1) & (slots - 1);
+		}
+		assert_int_equal(proto_mr_table_find(buf, len, name), i);
+	}
+	assert_int_equal(proto_mr_table_find(buf, len, "r1000"), -ENOENT);
+	assert_int_equal(proto_mr_table_find(buf, len, "r"), -ENOENT);
+	/* A table without the hash (an older daemon's): the index. */
+	memset(buf + 52, 0, 8);
+	assert_int_equal(proto_mr_table_find(buf, len, "r777"), 777);
+	assert_int_equal(proto_mr_table_find(buf, len, "r1000"), -ENOENT);
+	/* Slots that are not a power of two, or past the end: the index. */
+	v = slots - 1;
+	memcpy(buf + 52, &hash_off, 4);
+	memcpy(buf + 56, &v, 4);
+	assert_int_equal(proto_mr_table_find(buf, len, "r5"), 5);
+	v = (uint32_t)(len / 4);
+	while (v & (v - 1))
+		v &= v - 1;
+	v <<= 1;
+	memcpy(buf + 56, &v, 4);
+	assert_int_equal(proto_mr_table_find(buf, len, "r5"), 5);
+	/* Every slot taken, by entry 0: a name not there ends, unfound. */
+	memcpy(buf + 56, &slots, 4);
+	v = 1;
+	for (uint32_t s = 0; s < slots; s++)
+		memcpy(buf + hash_off + 4 * s, &v, 4);
+	assert_int_equal(proto_mr_table_find(buf, len, "r0"), 0);
+	assert_int_equal(proto_mr_table_find(buf, len, "zz"), -ENOENT);
+	/* A slot naming an entry past the count. */
+	v = 1001;
+	memcpy(buf + hash_off + 4 * (fnv1a("r9") & (slots - 1)), &v, 4);
+	assert_int_equal(proto_mr_table_find(buf, len, "r9"), -EPROTO);
+	free(buf);
+	proto_attached_free(&a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_memories_after_the_index),
 	    cmocka_unit_test(test_a_table_without_memories),
 	    cmocka_unit_test(test_memories_out_of_bounds),
+	    cmocka_unit_test(test_found_through_the_hash),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
