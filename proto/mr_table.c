@@ -61,8 +61,7 @@ static size_t hash_slots(size_t n)
 }
 
 /* Entry i of a's list into the hash (slots a power of two). */
-static void hash_put(uint32_t *hash, size_t slots, const char *name,
-		     uint32_t i)
+static void hash_put(uint32_t *hash, size_t slots, const char *name, uint32_t i)
 {
 	size_t s = proto_mr_table_hash(name, strlen(name)) & (slots - 1);
 

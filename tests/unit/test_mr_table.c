@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * The MR table's memories and its name hash (proto/mr_table.c,
- * PROTOCOL.md "The MR table"): the writer puts the profile's memories after the index and
- * says where in head bytes that were reserved, which a reader of the
+ * PROTOCOL.md "The MR table"): the writer puts the profile's memories after the
+ * index and says where in head bytes that were reserved, which a reader of the
  * first layout does not look at; the reader hands a memory out only when its
  * record and its name lie within the table. The oracle is the layout
  * PROTOCOL.md gives, read here from the raw bytes.

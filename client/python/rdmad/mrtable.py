@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """The MR table of a shared attach, read as proto/PROTOCOL.md lays it
-out ("mr_table"): a sealed memfd of fixed-size entries and a name index,
-mapped read-only; an MR is found by name (a binary search) when it is
+out ("mr_table"): a sealed memfd of fixed-size entries, a name index and
+a name hash, mapped read-only; an MR is found by name (through the hash,
+or a binary search of the index in a table without one) when it is
 first asked for. Every offset and index followed is checked against the
 table's size: it is another process's data."""
 
@@ -14,6 +15,7 @@ __all__ = ["Table", "BadTable"]
 
 MAGIC = b"RDMADMRT"
 HEAD = struct.Struct("=8sIIIIIIQ24x")   # 64 bytes
+HASH = struct.Struct("=II")              # at 52: the hash's offset, slots
 ENTRY = struct.Struct("=IIIIIIIIQQQII")  # 64 bytes
 ZERO_BASED, ODP = 0x1, 0x2
 SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
@@ -44,6 +46,12 @@ class Table:
                 self._names > size - self._names_len:
             self.close()
             raise BadTable("it is not one this client reads")
+        # The hash, if there is one within the table (0, 0: none).
+        self._hash, self._slots = HASH.unpack_from(self._map, 52)
+        n = self._slots
+        if not n or n & (n - 1) or self._hash % 4 or \
+                self._hash + n * 4 > size:
+            self._slots = 0
 
     def close(self):
         if self._map is not None:
@@ -74,21 +82,44 @@ class Table:
                     iova=iova, zero_based=bool(flags & ZERO_BASED),
                     odp=bool(flags & ODP))
 
+    def _named(self, i, want):
+        """Entry i's name, the bytes, checked to lie within the names."""
+        if not 0 <= i < self.count:
+            raise BadTable("its index or hash is out of its bounds")
+        name_off, name_len = ENTRY.unpack_from(
+            self._map, self._entries + i * ENTRY.size)[:2]
+        if name_off + name_len + 1 > self._names_len:
+            raise BadTable("a name is out of its bounds")
+        at = self._names + name_off
+        return self._map[at:at + name_len]
+
+    @staticmethod
+    def hash(raw):
+        """FNV-1a, 32 bits, of a name's bytes (PROTOCOL.md)."""
+        h = 2166136261
+        for b in raw:
+            h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+        return h
+
     def find(self, name):
         """The number of the entry called name, or None."""
         want = name.encode()
+        if self._slots:
+            mask = self._slots - 1
+            s = self.hash(want) & mask
+            for _ in range(self._slots):
+                (v,) = struct.unpack_from("=I", self._map, self._hash + s * 4)
+                if not v:
+                    return None
+                if self._named(v - 1, want) == want:
+                    return v - 1
+                s = (s + 1) & mask
+            return None
         lo, hi = 0, self.count
         while lo < hi:
             mid = (lo + hi) // 2
             (i,) = struct.unpack_from("=I", self._map, self._index + mid * 4)
-            if i >= self.count:
-                raise BadTable("its index is out of its bounds")
-            name_off, name_len = ENTRY.unpack_from(
-                self._map, self._entries + i * ENTRY.size)[:2]
-            if name_off + name_len + 1 > self._names_len:
-                raise BadTable("a name is out of its bounds")
-            at = self._names + name_off
-            have = self._map[at:at + name_len]
+            have = self._named(i, want)
             if want == have:
                 return i
             if want < have:
