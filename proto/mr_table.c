@@ -41,7 +41,9 @@ static int by_name(const void *x, const void *y, void *ud)
 		      s->mr[*(const uint32_t *)y].name);
 }
 
-uint32_t proto_mr_table_hash(const char *name, size_t n)
+/* FNV-1a, 32 bits, of the n bytes of a name (PROTOCOL.md): a name's
+ * first slot is this modulo the slots. */
+static uint32_t name_hash(const char *name, size_t n)
 {
 	uint32_t h = 2166136261u;
 
@@ -60,10 +62,11 @@ static size_t hash_slots(size_t n)
 	return n ? slots : 0;
 }
 
-/* Entry i of a's list into the hash (slots a power of two). */
-static void hash_put(uint32_t *hash, size_t slots, const char *name, uint32_t i)
+/* Entry i, named name (n bytes), into the hash (slots a power of two). */
+static void hash_put(uint32_t *hash, size_t slots, const char *name, size_t n,
+		     uint32_t i)
 {
-	size_t s = proto_mr_table_hash(name, strlen(name)) & (slots - 1);
+	size_t s = name_hash(name, n) & (slots - 1);
 
 	while (hash[s])
 		s = (s + 1) & (slots - 1);
@@ -163,7 +166,7 @@ int proto_mr_table_encode(const struct proto_attached *a, void **buf,
 		memcpy(out + h->names_off + at, m->name, n + 1);
 		at += n + 1;
 		index[i] = (uint32_t)i;
-		hash_put(hash, slots, m->name, (uint32_t)i);
+		hash_put(hash, slots, m->name, n, (uint32_t)i);
 	}
 	encode_memories(a, out, h, &at);
 	qsort_r(index, a->n_mr, sizeof(*index), by_name,
@@ -323,7 +326,7 @@ int64_t proto_mr_table_find(const void *buf, size_t len, const char *name)
 	if (hash) {
 		/* Every slot at most once: a full table ends too. */
 		uint32_t mask = h->hash_slots - 1;
-		uint32_t s = proto_mr_table_hash(name, want) & mask;
+		uint32_t s = name_hash(name, want) & mask;
 
 		for (uint32_t k = 0; k <= mask && hash[s]; k++) {
 			if (name_cmp(buf, h, hash[s] - 1, name, want, &c) < 0)

@@ -49,7 +49,7 @@ struct proto_mr_table_head {
 	uint64_t names_len;
 	/* 0, 0, 0 in a table without its memories (an older daemon's). */
 	uint32_t memories_off, memory_count, memory_size;
-	/* The name hash (proto_mr_table_hash()): hash_slots uint32_t at
+	/* The name hash (FNV-1a of 32 bits, PROTOCOL.md): hash_slots uint32_t at
 	 * hash_off, a power of two, each an entry's number + 1 or 0 (empty),
 	 * open addressing with linear probing; 0, 0 in a table without it
 	 * (an older daemon's: the reader searches the index then). */
@@ -76,10 +76,6 @@ struct proto_mr_table_memory {
 	uint64_t size;
 	uint64_t reserved;
 };
-
-/* FNV-1a, 32 bits, of the n bytes of a name: the hash's slot is this
- * modulo hash_slots. */
-uint32_t proto_mr_table_hash(const char *name, size_t n);
 
 /*
  * The table of a's "mr" list and its "memory" list, its pd and memory names

@@ -160,37 +160,21 @@ static int look_keys(int fd, struct profile *p, const struct keys_round *k,
 	return r;
 }
 
-int reconcile_profile(struct reconcile *rc, struct profile *p,
-		      uint64_t max_age)
+/* The full look: every object against the kernel's lists, the keys of
+ * the MRs due; the lists digested for the quick looks after it. */
+static int look_all(struct reconcile *rc, struct profile *p, int fd,
+		    const struct keys_round *keys, struct object ***lost,
+		    size_t *n_lost)
 {
-	_cleanup_free_ struct object **lost = NULL;
 	struct tables t = { .listed = { false } };
-	struct keys_round keys;
-	uint64_t now = 0;
 	size_t n = 0;
-	int r = 0, fd;
+	int r = 0;
 
-	sd_event_now(manager_loop(rc->m), CLOCK_MONOTONIC, &now);
-	if (!checkable(p) || (profile_health(p)->checked &&
-			      now - profile_health(p)->checked < max_age))
-		return 0;
-	fd = profile_ctx(p)->cmd_fd;
-	keys = keys_round(p);
-	/* The timer's round: one call per kind, no sort and no lookup per
-	 * object, when nothing moved in the kernel's lists since. */
-	if (max_age && unchanged(p)) {
-		r = look_keys(fd, p, &keys, &lost, &n);
-		profile_health(p)->checked = now;
-		profile_health(p)->mr_cursor += RECONCILE_MR_KEYS;
-		if (n)
-			profile_health(p)->digested = 0;
-		goto found;
-	}
 	for (size_t i = 0, all = profile_n_objects(p); r >= 0 && i < all; i++)
-		r = look(&t, fd, profile_object_at(p, i), keys_due(&keys, i),
-			 &lost, &n);
+		r = look(&t, fd, profile_object_at(p, i), keys_due(keys, i),
+			 lost, &n);
 	for (size_t i = 0; r >= 0 && i < profile_n_draining(p); i++)
-		r = look(&t, fd, profile_draining_at(p, i), false, &lost, &n);
+		r = look(&t, fd, profile_draining_at(p, i), false, lost, &n);
 	/* What was listed, for the next attach's quick look; only when all
 	 * is as it should be (what is lost is made again: new handles). */
 	profile_health(p)->digested = 0;
@@ -205,15 +189,42 @@ int reconcile_profile(struct reconcile *rc, struct profile *p,
 		}
 	}
 	tables_clear(&t);
-	profile_health(p)->checked = now;
-	profile_health(p)->mr_cursor += RECONCILE_MR_KEYS;
 	if (r == -EOPNOTSUPP && !rc->unsupported) {
 		rc->unsupported = true;
 		log_notice("the kernel cannot list a context's handles "
 			   "(UVERBS_METHOD_INFO_HANDLES, Linux 5.0): objects "
 			   "that clients destroy are not noticed");
 	}
-found:
+	*n_lost = n;
+	return r;
+}
+
+int reconcile_profile(struct reconcile *rc, struct profile *p,
+		      uint64_t max_age)
+{
+	_cleanup_free_ struct object **lost = NULL;
+	struct keys_round keys;
+	uint64_t now = 0;
+	size_t n = 0;
+	int r, fd;
+
+	sd_event_now(manager_loop(rc->m), CLOCK_MONOTONIC, &now);
+	if (!checkable(p) || (profile_health(p)->checked &&
+			      now - profile_health(p)->checked < max_age))
+		return 0;
+	fd = profile_ctx(p)->cmd_fd;
+	keys = keys_round(p);
+	/* The timer's round: one call per kind, no sort and no lookup per
+	 * object, when nothing moved in the kernel's lists since. */
+	if (max_age && unchanged(p)) {
+		r = look_keys(fd, p, &keys, &lost, &n);
+		if (n)
+			profile_health(p)->digested = 0;
+	} else {
+		r = look_all(rc, p, fd, &keys, &lost, &n);
+	}
+	profile_health(p)->checked = now;
+	profile_health(p)->mr_cursor += RECONCILE_MR_KEYS;
 	if (r < 0)
 		return r;
 	if (n) {

@@ -82,7 +82,7 @@ class Table:
                     iova=iova, zero_based=bool(flags & ZERO_BASED),
                     odp=bool(flags & ODP))
 
-    def _named(self, i, want):
+    def _named(self, i):
         """Entry i's name, the bytes, checked to lie within the names."""
         if not 0 <= i < self.count:
             raise BadTable("its index or hash is out of its bounds")
@@ -111,7 +111,7 @@ class Table:
                 (v,) = struct.unpack_from("=I", self._map, self._hash + s * 4)
                 if not v:
                     return None
-                if self._named(v - 1, want) == want:
+                if self._named(v - 1) == want:
                     return v - 1
                 s = (s + 1) & mask
             return None
@@ -119,7 +119,7 @@ class Table:
         while lo < hi:
             mid = (lo + hi) // 2
             (i,) = struct.unpack_from("=I", self._map, self._index + mid * 4)
-            have = self._named(i, want)
+            have = self._named(i)
             if want == have:
                 return i
             if want < have:
