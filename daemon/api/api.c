@@ -211,7 +211,7 @@ static int get_profile(struct request *r)
 	o = profile_find(p, (enum obj_kind)kind, r->seg[3]);
 	if (!o)
 		return not_found(r, r->seg[2], r->seg[3]);
-	return reply(r, 200, object_json(o));
+	return reply(r, 200, object_json(o, profile_object_leases(p, o)));
 }
 
 /* What the last RDMA netlink scan found in the profile's context. */
@@ -430,7 +430,7 @@ static int patch_qp(struct request *r)
 		return reply(r, 422,
 			     api_error("device_error", "modify_qp %s: %s",
 				       step ? step : "", strerror(-e)));
-	return reply(r, 200, object_json(o));
+	return reply(r, 200, object_json(o, profile_object_leases(p, o)));
 }
 
 /* Automatic path migration by hand: to the armed alternate path. */
@@ -463,7 +463,7 @@ static int post_qp_migrate(struct request *r)
 		return reply(r, 422,
 			     api_error("device_error", "modify_qp %s: %s",
 				       step ? step : "", strerror(-e)));
-	return reply(r, 200, object_json(o));
+	return reply(r, 200, object_json(o, profile_object_leases(p, o)));
 }
 
 /* What a peer elsewhere needs to connect to this QP (PATCH "endpoint"). */

@@ -297,7 +297,7 @@ int profile_attach_view(struct profile *p, unsigned int how,
 	 * table's memfd (the caller's). */
 	size_t n_objects = profile_n_objects(p), n = n_objects + 2;
 
-	*v = (struct attach_view){ 0 };
+	*v = (struct attach_view){.mode = shared ? 0 : 1};
 	v->fds = malloc(n * sizeof(*v->fds));
 	v->opened = malloc(n * sizeof(*v->opened));
 	v->leases = malloc(n * sizeof(*v->leases));
@@ -336,8 +336,7 @@ int profile_attach_view(struct profile *p, unsigned int how,
 
 void attach_view_lease(struct profile *p, const struct attach_view *v)
 {
-	for (size_t i = 0; i < v->n_leases; i++)
-		v->leases[i].o->leases++;
+	profile_hold(p, v->mode, v->leases, v->n_leases);
 	profile_touch_leases(p);
 }
 

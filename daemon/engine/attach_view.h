@@ -45,6 +45,9 @@ struct attach_view {
 	size_t n_opened;
 	struct attach_lease *leases;
 	size_t n_leases;
+	/* The mode's lease list (0: shared, 1: local): every attach of a
+	 * mode in one generation leases the same objects. */
+	unsigned int mode;
 };
 
 /* How an attach is answered: ATTACH's mode and options, as bits. */
@@ -88,8 +91,11 @@ int profile_attach_view(struct profile *p, unsigned int how,
 			struct attach_view *v);
 void attach_view_clear(struct attach_view *v);
 /* Take the view's leases (once it is on its way): each object stays
- * while leased (manager_release() lets it go). v must be of p's
- * attach generation now (its objects are the profile's as they are). */
+ * while leased (manager_release_held(), or manager_release() by name
+ * once the generation moved, lets go). v must be of p's attach
+ * generation now (its objects are the profile's as they are). The
+ * attaches of a mode and generation are counted once, not on each
+ * object (profile_hold()): the same for 10,000 leases as for one. */
 void attach_view_lease(struct profile *p, const struct attach_view *v);
 
 /* What the control layer asks of a profile before an attach. */

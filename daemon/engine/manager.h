@@ -171,11 +171,12 @@ void manager_release(struct manager *m, const char *profile,
  * the engine's, valid until the loop runs again; -ENOENT. */
 int manager_memory_fd(struct manager *m, const char *profile, const char *name,
 		      uint64_t serial, uint64_t *size);
-/* The same for n leases on objects of p as it is (p's attach generation
- * has not moved since they were taken: attach_view.h's o), at once. */
-void manager_release_objects(struct manager *m, struct profile *p,
-			     struct object *const *objs, size_t n);
-
+/* One attach in mode of p's attach generation generation lets go of
+ * what its view leased (attach_view_lease()), in one count. False when
+ * the generation moved: its leases are then released one by one
+ * (manager_release()). */
+bool manager_release_held(struct manager *m, struct profile *p,
+			  unsigned int mode, uint64_t generation);
 
 struct profile *manager_profile(struct manager *m, const char *name);
 /* An ATTACH is about to hand out p's handles: check them against the

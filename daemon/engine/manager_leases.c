@@ -65,17 +65,20 @@ int manager_memory_fd(struct manager *m, const char *profile, const char *name,
 	struct object *o =
 	    find_leased(m, profile, OBJ_MEMORY, name, serial, &p, &i);
 
-	if (!o || !o->leases || o->u.mem.fd < 0)
+	if (!o || !profile_object_leases(p, o) || o->u.mem.fd < 0)
 		return -ENOENT;
 	*size = o->u.mem.size;
 	return o->u.mem.fd;
 }
 
-void manager_release_objects(struct manager *m, struct profile *p,
-			     struct object *const *objs, size_t n)
+bool manager_release_held(struct manager *m, struct profile *p,
+			  unsigned int mode, uint64_t generation)
 {
+	if (!profile_unhold(p, mode, generation))
+		return false;
+	/* A client may have died with objects in a shared context. */
 	orphans_request(m->orphans);
-	for (size_t i = 0; i < n; i++)
-		profile_release(p, objs[i]);
+	/* Nothing it held drains: that would have moved the generation. */
 	profile_touch_leases_ended(p);
+	return true;
 }

@@ -138,6 +138,7 @@ void object_destroy(struct object *o)
 	object_reset(o);
 	/* This incarnation ends: leases naming it find nothing from now. */
 	o->leases = 0;
+	o->held = 0;
 	free(o->reason);
 	o->reason = NULL;
 	o->err = 0;

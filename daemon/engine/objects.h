@@ -66,7 +66,8 @@ void object_lose(struct object *o);
  * the caller's to set. Returns -|err|. */
 int object_fail(struct object *o, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-json_t *object_json(const struct object *o);
+/* Its document, with the sessions holding it (profile_object_leases()). */
+json_t *object_json(const struct object *o, unsigned int leases);
 /* Add to j what a client knew of o: its handle, an MR's keys, an MW's
  * rkey, a QP's number (the object_lost and object_recreated events). */
 void object_identity_json(const struct object *o, json_t *j);

@@ -8,7 +8,7 @@
 #include "kinds.h"
 #include "objects.h"
 
-json_t *object_json(const struct object *o)
+json_t *object_json(const struct object *o, unsigned int leases)
 {
 	const struct object_kind *t = object_kind(o->kind);
 	json_t *j = json_pack("{s:s, s:s, s:s}", "kind",
@@ -28,7 +28,7 @@ json_t *object_json(const struct object *o)
 		SET_INT(j, "errno", o->err);
 		SET_STR(j, "reason", o->reason ? o->reason : "");
 	}
-	SET_INT(j, "leases", o->leases);
+	SET_INT(j, "leases", leases);
 	/* Times the kernel lost it and it was made again (reconcile.c):
 	 * the kinds a process holding the context can destroy. */
 	if (object_kind_losable(o->kind))

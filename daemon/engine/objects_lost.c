@@ -24,4 +24,5 @@ void object_lose(struct object *o)
 	object_kind(o->kind)->lose(o);
 	object_forget(o);
 	o->leases = 0;
+	o->held = 0;
 }

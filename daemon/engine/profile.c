@@ -739,6 +739,7 @@ void profile_bury(struct burial **bp, struct object *o)
 	o->reason = NULL;
 	o->err = 0;
 	o->leases = 0;
+	o->held = 0;
 	object_forget(o);
 }
 
@@ -824,6 +825,7 @@ static void destroy_draining(struct profile *p, bool all)
  * stays when keep_memory (it does not depend on the device). */
 static void stop(struct profile *p, const char *reason, bool keep_memory)
 {
+	profile_holds_fold(p);
 	profile_cancel_creation(p);
 	profile_bury_wait(p);
 	restore_end(p, false);
@@ -865,6 +867,8 @@ void profile_lose_device(struct profile *p, const char *reason)
 
 bool profile_retire(struct profile *p)
 {
+	/* What sessions hold drains: each object's own count first. */
+	profile_holds_fold(p);
 	profile_cancel_creation(p);
 	profile_bury_wait(p);
 	for (size_t i = p->n_objects; i-- > 0;) {
@@ -892,7 +896,8 @@ void profile_release(struct profile *p, struct object *o)
 		o->leases--;
 	/* The last lease of a removed object: it goes now; at an exit that
 	 * leaves the context to the next run, that run judges. */
-	if (o->state == OBJ_DRAINING && !o->leases && !p->restart.hand_over)
+	if (o->state == OBJ_DRAINING && !profile_object_leases(p, o) &&
+	    !p->restart.hand_over)
 		destroy_draining(p, false);
 }
 
@@ -970,9 +975,14 @@ json_t *profile_json(const struct profile *p, int detail)
 	}
 	objs = json_array();
 	for (size_t i = 0; objs && i < p->n_objects; i++)
-		json_array_append_new(objs, object_json(&p->objects[i]));
+		json_array_append_new(
+		    objs, object_json(&p->objects[i], profile_object_leases(
+							  p, &p->objects[i])));
 	for (size_t i = 0; objs && i < p->n_draining; i++)
-		json_array_append_new(objs, object_json(&p->draining[i]));
+		json_array_append_new(
+		    objs,
+		    object_json(&p->draining[i],
+				profile_object_leases(p, &p->draining[i])));
 	json_object_set_new(j, "objects", objs);
 	return j;
 }

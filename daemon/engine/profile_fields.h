@@ -48,6 +48,17 @@ struct profile_notify {
 	uint64_t attach_generation;
 };
 
+/* Attaches in one mode holding every object its view leases
+ * (attach_view_lease()), counted here rather than on each object (marked
+ * by its bit in held) while the attach generation is gen (0: no list,
+ * nothing marked). profile_holds_fold() makes them the objects' own. */
+#define PROFILE_HOLD_MODES 2 /* shared, local */
+struct profile_holds {
+	uint64_t gen;
+	unsigned int holders;
+	size_t n_marked;
+};
+
 /* A restart's part (restore.h, handover.c): what the context brought
  * back from the previous run, and what it leaves for the next. */
 struct profile_restart {
@@ -107,6 +118,7 @@ struct profile {
 	size_t n_draining;
 	struct profile_build build;
 	struct profile_notify notify;
+	struct profile_holds holds[PROFILE_HOLD_MODES];
 	struct profile_restart restart;
 	struct profile_health health;
 };

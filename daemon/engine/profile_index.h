@@ -87,9 +87,13 @@ struct object {
 		struct mcast *mcast;
 	} u;
 	int err; /* positive errno when failed */
-	/* Sessions holding it (attach protocol): bounded by the sessions
-	 * per uid and their attachments, far below 2^22. */
+	/* Sessions holding it (attach protocol) one by one: bounded by the
+	 * sessions per uid and their attachments, far below 2^22. Those
+	 * holding it through its profile's lease list (held, a bit per
+	 * mode, profile_holds) are counted there: profile_object_leases()
+	 * is the whole count. */
 	unsigned int leases : 22;
+	unsigned int held : 2;
 	enum obj_kind kind : 4;
 	/* While the state is creating, only the job touches u, err and
 	 * reason. */
@@ -313,5 +317,27 @@ const struct profile_faults *profile_faults(const struct profile *p);
 void ctx_view_clear(struct ctx_view *v);
 /* Sessions hold some of p's objects (running or draining)? */
 bool profile_leased(const struct profile *p);
+/*
+ * How many sessions hold o, an object of p: its own count and those
+ * holding it through p's lease list of a mode (attach_view_lease()).
+ * Such a list is counted once while the attach generation holds: an
+ * attach or detach of 10,000 leases costs one count, not 10,000.
+ */
+unsigned int profile_object_leases(const struct profile *p,
+				   const struct object *o);
+/* One more attach in mode (0: shared, 1: local) holds the n objects
+ * l names (its view's leases, of p's attach generation now): counted
+ * once, the list marked at the first attach of the generation. */
+struct attach_lease;
+void profile_hold(struct profile *p, unsigned int mode,
+		  const struct attach_lease *l, size_t n);
+/* One of those attaches, of attach generation gen, lets go: false when
+ * the list is not gen's any more (its holders are the objects' own
+ * counts now, released one by one, by name). */
+bool profile_unhold(struct profile *p, unsigned int mode, uint64_t gen);
+/* The holders of p's lease lists become the objects' own counts, the
+ * lists go: before anything moves, drains or destroys an object (and at
+ * every profile_touch(), as the attach generation moves). */
+void profile_holds_fold(struct profile *p);
 
 #endif

@@ -57,6 +57,8 @@ size_t profile_mark_lost(struct profile *p, struct object *const *lost,
 
 	if (!mark || !gone)
 		return 0;
+	/* Leases stay with what drains: each object's own count. */
+	profile_holds_fold(p);
 	for (size_t i = 0; i < n; i++) {
 		struct object *o = lost[i];
 		unsigned int leases = o->leases;

@@ -235,6 +235,8 @@ int profile_reload(struct profile *next, struct profile *old,
 	struct diff d = { .next = next, .old = old, .report = report, .ud = ud };
 	int r;
 
+	/* Leases move with the objects they hold: each object's own. */
+	profile_holds_fold(old);
 	/* What old is still creating stops here; what ran is kept or
 	 * destroyed like the rest. What an earlier reload buried goes
 	 * first: a parent may be buried now. */

@@ -42,12 +42,12 @@ struct lease {
 
 /*
  * What the attaches of a profile in one mode share while its attach
- * generation holds: the objects they lease (each attachment takes a
- * lease on each, by pointer: no lookup, no copy), their names (for a
- * release after the generation moved) and their text for the lease
- * record, made once, so that an attach costs little more for 10,000
- * objects than for one. An object's lease count stays the number of
- * attachments holding it; it goes when the last lets go.
+ * generation holds: the objects they lease (the engine counts the
+ * attachments holding the generation's list once: attach_view_lease()),
+ * their names (for a release one by one after the generation moved) and
+ * their text for the lease record, made once, so that an attach costs
+ * the same for 10,000 objects as for one. An object stays while an
+ * attachment holds it; it goes when the last lets go.
  */
 struct lease_set {
 	unsigned int refs; /* the attachments holding it */
@@ -56,9 +56,9 @@ struct lease_set {
 	uint64_t id;
 	struct lease *leases;
 	size_t n_leases;
-	/* The same objects, the engine's while the profile's attach
-	 * generation is still the set's: released at once then. */
-	struct object **objs;
+	/* The view's mode and generation: while the profile's attach
+	 * generation is still the set's, released in one count. */
+	unsigned int mode;
 	uint64_t generation;
 	/* As the lease record writes them. */
 	char *text;

@@ -30,15 +30,14 @@ void lease_set_free(struct lease_set *set)
 	for (size_t i = 0; i < set->n_leases; i++)
 		free(set->leases[i].name);
 	free(set->leases);
-	free(set->objs);
 	free(set->memories);
 	free(set->text);
 	free(set);
 }
 
 /*
- * One attachment fewer holds set: its lease on each object ends (by
- * pointer while the generation holds: no lookup by name). The set
+ * One attachment fewer holds set: its lease on each object ends (in
+ * one count while the generation holds: no lookup by name). The set
  * itself stays in the attach cache while its generation holds, so that
  * the next attach leases the same objects without building it again (a
  * worker that attaches, works and detaches in a loop).
@@ -52,10 +51,9 @@ static void lease_set_put(struct control *c, const char *profile,
 		return;
 	set->refs--;
 	p = manager_profile(c->m, profile);
-	/* Nothing moved since the attach: its objects, by pointer. */
-	if (p && profile_attach_generation(p) == set->generation)
-		manager_release_objects(c->m, p, set->objs, set->n_leases);
-	else
+	/* Nothing moved since the attach: one count. */
+	if (!p || profile_attach_generation(p) != set->generation ||
+	    !manager_release_held(c->m, p, set->mode, set->generation))
 		for (size_t i = 0; i < set->n_leases; i++) {
 			struct lease *l = &set->leases[i];
 
@@ -181,29 +179,26 @@ struct lease_set *lease_set_get(struct profile *p, struct lease_set **slot,
 		return NULL;
 	/* Names copied: the configuration may go with a reload before
 	 * the lease does. */
-	set->leases = calloc(v->n_leases ? v->n_leases : 1,
-			     sizeof(*set->leases));
-	set->objs = calloc(v->n_leases ? v->n_leases : 1, sizeof(*set->objs));
+	set->leases =
+	    calloc(v->n_leases ? v->n_leases : 1, sizeof(*set->leases));
 	set->memories =
 	    calloc(v->n_leases ? v->n_leases : 1, sizeof(*set->memories));
+	set->mode = v->mode;
 	set->generation = generation;
 	set->id = lease_set_id();
-	for (size_t i = 0;
-	     set->leases && set->objs && set->memories && i < v->n_leases;
+	for (size_t i = 0; set->leases && set->memories && i < v->n_leases;
 	     i++) {
 		const struct attach_lease *l = &v->leases[i];
 
 		if (l->kind == OBJ_MEMORY)
 			set->memories[set->n_memories++] = i;
-		set->objs[i] = l->o;
 		set->leases[i] = (struct lease){ l->kind, strdup(l->name),
 						 l->serial };
 		if (!set->leases[i].name)
 			break;
 		set->n_leases++;
 	}
-	if (!set->leases || !set->objs || !set->memories ||
-	    set->n_leases < v->n_leases) {
+	if (!set->leases || !set->memories || set->n_leases < v->n_leases) {
 		lease_set_free(set);
 		return NULL;
 	}
