@@ -102,6 +102,11 @@ bool object_kind_losable(enum obj_kind k)
 	return kinds[k]->uverbs != UH_KINDS;
 }
 
+enum uhandle_kind object_kind_uverbs(enum obj_kind k)
+{
+	return kinds[k]->uverbs;
+}
+
 enum uhandle_kind object_uverbs_of_netlink(enum rdmanl_kind n)
 {
 	for (int k = 0; k < OBJ_KIND_MAX; k++)

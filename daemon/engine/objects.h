@@ -40,6 +40,9 @@ bool object_handle(const struct object *o, enum uhandle_kind *k, uint32_t *h);
 /* Whether kind k's objects are kernel objects of the context, which a
  * process holding its file can destroy (object_lose()). */
 bool object_kind_losable(enum obj_kind k);
+/* The uverbs kind of kind k's objects: UH_KINDS when they have no
+ * handle in the context (a memory, a target). */
+enum uhandle_kind object_kind_uverbs(enum obj_kind k);
 /* The uverbs kind of what RDMA netlink lists as n: the kind tables'
  * (UH_KINDS for a context, which has no handle). */
 enum uhandle_kind object_uverbs_of_netlink(enum rdmanl_kind n);

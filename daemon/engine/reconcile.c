@@ -329,7 +329,11 @@ static bool kind_present(struct profile *p, enum uhandle_kind k, int fd)
 		size_t at = profile_kind_first(p, (enum obj_kind)ok);
 		size_t count = profile_kind_count(p, (enum obj_kind)ok);
 
-		for (size_t i = 0; ok != OBJ_MR && i < count; i++) {
+		/* Only the kinds whose objects are of uverbs kind k: a
+		 * profile's memories and MRs are not walked for each. */
+		if (ok == OBJ_MR || object_kind_uverbs(ok) != k)
+			continue;
+		for (size_t i = 0; i < count; i++) {
 			const struct object *o = profile_object_at(p, at + i);
 			enum uhandle_kind ko;
 			uint32_t h, *grown;
