@@ -181,6 +181,10 @@ void manager_profile_changed(struct manager *m, struct profile *p,
 /* What became of the context after the objects were made: the scans'
  * view (orphans.c), the checks against the kernel (reconcile.c), the
  * leftovers to reclaim (reclaim.c) and the faults counted. */
+/* PDs beyond this many are looked for in the kernel's list at an
+ * attach, not one by one through an MR each (reconcile.c). */
+#define PROFILE_PD_WITNESSES 16
+
 struct profile_health {
 	/* What the last RDMA netlink scan saw in the context. */
 	struct ctx_view view;
@@ -197,6 +201,10 @@ struct profile_health {
 	/* The kinds that check listed: a kind it could not list whole (or
 	 * at all) has no digest, and nothing vouches for it. */
 	unsigned int listed;
+	/* For each of its first PROFILE_PD_WITNESSES PDs, the MR that last
+	 * vouched for it at an attach (reconcile.c): its index among the
+	 * profile's MRs. A hint, checked before use: a scan when stale. */
+	uint32_t witness[PROFILE_PD_WITNESSES];
 	/* Leftovers seen in its context, waiting to be reclaimed. */
 	struct reclaim *reclaim;
 };

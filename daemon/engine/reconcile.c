@@ -258,24 +258,30 @@ static bool unchanged(struct profile *p)
 	return true;
 }
 
-/*
- * PDs beyond this many are looked for in the kernel's list, not one by
- * one through an MR each.
- */
-#define PD_WITNESSES 16
-
-/* A ready MR of p on pd, whose keys the kernel can be asked for: NULL
- * when none. */
-static const struct object *mr_on(struct profile *p, const struct ibv_pd *pd)
+/* A ready MR of p on pd (its i-th PD), whose keys the kernel can be
+ * asked for: NULL when none. The one found last time first, then the
+ * rest: an attach of a profile whose PDs' MRs come late in its list
+ * does not walk them each time. */
+static const struct object *mr_on(struct profile *p, size_t i,
+				  const struct ibv_pd *pd)
 {
 	size_t at = profile_kind_first(p, OBJ_MR);
 	size_t count = profile_kind_count(p, OBJ_MR);
+	uint32_t *hint = &profile_health(p)->witness[i];
 
-	for (size_t i = 0; i < count; i++) {
-		const struct object *o = profile_object_at(p, at + i);
+	for (size_t k = 0; k <= count; k++) {
+		/* k 0: the hint; then every MR (the hint's again too). */
+		size_t j = k ? k - 1 : *hint;
+		const struct object *o;
 
-		if (o->state == OBJ_READY && o->u.mr.mr && o->u.mr.mr->pd == pd)
+		if (j >= count)
+			continue;
+		o = profile_object_at(p, at + j);
+		if (o->state == OBJ_READY && o->u.mr.mr &&
+		    o->u.mr.mr->pd == pd) {
+			*hint = (uint32_t)j;
 			return o;
+		}
 	}
 	return NULL;
 }
@@ -294,14 +300,14 @@ static int pds_witnessed(struct profile *p, int fd)
 	size_t at = profile_kind_first(p, OBJ_PD);
 	size_t count = profile_kind_count(p, OBJ_PD);
 
-	if (count > PD_WITNESSES)
+	if (count > PROFILE_PD_WITNESSES)
 		return 0;
 	for (size_t i = 0; i < count; i++) {
 		const struct object *o = profile_object_at(p, at + i), *mr;
 
 		if (o->state != OBJ_READY && o->state != OBJ_DRAINING)
 			continue;
-		mr = o->u.pd ? mr_on(p, o->u.pd) : NULL;
+		mr = o->u.pd ? mr_on(p, i, o->u.pd) : NULL;
 		if (!mr || mr_keys_hold(fd, mr) != 1)
 			return 0;
 	}

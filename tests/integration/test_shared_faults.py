@@ -494,13 +494,39 @@ def plain(rdmad, tmp_path):
     assert d.stop() == 0
 
 
-def test_table_attach_never_hands_out_a_destroyed_pd(plain):
+@pytest.fixture
+def late_witness(rdmad, tmp_path):
+    """Profile p of two PDs, z and a, where a's one MR, r, comes after
+    z's 40: the MR that vouches for a at an attach is found late (and
+    remembered by the daemon for the next attach)."""
+    port = free_port()
+    run = tmp_path / "run"
+    zs = "".join(f', {{ name = "z{i}"; pd = "z"; memory = "m"; '
+                 f'offset = {i * 4096}; length = 4096; '
+                 f'access = [ "local_write" ]; }}' for i in range(40))
+    conf = one_mr_conf(run, port, DEV, "1M", more_mrs=zs)
+    conf = conf.replace('pd = ( { name = "a"; } );',
+                        'pd = ( { name = "z"; }, { name = "a"; } );')
+    # r last: z's MRs first in the profile's list.
+    head, r = conf.split('mr = ( ', 1)
+    r_def, rest = r.split('}, ', 1)
+    conf = head + 'mr = ( ' + rest.replace(' );\n', f', {r_def}}} );\n', 1)
+    d = rdmad(conf)
+    d.sockpath = str(run / "rdmad.sock")
+    yield d
+    assert d.stop() == 0
+
+
+@pytest.mark.parametrize("shape", ["plain", "late_witness"])
+def test_table_attach_never_hands_out_a_destroyed_pd(request, shape):
     """The MR on the profile's PD destroyed through the shared context,
     then the PD: an ATTACH that reads the MR table (whose PD check asks
     the kernel for an MR on each PD rather than for the list of every
     handle) right after either waits or says not_ready, or answers with
-    a PD handle the kernel has; never the destroyed one."""
-    d = plain
+    a PD handle the kernel has; never the destroyed one. late_witness:
+    the PD's MR is the profile's last, after another PD's, and the
+    attaches before found it there."""
+    d = request.getfixturevalue(shape)
     c = Client(d.sockpath)
     t, doc, fds = c.call(ATTACH, {"profile": "p", "mode": "shared"})
     assert t == ATTACHED, doc
