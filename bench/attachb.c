@@ -31,7 +31,10 @@
  *       then the first rdmad_mr(MR2), an MR of the same memory (mapped
  *       by then: the lookup, the import and the check); detach.
  *       Prints "first_use_us X", "bare_import_us Y" and with -N
- *       "first_use_mapped_us Z", the medians.
+ *       "first_use_mapped_us Z", the medians; X and Y each over the
+ *       cycles in which that call came first after the PD (like with
+ *       like: the call second finds the first's caches warm), and
+ *       "first_use_second_us", "bare_import_second_us" over the others.
  *   attachb ... -A (shared, firstuse)
  *       attach with RDMAD_ATTACH_MAP too: every memory mapped before
  *       the attach returns (their fds with the answer), so that a first
@@ -330,13 +333,17 @@ static int loop_firstuse(const char *sock, const char *profile,
 			 const char *name, const char *name2, long n)
 {
 	struct rdmad *c = rdmad_connect(sock);
-	double *first = calloc((size_t)n, sizeof(double));
-	double *bare = calloc((size_t)n, sizeof(double));
+	/* [0]: the cycles in which that call came first, [1]: second. */
+	double *first[2] = {calloc((size_t)n, sizeof(double)),
+			    calloc((size_t)n, sizeof(double))};
+	double *bare[2] = {calloc((size_t)n, sizeof(double)),
+			   calloc((size_t)n, sizeof(double))};
+	long n_first[2] = {0, 0}, n_bare[2] = {0, 0};
 	double *mapped = calloc((size_t)n, sizeof(double));
 	uint32_t handle = 0; /* the MR's: the same in every cycle */
 	int r = 0;
 
-	if (!c || !first || !bare || !mapped) {
+	if (!c || !first[0] || !first[1] || !bare[0] || !bare[1] || !mapped) {
 		fprintf(stderr, "attachb: connect: %s\n", rdmad_last_error());
 		return 1;
 	}
@@ -360,7 +367,7 @@ static int loop_firstuse(const char *sock, const char *profile,
 				t0 = now();
 				mr = rdmad_mr(p, name);
 				t1 = now();
-				first[i] = (t1 - t0) * 1e6;
+				first[k][n_first[k]++] = (t1 - t0) * 1e6;
 				if (!mr)
 					r = 1;
 				else
@@ -374,7 +381,7 @@ static int loop_firstuse(const char *sock, const char *profile,
 				t0 = now();
 				again = ibv_import_mr(pd, handle);
 				t1 = now();
-				bare[i] = (t1 - t0) * 1e6;
+				bare[k][n_bare[k]++] = (t1 - t0) * 1e6;
 				if (!again)
 					r = 1;
 				else
@@ -390,9 +397,16 @@ static int loop_firstuse(const char *sock, const char *profile,
 		if (rdmad_detach(p) < 0)
 			r = 1;
 	}
-	if (!r) {
-		printf("first_use_us %.3f\nbare_import_us %.3f\n",
-		       median_of(first, n), median_of(bare, n));
+	if (!r && (!n_first[0] || !n_bare[0] || !n_first[1] || !n_bare[1])) {
+		fprintf(stderr, "attachb: first use: -n 2 at least\n");
+		r = 1;
+	} else if (!r) {
+		printf("first_use_us %.3f\nbare_import_us %.3f\n"
+		       "first_use_second_us %.3f\nbare_import_second_us %.3f\n",
+		       median_of(first[0], n_first[0]),
+		       median_of(bare[0], n_bare[0]),
+		       median_of(first[1], n_first[1]),
+		       median_of(bare[1], n_bare[1]));
 		if (name2)
 			printf("first_use_mapped_us %.3f\n",
 			       median_of(mapped, n));
@@ -400,8 +414,10 @@ static int loop_firstuse(const char *sock, const char *profile,
 		fprintf(stderr, "attachb: first use: %s\n",
 			rdmad_last_error());
 	}
-	free(first);
-	free(bare);
+	for (int k = 0; k < 2; k++) {
+		free(first[k]);
+		free(bare[k]);
+	}
 	free(mapped);
 	rdmad_close(c);
 	return r;
