@@ -337,7 +337,6 @@ int profile_attach_view(struct profile *p, unsigned int how,
 void attach_view_lease(struct profile *p, const struct attach_view *v)
 {
 	profile_hold(p, v->mode, v->leases, v->n_leases);
-	profile_touch_leases(p);
 }
 
 /* ---- what the control layer asks before an attach ---- */

@@ -95,7 +95,10 @@ void attach_view_clear(struct attach_view *v);
  * once the generation moved, lets go). v must be of p's attach
  * generation now (its objects are the profile's as they are). The
  * attaches of a mode and generation are counted once, not on each
- * object (profile_hold()): the same for 10,000 leases as for one. */
+ * object (profile_hold()): the same for 10,000 leases as for one. The
+ * caller says the change (profile_touch_leases()) once the holder is
+ * where the lease record finds it: said here, it would write a record
+ * without the holder, then the caller's with it. */
 void attach_view_lease(struct profile *p, const struct attach_view *v);
 
 /* What the control layer asks of a profile before an attach. */
