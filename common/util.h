@@ -38,12 +38,16 @@ static inline void freep(void *p)
 	free(*(void **)p);
 }
 
+/* Close *fd if open, and say so in it (-1): a second closep() of the
+ * same variable is a no-op, never a close of whatever took the number
+ * since (a session's socket, in the daemon: issue 48's note). */
 static inline void closep(int *fd)
 {
 	if (*fd >= 0) {
 		int saved = errno;
 		close(*fd);
 		errno = saved;
+		*fd = -1;
 	}
 }
 
