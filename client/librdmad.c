@@ -69,7 +69,6 @@ int client_memory_map(struct rdmad_profile *p, size_t i)
 	}
 	/* The mapping keeps the memory alive. */
 	closep(&mem->fd);
-	mem->fd = -1;
 	return 0;
 }
 
@@ -498,10 +497,8 @@ static int profile_teardown(struct rdmad_profile *p)
 			munmap(mem->addr, mem->size);
 		mem->addr = MAP_FAILED;
 		closep(&mem->fd);
-		mem->fd = -1;
 	}
 	closep(&p->cmd_fd);
-	p->cmd_fd = -1;
 	return r;
 }
 

@@ -89,7 +89,6 @@ static void resume_stop(struct rdmad *c)
 {
 	c->resuming = false;
 	closep(&c->resume_timer);
-	c->resume_timer = -1;
 }
 
 /* The next try in ms from now: the program's fd (the same number) is the
@@ -736,7 +735,6 @@ static int conn_take(struct rdmad *c, struct rdmad *n)
 		if (dup3(n->fd, c->fd, O_CLOEXEC) < 0)
 			return -errno;
 		closep(&n->fd);
-		n->fd = -1;
 	} else {
 		c->fd = TAKE_FD(n->fd);
 	}
@@ -879,7 +877,6 @@ int rdmad_reconnect(struct rdmad *c)
 		p->granted = false;
 	resume_stop(c);
 	closep(&c->fd);
-	c->fd = -1;
 	conn_take(c, n);
 	client_conn_free(n);
 	return 0;

@@ -38,7 +38,6 @@ static int xrcd_create(struct profile *p, struct object *o)
 		int err = errno;
 
 		closep(&o->u.xrcd.fd);
-		o->u.xrcd.fd = -1;
 		return object_fail(o, err,
 				   "ibv_open_xrcd: %s (XRC domains need a "
 				   "device that supports XRC, e.g. mlx5)",

@@ -330,7 +330,6 @@ void memory_destroy(struct memory *mem)
 		munmap(mem->addr, mem->size);
 	closep(&mem->fd);
 	memory_stats_release(atomic_exchange(&mem->stats, NULL), 0);
-	mem->fd = -1;
 	mem->kept = false;
 	mem->addr = NULL;
 	mem->size = 0;
