@@ -340,6 +340,10 @@ $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
 
 fuzz-build: $(FUZZ_ALL:%=$(B)/fuzz/%)
 
+# The fuzz targets, one a line (.ci/run shares them out).
+fuzz-list:
+	@printf "%s\n" $(FUZZ_ALL)
+
 # fuzz_image's committed seeds (the unit tests replay them), made again
 # when the image's format changes (test_config_kept says when).
 fuzz-image-seeds: $(B)/fuzz/fuzz_config
@@ -480,7 +484,7 @@ bench:
 	$(MAKE) all bench-progs
 	bench/run --size "$(BENCH_SIZE)"
 
-.PHONY: all unit helpers tsan fuzz fuzz-build fuzz-image-seeds deps check check-quick stress \
+.PHONY: all unit helpers tsan fuzz fuzz-build fuzz-list fuzz-image-seeds deps check check-quick stress \
 	systemd-check demo clean install uninstall deb pkgcheck FORCE
 FORCE:
 -include $(shell find $(B) -path $(B)/deb -prune -o -name '*.d' -type f -print 2>/dev/null)

@@ -68,6 +68,11 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "needs_import: needs a device that imports (shared mode); "
         "deselected, with a line saying so, where there is none")
+    config.addinivalue_line(
+        "markers", "both_providers: does not need import, yet says "
+        "something different where the device imports; make check's "
+        "shared-mode lane (-m 'needs_import or both_providers') runs it "
+        "as well as the stock-rxe one")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -122,6 +122,7 @@ def back_to(d, base, timeout=10):
     assert sessions == [], sessions
 
 
+@pytest.mark.both_providers
 def test_auto_mode_picks_by_device(shared):
     """Auto is shared where the device imports and local on stock rxe,
     and ATTACHED, REST and rdmactl say which."""
