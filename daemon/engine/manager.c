@@ -314,7 +314,7 @@ void manager_profile_changed(struct manager *m, struct profile *p,
 	if (profile_adopting(p) && !profile_busy(p))
 		manager_adopt(m, p);
 	/* What its context holds has changed: look again. */
-	orphans_request(m->orphans);
+	orphans_request(m->orphans, ORPHANS_CHANGED);
 	manager_announce(m, EV_PROFILE_CHANGED, p);
 	if (!m->reloading && !manager_busy(m))
 		manager_announce(m, EV_SETTLED, NULL);
@@ -451,7 +451,7 @@ int manager_start(struct manager *m)
 		start_profile(m, m->profiles[i]);
 	if (!manager_busy(m))
 		manager_announce(m, EV_SETTLED, NULL);
-	orphans_request(m->orphans);
+	orphans_request(m->orphans, ORPHANS_PACED);
 	return 0;
 }
 

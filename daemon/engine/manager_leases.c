@@ -45,7 +45,7 @@ void manager_release(struct manager *m, const char *profile, enum obj_kind kind,
 	struct object *o = find_leased(m, profile, kind, name, serial, &p, &i);
 
 	/* A client may have died with objects in a shared context. */
-	orphans_request(m->orphans);
+	orphans_request(m->orphans, ORPHANS_PACED);
 	if (!o)
 		return;
 	profile_release(p, o);
@@ -77,7 +77,7 @@ bool manager_release_held(struct manager *m, struct profile *p,
 	if (!profile_unhold(p, mode, generation))
 		return false;
 	/* A client may have died with objects in a shared context. */
-	orphans_request(m->orphans);
+	orphans_request(m->orphans, ORPHANS_PACED);
 	/* Nothing it held drains: that would have moved the generation. */
 	profile_touch_leases_ended(p);
 	return true;

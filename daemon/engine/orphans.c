@@ -63,8 +63,9 @@ struct orphans {
 	struct rdmanl_res *recs;
 	size_t n_recs, cap_recs;
 	/* again: a scan was asked for while none could start (one ran, or
-	 * a reload was under way: paused, see orphans_pause). */
-	bool running, again, paused;
+	 * a reload was under way: paused, see orphans_pause); changed: one
+	 * asked for by a change, and none begun since. */
+	bool running, again, paused, changed;
 	uint64_t last_start; /* CLOCK_MONOTONIC usec, 0: none yet */
 	uint64_t last_took;  /* from its start to its records sorted */
 };
@@ -481,7 +482,7 @@ static void sort_all(struct orphans *o)
 			continue;
 		/* Opened (or renewed) while the scan ran: the next one. */
 		if (!ctx_seen(o, p)) {
-			o->again = true;
+			o->again = o->changed = true;
 			continue;
 		}
 		qphealth_scan(p, o->recs, o->n_recs);
@@ -603,7 +604,7 @@ static void scan_end(struct orphans *o)
 	scan_clear(o);
 	if (o->again) {
 		o->again = false;
-		orphans_request(o);
+		orphans_request(o, ORPHANS_PACED);
 	}
 }
 
@@ -624,7 +625,7 @@ static int on_dumped(sd_event_source *es, int fd, uint32_t revents, void *ud)
 		scan_clear(o);
 		if (o->again && !o->paused) {
 			o->again = false;
-			orphans_request(o);
+			orphans_request(o, ORPHANS_PACED);
 		}
 		return 0;
 	}
@@ -671,7 +672,7 @@ static int on_maker_gone(sd_event_source *es, int fd, uint32_t revents,
 	(void)fd;
 	(void)revents;
 	sd_event_source_set_enabled(es, SD_EVENT_OFF);
-	orphans_request(ud);
+	orphans_request(ud, ORPHANS_PACED);
 	return 0;
 }
 
@@ -682,6 +683,7 @@ static void scan_start(struct orphans *o)
 
 	o->running = true;
 	sd_event_now(manager_loop(o->m), CLOCK_MONOTONIC, &o->last_start);
+	o->changed = false;
 	o->devs = calloc(n + 1, sizeof(*o->devs));
 	o->dev_err = calloc(n + 1, sizeof(*o->dev_err));
 	o->ctxs = calloc(n + 1, sizeof(*o->ctxs));
@@ -745,7 +747,7 @@ void orphans_resume(struct orphans *o)
 	o->paused = false;
 	if (o->again) {
 		o->again = false;
-		orphans_request(o);
+		orphans_request(o, ORPHANS_PACED);
 	}
 }
 
@@ -756,7 +758,7 @@ static int on_later(sd_event_source *es, uint64_t usec, void *ud)
 	(void)es;
 	(void)usec;
 	o->later = sd_event_source_disable_unref(o->later);
-	orphans_request(o);
+	orphans_request(o, ORPHANS_PACED);
 	return 0;
 }
 
@@ -773,25 +775,33 @@ static void scan_later(struct orphans *o)
 		o->later = NULL;
 }
 
-void orphans_request(struct orphans *o)
+/* A scan in SCAN_SOON_USEC, but not sooner than SCAN_GAP_USEC (unless
+ * for a change) nor SCAN_DUTY times as long as the last one took after
+ * it began. One queued for later than that is brought forward. */
+void orphans_request(struct orphans *o, enum orphans_why why)
 {
-	uint64_t now, delay = SCAN_SOON_USEC, gap;
+	uint64_t now = 0, when, delay = SCAN_SOON_USEC, gap;
 
 	if (!o)
 		return;
+	o->changed |= why == ORPHANS_CHANGED;
 	if (o->running) {
 		o->again = true;
 		return;
 	}
-	if (o->soon)
-		return;
-	gap = o->last_took * SCAN_DUTY > SCAN_GAP_USEC
-		  ? o->last_took * SCAN_DUTY
-		  : SCAN_GAP_USEC;
+	gap = o->changed ? 0 : SCAN_GAP_USEC;
+	if (o->last_took * SCAN_DUTY > gap)
+		gap = o->last_took * SCAN_DUTY;
 	if (o->last_start &&
 	    sd_event_now(manager_loop(o->m), CLOCK_MONOTONIC, &now) >= 0 &&
 	    now - o->last_start < gap && gap - (now - o->last_start) > delay)
 		delay = gap - (now - o->last_start);
+	if (o->soon) {
+		if (now && sd_event_source_get_time(o->soon, &when) >= 0 &&
+		    when > now + delay)
+			(void)sd_event_source_set_time(o->soon, now + delay);
+		return;
+	}
 	if (sd_event_add_time_relative(manager_loop(o->m), &o->soon, CLOCK_MONOTONIC,
 				       delay, 10000, on_soon, o) < 0)
 		o->soon = NULL;
@@ -804,7 +814,7 @@ static int on_timer(sd_event_source *es, uint64_t usec, void *ud)
 	(void)usec;
 	sd_event_source_set_time_relative(es, ORPHANS_SCAN_SECONDS * 1000000ULL);
 	sd_event_source_set_enabled(es, SD_EVENT_ON);
-	orphans_request(o);
+	orphans_request(o, ORPHANS_PACED);
 	return 0;
 }
 
@@ -922,7 +932,7 @@ void orphans_refresh(struct orphans *o, const struct profile *p)
 	if (profile_ctx(p) && (!profile_health(p)->view.scanned ||
 			       now_realtime() - profile_health(p)->view.when >
 				   ORPHANS_FRESH_USEC))
-		orphans_request(o);
+		orphans_request(o, ORPHANS_PACED);
 }
 
 json_t *orphans_json(const struct profile *p)

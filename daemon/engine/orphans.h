@@ -8,8 +8,9 @@
  * wake-up), and sorts each object in a profile's context (ctxn) by who
  * made it: the daemon (a thread of ours, or a QP/MR the daemon holds by
  * number), a session attached to the profile, or nobody alive: an
- * orphan. Scans run every ORPHANS_SCAN_SECONDS and soon after a lease
- * ends (at most one a second), but not during a reload (orphans_pause).
+ * orphan. Scans run every ORPHANS_SCAN_SECONDS, soon after a lease
+ * ends (at most one a second) and soon after a profile changes, but not
+ * during a reload (orphans_pause).
  *
  * Orphans are destroyed by handle where they can be told apart from a
  * live client's objects (reclaim.h). What cannot be is kept, or with
@@ -36,8 +37,14 @@ struct profile;
  * tell it to retire a context (manager_retire_ctx()). */
 int orphans_new(struct manager *m, struct orphans **out);
 struct orphans *orphans_free(struct orphans *o);
-/* Scan soon (after a lease ends: a client may have died). */
-void orphans_request(struct orphans *o);
+/* Scan soon: PACED after a lease ends (a client may have died), at most
+ * one scan a second whatever the rate of asks; CHANGED when what a
+ * context holds changed (a profile made, made again or gone): not held
+ * back by that second (a profile that has just become ready is scanned
+ * at once, not a second after the scan at start). Both no more than the
+ * scans' duty cycle allows. */
+enum orphans_why { ORPHANS_PACED, ORPHANS_CHANGED };
+void orphans_request(struct orphans *o, enum orphans_why why);
 /*
  * A reload begins: a scan under way stops, and none starts until
  * orphans_resume; one asked for meanwhile runs then. A scan would read
