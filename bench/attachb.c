@@ -39,10 +39,13 @@
  *       attach with RDMAD_ATTACH_MAP too: every memory mapped before
  *       the attach returns (their fds with the answer), so that a first
  *       rdmad_mr() is the lookup, the import and the check.
- *   attachb -m scm -n N
+ *   attachb -m scm [-k FDS] -n N
  *       the floor of any daemon that passes memory: one SCM_RIGHTS
  *       round trip over a SOCK_SEQPACKET socket pair (a request out, an
- *       answer back with a memfd, which is closed) with a forked server.
+ *       answer back with a memfd, which is closed) with a forked server;
+ *       with -k, FDS memfds in each answer (at most SCM_FDS_MAX), each
+ *       closed: what handing a client every memory's fd with its
+ *       attach would add per memory.
  *
  * -j PROCS (attach and shared): PROCS processes at once, each with its
  * own connection doing N attach + detach cycles (the 200-client loop of
@@ -245,41 +248,49 @@ static int loop_verbs(const char *ibdev, size_t bytes, long n)
 	return 0;
 }
 
-static void scm_server(int s)
+/* The kernel's limit of fds in one SCM_RIGHTS message (SCM_MAX_FD). */
+#define SCM_FDS_MAX 253
+
+static void scm_server(int s, int k)
 {
-	char cbuf[CMSG_SPACE(sizeof(int))], req[64];
-	int memfd = memfd_create("attachb", MFD_CLOEXEC);
+	char cbuf[CMSG_SPACE(sizeof(int) * SCM_FDS_MAX)], req[64];
+	int memfd[SCM_FDS_MAX];
 	struct cmsghdr *cm;
 	struct msghdr mh;
 	struct iovec iov;
 
-	if (memfd < 0 || ftruncate(memfd, 4096) < 0)
-		_exit(1);
+	for (int i = 0; i < k; i++) {
+		memfd[i] = memfd_create("attachb", MFD_CLOEXEC);
+		if (memfd[i] < 0 || ftruncate(memfd[i], 4096) < 0)
+			_exit(1);
+	}
 	while (recv(s, req, sizeof(req), 0) > 0) {
 		memset(cbuf, 0, sizeof(cbuf));
 		iov = (struct iovec){ .iov_base = req, .iov_len = 16 };
 		mh = (struct msghdr){ .msg_iov = &iov,
 				      .msg_iovlen = 1,
 				      .msg_control = cbuf,
-				      .msg_controllen = sizeof(cbuf) };
+				      .msg_controllen =
+					  CMSG_SPACE(sizeof(int) * (size_t)k) };
 		cm = CMSG_FIRSTHDR(&mh);
 		cm->cmsg_level = SOL_SOCKET;
 		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &memfd, sizeof(int));
+		cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)k);
+		memcpy(CMSG_DATA(cm), memfd, sizeof(int) * (size_t)k);
 		if (sendmsg(s, &mh, MSG_NOSIGNAL) < 0)
 			_exit(1);
 	}
 	_exit(0);
 }
 
-static int loop_scm(long n)
+static int loop_scm(long n, int k)
 {
-	char cbuf[CMSG_SPACE(sizeof(int))], buf[64] = "attach";
+	char cbuf[CMSG_SPACE(sizeof(int) * SCM_FDS_MAX)], buf[64] = "attach";
+	int fds[SCM_FDS_MAX];
 	struct cmsghdr *cm;
 	struct msghdr mh;
 	struct iovec iov;
-	int sv[2], fd, st;
+	int sv[2], st;
 	pid_t pid;
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
@@ -289,7 +300,7 @@ static int loop_scm(long n)
 		return fail("fork");
 	if (pid == 0) {
 		close(sv[0]);
-		scm_server(sv[1]);
+		scm_server(sv[1], k);
 	}
 	close(sv[1]);
 	for (long i = 0; i < n; i++) {
@@ -303,12 +314,15 @@ static int loop_scm(long n)
 		if (recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC) <= 0)
 			return fail("recvmsg");
 		cm = CMSG_FIRSTHDR(&mh);
-		if (!cm || cm->cmsg_type != SCM_RIGHTS) {
+		if (!cm || cm->cmsg_type != SCM_RIGHTS ||
+		    cm->cmsg_len != CMSG_LEN(sizeof(int) * (size_t)k) ||
+		    (mh.msg_flags & MSG_CTRUNC)) {
 			errno = EPROTO;
-			return fail("no fd in the answer");
+			return fail("not the fds asked for in the answer");
 		}
-		memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-		close(fd);
+		memcpy(fds, CMSG_DATA(cm), sizeof(int) * (size_t)k);
+		for (int j = 0; j < k; j++)
+			close(fds[j]);
 	}
 	close(sv[0]);
 	waitpid(pid, &st, 0);
@@ -430,9 +444,9 @@ int main(int argc, char **argv)
 	size_t bytes = 4096;
 	long n = 100, procs = 1;
 	double t0, t1, secs = 0;
-	int opt, r;
+	int opt, r, scm_fds = 1;
 
-	while ((opt = getopt(argc, argv, "m:s:P:d:b:n:j:wM:N:A")) != -1) {
+	while ((opt = getopt(argc, argv, "m:s:P:d:b:n:j:k:wM:N:A")) != -1) {
 		switch (opt) {
 		case 'm':
 			mode = optarg;
@@ -455,6 +469,9 @@ int main(int argc, char **argv)
 		case 'j':
 			procs = atol(optarg);
 			break;
+		case 'k':
+			scm_fds = atoi(optarg);
+			break;
 		case 'A':
 			map_flag = RDMAD_ATTACH_MAP;
 			break;
@@ -473,11 +490,12 @@ int main(int argc, char **argv)
 			break;
 		}
 	}
-	if (!mode || n < 1 || procs < 1 || optind != argc) {
+	if (!mode || n < 1 || procs < 1 || scm_fds < 1 ||
+	    scm_fds > SCM_FDS_MAX || optind != argc) {
 		fprintf(stderr,
 			"usage: attachb -m attach|shared|firstuse|"
 			"verbs|scm [-s SOCKET] [-P PROFILE] [-M MR] [-N MR2] "
-			"[-d IBDEV] [-b BYTES] [-j PROCS] [-w] -n N\n");
+			"[-d IBDEV] [-b BYTES] [-j PROCS] [-k FDS] [-w] -n N\n");
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -506,7 +524,7 @@ int main(int argc, char **argv)
 	else if (!strcmp(mode, "verbs"))
 		r = loop_verbs(ibdev, bytes, n);
 	else if (!strcmp(mode, "scm"))
-		r = loop_scm(n);
+		r = loop_scm(n, scm_fds);
 	else
 		r = 2;
 	t1 = now();
