@@ -491,8 +491,11 @@ static int profile_teardown(struct rdmad_profile *p)
 	for (i = 0; i < p->n_mem; i++) {
 		struct client_memory *mem = &p->mem[i];
 
-		if (!mem->read)
+		/* Not read from the table yet: at most its fd to close. */
+		if (!mem->read) {
+			closep(&mem->fd);
 			continue;
+		}
 		if (mem->addr != MAP_FAILED)
 			munmap(mem->addr, mem->size);
 		mem->addr = MAP_FAILED;
@@ -587,6 +590,34 @@ static int64_t now_ms(void)
 	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
+/* The most memories a profile may have for their fds to come with a
+ * shared attach (more: each memory's fd is asked for when first mapped):
+ * an fd more in an attach costs about 1 us, a MAP a round trip to rdmad
+ * (tens of us), so a few MAPs saved pay for a hundred fds. */
+#define MEMORY_FDS_DEFAULT 128
+
+/* RDMAD_MEMORY_FDS (librdmad(3)) if it is a number, else the default;
+ * at most a quarter of what this process may open (RLIMIT_NOFILE), so
+ * that the fds never fail an attach that would work without them. */
+static long memory_fds_max(void)
+{
+	const char *e = secure_getenv("RDMAD_MEMORY_FDS");
+	struct rlimit rl;
+	char *end;
+	long v = MEMORY_FDS_DEFAULT;
+
+	if (e && *e) {
+		errno = 0;
+		v = strtol(e, &end, 10);
+		if (*end || errno || v < 0 || v > PROTO_MAX_MESSAGE_FDS)
+			v = MEMORY_FDS_DEFAULT;
+	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    (rlim_t)v > rl.rlim_cur / 4)
+		v = (long)(rl.rlim_cur / 4);
+	return v;
+}
+
 /*
  * ATTACH, and its answer. wait_ms: 0 the daemon answers at once; > 0 it
  * may hold the answer that long for a profile that is not ready yet;
@@ -606,13 +637,15 @@ static int ask_attach(struct rdmad_profile *p, const char *mode, int wait_ms,
 
 	proto_msg_init(ans);
 	/* In shared mode, the MRs and the memories in a table we read
-	 * when asked for one (proto/mr_table.h), not in the message; and
-	 * no memory's fd with it: each is asked for (MAP) when first
-	 * mapped. With RDMAD_ATTACH_MAP, the memories listed with their
-	 * fds, all mapped before the attach returns. */
-	doc = json_pack("{s:s, s:s, s:b, s:b, s:b}", "profile", p->name, "mode",
-			mode, "mr_table", 1, "memory_fds", map, "memory_table",
-			!map);
+	 * when asked for one (proto/mr_table.h), not in the message; the
+	 * memories' fds with it if there are few (memory_fds_max()), else
+	 * each asked for (MAP) when first mapped. With RDMAD_ATTACH_MAP,
+	 * the memories listed with their fds, all mapped before the
+	 * attach returns. */
+	doc = json_pack("{s:s, s:s, s:b, s:o, s:b}", "profile", p->name, "mode",
+			mode, "mr_table", 1, "memory_fds",
+			map ? json_true() : json_integer(memory_fds_max()),
+			"memory_table", !map);
 	if (doc && wait_ms &&
 	    json_object_set_new(doc, "wait_ms", json_integer(wait_ms)) < 0) {
 		json_decref(doc);

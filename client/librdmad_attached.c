@@ -26,11 +26,10 @@ void client_profile_free(struct rdmad_profile *p)
 	if (!p)
 		return;
 	for (i = 0; i < p->n_mem; i++) {
-		if (!p->mem[i].read)
-			continue;
-		if (!p->mem_in_table)
-			free(p->mem[i].name);
+		/* A memory not read from the table yet may have its fd. */
 		closep(&p->mem[i].fd);
+		if (p->mem[i].read && !p->mem_in_table)
+			free(p->mem[i].name);
 	}
 	for (i = 0; i < p->n_pd; i++)
 		free(p->pd[i].name);
@@ -188,6 +187,7 @@ struct client_memory *client_memory(struct rdmad_profile *p, size_t i)
 	struct client_memory *mem = &p->mem[i];
 	struct proto_mr_table_memory m;
 	const char *name;
+	int fd = mem->fd;
 
 	if (mem->read)
 		return mem;
@@ -200,8 +200,8 @@ struct client_memory *client_memory(struct rdmad_profile *p, size_t i)
 	}
 	*mem = (struct client_memory){
 	    .name = (char *)name,
-	    .fd = -1,
-	    .ask = true,
+	    .fd = fd,
+	    .ask = fd < 0,
 	    .read = true,
 	    .addr = MAP_FAILED,
 	    .size = (size_t)m.size,
@@ -211,9 +211,10 @@ struct client_memory *client_memory(struct rdmad_profile *p, size_t i)
 
 /* The memories in the table (t says so): n_mem of them, each read when
  * first used (client_memory()), so that an attach costs the same for 1
- * memory or 10,000. */
+ * memory or 10,000; their fds taken from m where they came too. */
 static int table_memories(struct rdmad_profile *p,
-			  const struct proto_att_mr_table *t)
+			  const struct proto_att_mr_table *t,
+			  struct proto_msg *m)
 {
 	uint32_t n = proto_mr_table_memories(p->mrt, p->mrt_len);
 	struct client_memory *mem;
@@ -224,6 +225,11 @@ static int table_memories(struct rdmad_profile *p,
 	mem = calloc(n ? n : 1, sizeof(*mem));
 	if (!mem)
 		return client_set_error(ENOMEM, "out of memory");
+	/* Checked by the decoder: memory_fd + n fds are the message's. */
+	for (uint32_t i = 0; i < n; i++)
+		mem[i].fd = t->has_memory_fd
+				    ? TAKE_FD(m->fds[t->memory_fd + i])
+				    : -1;
 	free(p->mem);
 	p->mem = mem;
 	p->n_mem = n;
@@ -259,8 +265,6 @@ static int map_table(struct rdmad_profile *p,
 			    ? malformed(p, "its MR table is not one this "
 					   "librdmad reads")
 			    : 0;
-		if (r == 0 && t->has_memories)
-			r = table_memories(p, t);
 	}
 	close(fd);
 	return r;
@@ -310,6 +314,8 @@ int client_parse_attached(struct rdmad_profile *p, struct proto_msg *m,
 	if (r == 0 && a.has_mr_table)
 		r = map_table(p, &a.mr_table, TAKE_FD(m->fds[a.mr_table.fd]),
 			      flags & RDMAD_ATTACH_MAP);
+	if (r == 0 && a.has_mr_table && a.mr_table.has_memories)
+		r = table_memories(p, &a.mr_table, m);
 	proto_attached_free(&a);
 	return r;
 }

@@ -405,6 +405,32 @@ static int check_mode_and_groups(struct dctx *d, const struct proto_attached *a)
 	return 0;
 }
 
+/* An MR table's memories' fds (memory_fd on, one each): every one of
+ * them among the message's, and none that a list names too. */
+static int check_memory_fds(struct dctx *d, const struct proto_attached *a)
+{
+	const struct proto_att_mr_table *t = &a->mr_table;
+
+	if (!a->has_mr_table || !t->has_memory_fd)
+		return 0;
+	if (!t->has_memories)
+		return fail(d, "mr_table: memory_fd without memories");
+	if (t->memory_fd > d->n_fds || t->memories > d->n_fds - t->memory_fd)
+		return fail(d,
+			    "mr_table: memory_fd %llu and %llu memories, of "
+			    "%zu fds",
+			    (unsigned long long)t->memory_fd,
+			    (unsigned long long)t->memories, d->n_fds);
+	for (uint64_t i = t->memory_fd; i < t->memory_fd + t->memories; i++) {
+		if (d->fd_used[i])
+			return fail(d, "mr_table: memory_fd: fd %llu given "
+				       "twice",
+				    (unsigned long long)i);
+		d->fd_used[i] = 1;
+	}
+	return 0;
+}
+
 int proto_attached_decode(const json_t *payload, size_t n_fds,
 			  struct proto_attached *out, char *why,
 			  size_t why_len)
@@ -421,8 +447,8 @@ int proto_attached_decode(const json_t *payload, size_t n_fds,
 		return -ENOMEM;
 	if (decode_struct(&d, payload, &att_top, out, "") == 0 &&
 	    check_unique(&d, out) == 0 && check_refs(&d, out) == 0 &&
-	    check_extents(&d, out) == 0)
-		check_mode_and_groups(&d, out);
+	    check_extents(&d, out) == 0 && check_mode_and_groups(&d, out) == 0)
+		check_memory_fds(&d, out);
 	free(d.fd_used);
 	return d.err;
 }

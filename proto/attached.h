@@ -164,6 +164,10 @@ struct proto_att_mr_table {
 	 * message's "memory" list: how many. */
 	bool has_memories;
 	uint64_t memories;
+	/* "memory_fd": the memories' fds came too, memory i's the
+	 * message's fd memory_fd + i (absent: none came, MAP asks). */
+	bool has_memory_fd;
+	uint64_t memory_fd;
 };
 
 struct proto_attached {

@@ -193,6 +193,8 @@ static const struct att_field mr_table_fields[] = {
      .max = UINT32_MAX},
     {AT(S, "memories", AT_U64, memories), HAS(S, has_memories),
      .max = UINT32_MAX},
+    {AT(S, "memory_fd", AT_U64, memory_fd), HAS(S, has_memory_fd),
+     .max = UINT32_MAX},
 };
 static const struct att_struct mr_table_struct =
 	STRUCT(S, "mr_table", mr_table_fields, 0, AL_NONE);

@@ -265,9 +265,21 @@ int profile_attach_table(struct profile *p, unsigned int how, char **text,
 		    .has_memories = memories,
 		    .memories = memories ? n_memory : 0,
 		};
+		/* Their fds, if they come, one after the other from the
+		 * first memory's (a profile's objects are by kind, memories
+		 * first: nothing comes between them). */
+		if (memories && !(how & ATTACH_NO_MEMORY_FDS) && n_memory) {
+			a.mr_table.has_memory_fd = true;
+			a.mr_table.memory_fd = a.memory[0].fd;
+			for (size_t i = 0; i < n_memory; i++)
+				if (a.memory[i].fd != a.memory[0].fd + i)
+					r = -EINVAL;
+		}
 		if (memories)
 			a.n_memory = 0;
-		r = proto_attached_encode(&a, PROTO_ATTACHED_NO_ID, text, len);
+		if (r == 0)
+			r = proto_attached_encode(&a, PROTO_ATTACHED_NO_ID,
+						  text, len);
 		a.n_mr = n_mr;
 		a.n_memory = n_memory;
 	}
@@ -340,6 +352,11 @@ void attach_view_lease(struct profile *p, const struct attach_view *v)
 }
 
 /* ---- what the control layer asks before an attach ---- */
+
+size_t profile_memories(const struct profile *p)
+{
+	return profile_kind_count(p, OBJ_MEMORY);
+}
 
 /* Ready, and with a GID: a port whose GID table lost every entry the
  * profile's gid settings match (its address went) has none to give;

@@ -58,7 +58,8 @@ enum attach_how {
 	 * client asks for one by one (MAP) */
 	ATTACH_NO_MEMORY_FDS = 1 << 1,
 	/* "memory_table": with an MR table, the memories are in it, not
-	 * in the text's "memory" list (always with ATTACH_NO_MEMORY_FDS) */
+	 * in the text's "memory" list; their fds, if they come, from the
+	 * table's "memory_fd" on */
 	ATTACH_MEMORY_TABLE = 1 << 2,
 };
 
@@ -103,6 +104,9 @@ void attach_view_lease(struct profile *p, const struct attach_view *v);
 
 /* What the control layer asks of a profile before an attach. */
 const char *profile_name(const struct profile *p);
+/* The memories it declares (those ATTACHED leaves out, anonymous ones,
+ * counted too): in constant time. */
+size_t profile_memories(const struct profile *p);
 /* The uverbs node of its open context ("uverbs0") while it is ready,
  * degraded or creating; NULL when it has none a container could be
  * given (pending: the device is absent; failed: it could not be

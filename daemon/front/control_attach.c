@@ -664,23 +664,40 @@ static void resume(struct session *s, struct profile *p, struct attachment *a)
 			 s->id, (int)s->cred.pid, n, a->profile);
 }
 
+/* Whether the memories' fds go with the answer: "memory_fds" true (or
+ * absent), or a number at least the profile's memories; false, or a
+ * smaller number, not (the client asks for each with MAP). */
+static bool memory_fds_wanted(const json_t *req, const struct profile *p)
+{
+	const json_t *f = json_object_get(req, "memory_fds");
+
+	if (json_is_integer(f))
+		return json_integer_value(f) >= 0 &&
+		       (uint64_t)json_integer_value(f) >=
+			       profile_memories(p);
+	return !json_is_false(f);
+}
+
 /* How the ATTACH is answered. In shared mode, a client that reads an
  * MR table gets one, and one that asks for each memory's fd when it
  * maps it gets none with the message; one that reads the memories in
- * the table too gets neither their list nor their fds. */
-static unsigned int attach_how(const json_t *req, bool shared)
+ * the table too gets no list, and their fds only when it asked for
+ * them by name (an older daemon sent none there). */
+static unsigned int attach_how(const json_t *req, const struct profile *p,
+			       bool shared)
 {
 	bool table = json_is_true(json_object_get(req, "mr_table"));
+	bool fds = memory_fds_wanted(req, p);
 
 	if (!shared)
 		return TEXT_LOCAL;
 	if (table && json_is_true(json_object_get(req, "memory_table")))
-		return TEXT_SHARED | TEXT_TABLE | TEXT_NO_MEMORY_FDS |
-		       TEXT_MEMORY_TABLE;
+		return TEXT_SHARED | TEXT_TABLE | TEXT_MEMORY_TABLE |
+		       (fds && json_object_get(req, "memory_fds")
+			    ? 0
+			    : TEXT_NO_MEMORY_FDS);
 	return TEXT_SHARED | (table ? TEXT_TABLE : 0) |
-	       (json_is_false(json_object_get(req, "memory_fds"))
-		    ? TEXT_NO_MEMORY_FDS
-		    : 0);
+	       (fds ? 0 : TEXT_NO_MEMORY_FDS);
 }
 
 static int attach_one(struct session *s, uint32_t id, json_t *req)
@@ -728,7 +745,7 @@ static int attach_one(struct session *s, uint32_t id, json_t *req)
 
 	a.shared = shared;
 	a.profile = strdup(name);
-	doc = attach_text(c, p, attach_how(req, shared));
+	doc = attach_text(c, p, attach_how(req, p, shared));
 	att = realloc(s->att, (s->n_att + 1) * sizeof(*att));
 	if (att)
 		s->att = att;

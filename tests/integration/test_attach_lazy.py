@@ -12,6 +12,7 @@ the errors, REST for leases and what a reload left. Needs a device that
 imports (tests/vm/run --import)."""
 
 import errno
+import os
 import shutil
 import subprocess
 import sys
@@ -241,26 +242,40 @@ def requests_sent(cmd, tmp_path, env=None):
     return out.stdout, len(calls)
 
 
-def test_attach_map_first_use_asks_nothing(big, tmp_path):
-    """RDMAD_ATTACH_MAP (librdmad(3)): the memories are mapped before
-    the attach returns, so MRs of two memories, each asked for the first
-    time, cost no request to rdmad; without it, each memory first used is
-    one MAP more. Either way the MR's address is its bytes here."""
+def test_first_use_asks_nothing_when_the_fds_came_with_the_attach(
+        big, tmp_path):
+    """The memories' fds come with a shared attach when the profile has
+    at most RDMAD_MEMORY_FDS memories (librdmad(3); 128 unless set), or
+    with RDMAD_ATTACH_MAP mapped already: MRs of two memories, each asked
+    for the first time, then cost no request to rdmad. With fewer allowed
+    than the profile's 10 memories, each memory first used is one MAP
+    more. Either way the MR's address is its bytes here."""
     if not shutil.which("strace"):
         pytest.skip("no strace here")
-    import os
     lazy = [str(BUILD / "tests" / "lazy_client"), big.sock, "p"]
     two = [*lazy, "mr:r1", f"mr:r{PER_MEM + 1}"]
-    env = dict(os.environ, LAZY_CLIENT_MAP="1")
-    out0, none = requests_sent(lazy, tmp_path, env)
-    out2, mapped = requests_sent(two, tmp_path, env)
-    _, asked = requests_sent(two, tmp_path)
-    assert out2.splitlines()[1].startswith("mr r1 ok ") and \
-        out2.splitlines()[1].endswith(" at"), out2
-    assert out2.splitlines()[2].endswith(" at"), out2
-    assert out2.splitlines()[-1] == "detached 0", out2
-    assert mapped == none, (none, mapped)
-    assert asked == none + 2, (none, asked)
+
+    def env(**kw):
+        e = {k: v for k, v in os.environ.items()
+             if k not in ("RDMAD_MEMORY_FDS", "LAZY_CLIENT_MAP")}
+        return dict(e, LAZY_CLIENT_AT="1", **kw)
+    _, none = requests_sent(lazy, tmp_path, env())
+    for label, e, more in (
+            ("mapped at attach", env(LAZY_CLIENT_MAP="1"), 0),
+            ("default (128)", env(), 0),
+            ("exactly the profile's", env(RDMAD_MEMORY_FDS=str(N_MEM)), 0),
+            ("one fewer", env(RDMAD_MEMORY_FDS=str(N_MEM - 1)), 2),
+            ("none", env(RDMAD_MEMORY_FDS="0"), 2)):
+        _, n0 = requests_sent(lazy, tmp_path, e)
+        out, n = requests_sent(two, tmp_path, e)
+        lines = out.splitlines()
+        assert lines[1].startswith("mr r1 ok ") and \
+            lines[1].endswith(" at"), (label, out)
+        assert lines[2].endswith(" at"), (label, out)
+        assert lines[-1] == "detached 0", (label, out)
+        # The attach itself asks no more either way.
+        assert n0 == none, (label, none, n0)
+        assert n == none + more, (label, none, n)
     assert leases(big, "r1") == 0
 
 
@@ -280,21 +295,27 @@ with rdmad.connect(sys.argv[1]) as c:
 def test_python_map_memory_first_use_asks_nothing(big, tmp_path):
     """attach(map_memory=True), the Python counterpart of
     RDMAD_ATTACH_MAP: the memories come mapped, so the bytes of MRs of
-    two memories cost no request to rdmad; without it each memory first
-    used is one MAP more, and the attach itself asks no more than one
-    without it (a request is one send on the control socket,
-    PROTOCOL.md). Counted as the system calls that send on a socket."""
+    two memories cost no request to rdmad; without it the same while the
+    profile has at most RDMAD_MEMORY_FDS memories (the fds came with the
+    attach, unmapped), and with fewer allowed each memory first used is
+    one MAP more; the attach itself asks the same either way (a request
+    is one send on the control socket, PROTOCOL.md). Counted as the
+    system calls that send on a socket."""
     if not shutil.which("strace"):
         pytest.skip("no strace here")
     pkg = str(Path(__file__).resolve().parents[2] / "client" / "python")
     trace = tmp_path / "strace.py"
 
-    def sends(flag, *names):
+    def sends(flag, *names, fds=None):
+        env = {k: v for k, v in os.environ.items()
+               if k != "RDMAD_MEMORY_FDS"}
+        if fds is not None:
+            env["RDMAD_MEMORY_FDS"] = str(fds)
         out = subprocess.run(
             [shutil.which("strace"), "-f", "-qq", "-e",
              "trace=sendto,sendmsg,send", "-o", str(trace), sys.executable,
              "-c", PY_MAPPER, big.sock, pkg, flag, *names],
-            capture_output=True, text=True, timeout=300)
+            capture_output=True, text=True, timeout=300, env=env)
         assert out.returncode == 0, out.stdout + out.stderr
         calls = [ln for ln in trace.read_text().splitlines()
                  if ("sendto(" in ln or "sendmsg(" in ln) and
@@ -304,13 +325,18 @@ def test_python_map_memory_first_use_asks_nothing(big, tmp_path):
     two = ("r1", f"r{PER_MEM + 1}")
     _, none = sends("1")
     out, mapped = sends("1", *two)
-    _, lazy_none = sends("0")
-    _, asked = sends("0", *two)
-    for line, name in zip(out, two):
-        status, rest = big.get(f"/v1/profiles/p/mr/{name}")
-        assert line == f"{name} {rest['rkey']} {MR_SIZE} True", out
+    _, lazy_none = sends("0", fds=0)
+    out_few, few = sends("0", *two)
+    out_exact, exact = sends("0", *two, fds=N_MEM)
+    out_asked, asked = sends("0", *two, fds=N_MEM - 1)
+    for lines in (out, out_few, out_exact, out_asked):
+        for line, name in zip(lines, two):
+            status, rest = big.get(f"/v1/profiles/p/mr/{name}")
+            assert line == f"{name} {rest['rkey']} {MR_SIZE} True", lines
     # The fds came with the answer: no MAP at the attach either.
     assert none == lazy_none, (lazy_none, none)
     assert mapped == none, (none, mapped)
+    assert few == lazy_none, (lazy_none, few)
+    assert exact == lazy_none, (lazy_none, exact)
     assert asked == lazy_none + 2, (lazy_none, asked)
     assert leases(big, "r1") == 0

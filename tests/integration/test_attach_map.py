@@ -173,6 +173,58 @@ def test_memories_in_the_table_leave_the_message(daemon):
         c.close()
 
 
+def test_memories_in_the_table_come_with_their_fds_when_few(daemon):
+    """"memory_fds": N with "memory_table": true: when the profile has at
+    most N memories (or N is true), their fds come too, memory i's at the
+    table's "memory_fd" + i in its memories' order, each the daemon's
+    memfd of that name; bytes written through one are the daemon's. With
+    N under the profile's memories, or false, none come (as before)."""
+    c = Client(daemon.sock)
+    try:
+        for n in (N_MEM, N_MEM + 100, True):
+            doc, fds = attach(c, memory_fds=n, mr_table=True,
+                              memory_table=True)
+            try:
+                assert "memory" not in doc, doc
+                t = doc["mr_table"]
+                assert len(fds) == 2 + N_MEM, (n, doc, len(fds))
+                first = t["memory_fd"]
+                mine = {doc["cmd_fd"], t["fd"],
+                        *range(first, first + N_MEM)}
+                assert mine == set(range(2 + N_MEM)), (n, doc)
+                mems = table_memories(fds[t["fd"]], t["size"])
+                assert mems == [(f"m{i}", size_of(i))
+                                for i in range(N_MEM)], mems
+                for i, (name, size) in enumerate(mems):
+                    fd = fds[first + i]
+                    path, ino = memfd(daemon.pid, name)
+                    assert os.fstat(fd).st_ino == ino, (n, name)
+                    assert os.fstat(fd).st_size >= size
+                data = os.urandom(32)
+                with mmap.mmap(fds[first + 2], size_of(2)) as mem:
+                    mem[:32] = data
+                with open(memfd(daemon.pid, "m2")[0], "rb") as f:
+                    assert f.read(32) == data
+            finally:
+                close_all(fds)
+        for n in (N_MEM - 1, 0, -1, False):
+            doc, fds = attach(c, memory_fds=n, mr_table=True,
+                              memory_table=True)
+            close_all(fds)
+            assert len(fds) == 2 and "memory_fd" not in doc["mr_table"], \
+                (n, doc)
+        # A list (no memory_table) follows the same rule.
+        doc, fds = attach(c, memory_fds=N_MEM - 1, mr_table=True)
+        close_all(fds)
+        assert len(fds) == 2 and all("fd" not in m for m in doc["memory"])
+        doc, fds = attach(c, memory_fds=N_MEM, mr_table=True)
+        close_all(fds)
+        assert len(fds) == 2 + N_MEM and \
+            all("fd" in m for m in doc["memory"]), doc
+    finally:
+        c.close()
+
+
 def test_map_gives_the_daemons_memory(daemon):
     """Each memory's fd is the daemon's memfd of that name (the same
     inode), of the size ATTACHED gave; bytes written through it are in

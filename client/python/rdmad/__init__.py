@@ -69,9 +69,31 @@ _ACCESS = {
 _ACCESS_ON_DEMAND = 1 << 6  # IBV_ACCESS_ON_DEMAND: an mr with odp = true
 
 
-# MRs per REPORT: a few hundred fit one frame (about 100 bytes each).
+#: The most memories a profile may have for their fds to come with a
+#: shared attach (more: each memory's fd is asked for, MAP, when first
+#: mapped), as librdmad's: $RDMAD_MEMORY_FDS if it is a number.
+MEMORY_FDS = 128
+
+
+def _memory_fds_max():
+    """$RDMAD_MEMORY_FDS or MEMORY_FDS, at most a quarter of what this
+    process may open (RLIMIT_NOFILE): the fds never fail an attach that
+    would work without them."""
+    try:
+        v = int(os.environ.get("RDMAD_MEMORY_FDS", ""), 10)
+        if not 0 <= v <= proto.PROTO_MAX_MESSAGE_FDS:
+            v = MEMORY_FDS
+    except ValueError:
+        v = MEMORY_FDS
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft != resource.RLIM_INFINITY:
+        v = min(v, soft // 4)
+    return v
+
+
 #: Objects per MADE message (the daemon takes at most 1024 in one).
 MADE_PER_MESSAGE = 1024
+# MRs per REPORT: a few hundred fit one frame (about 100 bytes each).
 REPORT_MRS_PER_PART = 256
 
 
@@ -425,9 +447,11 @@ class Connection:
         can import), "shared" or "local". map_memory: in shared mode,
         every memory's fd comes with the answer and is mapped before
         attach() returns (librdmad's RDMAD_ATTACH_MAP), so that no later
-        mr_map() or mr_addr() asks the daemon for one; without it, an
-        attach carries no fd per memory and the first use of each memory
-        asks (MAP). Local mode maps every memory at the attach anyway.
+        mr_map() or mr_addr() asks the daemon for one; without it, the
+        fds come unmapped when the profile has at most MEMORY_FDS
+        memories ($RDMAD_MEMORY_FDS), and otherwise none does and the
+        first use of each memory asks (MAP). Local mode maps every memory
+        at the attach anyway.
 
         Either it succeeds or it leaves nothing behind: no fd, mapping,
         verbs object or lease. Raises Error: "not_found" no such profile,
@@ -444,10 +468,11 @@ class Connection:
                                  "not set")
         # In shared mode the MRs come as a table read when asked for
         # (PROTOCOL.md, mr_table), not as a list in the message, and
-        # each memory's fd is asked for (MAP) when it is first mapped;
-        # with map_memory, every fd comes with the answer.
+        # the memories' fds with it if there are few, else each is
+        # asked for (MAP) when it is first mapped; with map_memory,
+        # every fd comes with the answer.
         req = {"profile": profile, "mode": mode, "mr_table": True,
-               "memory_fds": bool(map_memory)}
+               "memory_fds": True if map_memory else _memory_fds_max()}
         timeout = self.timeout
         if wait is not None and wait != 0:
             if wait < 0 or math.isinf(wait):
@@ -1212,10 +1237,11 @@ class Profile:
         """The MR's bytes in this process: a writable memoryview of the
         shared mapping (the same bytes the daemon and every other
         client see). Released by detach(). Shared mode: the first call
-        for an MR of a memory not mapped yet (or of mr_addr()) asks the
-        daemon for that memory's fd (one round trip, MAP: an attach
-        carries none, whatever the number of memories, unless it was
-        made with map_memory=True), and may raise
+        for an MR of a memory not mapped yet (or of mr_addr()) maps it;
+        in a profile of more than MEMORY_FDS memories
+        ($RDMAD_MEMORY_FDS) it asks the daemon for that memory's fd
+        first (one round trip, MAP: such an attach carries none, unless
+        it was made with map_memory=True), and may raise
         what a request does: "forbidden" when a reload since the attach
         took this user off the profile's allow list, "daemon_gone" or
         "timeout", "protocol_error" for a malformed answer,

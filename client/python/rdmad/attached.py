@@ -96,10 +96,12 @@ MCAST = S("mcast", [
 #: A shared attach's MRs as a table in a sealed memfd (PROTOCOL.md,
 #: mr_table; rdmad.mrtable reads it).
 #: "memories": the memories are in the table too ("memory_table"), how
-#: many, and not in the "memory" list.
+#: many, and not in the "memory" list; "memory_fd": their fds came too,
+#: memory i's the message's fd memory_fd + i.
 MR_TABLE = S("mr_table", [F("fd", "fd", True), F("count", "u64", True, hi=U32),
                           F("size", "u64", True, lo=64, hi=U32),
-                          F("memories", "u64", hi=U32)])
+                          F("memories", "u64", hi=U32),
+                          F("memory_fd", "u64", hi=U32)])
 TOP = S("ATTACHED", [
     F("attachment", "u64", True, hi=U32, has=True), F("profile", "str"),
     F("mode", "mode", True), F("ibdev", "str", True, nonempty=True),
@@ -199,6 +201,22 @@ class _Decoder:
         return out
 
 
+def _check_memory_fds(doc, decoder):
+    t = doc.get("mr_table", {})
+    if "memory_fd" not in t:
+        return
+    if "memories" not in t:
+        raise Malformed("mr_table: memory_fd without memories")
+    first, n = t["memory_fd"], t["memories"]
+    if first > decoder.n_fds or n > decoder.n_fds - first:
+        raise Malformed(f"mr_table: memory_fd {first} and {n} memories, "
+                        f"of {decoder.n_fds} fds")
+    for fd in range(first, first + n):
+        if fd in decoder.used:
+            raise Malformed(f"mr_table: memory_fd: fd {fd} given twice")
+        decoder.used.add(fd)
+
+
 def _check(doc):
     by_ns = {}
     for key, s in ((f["key"], f["sub"]) for f in TOP["fields"]
@@ -243,6 +261,8 @@ def decode(payload, n_fds):
     with n_fds fds: its canonical form, or Malformed."""
     if not isinstance(payload, dict):
         raise Malformed("not an object")
-    doc = _Decoder(n_fds).struct(TOP, payload, "")
+    decoder = _Decoder(n_fds)
+    doc = decoder.struct(TOP, payload, "")
     _check(doc)
+    _check_memory_fds(doc, decoder)
     return doc

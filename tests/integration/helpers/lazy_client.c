@@ -16,7 +16,8 @@
  * then detaches: "detached 0". ERRNO is the symbolic name (ESTALE, ...).
  * With LAZY_CLIENT_MAP=1 in the environment it attaches with
  * RDMAD_ATTACH_MAP too, and "mr NAME ok RKEY" is followed by " at" when
- * the MR's address is its bytes in this process (rdmad_mr_map()).
+ * the MR's address is its bytes in this process (rdmad_mr_map()); with
+ * LAZY_CLIENT_AT=1, that check without RDMAD_ATTACH_MAP.
  */
 #include <errno.h>
 #include <poll.h>
@@ -93,7 +94,9 @@ int main(int argc, char **argv)
 
 			if (mr)
 				printf("mr %s ok %u%s\n", name, mr->rkey,
-				       getenv("LAZY_CLIENT_MAP") && mr->addr &&
+				       (getenv("LAZY_CLIENT_MAP") ||
+					getenv("LAZY_CLIENT_AT")) &&
+					       mr->addr &&
 					       mr->addr == rdmad_mr_map(p, name,
 									&len) &&
 					       len == mr->length
