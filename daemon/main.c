@@ -23,7 +23,6 @@
 #include "proto.h"
 #include "restore.h"
 #include "sysd.h"
-#include "validate.h"
 
 struct options {
 	const char *config;
@@ -376,8 +375,6 @@ int main(int argc, char **argv)
 	struct options o = { 0 };
 	int r;
 
-	/* A reload's reading child (validate.h) goes no further. */
-	validate_child_run(argc, argv);
 	log_open("rdmad");
 	/* The workers allocate little (what libibverbs keeps per object):
 	 * one heap for all threads, not an arena of its own for each. */

@@ -1,13 +1,10 @@
 // SPDX-License-Identifier: MIT
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include "config.h"
 #include "util.h"
@@ -44,7 +41,14 @@ static _Noreturn void child(const char *path, int fd)
 	struct config *c = NULL;
 	char *out = NULL;
 	size_t len = 0;
+	sigset_t none;
 
+	/* The daemon's signals are blocked for sd-event; die of ours. */
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGSEGV, SIG_DFL);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	prctl(PR_SET_NAME, "rdmad-validate");
 	test_fault();
 	if (config_load(path, &c) < 0)
 		_exit(3);
@@ -60,64 +64,6 @@ static _Noreturn void child(const char *path, int fd)
 	}
 	/* No cleanup: the process ends here, its memory with it. */
 	_exit(0);
-}
-
-void validate_child_run(int argc, char **argv)
-{
-	char *end;
-	long parent;
-
-	if (argc != 4 || !streq(argv[1], VALIDATE_CHILD_ARG))
-		return;
-	/* Gone with the daemon, even if it went before this line. */
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	parent = strtol(argv[3], &end, 10);
-	if (*end || parent != (long)getppid())
-		_exit(3);
-	prctl(PR_SET_NAME, "rdmad-validate");
-	child(argv[2], VALIDATE_CHILD_FD);
-}
-
-/*
- * Start the child: this very program again (validate_child_run), with a
- * fresh memory. Not a bare fork of the daemon: a fork copies a threaded
- * process with the locks its other threads held at that instant (the
- * allocator's, stdio's), and a child that takes one hangs for good. The
- * answer comes on VALIDATE_CHILD_FD; signals as a new program has them.
- */
-static int spawn_child(const char *path, int answer, pid_t *pid)
-{
-	char parent[24], *argv[] = { "rdmad-validate", VALIDATE_CHILD_ARG,
-				     (char *)path, parent, NULL };
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t at;
-	sigset_t none, all;
-	int r;
-
-	snprintf(parent, sizeof(parent), "%ld", (long)getpid());
-	sigemptyset(&none);
-	sigfillset(&all);
-	r = posix_spawn_file_actions_init(&fa);
-	if (r)
-		return -r;
-	r = posix_spawnattr_init(&at);
-	if (r) {
-		posix_spawn_file_actions_destroy(&fa);
-		return -r;
-	}
-	r = posix_spawn_file_actions_adddup2(&fa, answer, VALIDATE_CHILD_FD);
-	if (!r)
-		r = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK |
-							  POSIX_SPAWN_SETSIGDEF);
-	if (!r)
-		r = posix_spawnattr_setsigmask(&at, &none);
-	if (!r)
-		r = posix_spawnattr_setsigdefault(&at, &all);
-	if (!r)
-		r = posix_spawn(pid, "/proc/self/exe", &fa, &at, argv, environ);
-	posix_spawnattr_destroy(&at);
-	posix_spawn_file_actions_destroy(&fa);
-	return -r;
 }
 
 static int timeout_ms(void)
@@ -157,6 +103,41 @@ static char *describe(int status)
 				"reading the configuration failed (exit "
 				"status %d)",
 				WEXITSTATUS(status));
+	return why;
+}
+
+/* Where a child that did not answer in time was (before it is killed):
+ * its state and kernel wait channel, as /proc shows them, so that the
+ * message says what it hung in ("futex_wait_queue": a lock). */
+static char *describe_hang(pid_t pid, int ms)
+{
+	char path[64], stat[512] = "", wchan[64] = "", *why = NULL, *end;
+	const char *state = "?";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((f = fopen(path, "re"))) {
+		if (!fgets(stat, sizeof(stat), f))
+			stat[0] = '\0';
+		fclose(f);
+	}
+	snprintf(path, sizeof(path), "/proc/%d/wchan", (int)pid);
+	if ((f = fopen(path, "re"))) {
+		if (!fgets(wchan, sizeof(wchan), f))
+			wchan[0] = '\0';
+		fclose(f);
+	}
+	/* "pid (comm) S ...": the state after the last ')'. */
+	end = strrchr(stat, ')');
+	if (end && end[1] == ' ' && end[2]) {
+		end[3] = '\0';
+		state = end + 2;
+	}
+	if (asprintf(&why,
+		     "reading the configuration did not finish in %d ms (the "
+		     "reading child was in state %s, waiting in %s)",
+		     ms, state, wchan[0] ? wchan : "?") < 0)
+		why = NULL;
 	return why;
 }
 
@@ -201,46 +182,42 @@ int config_validate_isolated(const char *path, struct validate_child *vc,
 		return -ECANCELED;
 	if (pipe2(fds, O_CLOEXEC) < 0)
 		return -errno;
-	/* A dup2 onto itself would keep O_CLOEXEC: never the same fd. */
-	if (fds[1] == VALIDATE_CHILD_FD) {
-		int w = fcntl(fds[1], F_DUPFD_CLOEXEC, VALIDATE_CHILD_FD + 1);
-
-		close(fds[1]);
-		fds[1] = w;
-		if (w < 0) {
-			r = -errno;
-			close(fds[0]);
-			return r;
-		}
-	}
-	r = spawn_child(path, fds[1], &pid);
-	close(fds[1]);
-	if (r < 0) {
+	pid = fork();
+	if (pid < 0) {
+		r = -errno;
 		close(fds[0]);
+		close(fds[1]);
 		return r;
 	}
+	if (pid == 0) {
+		close(fds[0]);
+		child(path, fds[1]);
+	}
+	close(fds[1]);
 	if (!child_is(vc, pid))
 		kill(pid, SIGKILL);
 	/* It writes once, at the end: silence for ms is a hang. */
 	r = read_all(fds[0], VALIDATE_MAX_REPLY, ms, &out, &len);
 	close(fds[0]);
+	if (r == -ETIMEDOUT)
+		*why = describe_hang(pid, ms);
 	if (r == -ETIMEDOUT || r == -EMSGSIZE)
 		kill(pid, SIGKILL);
 	/* Before it is reaped, while its pid cannot be someone else's. */
 	if (!child_is(vc, 0)) {
 		waitpid(pid, &status, 0);
+		free(*why);
+		*why = NULL;
 		return -ECANCELED;
 	}
 	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
+		if (errno != EINTR) {
+			free(*why);
+			*why = NULL;
 			return -errno;
-	if (r == -ETIMEDOUT) {
-		(void)!asprintf(why,
-				"reading the configuration did not finish in "
-				"%d ms",
-				ms);
-		return -ETIMEDOUT;
-	}
+		}
+	if (r == -ETIMEDOUT)
+		return *why ? -ETIMEDOUT : -ENOMEM;
 	if (r < 0)
 		return r;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {

@@ -6,8 +6,7 @@
  * objects it holds. A configuration the child found valid comes back
  * whole, as an image (config_image): the daemon loads what the child
  * read, as it read it, without parsing the files again; files rewritten
- * since are for the next reload. The child is the daemon's own program
- * started again, not a fork of it (validate.c says why).
+ * since are for the next reload.
  */
 #ifndef RDMAD_VALIDATE_H
 #define RDMAD_VALIDATE_H
@@ -23,22 +22,11 @@
  * says otherwise (RDMAD_VALIDATE_TIMEOUT_MS, for tests). */
 #define VALIDATE_TIMEOUT_MS 20000
 
-/* How the child is started: argv[1], and the fd it answers on. */
-#define VALIDATE_CHILD_ARG "--validate-child"
-#define VALIDATE_CHILD_FD 3
-
-/*
- * First thing in main() of a program that validates (rdmad, its tests):
- * when argv says this process is a reading child, read, answer and exit;
- * else return at once.
- */
-void validate_child_run(int argc, char **argv);
-
 /* The child of a validation under way, so that another thread may end
  * it (validate_cancel): the daemon stops without waiting it out. */
 struct validate_child {
 	pthread_mutex_t lock;
-	pid_t pid; /* 0: none to kill (not started yet, or being reaped) */
+	pid_t pid; /* 0: none to kill (not forked yet, or being reaped) */
 	bool cancelled;
 };
 #define VALIDATE_CHILD_INIT { .lock = PTHREAD_MUTEX_INITIALIZER }
@@ -57,7 +45,7 @@ void validate_cancel(struct validate_child *vc);
  *            says what happened (to free);
  *   -ECANCELED validate_cancel;
  *   -EPROTO  the child's answer is not one (not an image);
- *   other    -errno of posix_spawn/pipe, -ENOMEM.
+ *   other    -errno of fork/pipe, -ENOMEM.
  */
 int config_validate_isolated(const char *path, struct validate_child *vc,
 			     json_t **errors, struct config **loaded,

@@ -210,7 +210,8 @@ def test_profiles_come_and_go(rdmad):
 def test_reading_that_crashes_or_hangs_changes_nothing(rdmad, monkeypatch,
                                                       fault, words):
     """The new configuration is read in a child process first: a crash or
-    a hang there is a failed reload, the daemon serves on unchanged."""
+    a hang there is a failed reload, the daemon serves on unchanged; a
+    hang's message says where the child was."""
     monkeypatch.setenv("RDMAD_TEST_VALIDATE", fault)
     monkeypatch.setenv("RDMAD_VALIDATE_TIMEOUT_MS", "500")
     d = rdmad(BASE)
@@ -222,6 +223,11 @@ def test_reading_that_crashes_or_hangs_changes_nothing(rdmad, monkeypatch,
     assert err["code"] == "config_invalid"
     assert [e["file"] for e in err["errors"]] == [str(d.conf)]
     assert words in err["errors"][0]["message"], err
+    if fault == "hang":
+        # Where it hung: a child in pause(2) sleeps interruptibly, state
+        # S in proc(5)'s terms.
+        assert "was in state S, waiting in " in \
+            err["errors"][0]["message"], err
     assert d.proc.poll() is None
     assert handles(d) == before
     assert snapshot(d) == kernel_before

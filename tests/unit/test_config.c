@@ -1161,13 +1161,10 @@ static void test_syntax_error_said_once(void **state)
 	config_free(cfg);
 }
 
-int main(int argc, char **argv)
+int main(void)
 {
 	struct CMUnitTest tests[sizeof(bad_cases) / sizeof(bad_cases[0]) + 22];
 	size_t n = 0;
-
-	/* test_validated_read's child is this program again. */
-	validate_child_run(argc, argv);
 
 	for (size_t i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++)
 		tests[n++] = (struct CMUnitTest){
