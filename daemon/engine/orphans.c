@@ -495,7 +495,7 @@ static void sort_all(struct orphans *o)
 		}
 		if (!view_equal(&v, &profile_health(p)->view) ||
 		    v.n_orphan != before)
-			profile_touch(p);
+			profile_touch_view(p);
 		ctx_view_clear(&profile_health(p)->view);
 		profile_health(p)->view = v;
 		/* Only with the dumps in hand: an empty census vouches for

@@ -63,6 +63,11 @@ void profile_touch(struct profile *p)
 	p->notify.generation = p->notify.attach_generation = ++generations;
 }
 
+void profile_touch_view(struct profile *p)
+{
+	p->notify.generation = ++generations;
+}
+
 void profile_touch_leases(struct profile *p)
 {
 	p->notify.generation = ++generations;

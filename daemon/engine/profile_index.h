@@ -236,6 +236,12 @@ void profile_touch(struct profile *p);
  * record that still names the holder only keeps its objects longer). */
 void profile_touch_leases(struct profile *p);
 void profile_touch_leases_ended(struct profile *p);
+/* Only what the documents show of the kernel's side changed (the orphan
+ * scan's view: counts of owned, client and orphan objects): their
+ * generation moves, ATTACHED's stays, so that a client attaching does
+ * not make the attaches after the next scan render it again (and name
+ * another lease set). */
+void profile_touch_view(struct profile *p);
 /* Is a creation under way? */
 bool profile_busy(const struct profile *p);
 const char *obj_state_name(enum obj_state s);
