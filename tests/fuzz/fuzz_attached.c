@@ -43,6 +43,15 @@ static void check_promises(const struct proto_attached *a, size_t n_fds)
 			FD(a->memory[i].fd);
 	for (size_t i = 0; i < a->n_xrcd; i++)
 		FD(a->xrcd[i].fd);
+	if (a->has_mr_table) {
+		const struct proto_att_mr_table *t = &a->mr_table;
+
+		FD(t->fd);
+		/* Each memory's fd among the message's, none twice. */
+		check(!t->has_memory_fd || t->has_memories);
+		for (uint64_t i = 0; t->has_memory_fd && i < t->memories; i++)
+			FD(t->memory_fd + i);
+	}
 #undef FD
 	for (size_t i = 0; i < a->n_mr; i++) {
 		const struct proto_att_mr *mr = &a->mr[i];
